@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Every test: the control plane build (or reuse), lints, unit tests and the e2e suite against
+# a real kube-apiserver and etcd. Prints how long each phase took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOTOOLCHAIN=local
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/loop-plugins/target}
+
+phases=()
+phase() { # name command...
+  local name=$1 start=$SECONDS; shift
+  echo "==> ${name}"
+  "$@"
+  phases+=("$(printf '%-28s %5ss' "$name" "$((SECONDS - start))")")
+}
+report() { echo "==> phase times"; printf '    %s\n' "${phases[@]}"; }
+trap report EXIT
+
+controlplane_dir() { LOOP_PLUGINS_CONTROLPLANE=$(hack/controlplane/build.sh | tail -n 1); export LOOP_PLUGINS_CONTROLPLANE; }
+phase "control plane binaries" controlplane_dir
+phase "cargo fmt --check" cargo fmt --all -- --check
+phase "cargo build" cargo build --workspace --all-targets
+phase "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+phase "unit tests" cargo test --workspace --lib --bins
+phase "e2e tests" cargo test --test e2e

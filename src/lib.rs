@@ -1,0 +1,11 @@
+//! loop-plugins: runs Loop-style plugins as pods on Kubernetes.
+//!
+//! The pure parts (manifest rules, config resolution, desired objects) live in modules that
+//! never touch a `Client`; the thin parts that talk to the cluster or the network wrap them.
+
+pub mod config;
+pub mod crdgen;
+pub mod devcluster;
+pub mod manifest;
+pub mod resources;
+pub mod schedule;
