@@ -1,0 +1,6 @@
+//! The echo plugin's tests: its router served on a loopback port, hit over HTTP.
+
+mod binary;
+mod common;
+mod contract;
+mod http;
