@@ -27,3 +27,39 @@ pub fn yaml() -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    /// crds/ is generated: regenerate it with `make crds` when the types change.
+    #[test]
+    fn checked_in_crds_match_the_code() {
+        let checked_in = include_str!("../crds/loop-plugins.yaml");
+        assert!(
+            checked_in == super::yaml(),
+            "crds/loop-plugins.yaml differs from what the code generates: run `make crds`"
+        );
+    }
+
+    #[test]
+    fn every_crd_has_a_status_subresource_and_printer_columns() {
+        for crd in super::all() {
+            let version = &crd.spec.versions[0];
+            let name = &crd.metadata.name;
+            assert!(
+                version
+                    .subresources
+                    .as_ref()
+                    .and_then(|s| s.status.as_ref())
+                    .is_some(),
+                "{name:?} lacks a status subresource"
+            );
+            assert!(
+                version
+                    .additional_printer_columns
+                    .as_ref()
+                    .is_some_and(|c| c.len() >= 2),
+                "{name:?} lacks printer columns"
+            );
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! never touch a `Client`; the thin parts that talk to the cluster or the network wrap them.
 
 pub mod config;
+pub mod controller;
 pub mod crdgen;
 pub mod devcluster;
 pub mod manifest;

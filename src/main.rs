@@ -5,7 +5,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "loop-plugins", version, about = "Runs Loop-style plugins as pods on Kubernetes")]
+#[command(
+    name = "loop-plugins",
+    version,
+    about = "Runs Loop-style plugins as pods on Kubernetes"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -15,10 +19,60 @@ struct Cli {
 enum Command {
     /// Print the CustomResourceDefinitions of every resource as YAML.
     Crds,
+    /// Run the controller: reconciles Plugins, Projects and Channels into instances, Pods,
+    /// volumes, Secrets and CronJobs.
+    Controller(ControllerArgs),
+    /// Operator verbs on installed plugins.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
     /// Work with plugin manifests (plugin.json).
     Manifest {
         #[command(subcommand)]
         command: ManifestCommand,
+    },
+}
+
+#[derive(clap::Args)]
+struct ControllerArgs {
+    /// Our own image, pinned by digest: CronJobs run `loop-plugins trigger` from it, and the
+    /// gate's init container copies the binary out of it.
+    #[arg(long, env = "LOOP_PLUGINS_IMAGE")]
+    self_image: String,
+    /// LOOP_API_URL for plugin pods, unless HostConfig sets apiUrl.
+    #[arg(
+        long,
+        env = "LOOP_API_URL",
+        default_value = "http://loop-plugins-api.loop-plugins.svc:8080"
+    )]
+    api_url: String,
+    /// Where /metrics and /healthz answer.
+    #[arg(
+        long,
+        env = "LOOP_PLUGINS_METRICS_ADDR",
+        default_value = "0.0.0.0:9090"
+    )]
+    metrics_addr: std::net::SocketAddr,
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Print the Plugin resource for a manifest and an image pinned by digest, to apply with
+    /// kubectl.
+    Render {
+        /// The plugin.json file.
+        #[arg(long)]
+        manifest: std::path::PathBuf,
+        /// The image, pinned by digest (name@sha256:<64 hex>).
+        #[arg(long)]
+        image: String,
+        /// Approve every capability the manifest asks for.
+        #[arg(long)]
+        approve_all: bool,
+        /// The image's entrypoint and command (the gate runs it when on).
+        #[arg(last = true)]
+        command: Vec<String>,
     },
 }
 
@@ -34,12 +88,73 @@ enum ManifestCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Controller(args) => run_async(async move {
+            let client = kube::Client::try_default().await?;
+            let settings = loop_plugins::controller::Settings {
+                self_image: args.self_image,
+                api_url: args.api_url,
+            };
+            loop_plugins::controller::run(client, settings, args.metrics_addr).await
+        }),
         Command::Crds => {
             print!("{}", loop_plugins::crdgen::yaml());
             ExitCode::SUCCESS
         }
+        Command::Plugin {
+            command:
+                PluginCommand::Render {
+                    manifest,
+                    image,
+                    approve_all,
+                    command,
+                },
+        } => render_plugin(&manifest, &image, command, approve_all),
         Command::Manifest {
             command: ManifestCommand::Check { file },
         } => loop_plugins::manifest::check_file_cli(&file),
+    }
+}
+
+/// Runs a long-lived role on a Tokio runtime, with logs on stderr.
+fn run_async(role: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime");
+    match runtime.block_on(role) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn render_plugin(
+    manifest: &std::path::Path,
+    image: &str,
+    command: Vec<String>,
+    approve_all: bool,
+) -> ExitCode {
+    let text = match std::fs::read_to_string(manifest) {
+        Ok(text) => text,
+        Err(err) => {
+            eprintln!("{}: {err}", manifest.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    match loop_plugins::resources::Plugin::from_manifest(&text, image, command, approve_all) {
+        Ok(plugin) => {
+            print!("{}", loop_plugins::resources::plugin_yaml(&plugin));
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("{}: {err}", manifest.display());
+            ExitCode::FAILURE
+        }
     }
 }

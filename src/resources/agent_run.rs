@@ -21,8 +21,16 @@ use super::Condition;
     printcolumn(name = "Chat", type_ = "string", json_path = ".spec.channel"),
     printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agent"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(name = "Done Sent", type_ = "boolean", json_path = ".status.doneDelivered"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Done Sent",
+        type_ = "boolean",
+        json_path = ".status.doneDelivered"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AgentRunSpec {

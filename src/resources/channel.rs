@@ -21,7 +21,11 @@ use super::Condition;
     printcolumn(name = "Kind", type_ = "string", json_path = ".spec.kind"),
     printcolumn(name = "Parent", type_ = "string", json_path = ".spec.parent"),
     printcolumn(name = "App", type_ = "string", json_path = ".spec.app"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(validation = Rule::new("self.kind == 'channel' ? !has(self.parent) : has(self.parent)").message("a thread or worktree thread names its parent channel in parent; a channel has none"))]
 #[serde(rename_all = "camelCase")]
@@ -86,6 +90,20 @@ pub struct ChannelStatus {
     /// The plugins enabled in this chat.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plugins: Vec<String>,
+    /// The schedule entries applied to this channel's CronJobs: each is applied once per
+    /// change, so a CronJob deleted by hand comes back only when its entry changes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied_schedules: Vec<AppliedSchedule>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// A schedule entry applied to a channel.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedSchedule {
+    pub plugin: String,
+    pub action: String,
+    /// The hash of the entry as applied.
+    pub entry_hash: String,
 }

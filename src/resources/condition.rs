@@ -15,7 +15,9 @@ pub enum ConditionStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    #[schemars(regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"))]
+    #[schemars(regex(
+        pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+    ))]
     #[schemars(length(max = 316))]
     pub r#type: String,
     pub status: ConditionStatus,
@@ -70,11 +72,20 @@ mod tests {
     #[test]
     fn transition_time_moves_only_when_status_flips() {
         let mut all = vec![cond(ConditionStatus::False, "Disabled", "t1")];
-        assert!(!set_condition(&mut all, cond(ConditionStatus::False, "Disabled", "t2")));
+        assert!(!set_condition(
+            &mut all,
+            cond(ConditionStatus::False, "Disabled", "t2")
+        ));
         assert_eq!(all[0].last_transition_time, "t1");
-        assert!(set_condition(&mut all, cond(ConditionStatus::False, "Invalid", "t3")));
+        assert!(set_condition(
+            &mut all,
+            cond(ConditionStatus::False, "Invalid", "t3")
+        ));
         assert_eq!(all[0].last_transition_time, "t1");
-        assert!(set_condition(&mut all, cond(ConditionStatus::True, "Admitted", "t4")));
+        assert!(set_condition(
+            &mut all,
+            cond(ConditionStatus::True, "Admitted", "t4")
+        ));
         assert_eq!(all[0].last_transition_time, "t4");
     }
 }

@@ -57,7 +57,7 @@ pub struct HostPlugins {
     pub signature_mode: SignatureMode,
     /// Hex-encoded Ed25519 public keys allowed to publish plugins under strict mode.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[x_kube(validation = Rule::new("self.all(k, k.matches('^[0-9a-f]{64}$'))").message("each key is 64 lowercase hex digits"))]
+    #[schemars(inner(regex(pattern = "^[0-9a-f]{64}$")), length(max = 64))]
     pub trusted_publisher_keys: Vec<String>,
     /// plugins.<id> of the global config: the defaults for every project.
     #[serde(default, skip_serializing_if = "PluginsConfig::is_empty")]
@@ -111,7 +111,8 @@ pub struct AgentGate {
     pub enabled: bool,
     /// The image holding the `loop-plugins` binary, pinned by digest, copied in by an init container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self.matches('^[^@]+@sha256:[0-9a-f]{64}$')").message("the gate image must be pinned by digest (name@sha256:<64 hex>)"))]
+    #[x_kube(validation = Rule::new("self.matches('^[^@\\\\s]+@sha256:[0-9a-f]{64}$')").message("the gate image must be pinned by digest (name@sha256:<64 hex>)"))]
+    #[schemars(length(max = 512))]
     pub image: Option<String>,
 }
 

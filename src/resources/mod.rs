@@ -2,6 +2,9 @@
 //!
 //! Spec is what people declare; status is what the controller (or the API server) observed.
 
+// kube's `printcolumn(name = .., type_ = ..)` repeats keys across columns by design.
+#![allow(clippy::duplicated_attributes)]
+
 mod agent_run;
 mod channel;
 mod condition;
@@ -12,7 +15,9 @@ mod project;
 pub mod schema;
 
 pub use agent_run::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus};
-pub use channel::{App, Channel, ChannelKind, ChannelSpec, ChannelStatus, WorkingTree};
+pub use channel::{
+    App, AppliedSchedule, Channel, ChannelKind, ChannelSpec, ChannelStatus, WorkingTree,
+};
 pub use condition::{Condition, ConditionStatus, set_condition};
 pub use host_config::{
     AgentGate, Gates, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, HostConfigStatus, HostPlugins,
@@ -20,6 +25,7 @@ pub use host_config::{
 };
 pub use plugin::{
     Plugin, PluginManifestSpec, PluginSignature, PluginSpec, PluginStatus, RegisteredTool,
+    RenderError, plugin_yaml,
 };
 pub use plugin_instance::{
     BreakerState, InstancePhase, PluginInstance, PluginInstanceSpec, PluginInstanceStatus,

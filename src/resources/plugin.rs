@@ -30,6 +30,7 @@ use super::Condition;
 pub struct PluginSpec {
     /// The plugin's image, pinned by digest: `name@sha256:<64 hex>`.
     #[x_kube(validation = Rule::new("self.matches('^[^@\\\\s]+@sha256:[0-9a-f]{64}$')").message("the image must be pinned by digest (name@sha256:<64 hex>)"))]
+    #[schemars(length(max = 512))]
     pub image: String,
     /// The image's entrypoint and command, which the gate wraps when it is on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -121,4 +122,50 @@ pub struct RegisteredTool {
     pub name: String,
     /// The name agents call it by: plugin_<name>.
     pub mcp_name: String,
+}
+
+/// Why a Plugin could not be made from a manifest file.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("{0}")]
+    Manifest(#[from] crate::manifest::ManifestError),
+    #[error("the manifest has no usable id: {0}")]
+    Shape(#[from] serde_json::Error),
+}
+
+impl Plugin {
+    /// The Plugin resource for a manifest (plugin.json text) and an image pinned by digest,
+    /// with every capability the manifest declares approved when `approve_all`.
+    pub fn from_manifest(
+        manifest_text: &str,
+        image: &str,
+        command: Vec<String>,
+        approve_all: bool,
+    ) -> Result<Plugin, RenderError> {
+        let parsed = crate::manifest::parse_str(manifest_text)?;
+        let value: serde_json::Value = json5::from_str(manifest_text)
+            .map_err(|e| serde_json::Error::io(std::io::Error::other(e.to_string())))?;
+        let manifest: PluginManifestSpec = serde_json::from_value(value)?;
+        let approved = if approve_all {
+            parsed.capabilities.iter().map(|c| c.to_string()).collect()
+        } else {
+            vec![]
+        };
+        Ok(Plugin::new(
+            &manifest.id.clone(),
+            PluginSpec {
+                image: image.into(),
+                command,
+                manifest,
+                approved_capabilities: approved,
+                signature: None,
+                purge_on_delete: false,
+            },
+        ))
+    }
+}
+
+/// A Plugin as YAML to apply, without the fields the server fills.
+pub fn plugin_yaml(plugin: &Plugin) -> String {
+    serde_saphyr::to_string(plugin).expect("a Plugin serializes to YAML")
 }

@@ -22,9 +22,22 @@ use super::Condition;
     printcolumn(name = "Chat", type_ = "string", json_path = ".spec.channel"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Pod", type_ = "string", json_path = ".status.pod"),
-    printcolumn(name = "Last Activity", type_ = "date", json_path = ".status.lastActivity"),
-    printcolumn(name = "Breaker", type_ = "string", json_path = ".status.breaker.state", priority = 1),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Last Activity",
+        type_ = "date",
+        json_path = ".status.lastActivity"
+    ),
+    printcolumn(
+        name = "Breaker",
+        type_ = "string",
+        json_path = ".status.breaker.state",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PluginInstanceSpec {

@@ -19,9 +19,22 @@ use crate::config::PluginsConfig;
     shortname = "proj",
     category = "loop-plugins",
     doc = "A Loop project: the plugins part of its .loop/config.json and the version its owner trusts",
-    printcolumn(name = "Trusted", type_ = "string", json_path = ".status.conditions[?(@.type==\"Trusted\")].status"),
-    printcolumn(name = "Config", type_ = "string", json_path = ".status.configHash", priority = 1),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Trusted",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Trusted\")].status"
+    ),
+    printcolumn(
+        name = "Config",
+        type_ = "string",
+        json_path = ".status.configHash",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ProjectSpec {

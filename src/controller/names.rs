@@ -1,0 +1,111 @@
+//! Names and labels of the objects the controller makes. Every child carries the
+//! `app.kubernetes.io/*` labels and ours, so watches select only what we own and orphans are
+//! found by label and owner UID.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+/// The one field manager for everything the controller applies.
+pub const FIELD_MANAGER: &str = "loop-plugins-controller";
+/// `app.kubernetes.io/managed-by` on every object we make.
+pub const MANAGED_BY: &str = "loop-plugins";
+/// Selects every object the controller made.
+pub const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=loop-plugins";
+
+pub const LABEL_PLUGIN: &str = "plugins.loop.dev/plugin";
+pub const LABEL_PROJECT: &str = "plugins.loop.dev/project";
+pub const LABEL_CHANNEL: &str = "plugins.loop.dev/channel";
+pub const LABEL_INSTANCE: &str = "plugins.loop.dev/instance";
+pub const LABEL_ACTION: &str = "plugins.loop.dev/action";
+/// The hash of what was applied, so an unchanged object is never written again.
+pub const ANNOTATION_APPLIED: &str = "plugins.loop.dev/applied-hash";
+
+/// The longest name a label value or a Pod's hostname may have.
+const MAX_NAME: usize = 63;
+
+/// A DNS-1123 label made of `parts`, shortened with a hash of the whole when too long, so
+/// distinct inputs keep distinct names.
+pub fn join_name(parts: &[&str]) -> String {
+    let full = parts.join("-");
+    if full.len() <= MAX_NAME - 11 {
+        return full;
+    }
+    let hash = short_hash(full.as_bytes());
+    let keep = &full[..MAX_NAME - 11];
+    format!("{}-{hash}", keep.trim_end_matches('-'))
+}
+
+/// Ten hex digits of a SHA-256: enough to tell objects apart, short enough for a name.
+pub fn short_hash(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    hex::encode(&digest[..5])
+}
+
+/// The PluginInstance of `plugin` in chat `channel`.
+pub fn instance_name(plugin: &str, channel: &str) -> String {
+    join_name(&[plugin, channel])
+}
+
+/// The PersistentVolumeClaim holding /data of `plugin` in chat `channel`.
+pub fn data_claim_name(plugin: &str, channel: &str) -> String {
+    join_name(&["data", plugin, channel])
+}
+
+/// The Secret holding an instance's token and secret.
+pub fn secret_name(instance: &str) -> String {
+    join_name(&[instance, "token"])
+}
+
+/// The CronJob of `action` of `plugin` in channel `channel`.
+pub fn cronjob_name(plugin: &str, channel: &str, action: &str) -> String {
+    join_name(&[plugin, channel, action])
+}
+
+/// Labels every child of a (plugin, chat) carries.
+pub fn labels(
+    plugin: &str,
+    project: &str,
+    channel: &str,
+    component: &str,
+) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".into(), "loop-plugin".into()),
+        ("app.kubernetes.io/component".into(), component.into()),
+        ("app.kubernetes.io/managed-by".into(), MANAGED_BY.into()),
+        (LABEL_PLUGIN.into(), plugin.into()),
+        (LABEL_PROJECT.into(), project.into()),
+        (LABEL_CHANNEL.into(), channel.into()),
+    ])
+}
+
+/// The hash of an object as we would apply it.
+pub fn applied_hash<T: serde::Serialize>(object: &T) -> String {
+    let bytes = serde_json::to_vec(object).expect("objects serialize");
+    short_hash(&bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_stay_readable() {
+        assert_eq!(instance_name("echo", "general"), "echo-general");
+    }
+
+    #[test]
+    fn long_names_are_cut_and_stay_distinct() {
+        let a = instance_name(
+            "a-plugin-with-a-long-name-x",
+            "a-channel-with-an-even-longer-name-1",
+        );
+        let b = instance_name(
+            "a-plugin-with-a-long-name-x",
+            "a-channel-with-an-even-longer-name-2",
+        );
+        assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
+        assert_ne!(a, b);
+        assert!(!a.contains("--"));
+    }
+}

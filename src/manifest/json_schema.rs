@@ -1,0 +1,64 @@
+//! Compiling the JSON schemas a manifest carries (tool input and output, settings) and checking
+//! values against them, with messages people can read.
+
+use jsonschema::Validator;
+use serde_json::Value;
+
+/// Compiles a schema document; the error says why it isn't a valid JSON schema.
+pub fn compile(schema: &Value) -> Result<Validator, String> {
+    jsonschema::validator_for(schema).map_err(|e| {
+        let at = e.instance_path().to_string();
+        if at.is_empty() {
+            e.to_string()
+        } else {
+            format!("at {at}: {e}")
+        }
+    })
+}
+
+/// Checks a value; the error lists why the schema refuses it (at most 5 reasons).
+pub fn check(validator: &Validator, value: &Value) -> Result<(), String> {
+    let reasons: Vec<String> = validator
+        .iter_errors(value)
+        .take(5)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("at {at}: {e}")
+            }
+        })
+        .collect();
+    if reasons.is_empty() {
+        Ok(())
+    } else {
+        Err(reasons.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn compiles_and_checks() {
+        let v = compile(
+            &json!({"type": "object", "properties": {"n": {"type": "integer", "maximum": 3}}}),
+        )
+        .unwrap();
+        assert!(check(&v, &json!({"n": 2})).is_ok());
+        let err = check(&v, &json!({"n": 4})).unwrap_err();
+        assert!(err.contains("/n"), "{err}");
+        assert!(err.contains('3'), "{err}");
+    }
+
+    #[test]
+    fn refuses_bad_schemas() {
+        assert!(compile(&json!({"type": "objekt"})).is_err());
+        assert!(compile(&json!({"type": "string", "pattern": "("})).is_err());
+        assert!(compile(&json!({"minimum": "ten"})).is_err());
+    }
+}

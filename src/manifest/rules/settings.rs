@@ -1,0 +1,59 @@
+//! settings: each a schema of the listed keywords whose default satisfies it.
+
+use super::Ctx;
+use super::read::optional_object;
+use crate::manifest::settings_schema::check_setting;
+
+pub(super) fn check(ctx: &mut Ctx) {
+    let root = ctx.root();
+    let Some((at, settings)) = optional_object(ctx.doc, "settings", &root, &mut ctx.problems)
+    else {
+        return;
+    };
+    for (name, schema) in settings {
+        let setting_at = at.key(name);
+        if name.trim().is_empty() {
+            ctx.problems
+                .add(&setting_at, "a setting's name must not be empty");
+        }
+        check_setting(schema, &setting_at, &mut ctx.problems);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::manifest::fixtures::M;
+
+    #[test]
+    fn settings_pass() {
+        M::new()
+            .set(
+                "settings",
+                json!({
+                    "count": { "type": "integer", "title": "Count", "minimum": 1, "maximum": 10, "default": 3 },
+                    "sync_all": { "type": "boolean", "default": false }
+                }),
+            )
+            .assert_valid();
+    }
+
+    #[test]
+    fn bad_settings_are_refused_each_at_its_path() {
+        let m = M::new().set(
+            "settings",
+            json!({
+                "count": { "type": "integer", "minimum": 1, "maximum": 10, "default": 11 },
+                "name": { "type": "string", "maxLength": 3 },
+                "": { "type": "string" }
+            }),
+        );
+        m.assert_problem("settings.count.default", "does not satisfy");
+        m.assert_problem("settings.name.maxLength", "not a keyword a setting may use");
+        m.assert_problem("settings[\"\"]", "must not be empty");
+        M::new()
+            .set("settings", json!([]))
+            .assert_problem("settings", "must be an object");
+    }
+}
