@@ -33,3 +33,12 @@ unit:
 
 test:
 	@hack/test.sh
+
+# The e2e suite alone, against a control plane it starts (built or reused by build.sh).
+e2e:
+	$(CARGO) test --test e2e
+
+# A local cluster until Ctrl-C: control plane, kubelet stand-in, CRDs, examples/; writes
+# .dev/kubeconfig (KUBECONFIG=.dev/kubeconfig kubectl get plugins).
+dev:
+	@hack/dev.sh

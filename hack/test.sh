@@ -21,5 +21,5 @@ phase "control plane binaries" controlplane_dir
 phase "cargo fmt --check" cargo fmt --all -- --check
 phase "cargo build" cargo build --workspace --all-targets
 phase "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
-phase "unit tests" cargo test --workspace --lib --bins
+phase "unit and integration tests" cargo test --workspace
 phase "e2e tests" cargo test --test e2e

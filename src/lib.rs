@@ -8,5 +8,6 @@ pub mod controller;
 pub mod crdgen;
 pub mod devcluster;
 pub mod manifest;
+pub mod operator;
 pub mod resources;
 pub mod schedule;

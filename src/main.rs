@@ -27,11 +27,18 @@ enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// Operator verbs on projects.
+    Project {
+        #[command(subcommand)]
+        command: ProjectCommand,
+    },
     /// Work with plugin manifests (plugin.json).
     Manifest {
         #[command(subcommand)]
         command: ManifestCommand,
     },
+    /// Run a local dev cluster (control plane, kubelet stand-in, CRDs, examples) until Ctrl-C.
+    Dev(loop_plugins::devcluster::dev::DevArgs),
 }
 
 #[derive(clap::Args)]
@@ -77,6 +84,19 @@ enum PluginCommand {
 }
 
 #[derive(Subcommand)]
+enum ProjectCommand {
+    /// Trust the project's current plugin config: record its canonical hash and the config
+    /// itself as the last approved version, so its enabled values and schedules apply.
+    Trust {
+        /// The Project's name.
+        name: String,
+        /// The Project's namespace.
+        #[arg(long, short = 'n', default_value = "default")]
+        namespace: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum ManifestCommand {
     /// Check a plugin.json against every rule; exits non-zero when there is a problem.
     Check {
@@ -88,6 +108,7 @@ enum ManifestCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Dev(args) => loop_plugins::devcluster::dev::main(args),
         Command::Controller(args) => run_async(async move {
             let client = kube::Client::try_default().await?;
             let settings = loop_plugins::controller::Settings {
@@ -109,6 +130,14 @@ fn main() -> ExitCode {
                     command,
                 },
         } => render_plugin(&manifest, &image, command, approve_all),
+        Command::Project {
+            command: ProjectCommand::Trust { name, namespace },
+        } => run_async(async move {
+            let client = kube::Client::try_default().await?;
+            let hash = loop_plugins::operator::trust_project(client, &namespace, &name).await?;
+            println!("project {namespace}/{name}: trusted config {hash}");
+            Ok(())
+        }),
         Command::Manifest {
             command: ManifestCommand::Check { file },
         } => loop_plugins::manifest::check_file_cli(&file),

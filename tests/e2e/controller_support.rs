@@ -1,0 +1,380 @@
+//! What the controller's e2e tests share: the controller process (one for the run, restartable),
+//! a lock for tests that change cluster-wide state, fixtures for plugins, projects and chats,
+//! and waits over lists driven by watches.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::Context;
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use loop_plugins::config::{PluginConfig, ScheduleEntry, config_hash};
+use loop_plugins::devcluster::LocalImage;
+use loop_plugins::devcluster::process::{Process, ProcessSpec};
+use loop_plugins::resources::{
+    App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
+    HostPlugins, Plugin, Project, ProjectSpec, TrustedConfig,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::support::Ns;
+
+/// The image the stand-in plays with the echo plugin's binary.
+pub const ECHO_IMAGE: &str = "e2e.local/echo";
+/// Our own image, played by our binary.
+pub const SELF_IMAGE: &str = "e2e.local/loop-plugins";
+/// How long an instance stays up after its last activity, in these tests.
+pub const IDLE_TIMEOUT: &str = "8s";
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// Tests that change cluster-wide state (HostConfig, the controller process) take it for
+/// writing; every other controller test holds it for reading.
+static CLUSTER_STATE: RwLock<()> = RwLock::const_new(());
+static CONTROLLER: OnceLock<Mutex<Option<Process>>> = OnceLock::new();
+
+pub async fn shared() -> RwLockReadGuard<'static, ()> {
+    CLUSTER_STATE.read().await
+}
+
+pub async fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    CLUSTER_STATE.write().await
+}
+
+/// A digest that names nothing real: the stand-in plays images by repository.
+pub fn digest(seed: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(seed.as_bytes()))
+}
+
+/// The folder our binaries are built into.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary has a path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Makes sure the controller runs, with the CRDs installed, the HostConfig of these tests and
+/// the images the stand-in needs. Call once at the start of each controller test.
+pub async fn setup(ns: &Ns) -> anyhow::Result<()> {
+    ns.cluster().ensure_crds().await?;
+    ns.images().insert(
+        ECHO_IMAGE,
+        LocalImage::new(target_dir().join("echo-plugin")),
+    );
+    ns.images().insert(
+        SELF_IMAGE,
+        LocalImage::new(env!("CARGO_BIN_EXE_loop-plugins")),
+    );
+    let mut running = CONTROLLER.get_or_init(|| Mutex::new(None)).lock().await;
+    if running.is_none() {
+        apply_host(ns.client(), host_spec(true)).await?;
+        *running = Some(start_controller(ns).await?);
+    }
+    Ok(())
+}
+
+/// The HostConfig these tests run under.
+pub fn host_spec(enabled: bool) -> HostConfigSpec {
+    HostConfigSpec {
+        plugins: HostPlugins {
+            enabled,
+            idle_timeout: IDLE_TIMEOUT.into(),
+            ..Default::default()
+        },
+        api_url: Some("http://127.0.0.1:9".into()),
+        ..Default::default()
+    }
+}
+
+pub async fn apply_host(client: Client, spec: HostConfigSpec) -> anyhow::Result<()> {
+    let api: Api<HostConfig> = Api::all(client);
+    let host = HostConfig::new(HOST_CONFIG_NAME, spec);
+    api.patch(
+        HOST_CONFIG_NAME,
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&host),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The namespace and ServiceAccount the controller runs as, so the audit log tells its
+/// requests apart from the tests'.
+pub const CONTROLLER_NAMESPACE: &str = "loop-plugins-system";
+pub const CONTROLLER_ACCOUNT: &str = "loop-plugins-controller";
+
+/// The controller's username in the audit log.
+pub fn controller_user() -> String {
+    format!("system:serviceaccount:{CONTROLLER_NAMESPACE}:{CONTROLLER_ACCOUNT}")
+}
+
+/// A kubeconfig for the controller's own ServiceAccount.
+async fn controller_kubeconfig(ns: &Ns) -> anyhow::Result<PathBuf> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+
+    let client = ns.client();
+    let apply = PatchParams::apply("e2e").force();
+    let namespace = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(CONTROLLER_NAMESPACE.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .patch(CONTROLLER_NAMESPACE, &apply, &Patch::Apply(&namespace))
+        .await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), CONTROLLER_NAMESPACE);
+    let mut account = ServiceAccount::default();
+    account.metadata.name = Some(CONTROLLER_ACCOUNT.into());
+    accounts
+        .patch(CONTROLLER_ACCOUNT, &apply, &Patch::Apply(&account))
+        .await?;
+    // Issue 7 replaces this grant with the chart's least-privilege ClusterRole.
+    let binding = ClusterRoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(CONTROLLER_ACCOUNT.into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: "cluster-admin".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: CONTROLLER_ACCOUNT.into(),
+            namespace: Some(CONTROLLER_NAMESPACE.into()),
+            ..Default::default()
+        }]),
+    };
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .patch(CONTROLLER_ACCOUNT, &apply, &Patch::Apply(&binding))
+        .await?;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(24 * 3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(CONTROLLER_ACCOUNT, &PostParams::default(), &request)
+        .await?;
+    let token = token
+        .status
+        .and_then(|s| s.token)
+        .context("the TokenRequest has no token")?;
+    let dev = ns.cluster().dev();
+    let path = dev.run_dir().join("controller.kubeconfig");
+    let plane = dev.control_plane();
+    loop_plugins::devcluster::kubeconfig::write(
+        &path,
+        plane.server(),
+        plane.ca_pem(),
+        CONTROLLER_ACCOUNT,
+        &token,
+    )?;
+    Ok(path)
+}
+
+async fn start_controller(ns: &Ns) -> anyhow::Result<Process> {
+    let dev = ns.cluster().dev();
+    let kubeconfig = controller_kubeconfig(ns).await?;
+    let log = dev.run_dir().join("controller.log");
+    let mut spec = ProcessSpec::new("controller", env!("CARGO_BIN_EXE_loop-plugins"), log);
+    spec.append_log = true;
+    spec.env
+        .push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
+    spec.env.push((
+        "RUST_LOG".into(),
+        "info,kube=warn,loop_plugins=debug".into(),
+    ));
+    let spec = spec.args([
+        "controller".to_string(),
+        format!("--self-image={SELF_IMAGE}@sha256:{}", digest("self")),
+        "--api-url=http://127.0.0.1:9".to_string(),
+        "--metrics-addr=127.0.0.1:0".to_string(),
+    ]);
+    Ok(Process::spawn(&spec).await?)
+}
+
+/// Kills the controller (SIGKILL, no goodbye) and starts it again.
+pub async fn restart_controller(
+    ns: &Ns,
+    after_kill: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let mut running = CONTROLLER.get_or_init(|| Mutex::new(None)).lock().await;
+    if let Some(mut process) = running.take() {
+        process.kill();
+    }
+    after_kill.await;
+    *running = Some(start_controller(ns).await?);
+    Ok(())
+}
+
+/// A Plugin for this test: the echo plugin's manifest under a name of its own.
+pub fn echo_plugin(id: &str) -> anyhow::Result<Plugin> {
+    let text = include_str!("../../examples/echo-plugin/plugin.json").replacen(
+        "\"id\": \"echo\"",
+        &format!("\"id\": \"{id}\""),
+        1,
+    );
+    let image = format!("{ECHO_IMAGE}@sha256:{}", digest(id));
+    Ok(Plugin::from_manifest(
+        &text,
+        &image,
+        vec!["/echo-plugin".into()],
+        true,
+    )?)
+}
+
+/// A plugin id unique to the test's namespace.
+pub fn plugin_id(ns: &Ns, suffix: &str) -> String {
+    let tail = ns.name().rsplit('-').next().unwrap_or("x");
+    format!("e{suffix}-{tail}")
+}
+
+pub async fn install(client: Client, plugin: &Plugin) -> anyhow::Result<Plugin> {
+    let api: Api<Plugin> = Api::all(client);
+    Ok(api
+        .patch(
+            &plugin.name_any(),
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(plugin),
+        )
+        .await?)
+}
+
+/// One plugin's project entry.
+pub fn entry(enabled: bool, schedules: &[(&str, ScheduleEntry)]) -> PluginConfig {
+    PluginConfig {
+        enabled: Some(enabled),
+        settings: BTreeMap::new(),
+        schedules: schedules
+            .iter()
+            .map(|(a, e)| (a.to_string(), e.clone()))
+            .collect(),
+    }
+}
+
+/// A project whose config, as given, the owner trusts.
+pub fn trusted_project(name: &str, plugins: BTreeMap<String, PluginConfig>) -> Project {
+    let spec = ProjectSpec {
+        trusted: Some(TrustedConfig {
+            hash: config_hash(&plugins),
+            plugins: plugins.clone(),
+        }),
+        plugins,
+    };
+    Project::new(name, spec)
+}
+
+pub fn channel(name: &str, project: &str, kind: ChannelKind, parent: Option<&str>) -> Channel {
+    Channel::new(
+        name,
+        ChannelSpec {
+            project: project.into(),
+            kind,
+            parent: parent.map(Into::into),
+            app: App::Desktop,
+            hidden: false,
+            working_tree: None,
+        },
+    )
+}
+
+/// Server-side applies a namespaced object in the test's namespace.
+pub async fn apply<K>(ns: &Ns, object: &K) -> anyhow::Result<K>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + Serialize + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    let api = ns.api::<K>();
+    let name = object.name_any();
+    api.patch(
+        &name,
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .with_context(|| format!("applying {} {name}", K::kind(&Default::default())))
+}
+
+/// Waits until `cond` holds over every object `api` lists (with `labels`), re-checking on each
+/// watch event; returns the objects.
+pub async fn list_until<K, F>(
+    api: &Api<K>,
+    labels: Option<&str>,
+    what: &str,
+    timeout: Duration,
+    cond: F,
+) -> anyhow::Result<Vec<K>>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    F: Fn(&[K]) -> bool,
+{
+    let (store, writer) = reflector::store::<K>();
+    let mut config = watcher::Config::default();
+    if let Some(labels) = labels {
+        config = config.labels(labels);
+    }
+    let stream = watcher(api.clone(), config)
+        .default_backoff()
+        .reflect(writer);
+    futures::pin_mut!(stream);
+    let snapshot = || {
+        store
+            .state()
+            .iter()
+            .map(|o| (**o).clone())
+            .collect::<Vec<K>>()
+    };
+    let result = tokio::time::timeout(timeout, async {
+        while let Some(event) = stream.next().await {
+            if let Ok(
+                watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_),
+            ) = event
+            {
+                let all = snapshot();
+                if cond(&all) {
+                    return Some(all);
+                }
+            }
+        }
+        None
+    })
+    .await;
+    match result {
+        Ok(Some(all)) => Ok(all),
+        _ => {
+            let names: Vec<String> = snapshot().iter().map(|o| o.name_any()).collect();
+            anyhow::bail!("timed out after {timeout:?} waiting for {what}; last seen: {names:?}")
+        }
+    }
+}
+
+/// Records demand on an instance the way the API server does: its last activity is now.
+pub async fn record_demand(ns: &Ns, instance: &str) -> anyhow::Result<()> {
+    let api = ns.api::<loop_plugins::resources::PluginInstance>();
+    let now = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)?
+        .to_string();
+    let patch = serde_json::json!({ "status": { "lastActivity": now } });
+    api.patch_status(instance, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,158 @@
+//! The libtest-mimic harness: starts one cluster on the main thread's runtime, runs every test
+//! in a fresh namespace with a timeout, and tears the cluster down before exiting.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Failed, Trial};
+
+use super::{Cluster, Ns};
+
+type TestFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+type TestFn = Box<dyn Fn(Ns) -> TestFuture + Send + Sync>;
+
+/// Set to keep the run's folder (logs, volumes) even when every test passed.
+const KEEP_ENV: &str = "LOOP_PLUGINS_E2E_KEEP";
+
+/// How long a test may take unless it says otherwise.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One e2e test: a name and an async body that gets a fresh namespace.
+pub struct E2eTest {
+    name: String,
+    timeout: Duration,
+    body: TestFn,
+}
+
+impl E2eTest {
+    /// A longer (or shorter) time limit than the default two minutes.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// An e2e test named `name` (prefix it with its module: `pods::serves_http`).
+pub fn test<F, Fut>(name: &str, body: F) -> E2eTest
+where
+    F: Fn(Ns) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    E2eTest {
+        name: name.to_string(),
+        timeout: DEFAULT_TIMEOUT,
+        body: Box::new(move |ns| Box::pin(body(ns))),
+    }
+}
+
+/// Runs the tests against one cluster and returns libtest's exit code.
+pub fn run(tests: Vec<E2eTest>) -> ExitCode {
+    let mut args = Arguments::from_args();
+    // The tests mostly wait on the cluster: run more of them at once than there are cores.
+    if args.test_threads.is_none() {
+        let threads = std::env::var("RUST_TEST_THREADS")
+            .ok()
+            .and_then(|t| t.parse().ok());
+        args.test_threads = Some(threads.unwrap_or(8));
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off")
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("the tokio runtime starts");
+
+    // Listing tests needs no cluster.
+    let listing = args.list;
+    let started = Instant::now();
+    let cluster: Result<Arc<Cluster>, String> = if listing {
+        Err("listing only".into())
+    } else {
+        runtime
+            .block_on(Cluster::start())
+            .map(Arc::new)
+            .map_err(|e| e.to_string())
+    };
+    match &cluster {
+        Ok(c) => eprintln!(
+            "e2e: cluster up in {:.1}s at {} (run folder {})",
+            started.elapsed().as_secs_f64(),
+            c.dev().control_plane().server(),
+            c.dev().run_dir().display()
+        ),
+        Err(reason) if !listing => eprintln!("e2e: the control plane could not start: {reason}"),
+        Err(_) => {}
+    }
+
+    let trials = tests
+        .into_iter()
+        .map(|t| {
+            let cluster = cluster.clone();
+            let handle = runtime.handle().clone();
+            let name = t.name.clone();
+            Trial::test(t.name, move || match cluster {
+                Err(reason) => Err(Failed::from(format!(
+                    "the control plane could not start: {reason}"
+                ))),
+                Ok(cluster) => handle.block_on(run_one(cluster, &name, t.timeout, t.body)),
+            })
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+
+    if let Ok(cluster) = cluster {
+        let started = Instant::now();
+        match Arc::try_unwrap(cluster) {
+            Ok(mut cluster) => {
+                if conclusion.has_failed() || std::env::var_os(KEEP_ENV).is_some() {
+                    cluster.keep_run_dir();
+                    eprintln!("e2e: logs kept in {}", cluster.dev().run_dir().display());
+                }
+                runtime.block_on(cluster.shutdown());
+            }
+            Err(cluster) => drop(cluster),
+        }
+        // libtest's summary stays the last line unless stopping was slow.
+        if started.elapsed() > Duration::from_secs(5) {
+            eprintln!(
+                "e2e: stopping the cluster took {:.1}s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    drop(runtime);
+    conclusion.exit_code()
+}
+
+async fn run_one(
+    cluster: Arc<Cluster>,
+    name: &str,
+    timeout: Duration,
+    body: TestFn,
+) -> Result<(), Failed> {
+    let ns = Ns::create(cluster, name)
+        .await
+        .map_err(|e| Failed::from(format!("creating the namespace: {e:#}")))?;
+    let namespace = ns.name().to_string();
+    let outcome = tokio::time::timeout(timeout, body(ns.clone())).await;
+    match outcome {
+        Ok(Ok(())) => {
+            ns.delete().await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(Failed::from(format!("{e:#}\n(namespace {namespace} kept)"))),
+        Err(_) => Err(Failed::from(format!(
+            "timed out after {timeout:?} (namespace {namespace} kept)"
+        ))),
+    }
+}
