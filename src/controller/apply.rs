@@ -95,8 +95,9 @@ where
     }
 }
 
-/// Deletes an object we made; one already gone is fine. Dependents go in the background.
-pub async fn delete<K>(ctx: &Context, object: &K) -> Result<()>
+/// Deletes an object we made; one already gone (or going) is fine. Dependents go in the
+/// background. Returns whether it asked for a deletion.
+pub async fn delete<K>(ctx: &Context, object: &K) -> Result<bool>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -104,7 +105,7 @@ where
         + Debug,
 {
     if object.meta().deletion_timestamp.is_some() {
-        return Ok(());
+        return Ok(false);
     }
     let name = object.name_any();
     let ns = object
@@ -121,8 +122,8 @@ where
         ..Default::default()
     };
     match api.delete(&name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => Ok(false),
         Err(source) => Err(Error::Delete {
             kind: kind::<K>(),
             name,

@@ -124,7 +124,9 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
     }
     for instance in &instances {
         if !plan.enabled.contains(&instance.spec.plugin) {
-            apply::delete(&ctx, instance.as_ref()).await?;
+            if !apply::delete(&ctx, instance.as_ref()).await? {
+                continue;
+            }
             // Stop its container now rather than when garbage collection gets to it.
             for pod in ctx.stores.pods.state() {
                 if pod.namespace().as_deref() == Some(&ns)

@@ -106,9 +106,10 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         (Ok(pod), true) => pod.metadata.name.clone(),
         _ => None,
     };
+    let mut stopped = false;
     for pod in &pods {
         if Some(pod.name_any()) != keep {
-            apply::delete(&ctx, pod.as_ref()).await?;
+            stopped |= apply::delete(&ctx, pod.as_ref()).await?;
         }
     }
     let running = match (&desired, want.wanted()) {
@@ -129,15 +130,15 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         }
         _ => None,
     };
-    if !want.wanted() && !pods.is_empty() {
-        ctx.event(
-            instance.as_ref(),
-            false,
-            "Stopped",
-            "StopPod",
-            "stopped the container: idle".into(),
-        )
-        .await;
+    if stopped {
+        let why = if want.wanted() {
+            "its spec changed"
+        } else {
+            "idle"
+        };
+        let note = format!("stopped the container: {why}");
+        ctx.event(instance.as_ref(), false, "Stopped", "StopPod", note)
+            .await;
     }
 
     let status = desired_status(
