@@ -3,6 +3,7 @@
 //! The pure parts (manifest rules, config resolution, desired objects) live in modules that
 //! never touch a `Client`; the thin parts that talk to the cluster or the network wrap them.
 
+pub mod api;
 pub mod config;
 pub mod controller;
 pub mod crdgen;

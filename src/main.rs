@@ -37,6 +37,8 @@ enum Command {
         #[command(subcommand)]
         command: ManifestCommand,
     },
+    /// Run the Plugin API server that plugin pods call (LOOP_API_URL).
+    Api(loop_plugins::api::ApiArgs),
     /// Run a local dev cluster (control plane, kubelet stand-in, CRDs, examples) until Ctrl-C.
     Dev(loop_plugins::devcluster::dev::DevArgs),
 }
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Dev(args) => loop_plugins::devcluster::dev::main(args),
+        Command::Api(args) => run_async(loop_plugins::api::serve(args)),
         Command::Controller(args) => run_async(async move {
             let client = kube::Client::try_default().await?;
             let settings = loop_plugins::controller::Settings {

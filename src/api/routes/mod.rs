@@ -1,0 +1,89 @@
+//! The Plugin API's routes, one module per resource, and the table that mounts them under
+//! `/api/plugin/v1`. Each handler takes the [`Caller`](super::auth::Caller) first (401 and
+//! 409 come before anything else), checks its capability (403), then reads its body (400).
+
+mod cards;
+mod channel;
+mod files;
+mod live;
+mod memory;
+mod notifications;
+mod runs;
+mod switches;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::routing::{get, post, put};
+use serde::de::DeserializeOwned;
+
+use super::error::{ApiError, ApiResult, Code};
+use super::state::AppState;
+
+/// Where the routes live.
+pub const PREFIX: &str = "/api/plugin/v1";
+
+/// Every (method, path) served under [`PREFIX`], as the spec lists them.
+pub const ROUTES: [(&str, &str); 13] = [
+    ("GET", "/channel"),
+    ("POST", "/runs"),
+    ("GET", "/runs/{run_id}"),
+    ("PUT", "/composer/switches/{id}"),
+    ("DELETE", "/composer/switches/{id}"),
+    ("POST", "/cards"),
+    ("GET", "/cards/{id}"),
+    ("POST", "/notifications"),
+    ("POST", "/channel/live/control"),
+    ("PUT", "/channel/live/hold"),
+    ("GET", "/files/{path}"),
+    ("GET", "/memory/{key}"),
+    ("PUT", "/memory/{key}"),
+];
+
+/// The routes, relative to [`PREFIX`].
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/channel", get(channel::get))
+        .route("/runs", post(runs::create))
+        .route("/runs/{run_id}", get(runs::get))
+        .route(
+            "/composer/switches/{id}",
+            put(switches::put).delete(switches::delete),
+        )
+        .route("/cards", post(cards::create))
+        .route("/cards/{id}", get(cards::get))
+        .route("/notifications", post(notifications::create))
+        .route("/channel/live/control", post(live::control))
+        .route("/channel/live/hold", put(live::hold))
+        .route("/files/{*path}", get(files::get))
+        .route("/memory/{key}", get(memory::get).put(memory::put))
+}
+
+/// The body as `T`, or 400 `invalid_body` naming what is wrong.
+pub(crate) fn json_body<T: DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            Code::InvalidBody,
+            format!("the body is not a valid request: {e}"),
+        )
+    })
+}
+
+/// 400 unless `value` has at most `max` characters (and at least one when `non_empty`).
+pub(crate) fn check_length(field: &str, value: &str, max: usize, non_empty: bool) -> ApiResult<()> {
+    let n = value.chars().count();
+    if non_empty && n == 0 {
+        return Err(ApiError::new(
+            Code::InvalidBody,
+            format!("{field} must not be empty"),
+        ));
+    }
+    if n > max {
+        return Err(ApiError::new(
+            Code::InvalidBody,
+            format!("{field} has {n} characters; at most {max} are allowed"),
+        ));
+    }
+    Ok(())
+}
