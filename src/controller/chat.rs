@@ -31,6 +31,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
     let name = channel.name_any();
     if channel.meta().deletion_timestamp.is_some() {
         // Owner references take what hung from it.
+        ctx.forget_chat(&channel);
         return Ok(Action::await_change());
     }
     let host = ctx.host();
@@ -76,7 +77,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .collect();
     let existing: BTreeSet<(String, String)> =
         cronjobs.iter().filter_map(|c| cronjob_key(c)).collect();
-    let current_status = channel.status.clone().unwrap_or_default();
+    let current_status = ctx.chat_status(&channel);
     let plan = plan_chat(&ChatInputs {
         channel: &channel.spec,
         project: project.as_ref().map(|p| &p.spec),
@@ -215,7 +216,9 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         conditions,
     };
     let api: Api<Channel> = Api::namespaced(ctx.client.clone(), &ns);
-    apply::status(&ctx, &api, &name, channel.status.as_ref(), &status).await?;
+    if apply::status(&ctx, &api, &name, Some(&current_status), &status).await? {
+        ctx.wrote_chat_status(&channel, status.clone());
+    }
     if flipped_to_invalid {
         ctx.event(
             channel.as_ref(),

@@ -3,6 +3,9 @@
 
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
@@ -10,7 +13,8 @@ use kube::{Resource, ResourceExt};
 
 use super::metrics::Metrics;
 use crate::resources::{
-    Channel, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance, Project,
+    Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
+    Project,
 };
 
 /// The reflector stores: the declared resources, and (label-selected) the children we own.
@@ -43,6 +47,9 @@ pub struct Context {
     pub metrics: Metrics,
     pub stores: Stores,
     pub settings: Settings,
+    /// The chat statuses this controller wrote, until the cache shows them: see
+    /// [`Context::chat_status`].
+    written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
 }
 
 impl Context {
@@ -57,6 +64,7 @@ impl Context {
             metrics,
             stores,
             settings,
+            written_chat_status: Mutex::default(),
         }
     }
 
@@ -69,6 +77,35 @@ impl Context {
             .find(|h| h.name_any() == HOST_CONFIG_NAME)
             .map(|h| h.spec.clone())
             .unwrap_or_default()
+    }
+
+    /// The status a chat's reconcile starts from: what the cache holds, unless the cache still
+    /// shows the very version this controller last wrote over, in which case what it wrote.
+    /// Without this, a reconcile right after a status write could miss the schedule entries
+    /// it just recorded and apply a CronJob someone deleted by hand again.
+    pub fn chat_status(&self, channel: &Channel) -> ChannelStatus {
+        let uid = channel.uid().unwrap_or_default();
+        let written = self.written_chat_status.lock().expect("not poisoned");
+        match written.get(&uid) {
+            Some((over, status)) if *over == channel.resource_version() => status.clone(),
+            _ => channel.status.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Records a chat status written over `channel` as the cache showed it.
+    pub fn wrote_chat_status(&self, channel: &Channel, status: ChannelStatus) {
+        let uid = channel.uid().unwrap_or_default();
+        let mut written = self.written_chat_status.lock().expect("not poisoned");
+        written.insert(uid, (channel.resource_version(), status));
+    }
+
+    /// Forgets what was written for a chat that is gone.
+    pub fn forget_chat(&self, channel: &Channel) {
+        let uid = channel.uid().unwrap_or_default();
+        self.written_chat_status
+            .lock()
+            .expect("not poisoned")
+            .remove(&uid);
     }
 
     /// LOOP_API_URL as plugin pods see it.

@@ -1,7 +1,8 @@
 //! The controller: makes the cluster match what is installed and what each project enables.
 //!
-//! Three reconcilers share one set of watches: Plugin (admission, purge), Channel (the chat's
-//! instances, data volumes and CronJobs) and PluginInstance (Secret, Pod on demand, status).
+//! Four reconcilers share one set of watches: Plugin (admission, purge), Channel (the chat's
+//! instances, data volumes and CronJobs), PluginInstance (Secret, Pod on demand, status) and
+//! Project (trust in status).
 //! Deciding is pure (`admission`, `plan`, `demand`, `pod`, `cronjob`); writing is `apply`.
 
 pub mod admission;
@@ -17,6 +18,7 @@ pub mod names;
 pub mod plan;
 mod plugin;
 pub mod pod;
+mod project;
 mod watch;
 
 use std::net::SocketAddr;
@@ -68,7 +70,7 @@ pub async fn run(
     let mut projects = watch::watch(
         Api::<Project>::all(client.clone()),
         watcher::Config::default(),
-        1,
+        2,
     );
     let mut channels = watch::watch(
         Api::<Channel>::all(client.clone()),
@@ -211,11 +213,16 @@ pub async fn run(
             .run(instance::reconcile, error_policy("instance"), ctx.clone())
             .for_each(log_result("instance"));
 
+    let project_controller = Controller::for_stream(projects.subscribe(), stores.projects.clone())
+        .shutdown_on_signal()
+        .run(project::reconcile, error_policy("project"), ctx.clone())
+        .for_each(log_result("project"));
+
     let registry = Arc::new(registry);
     let server = serve_metrics(metrics_addr, registry);
     tracing::info!(%metrics_addr, "controller running");
     tokio::select! {
-        _ = futures::future::join3(plugin_controller, chat_controller, instance_controller) => {},
+        _ = futures::future::join4(plugin_controller, chat_controller, instance_controller, project_controller) => {},
         result = server => result?,
     }
     tracing::info!("controller stopped");

@@ -255,10 +255,28 @@ async fn trust_flip(ns: Ns) -> anyhow::Result<()> {
     let off = serde_json::json!({ "spec": { "plugins": { id.clone(): { "enabled": false } } } });
     api.patch("proj", &PatchParams::default(), &Patch::Merge(&off))
         .await?;
+    let reason = |want: &'static str| {
+        move |p: &Project| {
+            p.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.r#type == "Trusted" && c.reason == want)
+            })
+        }
+    };
+    wait::matches(
+        &api,
+        "proj",
+        "Trusted: LastApproved",
+        WAIT,
+        reason("LastApproved"),
+    )
+    .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     instances_of(&ns, &id, 1).await?;
     loop_plugins::operator::trust_project(ns.client(), ns.name(), "proj").await?;
     instances_of(&ns, &id, 0).await?;
+    wait::matches(&api, "proj", "Trusted: Trusted", WAIT, reason("Trusted")).await?;
     Ok(())
 }
 
