@@ -63,6 +63,8 @@ struct ControllerArgs {
         default_value = "0.0.0.0:9090"
     )]
     metrics_addr: std::net::SocketAddr,
+    #[command(flatten)]
+    leader: loop_plugins::leader::LeaderArgs,
 }
 
 #[derive(Subcommand)]
@@ -118,7 +120,7 @@ fn main() -> ExitCode {
                 self_image: args.self_image,
                 api_url: args.api_url,
             };
-            loop_plugins::controller::run(client, settings, args.metrics_addr).await
+            loop_plugins::controller::run(client, settings, args.metrics_addr, args.leader).await
         }),
         Command::Crds => {
             print!("{}", loop_plugins::crdgen::yaml());

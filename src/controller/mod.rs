@@ -48,14 +48,34 @@ pub fn now_rfc3339() -> String {
 }
 
 /// Runs the controller until SIGTERM or Ctrl-C.
+///
+/// `/healthz` and `/metrics` answer from the start; the reconcilers run only while this
+/// replica holds the Lease when leader election is on, so replicas > 1 are safe.
 pub async fn run(
     client: Client,
     settings: Settings,
     metrics_addr: SocketAddr,
+    leader: crate::leader::LeaderArgs,
 ) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = metrics::Metrics::new(&mut registry);
+    let server = serve_metrics(metrics_addr, Arc::new(registry));
+    tracing::info!(%metrics_addr, "serving /healthz and /metrics");
+    let work = reconcile_all(client.clone(), settings, metrics);
+    tokio::select! {
+        result = leader.run(client, work) => result??,
+        result = server => result?,
+    }
+    tracing::info!("controller stopped");
+    Ok(())
+}
 
+/// Watches everything and runs the reconcilers until SIGTERM or Ctrl-C.
+async fn reconcile_all(
+    client: Client,
+    settings: Settings,
+    metrics: metrics::Metrics,
+) -> anyhow::Result<()> {
     let managed = || watcher::Config::default().labels(names::MANAGED_SELECTOR);
     let mut host = watch::watch(
         Api::<HostConfig>::all(client.clone()),
@@ -218,14 +238,14 @@ pub async fn run(
         .run(project::reconcile, error_policy("project"), ctx.clone())
         .for_each(log_result("project"));
 
-    let registry = Arc::new(registry);
-    let server = serve_metrics(metrics_addr, registry);
-    tracing::info!(%metrics_addr, "controller running");
-    tokio::select! {
-        _ = futures::future::join4(plugin_controller, chat_controller, instance_controller, project_controller) => {},
-        result = server => result?,
-    }
-    tracing::info!("controller stopped");
+    tracing::info!("reconciling");
+    futures::future::join4(
+        plugin_controller,
+        chat_controller,
+        instance_controller,
+        project_controller,
+    )
+    .await;
     Ok(())
 }
 

@@ -108,21 +108,25 @@ pub async fn apply_host(client: Client, spec: HostConfigSpec) -> anyhow::Result<
     Ok(())
 }
 
-/// The namespace and ServiceAccount the controller runs as, so the audit log tells its
-/// requests apart from the tests'.
+/// The chart's release the controller runs under, in this namespace: the controller runs as
+/// the chart's own ServiceAccount with the chart's own RBAC, so a missing permission fails a
+/// test, and the audit log tells its requests apart from the tests'.
 pub const CONTROLLER_NAMESPACE: &str = "loop-plugins-system";
-pub const CONTROLLER_ACCOUNT: &str = "loop-plugins-controller";
+pub const RELEASE: &str = "e2e";
+/// The chart's ServiceAccount for that release.
+pub const CONTROLLER_ACCOUNT: &str = "e2e-loop-plugins";
+/// The chart's Lease for that release.
+pub const LEASE: &str = "e2e-loop-plugins-controller";
 
 /// The controller's username in the audit log.
 pub fn controller_user() -> String {
     format!("system:serviceaccount:{CONTROLLER_NAMESPACE}:{CONTROLLER_ACCOUNT}")
 }
 
-/// A kubeconfig for the controller's own ServiceAccount.
+/// A kubeconfig for the chart's ServiceAccount, after applying the chart's RBAC.
 async fn controller_kubeconfig(ns: &Ns) -> anyhow::Result<PathBuf> {
     use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
     use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 
     let client = ns.client();
     let apply = PatchParams::apply("e2e").force();
@@ -136,33 +140,9 @@ async fn controller_kubeconfig(ns: &Ns) -> anyhow::Result<PathBuf> {
     Api::<Namespace>::all(client.clone())
         .patch(CONTROLLER_NAMESPACE, &apply, &Patch::Apply(&namespace))
         .await?;
+    let docs = crate::chart::render(RELEASE, CONTROLLER_NAMESPACE, &[]).await?;
+    crate::chart::apply(ns.cluster(), &crate::chart::rbac(&docs), false).await?;
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), CONTROLLER_NAMESPACE);
-    let mut account = ServiceAccount::default();
-    account.metadata.name = Some(CONTROLLER_ACCOUNT.into());
-    accounts
-        .patch(CONTROLLER_ACCOUNT, &apply, &Patch::Apply(&account))
-        .await?;
-    // Issue 7 replaces this grant with the chart's least-privilege ClusterRole.
-    let binding = ClusterRoleBinding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(CONTROLLER_ACCOUNT.into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: "cluster-admin".into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: CONTROLLER_ACCOUNT.into(),
-            namespace: Some(CONTROLLER_NAMESPACE.into()),
-            ..Default::default()
-        }]),
-    };
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .patch(CONTROLLER_ACCOUNT, &apply, &Patch::Apply(&binding))
-        .await?;
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             expiration_seconds: Some(24 * 3600),
@@ -207,6 +187,9 @@ async fn start_controller(ns: &Ns) -> anyhow::Result<Process> {
         format!("--self-image={SELF_IMAGE}@sha256:{}", digest("self")),
         "--api-url=http://127.0.0.1:9".to_string(),
         "--metrics-addr=127.0.0.1:0".to_string(),
+        format!("--leader-election-namespace={CONTROLLER_NAMESPACE}"),
+        format!("--lease-name={LEASE}"),
+        "--leader-identity=e2e-controller".to_string(),
     ]);
     Ok(Process::spawn(&spec).await?)
 }

@@ -5,6 +5,7 @@
 //!
 //! To add tests: write a module with `pub fn tests() -> Vec<support::E2eTest>` and list it below.
 
+mod chart;
 mod cluster;
 mod controller;
 mod controller_support;
@@ -15,6 +16,7 @@ mod versions;
 
 fn main() -> std::process::ExitCode {
     let modules = [
+        chart::tests(),
         cluster::tests(),
         controller::tests(),
         crds::tests(),
