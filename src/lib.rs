@@ -8,6 +8,7 @@ pub mod config;
 pub mod controller;
 pub mod crdgen;
 pub mod devcluster;
+pub mod gate;
 pub mod leader;
 pub mod manifest;
 pub mod operator;

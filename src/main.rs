@@ -32,6 +32,18 @@ enum Command {
         #[command(subcommand)]
         command: ProjectCommand,
     },
+    /// Copy this binary to DEST for a plugin container to run as its gate (the gate's init
+    /// container runs this).
+    InstallGate {
+        /// Where to put the binary.
+        dest: std::path::PathBuf,
+    },
+    /// Run a plugin's command under the gate: `loop-plugins gate -- <command>...`.
+    Gate {
+        /// The plugin's own command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Work with plugin manifests (plugin.json).
     Manifest {
         #[command(subcommand)]
@@ -143,6 +155,17 @@ fn main() -> ExitCode {
             println!("project {namespace}/{name}: trusted config {hash}");
             Ok(())
         }),
+        Command::InstallGate { dest } => match loop_plugins::gate::install(&dest) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("{err}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Gate { command } => {
+            eprintln!("{}", loop_plugins::gate::exec(&command));
+            ExitCode::from(127)
+        }
         Command::Manifest {
             command: ManifestCommand::Check { file },
         } => loop_plugins::manifest::check_file_cli(&file),
