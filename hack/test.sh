@@ -22,4 +22,5 @@ phase "cargo fmt --check" cargo fmt --all -- --check
 phase "cargo build" cargo build --workspace --all-targets
 phase "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 phase "unit and integration tests" cargo test --workspace
+phase "schemathesis venv" hack/schemathesis.sh install
 phase "e2e tests" cargo test --test e2e

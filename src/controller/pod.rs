@@ -133,6 +133,9 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
             ..Default::default()
         },
     ];
+    // Where /data is, said as a path, so a kubelet that maps volume paths (the tests'
+    // stand-in) points the plugin at the chat's own volume.
+    env.push(env_value("LOOP_PLUGIN_DATA_DIR", DATA_DIR));
     if input.working_tree.is_some() {
         env.push(env_value("LOOP_CHANNEL_DIR", WORKTREE_DIR));
     }

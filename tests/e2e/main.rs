@@ -5,6 +5,7 @@
 //!
 //! To add tests: write a module with `pub fn tests() -> Vec<support::E2eTest>` and list it below.
 
+mod api;
 mod chart;
 mod cluster;
 mod controller;
@@ -16,6 +17,7 @@ mod versions;
 
 fn main() -> std::process::ExitCode {
     let modules = [
+        api::tests(),
         chart::tests(),
         cluster::tests(),
         controller::tests(),
