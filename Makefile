@@ -39,9 +39,13 @@ e2e:
 	$(CARGO) test --test e2e
 
 # GET /channel requests per second on one core (the API server pinned to CPU 0, the loader on
-# CPU 1), against /healthz of the same server as the baseline; a release build.
+# CPU 1), against /healthz of the same server as the baseline; then a tool call through the
+# host API against the plugin directly (p50, p99, ratios) and Pod Ready → the held call at the
+# plugin. Release builds.
 bench:
 	$(CARGO) bench --bench api_channel
+	$(CARGO) build --release -p echo-plugin --bins
+	$(CARGO) bench --bench host_calls
 
 # A local cluster until Ctrl-C: control plane, kubelet stand-in, CRDs, examples/; writes
 # .dev/kubeconfig (KUBECONFIG=.dev/kubeconfig kubectl get plugins).

@@ -9,6 +9,7 @@ pub mod controller;
 pub mod crdgen;
 pub mod devcluster;
 pub mod gate;
+pub mod host;
 pub mod leader;
 pub mod manifest;
 pub mod operator;

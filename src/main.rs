@@ -51,6 +51,8 @@ enum Command {
     },
     /// Run the Plugin API server that plugin pods call (LOOP_API_URL).
     Api(loop_plugins::api::ApiArgs),
+    /// Run a plugin's action once through the host API, as a schedule's CronJob does.
+    Trigger(loop_plugins::host::trigger::TriggerArgs),
     /// Run a local dev cluster (control plane, kubelet stand-in, CRDs, examples) until Ctrl-C.
     Dev(loop_plugins::devcluster::dev::DevArgs),
 }
@@ -125,6 +127,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Dev(args) => loop_plugins::devcluster::dev::main(args),
+        Command::Trigger(args) => run_async(loop_plugins::host::trigger::run(args)),
         Command::Api(args) => run_async(loop_plugins::api::serve(args)),
         Command::Controller(args) => run_async(async move {
             let client = kube::Client::try_default().await?;

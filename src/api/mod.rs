@@ -224,6 +224,13 @@ pub async fn run(
 
     let mut registry = Registry::default();
     let metrics = Arc::new(metrics::Metrics::new(&mut registry));
+    // The host API (callers → plugins) shares the server and the metrics registry.
+    let host = crate::host::HostState::new(
+        client.clone(),
+        crate::host::HostSettings::default(),
+        &mut registry,
+    )
+    .await?;
     let state = Arc::new(AppState::new(
         config,
         stores,
@@ -253,7 +260,7 @@ pub async fn run(
     let api_listener = tokio::net::TcpListener::bind(listen).await?;
     let metrics_listener = tokio::net::TcpListener::bind(metrics_addr).await?;
     tracing::info!(%listen, %metrics_addr, "Plugin API serving");
-    let api = axum::serve(api_listener, router(state))
+    let api = axum::serve(api_listener, router(state).merge(crate::host::router(host)))
         .with_graceful_shutdown(crate::controller::shutdown_signal());
     let metrics_server = axum::serve(metrics_listener, metrics_app)
         .with_graceful_shutdown(crate::controller::shutdown_signal());

@@ -54,6 +54,11 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
             format!("--plugin={}", input.plugin),
             format!("--action={}", input.action),
             format!("--task={name}"),
+            // Said explicitly, so a kubelet that maps volume paths (the tests' stand-in) can.
+            format!(
+                "--token-file={}",
+                crate::host::trigger::SERVICE_ACCOUNT_TOKEN
+            ),
         ]),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),

@@ -11,6 +11,7 @@ mod cluster;
 mod controller;
 mod controller_support;
 mod crds;
+mod host;
 mod pods;
 mod support;
 mod versions;
@@ -22,6 +23,7 @@ fn main() -> std::process::ExitCode {
         cluster::tests(),
         controller::tests(),
         crds::tests(),
+        host::tests(),
         pods::tests(),
         versions::tests(),
     ];

@@ -1,0 +1,261 @@
+//! The host API's one error shape, the Plugin API's too: `{"error": {"code", "message"}}`,
+//! with a machine-readable code from [`Code`] (each with its one status) and a message that
+//! names the field or the container and the reason.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// Every error code the host API answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// No `Authorization: Bearer` header.
+    MissingToken,
+    /// The token is not one the cluster accepts (TokenReview).
+    InvalidToken,
+    /// RBAC does not let the caller do this (SubjectAccessReview).
+    Forbidden,
+    /// The body is not JSON, or not of the route's shape, or breaks one of its rules.
+    InvalidBody,
+    BodyTooLarge,
+    /// No route has this path.
+    NotFound,
+    MethodNotAllowed,
+    ChannelNotFound,
+    PluginNotFound,
+    ActionNotFound,
+    ToolNotFound,
+    AgentNotFound,
+    SwitchNotFound,
+    /// The agent's manifest entry does not give it the tool.
+    ToolNotGiven,
+    /// The chat's project does not enable the plugin (or plugins are off, or the chat runs
+    /// none: a hidden thread, a Slack or Discord chat).
+    PluginNotEnabled,
+    /// The controller has not made the instance (or its Secret) yet; try again.
+    InstancePending,
+    /// Too many calls already wait for this container to start.
+    QueueFull,
+    /// The container did not become Ready in time.
+    StartTimeout,
+    /// The controller cannot run the container (its instance's Ready condition says why).
+    CannotStart,
+    /// The breaker in front of the container is open.
+    BreakerOpen,
+    /// The plugin did not answer within the call's time limit.
+    PluginTimeout,
+    /// The plugin refused the connection (or dropped it before answering).
+    PluginUnreachable,
+    /// The plugin answered with an error status.
+    PluginError,
+    /// The plugin's answer is over the route's cap.
+    AnswerTooLarge,
+    /// The plugin's answer is not of the contract's shape.
+    InvalidAnswer,
+    /// Tool input its `input_schema` refuses (only in an `is_error` tool result).
+    InputInvalid,
+    /// `structured_content` its `output_schema` refuses (only in an `is_error` tool result).
+    OutputInvalid,
+    /// A Kubernetes call failed (a review, a write); try again.
+    Unavailable,
+    /// A bug: never answered on purpose.
+    Internal,
+}
+
+impl Code {
+    /// Every code, for the spec check.
+    pub const ALL: [Code; 29] = [
+        Code::MissingToken,
+        Code::InvalidToken,
+        Code::Forbidden,
+        Code::InvalidBody,
+        Code::BodyTooLarge,
+        Code::NotFound,
+        Code::MethodNotAllowed,
+        Code::ChannelNotFound,
+        Code::PluginNotFound,
+        Code::ActionNotFound,
+        Code::ToolNotFound,
+        Code::AgentNotFound,
+        Code::SwitchNotFound,
+        Code::ToolNotGiven,
+        Code::PluginNotEnabled,
+        Code::InstancePending,
+        Code::QueueFull,
+        Code::StartTimeout,
+        Code::CannotStart,
+        Code::BreakerOpen,
+        Code::PluginTimeout,
+        Code::PluginUnreachable,
+        Code::PluginError,
+        Code::AnswerTooLarge,
+        Code::InvalidAnswer,
+        Code::InputInvalid,
+        Code::OutputInvalid,
+        Code::Unavailable,
+        Code::Internal,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Code::MissingToken => "missing_token",
+            Code::InvalidToken => "invalid_token",
+            Code::Forbidden => "forbidden",
+            Code::InvalidBody => "invalid_body",
+            Code::BodyTooLarge => "body_too_large",
+            Code::NotFound => "not_found",
+            Code::MethodNotAllowed => "method_not_allowed",
+            Code::ChannelNotFound => "channel_not_found",
+            Code::PluginNotFound => "plugin_not_found",
+            Code::ActionNotFound => "action_not_found",
+            Code::ToolNotFound => "tool_not_found",
+            Code::AgentNotFound => "agent_not_found",
+            Code::SwitchNotFound => "switch_not_found",
+            Code::ToolNotGiven => "tool_not_given",
+            Code::PluginNotEnabled => "plugin_not_enabled",
+            Code::InstancePending => "instance_pending",
+            Code::QueueFull => "queue_full",
+            Code::StartTimeout => "start_timeout",
+            Code::CannotStart => "cannot_start",
+            Code::BreakerOpen => "breaker_open",
+            Code::PluginTimeout => "plugin_timeout",
+            Code::PluginUnreachable => "plugin_unreachable",
+            Code::PluginError => "plugin_error",
+            Code::AnswerTooLarge => "answer_too_large",
+            Code::InvalidAnswer => "invalid_answer",
+            Code::InputInvalid => "input_invalid",
+            Code::OutputInvalid => "output_invalid",
+            Code::Unavailable => "unavailable",
+            Code::Internal => "internal",
+        }
+    }
+
+    pub const fn status(self) -> StatusCode {
+        match self {
+            Code::MissingToken | Code::InvalidToken => StatusCode::UNAUTHORIZED,
+            Code::Forbidden | Code::ToolNotGiven => StatusCode::FORBIDDEN,
+            Code::InvalidBody => StatusCode::BAD_REQUEST,
+            Code::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Code::NotFound
+            | Code::ChannelNotFound
+            | Code::PluginNotFound
+            | Code::ActionNotFound
+            | Code::ToolNotFound
+            | Code::AgentNotFound
+            | Code::SwitchNotFound => StatusCode::NOT_FOUND,
+            Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Code::PluginNotEnabled => StatusCode::CONFLICT,
+            Code::InputInvalid | Code::OutputInvalid => StatusCode::UNPROCESSABLE_ENTITY,
+            Code::InstancePending
+            | Code::QueueFull
+            | Code::StartTimeout
+            | Code::CannotStart
+            | Code::BreakerOpen
+            | Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Code::PluginTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Code::PluginUnreachable
+            | Code::PluginError
+            | Code::AnswerTooLarge
+            | Code::InvalidAnswer => StatusCode::BAD_GATEWAY,
+            Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The code for an error status made outside the handlers (a rejection, a layer).
+    pub fn for_status(status: StatusCode) -> Code {
+        match status {
+            StatusCode::UNAUTHORIZED => Code::MissingToken,
+            StatusCode::FORBIDDEN => Code::Forbidden,
+            StatusCode::NOT_FOUND => Code::NotFound,
+            StatusCode::METHOD_NOT_ALLOWED => Code::MethodNotAllowed,
+            StatusCode::PAYLOAD_TOO_LARGE => Code::BodyTooLarge,
+            StatusCode::GATEWAY_TIMEOUT => Code::PluginTimeout,
+            StatusCode::SERVICE_UNAVAILABLE => Code::Unavailable,
+            s if s.is_client_error() => Code::InvalidBody,
+            _ => Code::Internal,
+        }
+    }
+}
+
+/// An error answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostError {
+    pub code: Code,
+    pub message: String,
+    /// Seconds until trying again makes sense (`Retry-After`).
+    pub retry_after: Option<u64>,
+    /// The status the plugin answered, for `plugin_error`.
+    pub plugin_status: Option<u16>,
+}
+
+pub type HostResult<T> = Result<T, HostError>;
+
+impl HostError {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            retry_after: None,
+            plugin_status: None,
+        }
+    }
+
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds.max(1));
+        self
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl IntoResponse for HostError {
+    fn into_response(self) -> Response {
+        let mut error = json!({ "code": self.code.as_str(), "message": self.message });
+        if let Some(s) = self.plugin_status {
+            error["plugin_status"] = json!(s);
+        }
+        let mut response = (self.code.status(), Json(json!({ "error": error }))).into_response();
+        if self.code.status() == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(seconds) = self.retry_after
+            && let Ok(v) = HeaderValue::from_str(&seconds.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_distinct_and_listed() {
+        let names: std::collections::BTreeSet<_> = Code::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(names.len(), Code::ALL.len());
+    }
+
+    #[test]
+    fn an_answer_carries_its_code_status_and_headers() {
+        let r = HostError::new(Code::BreakerOpen, "open")
+            .retry_after(12)
+            .into_response();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.headers()[header::RETRY_AFTER], "12");
+        let r = HostError::new(Code::MissingToken, "no token").into_response();
+        assert_eq!(r.headers()[header::WWW_AUTHENTICATE], "Bearer");
+    }
+}
