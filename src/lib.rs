@@ -12,6 +12,7 @@ pub mod gate;
 pub mod host;
 pub mod leader;
 pub mod manifest;
+pub mod metrics;
 pub mod operator;
 pub mod resources;
 pub mod schedule;

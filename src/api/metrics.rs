@@ -109,11 +109,3 @@ pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: 
         .inc();
     response
 }
-
-/// The registry's text exposition.
-pub fn encode(registry: &Registry) -> String {
-    let mut body = String::new();
-    // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut body, registry);
-    body
-}

@@ -241,21 +241,7 @@ pub async fn run(
         metrics,
     ));
     let registry = Arc::new(registry);
-    let metrics_app = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/metrics",
-            get(move || {
-                let registry = registry.clone();
-                async move {
-                    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-                    (
-                        [(header::CONTENT_TYPE, content_type)],
-                        metrics::encode(&registry),
-                    )
-                }
-            }),
-        );
+    let metrics_app = crate::metrics::router(registry);
 
     let api_listener = tokio::net::TcpListener::bind(listen).await?;
     let metrics_listener = tokio::net::TcpListener::bind(metrics_addr).await?;

@@ -310,22 +310,7 @@ impl Drop for Timer<'_> {
 }
 
 async fn serve_metrics(addr: SocketAddr, registry: Arc<Registry>) -> anyhow::Result<()> {
-    use axum::routing::get;
-    let app = axum::Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/metrics",
-            get(move || {
-                let registry = registry.clone();
-                async move {
-                    let mut body = String::new();
-                    // Writing into a String cannot fail.
-                    let _ = prometheus_client::encoding::text::encode(&mut body, &registry);
-                    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-                    ([(axum::http::header::CONTENT_TYPE, content_type)], body)
-                }
-            }),
-        );
+    let app = crate::metrics::router(registry);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())

@@ -154,10 +154,3 @@ pub async fn track(
         .inc();
     response
 }
-
-/// The registry's text exposition.
-pub fn encode(registry: &Registry) -> String {
-    let mut body = String::new();
-    let _ = prometheus_client::encoding::text::encode(&mut body, registry);
-    body
-}

@@ -83,7 +83,7 @@ pub async fn host(ns: &Ns) -> anyhow::Result<HostServer> {
 
 impl HostServer {
     pub fn metrics(&self) -> String {
-        loop_plugins::host::metrics::encode(&self.registry)
+        loop_plugins::metrics::encode(&self.registry)
     }
 }
 

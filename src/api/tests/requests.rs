@@ -1112,7 +1112,7 @@ async fn requests_are_counted_by_route_template_and_status() {
     h.call("GET", "/nope", Some(TOKEN_A), None).await;
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register("requests", "", h.state.metrics.requests.clone());
-    let text = crate::api::metrics::encode(&registry);
+    let text = crate::metrics::encode(&registry);
     assert!(
         text.contains(
             r#"requests_total{route="/api/plugin/v1/runs/{run_id}",method="GET",status="404"} 2"#
