@@ -13,6 +13,8 @@ pub mod host;
 pub mod leader;
 pub mod manifest;
 pub mod metrics;
+#[cfg(test)]
+mod openapi_spec;
 pub mod operator;
 pub mod resources;
 pub mod schedule;

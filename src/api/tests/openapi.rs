@@ -13,35 +13,11 @@ use super::fixtures::*;
 use crate::api::error::Code;
 use crate::api::{ROUTES, inbox, memory};
 use crate::manifest::Capability;
+use crate::openapi_spec::{self, METHODS, resolve, validator};
 
 const SPEC: &str = include_str!("../../../openapi/plugin-api-v1.yaml");
-const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
-
 fn spec() -> Value {
-    serde_saphyr::from_str(SPEC).expect("the spec parses")
-}
-
-/// Follows a local `$ref`.
-fn resolve<'a>(spec: &'a Value, v: &'a Value) -> &'a Value {
-    match v.get("$ref").and_then(Value::as_str) {
-        Some(r) => spec
-            .pointer(r.trim_start_matches('#'))
-            .unwrap_or_else(|| panic!("dangling {r}")),
-        None => v,
-    }
-}
-
-/// A validator for `schema`, which may point into the spec's components.
-fn validator(spec: &Value, schema: &Value) -> jsonschema::Validator {
-    let mut root = schema.clone();
-    if let Value::Object(m) = &mut root {
-        m.insert(
-            "$schema".into(),
-            json!("https://json-schema.org/draft/2020-12/schema"),
-        );
-        m.insert("components".into(), spec["components"].clone());
-    }
-    jsonschema::validator_for(&root).unwrap_or_else(|e| panic!("schema {schema}: {e}"))
+    openapi_spec::parse(SPEC)
 }
 
 struct Op {

@@ -8,39 +8,17 @@ use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
 use futures::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::fixtures::*;
 use crate::host::auth::{Permission, Reviewer, User};
 use crate::host::error::Code;
 use crate::host::{PREFIX, ROUTES};
+use crate::openapi_spec::{self, METHODS, resolve, validator};
 
 const SPEC: &str = include_str!("../../../openapi/host-api-v1.yaml");
-const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
-
 fn spec() -> Value {
-    serde_saphyr::from_str(SPEC).expect("the spec parses")
-}
-
-fn resolve<'a>(spec: &'a Value, v: &'a Value) -> &'a Value {
-    match v.get("$ref").and_then(Value::as_str) {
-        Some(r) => spec
-            .pointer(r.trim_start_matches('#'))
-            .unwrap_or_else(|| panic!("dangling {r}")),
-        None => v,
-    }
-}
-
-fn validator(spec: &Value, schema: &Value) -> jsonschema::Validator {
-    let mut root = schema.clone();
-    if let Value::Object(m) = &mut root {
-        m.insert(
-            "$schema".into(),
-            json!("https://json-schema.org/draft/2020-12/schema"),
-        );
-        m.insert("components".into(), spec["components"].clone());
-    }
-    jsonschema::validator_for(&root).unwrap_or_else(|e| panic!("schema {schema}: {e}"))
+    openapi_spec::parse(SPEC)
 }
 
 struct Op {
