@@ -47,6 +47,8 @@ pub struct Context {
     pub metrics: Metrics,
     pub stores: Stores,
     pub settings: Settings,
+    /// Calls to plugins (`/runs/{run_id}/done`).
+    pub http: reqwest::Client,
     /// The chat statuses this controller wrote, until the cache shows them: see
     /// [`Context::chat_status`].
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
@@ -64,6 +66,13 @@ impl Context {
             metrics,
             stores,
             settings,
+            http: {
+                crate::host::call::install_crypto_provider();
+                reqwest::Client::builder()
+                    .no_proxy()
+                    .build()
+                    .expect("a plain HTTP client builds")
+            },
             written_chat_status: Mutex::default(),
         }
     }

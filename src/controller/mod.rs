@@ -1,8 +1,8 @@
 //! The controller: makes the cluster match what is installed and what each project enables.
 //!
-//! Four reconcilers share one set of watches: Plugin (admission, purge), Channel (the chat's
-//! instances, data volumes and CronJobs), PluginInstance (Secret, Pod on demand, status) and
-//! Project (trust in status).
+//! Five reconcilers share one set of watches: Plugin (admission, purge), Channel (the chat's
+//! instances, data volumes and CronJobs), PluginInstance (Secret, Pod on demand, status),
+//! Project (trust in status) and AgentRun (`/runs/{run_id}/done`, once).
 //! Deciding is pure (`admission`, `plan`, `demand`, `pod`, `cronjob`); writing is `apply`.
 
 pub mod admission;
@@ -11,6 +11,7 @@ mod chat;
 mod context;
 pub mod cronjob;
 pub mod demand;
+mod done;
 mod error;
 mod instance;
 pub mod metrics;
@@ -37,7 +38,7 @@ use prometheus_client::registry::Registry;
 pub use context::{Context, Settings, Stores};
 pub use error::Error;
 
-use crate::resources::{Channel, HostConfig, Plugin, PluginInstance, Project};
+use crate::resources::{AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project};
 
 /// The time now, as conditions record it.
 pub fn now_rfc3339() -> String {
@@ -233,17 +234,26 @@ async fn reconcile_all(
             .run(instance::reconcile, error_policy("instance"), ctx.clone())
             .for_each(log_result("instance"));
 
+    let run_controller = Controller::new(
+        Api::<AgentRun>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .shutdown_on_signal()
+    .run(done::reconcile, error_policy("run"), ctx.clone())
+    .for_each(log_result("run"));
+
     let project_controller = Controller::for_stream(projects.subscribe(), stores.projects.clone())
         .shutdown_on_signal()
         .run(project::reconcile, error_policy("project"), ctx.clone())
         .for_each(log_result("project"));
 
     tracing::info!("reconciling");
-    futures::future::join4(
+    futures::future::join5(
         plugin_controller,
         chat_controller,
         instance_controller,
         project_controller,
+        run_controller,
     )
     .await;
     Ok(())

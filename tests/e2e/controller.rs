@@ -67,6 +67,11 @@ pub fn tests() -> Vec<E2eTest> {
             restart,
         )
         .timeout(Duration::from_secs(180)),
+        test(
+            "controller::runs_done_reaches_the_plugin_once_across_a_restart",
+            done_once,
+        )
+        .timeout(Duration::from_secs(180)),
         test("controller::a_steady_state_makes_no_write", steady_state)
             .timeout(Duration::from_secs(240)),
     ]
@@ -804,6 +809,80 @@ async fn steady_state(ns: Ns) -> anyhow::Result<()> {
         writes.is_empty(),
         "the controller wrote {} times in steady state: {writes:?}",
         writes.len()
+    );
+    Ok(())
+}
+
+/// A run that ends while the controller is down: once it is back, `POST /runs/{id}/done`
+/// reaches the plugin, exactly once.
+async fn done_once(ns: Ns) -> anyhow::Result<()> {
+    use loop_plugins::resources::{AgentRun, AgentRunSpec};
+    let _exclusive = exclusive().await;
+    let id = world(&ns, "dn", &[]).await?;
+    let instance = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    let run = AgentRun::new(
+        "run-1",
+        AgentRunSpec {
+            plugin: id.clone(),
+            channel: "general".into(),
+            thread: format!("plugin:{id}"),
+            agent: "say".into(),
+            read_only: true,
+            tools: vec!["plugin_echo".into()],
+            prompt: "say hello".into(),
+        },
+    );
+    apply(&ns, &run).await?;
+    let runs = ns.api::<AgentRun>();
+    let mut ended = None;
+    restart_controller(&ns, async {
+        let patch = serde_json::json!({ "status": { "phase": "Succeeded", "result": "hello" } });
+        ended = Some(
+            runs.patch_status("run-1", &PatchParams::default(), &Patch::Merge(&patch))
+                .await,
+        );
+    })
+    .await?;
+    ended.expect("the run ended")?;
+    wait::matches(
+        &runs,
+        "run-1",
+        "/done delivered",
+        Duration::from_secs(90),
+        |r: &AgentRun| r.status.as_ref().is_some_and(|s| s.done_delivered),
+    )
+    .await?;
+    // Time for a second delivery, if there were to be one.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pod = pods_of(&ns, &instance, 1, true).await?.remove(0);
+    let ip = pod.status.and_then(|s| s.pod_ip).unwrap_or_default();
+    let secret = ns.get::<Secret>(&format!("{instance}-token")).await?;
+    let secret = String::from_utf8(secret.data.unwrap_or_default()["secret"].0.clone())?;
+    loop_plugins::host::call::install_crypto_provider();
+    let journal: serde_json::Value = reqwest::Client::builder()
+        .no_proxy()
+        .build()?
+        .get(format!("http://{ip}:8080/x/journal"))
+        .bearer_auth(secret.trim())
+        .send()
+        .await?
+        .json()
+        .await?;
+    let done: Vec<&serde_json::Value> = journal["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["route"] == "/runs/run-1/done")
+        .collect();
+    ensure!(
+        done.len() == 1,
+        "/done reached the plugin {} times: {done:?}",
+        done.len()
+    );
+    ensure!(
+        done[0]["body"]["status"] == "done" && done[0]["body"]["result"] == "hello",
+        "{done:?}"
     );
     Ok(())
 }
