@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use jsonschema::Validator;
 use serde_json::Value;
 
 use super::level::ConfigLevel;
@@ -66,7 +65,6 @@ pub fn resolve_settings(
             out.values.insert(name.to_string(), default.clone());
         }
     }
-    let mut validators: BTreeMap<&str, Result<Validator, String>> = BTreeMap::new();
     for (level, config) in [
         (ConfigLevel::Global, global),
         (ConfigLevel::Project, project),
@@ -80,13 +78,10 @@ pub fn resolve_settings(
                 setting: name.clone(),
                 reason,
             };
-            let Some((declared, schema)) = manifest.settings.get_key_value(name.as_str()) else {
+            let Some(validator) = manifest.setting_validator(name) else {
                 out.left_out.push(left_out(LeftOutReason::Undeclared));
                 continue;
             };
-            let validator = validators
-                .entry(declared.as_str())
-                .or_insert_with(|| json_schema::compile(schema));
             let checked = match validator {
                 Ok(v) => json_schema::check(v, value),
                 Err(e) => Err(format!(
@@ -113,6 +108,22 @@ mod tests {
 
     fn settings(v: Value) -> PluginConfig {
         entry(json!({ "settings": v }))
+    }
+
+    #[test]
+    fn each_setting_schema_compiles_once_per_manifest() {
+        let m = manifest();
+        let first: *const _ = m.setting_validator("count").expect("declared");
+        let again: *const _ = m.setting_validator("count").expect("declared");
+        assert!(std::ptr::eq(first, again), "compiled twice");
+        assert!(m.setting_validator("undeclared").is_none());
+        // A copy compiles its own, and compares equal.
+        let copy = m.clone();
+        assert!(!std::ptr::eq(
+            first,
+            copy.setting_validator("count").expect("declared")
+        ));
+        assert_eq!(copy, m);
     }
 
     #[test]

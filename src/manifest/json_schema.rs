@@ -1,8 +1,51 @@
 //! Compiling the JSON schemas a manifest carries (tool input and output, settings) and checking
 //! values against them, with messages people can read.
 
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
 use jsonschema::Validator;
 use serde_json::Value;
+
+/// Schemas by name, compiled on first use and kept: a manifest's setting schemas compile once
+/// per parsed manifest (the API server parses a Plugin's manifest once per generation), not on
+/// every request that resolves settings. Copies start empty; it never takes part in equality.
+#[derive(Default)]
+pub struct CompiledSchemas(OnceLock<BTreeMap<String, Result<Validator, String>>>);
+
+impl CompiledSchemas {
+    /// The compiled schemas, compiling every one of `schemas` on the first call.
+    pub fn get_or_compile<'a>(
+        &self,
+        schemas: impl IntoIterator<Item = (&'a String, &'a Value)>,
+    ) -> &BTreeMap<String, Result<Validator, String>> {
+        self.0.get_or_init(|| {
+            schemas
+                .into_iter()
+                .map(|(name, schema)| (name.clone(), compile(schema)))
+                .collect()
+        })
+    }
+}
+
+impl Clone for CompiledSchemas {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for CompiledSchemas {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for CompiledSchemas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let compiled = self.0.get().map_or(0, BTreeMap::len);
+        write!(f, "CompiledSchemas({compiled} compiled)")
+    }
+}
 
 /// Compiles a schema document; the error says why it isn't a valid JSON schema.
 pub fn compile(schema: &Value) -> Result<Validator, String> {

@@ -47,6 +47,9 @@ pub struct Manifest {
     pub thread_events: ThreadEvents,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<Gate>,
+    /// The settings' schemas, compiled on first use.
+    #[serde(skip)]
+    pub compiled_settings: super::json_schema::CompiledSchemas,
 }
 
 /// An agent the plugin may run with `POST /runs`.
@@ -288,6 +291,14 @@ impl Manifest {
     /// One setting's schema.
     pub fn setting_schema(&self, name: &str) -> Option<&Value> {
         self.settings.get(name)
+    }
+
+    /// One setting's compiled schema (None: no such setting; an error: it does not compile),
+    /// compiled once per manifest.
+    pub fn setting_validator(&self, name: &str) -> Option<&Result<jsonschema::Validator, String>> {
+        self.compiled_settings
+            .get_or_compile(&self.settings)
+            .get(name)
     }
 
     /// The manifest's memory and CPU limits as Kubernetes quantities (memory `128Mi`, cpu
