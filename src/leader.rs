@@ -51,16 +51,28 @@ pub struct LeaderArgs {
 }
 
 impl LeaderArgs {
-    /// Runs `work` as the Lease holder when leader election is on; at once otherwise.
-    pub async fn run<F: Future>(&self, client: Client, work: F) -> Result<F::Output, LeaderError> {
+    /// Runs `work` as the Lease holder when leader election is on; at once otherwise. When
+    /// `stop` resolves first (SIGTERM), drops the work, releases the Lease if held (so the next
+    /// replica leads at once rather than after the Lease runs out) and returns None.
+    pub async fn run<F: Future>(
+        &self,
+        client: Client,
+        work: F,
+        stop: impl Future<Output = ()>,
+    ) -> Result<Option<F::Output>, LeaderError> {
         match &self.leader_election_namespace {
-            None => Ok(work.await),
+            None => {
+                tokio::select! {
+                    output = work => Ok(Some(output)),
+                    () = stop => Ok(None),
+                }
+            }
             Some(namespace) => {
                 let identity = self
                     .leader_identity
                     .clone()
                     .unwrap_or_else(default_identity);
-                lead(client, namespace, &self.lease_name, &identity, work).await
+                lead_until(client, namespace, &self.lease_name, &identity, work, stop).await
             }
         }
     }
@@ -206,28 +218,57 @@ pub async fn lead<F: Future>(
     identity: &str,
     work: F,
 ) -> Result<F::Output, LeaderError> {
+    let never = std::future::pending::<()>();
+    let output = lead_until(client, namespace, name, identity, work, never).await?;
+    Ok(output.expect("a pending stop never resolves"))
+}
+
+/// [`lead`], and when `stop` resolves first: stops waiting, or drops `work` and releases
+/// the Lease; returns None then.
+pub async fn lead_until<F: Future>(
+    client: Client,
+    namespace: &str,
+    name: &str,
+    identity: &str,
+    work: F,
+    stop: impl Future<Output = ()>,
+) -> Result<Option<F::Output>, LeaderError> {
     let elector = Elector {
         api: Api::namespaced(client, namespace),
         namespace: namespace.to_string(),
         name: name.to_string(),
         identity: identity.to_string(),
     };
-    let (lease, acquired_at) = elector.acquire().await?;
+    tokio::pin!(stop);
+    let (lease, acquired_at) = tokio::select! {
+        acquired = elector.acquire() => acquired?,
+        () = &mut stop => {
+            tracing::info!(lease = %name, %namespace, "stopped while waiting to lead");
+            return Ok(None);
+        }
+    };
     tracing::info!(lease = %name, %namespace, %identity, "holding the Lease: leading");
     let latest = Mutex::new(lease);
     let keep = elector.keep(&latest, acquired_at);
-    tokio::pin!(work);
+    // Boxed so that stopping can drop it before the release.
+    let mut work = Box::pin(work);
     tokio::pin!(keep);
     tokio::select! {
         biased;
         output = &mut work => {
             let lease = latest.lock().expect("the Lease lock").clone();
             elector.release(lease).await;
-            Ok(output)
+            Ok(Some(output))
         }
         lost = &mut keep => {
             tracing::error!(error = %lost, "stopping the work: no longer the leader");
             Err(lost)
+        }
+        () = &mut stop => {
+            drop(work);
+            let lease = latest.lock().expect("the Lease lock").clone();
+            elector.release(lease).await;
+            Ok(None)
         }
     }
 }

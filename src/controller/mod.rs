@@ -63,10 +63,26 @@ pub async fn run(
     let server = serve_metrics(metrics_addr, Arc::new(registry));
     tracing::info!(%metrics_addr, "serving /healthz and /metrics");
     let work = reconcile_all(client.clone(), settings, metrics);
+    // On SIGTERM the work stops and the Lease is released at once, so the next replica leads
+    // without waiting for it to run out. The metrics server stops on the same signal.
+    let led = leader.run(client, work, shutdown_signal());
+    tokio::pin!(led);
+    let mut server = tokio::spawn(server);
     tokio::select! {
-        result = leader.run(client, work) => result??,
-        result = server => result?,
+        result = &mut led => {
+            if let Some(result) = result? {
+                result?;
+            }
+        }
+        served = &mut server => {
+            // It stopped on the signal, or failed to bind: the work stops on the signal too.
+            served??;
+            if let Some(result) = led.await? {
+                result?;
+            }
+        }
     }
+    server.abort();
     tracing::info!("controller stopped");
     Ok(())
 }
