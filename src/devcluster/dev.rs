@@ -2,7 +2,8 @@
 //!
 //! Starts the control plane and the kubelet stand-in, installs the CRDs, starts the API server
 //! and the controller (see [`super::components`]), applies examples/, writes the kubeconfig and
-//! waits.
+//! waits. With `--cluster-only` it stops after the stand-in: the cluster is empty, for
+//! installing the chart into it as one would into kind (`make e2e-existing`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -39,6 +40,10 @@ pub struct DevArgs {
     /// An image and the local program that plays it, as IMAGE=PROGRAM (repeatable).
     #[arg(long = "image", value_parser = parse_image)]
     pub images: Vec<(String, PathBuf)>,
+    /// Start only the control plane and the kubelet stand-in: no CRDs, no controller or API
+    /// server, no examples. The cluster then runs what is installed into it (the chart, say).
+    #[arg(long)]
+    pub cluster_only: bool,
 }
 
 fn parse_image(text: &str) -> std::result::Result<(String, PathBuf), String> {
@@ -75,6 +80,9 @@ pub fn main(args: DevArgs) -> ExitCode {
 
 /// Brings the dev cluster up, waits for Ctrl-C (or SIGTERM), and stops everything.
 pub async fn run(args: DevArgs) -> Result<()> {
+    // A kubeconfig left by an earlier run names a server that is gone; whoever waits for the
+    // file (hack/e2e-existing.sh) must see only this run's, so it goes first.
+    remove_stale_kubeconfig(&args.kubeconfig)?;
     let images = default_images();
     for (image, program) in &args.images {
         images.insert(image, LocalImage::new(program));
@@ -91,31 +99,54 @@ pub async fn run(args: DevArgs) -> Result<()> {
     })
     .await?;
 
-    eprintln!("dev: installing the CRDs from {}", args.crds.display());
-    install_crds(&cluster.kubectl(), &cluster.client(), &args.crds).await?;
+    let components = if args.cluster_only {
+        None
+    } else {
+        eprintln!("dev: installing the CRDs from {}", args.crds.display());
+        install_crds(&cluster.kubectl(), &cluster.client(), &args.crds).await?;
+        let own = std::env::current_exe()
+            .map_err(Error::io("finding our own binary", "/proc/self/exe"))?;
+        let components = components::start(&cluster, &own).await?;
+        apply_examples(&cluster, &args.examples).await;
+        Some(components)
+    };
 
-    let own =
-        std::env::current_exe().map_err(Error::io("finding our own binary", "/proc/self/exe"))?;
-    let components = components::start(&cluster, &own).await?;
-
-    apply_examples(&cluster, &args.examples).await;
-
-    std::fs::copy(cluster.kubeconfig(), &args.kubeconfig)
-        .or_else(|_| {
-            if let Some(dir) = args.kubeconfig.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            std::fs::copy(cluster.kubeconfig(), &args.kubeconfig)
-        })
-        .map_err(Error::io("writing the kubeconfig", &args.kubeconfig))?;
-    print_usage(&cluster, &args, &components.api_url);
+    write_kubeconfig(cluster.kubeconfig(), &args.kubeconfig)?;
+    print_usage(
+        &cluster,
+        &args,
+        components.as_ref().map(|c| c.api_url.as_str()),
+    );
 
     wait_for_signal().await;
     eprintln!("dev: stopping");
-    components.stop().await;
+    if let Some(components) = components {
+        components.stop().await;
+    }
     cluster.shutdown().await;
     eprintln!("dev: stopped");
     Ok(())
+}
+
+fn remove_stale_kubeconfig(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("removing an earlier run's kubeconfig", path)(e)),
+    }
+}
+
+/// Copies the admin kubeconfig to `to` in one step (a file beside it, then a rename), so whoever
+/// waits for `to` never reads half of it.
+fn write_kubeconfig(from: &Path, to: &Path) -> Result<()> {
+    if let Some(dir) = to.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(Error::io("creating the kubeconfig's folder", dir))?;
+    }
+    let mut partial = to.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::copy(from, &partial).map_err(Error::io("writing the kubeconfig", &partial))?;
+    std::fs::rename(&partial, to).map_err(Error::io("writing the kubeconfig", to))
 }
 
 /// The images the dev cluster knows without being told: our own binary, and the example
@@ -201,10 +232,23 @@ fn yaml_files(path: &Path) -> Vec<PathBuf> {
     found
 }
 
-fn print_usage(cluster: &DevCluster, args: &DevArgs, api_url: &str) {
+fn print_usage(cluster: &DevCluster, args: &DevArgs, api_url: Option<&str>) {
     let kubectl = cluster.kubectl();
     let kubectl = kubectl.program().display();
     let kubeconfig = args.kubeconfig.display();
+    let what_runs = match api_url {
+        Some(api_url) => format!(
+            "The Plugin API: {api_url}; the controller and the API server run from this binary.\n\
+             Logs: {run}/logs (control plane, controller, api), {run}/kubelet/logs (pods).",
+            run = cluster.run_dir().display(),
+        ),
+        None => format!(
+            "Only the control plane and the kubelet stand-in run (--cluster-only): install the \
+             chart with the built helm.\n\
+             Logs: {run}/logs (control plane), {run}/kubelet/logs (pods).",
+            run = cluster.run_dir().display(),
+        ),
+    };
     println!(
         "\n\
          The dev cluster is up: {server}\n\
@@ -213,13 +257,11 @@ fn print_usage(cluster: &DevCluster, args: &DevArgs, api_url: &str) {
          \x20 KUBECONFIG={kubeconfig} kubectl get plugins\n\
          \x20 KUBECONFIG={kubeconfig} {kubectl} get crds\n\
          \n\
-         The Plugin API: {api_url}; the controller and the API server run from this binary.\n\
-         Logs: {run}/logs (control plane, controller, api), {run}/kubelet/logs (pods).\n\
+         {what_runs}\n\
          Images the kubelet stand-in plays: {images}\n\
          Ctrl-C stops everything.",
         server = cluster.control_plane().server(),
         bin = cluster.control_plane().binaries().dir().display(),
-        run = cluster.run_dir().display(),
         images = cluster.images().repositories().join(", "),
     );
 }
@@ -252,6 +294,37 @@ mod tests {
             ("ex.com/a".to_string(), PathBuf::from("/bin/a"))
         );
         assert!(parse_image("nothing").is_err());
+    }
+
+    #[test]
+    fn cluster_only_is_a_flag() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            dev: DevArgs,
+        }
+        use clap::Parser;
+        let cli = Cli::try_parse_from(["dev", "--cluster-only", "--image", "e.local/echo=/bin/e"])
+            .unwrap();
+        assert!(cli.dev.cluster_only);
+        assert_eq!(cli.dev.images.len(), 1);
+        assert!(!Cli::try_parse_from(["dev"]).unwrap().dev.cluster_only);
+    }
+
+    #[test]
+    fn the_kubeconfig_is_written_whole_and_a_stale_one_removed() {
+        let dir = std::env::temp_dir().join(format!("dev-kubeconfig-{}", std::process::id()));
+        let from = dir.join("admin.kubeconfig");
+        let to = dir.join("out").join("kubeconfig");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&from, "apiVersion: v1\n").unwrap();
+        write_kubeconfig(&from, &to).unwrap();
+        assert_eq!(std::fs::read_to_string(&to).unwrap(), "apiVersion: v1\n");
+        assert!(!dir.join("out").join("kubeconfig.partial").exists());
+        remove_stale_kubeconfig(&to).unwrap();
+        assert!(!to.exists());
+        remove_stale_kubeconfig(&to).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A container's environment, command and arguments as the process gets them: env from values,
 //! Secrets, ConfigMaps and the downward API; `$(VAR)` references expanded; paths under a volume
-//! mount rewritten to the folder that plays that volume. Pure functions only.
+//! mount rewritten to the folder that plays that volume; the wildcard address (`0.0.0.0`,
+//! `[::]`) rewritten to the Pod's own. Pure functions only.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -91,7 +92,8 @@ pub struct Invocation {
 }
 
 /// Resolves the container's env (envFrom, then env, in order, later names winning), rewrites
-/// mount paths, then expands `$(VAR)` in env values, command and args.
+/// mount paths, then expands `$(VAR)` in env values, command and args, and last rewrites
+/// wildcard addresses to the Pod's (see [`rewrite_wildcards`]).
 pub fn invocation(
     container: &Container,
     facts: &PodFacts,
@@ -138,14 +140,59 @@ pub fn invocation(
         words
             .iter()
             .flatten()
-            .map(|w| expand(&rewrite_paths(w, mounts), &vars))
+            .map(|w| rewrite_wildcards(&expand(&rewrite_paths(w, mounts), &vars), &facts.pod_ip))
             .collect()
     };
-    Ok(Invocation {
-        command: expand_all(&container.command),
-        args: expand_all(&container.args),
-        env,
-    })
+    let command = expand_all(&container.command);
+    let args = expand_all(&container.args);
+    let env = env
+        .into_iter()
+        .map(|(k, v)| {
+            let v = rewrite_wildcards(&v, &facts.pod_ip);
+            (k, v)
+        })
+        .collect();
+    Ok(Invocation { command, args, env })
+}
+
+/// Rewrites the wildcard address (`0.0.0.0`, `[::]`) to `pod_ip` wherever it stands as an
+/// address of its own (not inside another number, not as a CIDR's base such as `0.0.0.0/0`).
+///
+/// Why: in a real Pod the wildcard means the Pod's own interfaces, but here every Pod shares the
+/// machine's network, so a process listening on `0.0.0.0:8080` (the chart's API server, say)
+/// would take port 8080 on every 127.x address and clash with each plugin Pod serving on its
+/// own address and the same port. Listening on the Pod's address is what the wildcard means in
+/// a Pod's own network namespace. An empty `pod_ip` leaves the input as it is.
+pub fn rewrite_wildcards(input: &str, pod_ip: &str) -> String {
+    const WILDCARDS: [&str; 2] = ["0.0.0.0", "[::]"];
+    if pod_ip.is_empty() {
+        return input.to_string();
+    }
+    // Characters that would make the match part of something longer: a longer address or a
+    // name before it; those, or a CIDR's `/`, after it.
+    let joins = |c: char| c.is_ascii_alphanumeric() || c == '.';
+    let mut out = String::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        let rest = &input[i..];
+        let standalone_start = input[..i].chars().next_back().is_none_or(|c| !joins(c));
+        let found = WILDCARDS.iter().find(|w| {
+            rest.starts_with(**w)
+                && rest[w.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !joins(c) && c != '/')
+        });
+        if standalone_start && let Some(wildcard) = found {
+            out.push_str(pod_ip);
+            i += wildcard.len();
+            continue;
+        }
+        let c = rest.chars().next().expect("i is within the string");
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
 }
 
 /// One `env` entry's value; None when it comes from an optional source that is missing.
@@ -369,5 +416,57 @@ mod tests {
         let env: BTreeMap<_, _> = inv.env.into_iter().collect();
         assert_eq!(env["TOKEN"], "t0k");
         assert_eq!(env["URL"], "http://127.9.0.1:8080/data");
+    }
+
+    #[test]
+    fn wildcard_addresses_become_the_pods_own() {
+        let ip = "127.9.0.1";
+        for (input, expected) in [
+            ("--listen=0.0.0.0:8080", "--listen=127.9.0.1:8080"),
+            ("0.0.0.0:9090", "127.9.0.1:9090"),
+            ("[::]:8080", "127.9.0.1:8080"),
+            ("http://0.0.0.0:80/x", "http://127.9.0.1:80/x"),
+            // Part of something else: left alone.
+            ("10.0.0.0:80", "10.0.0.0:80"),
+            ("0.0.0.01", "0.0.0.01"),
+            ("0.0.0.0/0", "0.0.0.0/0"),
+            ("host0.0.0.0", "host0.0.0.0"),
+            ("--listen=127.0.0.1:8080", "--listen=127.0.0.1:8080"),
+        ] {
+            assert_eq!(rewrite_wildcards(input, ip), expected, "{input}");
+        }
+        assert_eq!(rewrite_wildcards("0.0.0.0:1", ""), "0.0.0.0:1");
+    }
+
+    #[test]
+    fn the_charts_listen_flags_get_the_pods_address() {
+        let container = Container {
+            name: "api".into(),
+            args: Some(vec![
+                "api".into(),
+                "--listen=0.0.0.0:8080".into(),
+                "--metrics-addr=$(BIND):9091".into(),
+            ]),
+            env: Some(vec![EnvVar {
+                name: "BIND".into(),
+                value: Some("0.0.0.0".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let facts = PodFacts {
+            pod_ip: "127.9.0.1".into(),
+            ..Default::default()
+        };
+        let inv = invocation(&container, &facts, &Sources::default(), &Mounts::new()).unwrap();
+        assert_eq!(
+            inv.args,
+            [
+                "api",
+                "--listen=127.9.0.1:8080",
+                "--metrics-addr=127.9.0.1:9091"
+            ]
+        );
+        assert_eq!(inv.env, [("BIND".to_string(), "127.9.0.1".to_string())]);
     }
 }

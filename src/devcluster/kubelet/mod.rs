@@ -9,15 +9,23 @@
 //! deleted, then deletes the Pod for good. Pending claims get a PersistentVolume pre-bound to
 //! them, which kube-controller-manager's binder completes.
 //!
-//! Everything is driven by watches. Processes must listen on their Pod's address (the
-//! downward API's `status.podIP`), as all Pods share the machine's network.
+//! Everything is driven by watches. All Pods share the machine's network, so processes must
+//! listen on their Pod's address (the downward API's `status.podIP`); the wildcard address in
+//! a container's args or env (`--listen=0.0.0.0:8080`) is rewritten to it. Containers that
+//! mount their ServiceAccount's token get a kubeconfig of it in `KUBECONFIG` (in-cluster
+//! clients read fixed paths this machine cannot give each Pod; see `incluster`), with
+//! `KUBERNETES_SERVICE_HOST`/`_PORT` naming the API server. A minimal kube-proxy serves the
+//! node ports of NodePort and LoadBalancer Services on 127.0.0.1, as kind's port mappings do
+//! (see `nodeports`); there are no cluster IPs.
 
 mod addresses;
 mod claims;
 mod container;
 pub mod env;
 mod images;
+mod incluster;
 mod node;
+mod nodeports;
 mod pods;
 mod scheduler;
 pub mod status;
@@ -98,6 +106,7 @@ impl Kubelet {
             tokio::spawn(scheduler::run(client.clone(), config.node_name.clone())),
             tokio::spawn(claims::run(client.clone(), shared.claims_dir())),
             tokio::spawn(pods::run(shared.clone())),
+            tokio::spawn(nodeports::run(client.clone())),
         ];
         Ok(Self { shared, tasks })
     }

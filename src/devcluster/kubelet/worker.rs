@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 use super::Shared;
 use super::container::{self, ContainerRun, Event};
 use super::env::{self, EnvError, PodFacts};
+use super::incluster;
 use super::status::{ContainerRecord, Phase, PodRecord, RestartPolicy, pod_status};
 use super::volumes::{self, Fetcher, VolumeDirs, VolumeError};
 
@@ -297,6 +298,24 @@ impl Worker {
         for dir in [&cwd, &work, &tmp] {
             let _ = std::fs::create_dir_all(dir);
         }
+        // The ServiceAccount's credentials as a kubeconfig: see [`incluster`].
+        let server = format!("https://127.0.0.1:{}", self.shared.apiserver_port);
+        let kubeconfig = match incluster::account_folder(&mounts)
+            .map(|folder| incluster::write(&work, &server, folder, &self.namespace))
+            .transpose()
+        {
+            Ok(kubeconfig) => kubeconfig,
+            Err(e) => {
+                let message = format!(
+                    "writing the in-cluster kubeconfig under {}: {e}",
+                    work.display()
+                );
+                self.wait_one(&name, "CreateContainerConfigError", &message)
+                    .await;
+                std::future::pending::<()>().await;
+                unreachable!("pending never completes");
+            }
+        };
         let mut process_env = vec![
             (
                 "PATH".to_string(),
@@ -318,6 +337,13 @@ impl Worker {
                 self.shared.apiserver_port.to_string(),
             ),
         ];
+        if let Some(kubeconfig) = kubeconfig {
+            process_env.push((
+                "KUBECONFIG".to_string(),
+                kubeconfig.to_string_lossy().into_owned(),
+            ));
+        }
+        // The Pod's own env wins, as it would over what a runtime sets.
         for (k, v) in invocation.env {
             process_env.retain(|(name, _)| *name != k);
             process_env.push((k, v));
