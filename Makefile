@@ -52,39 +52,23 @@ bench:
 dev:
 	@hack/dev.sh
 
-# On a machine with Docker and kind (v0.24 or later): a kind cluster from kind-config.yaml,
-# our image and the echo plugin's built and loaded into it, the chart installed with the built
-# helm, then the e2e suite against that cluster instead of the local control plane: the one
-# switch is LOOP_PLUGINS_E2E_CLUSTER=kind with KUBECONFIG. Reuses the cluster when it exists;
-# `kind delete cluster --name loop-plugins` removes it.
-KIND ?= kind
-DOCKER ?= docker
-KIND_CLUSTER ?= loop-plugins
-KIND_KUBECONFIG ?= $(CURDIR)/.dev/kind.kubeconfig
-KIND_TAG ?= kind
-KIND_IMAGE := loop-plugins:$(KIND_TAG)
-KIND_ECHO_IMAGE := loop-plugins-echo:$(KIND_TAG)
-
+# On a machine with Docker and kind (v0.24 or later): kind's local registry (localhost:5001), a
+# kind cluster from kind-config.yaml, our image and the echo plugin's built and pushed there,
+# the chart installed with the built helm (API Service on node port 30080 = the host's
+# 127.0.0.1:30080), then the e2e suite against that cluster instead of the local control plane
+# (LOOP_PLUGINS_E2E_CLUSTER=kind). Reuses the registry and the cluster when they exist;
+# `kind delete cluster --name loop-plugins` removes it. Settings: KIND, DOCKER, KIND_CLUSTER,
+# KIND_KUBECONFIG (environment or make's command line); see hack/kind-e2e.sh.
 .PHONY: kind-e2e
 kind-e2e:
-	@set -euo pipefail; \
-	command -v $(DOCKER) >/dev/null || { echo "make kind-e2e needs Docker" >&2; exit 1; }; \
-	command -v $(KIND) >/dev/null || { echo "make kind-e2e needs kind: https://kind.sigs.k8s.io" >&2; exit 1; }; \
-	bin=$$(hack/controlplane/build.sh | tail -n 1); \
-	mkdir -p .dev; \
-	if ! $(KIND) get clusters | grep -qx '$(KIND_CLUSTER)'; then \
-	  $(KIND) create cluster --name $(KIND_CLUSTER) --config kind-config.yaml --kubeconfig $(KIND_KUBECONFIG) --wait 5m; \
-	fi; \
-	$(KIND) export kubeconfig --name $(KIND_CLUSTER) --kubeconfig $(KIND_KUBECONFIG); \
-	$(DOCKER) build -t $(KIND_IMAGE) .; \
-	$(DOCKER) build --target echo-plugin -t $(KIND_ECHO_IMAGE) .; \
-	$(KIND) load docker-image --name $(KIND_CLUSTER) $(KIND_IMAGE) $(KIND_ECHO_IMAGE); \
-	"$$bin/kubectl" --kubeconfig $(KIND_KUBECONFIG) apply --server-side -f deploy/namespace.yaml; \
-	"$$bin/helm" upgrade --install loop-plugins charts/loop-plugins \
-	  --kubeconfig $(KIND_KUBECONFIG) --namespace loop-plugins \
-	  --set image.repository=loop-plugins --set image.tag=$(KIND_TAG) \
-	  --set image.pullPolicy=IfNotPresent --set hostConfig.create=false \
-	  --wait --timeout 5m; \
-	KUBECONFIG=$(KIND_KUBECONFIG) LOOP_PLUGINS_E2E_CLUSTER=kind LOOP_PLUGINS_CONTROLPLANE="$$bin" \
-	  LOOP_PLUGINS_E2E_IMAGE=$(KIND_IMAGE) LOOP_PLUGINS_E2E_ECHO_IMAGE=$(KIND_ECHO_IMAGE) \
-	  $(CARGO) test --test e2e
+	@hack/kind-e2e.sh
+
+# The rehearsal of kind-e2e on this machine, without Docker: `loop-plugins dev --cluster-only`
+# (the local control plane and the kubelet stand-in, nothing installed), the chart installed
+# into it with the built helm (API Service on node port 30080, which the stand-in's kube-proxy
+# serves at 127.0.0.1:30080, as kind does), then the e2e suite with
+# LOOP_PLUGINS_E2E_CLUSTER=existing against it. `hack/e2e-existing.sh --no-tests` stops before
+# the suite and keeps the cluster up until Ctrl-C.
+.PHONY: e2e-existing
+e2e-existing:
+	@hack/e2e-existing.sh

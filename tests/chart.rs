@@ -157,6 +157,8 @@ fn switches() -> Vec<Vec<String>> {
         "leaderElection.leaseName=custom-lease",
         "fullnameOverride=lp",
         "replicas=3",
+        "service.type=NodePort",
+        "service.nodePort=30080",
     ]);
     everything.extend([
         "--set-json".to_string(),
@@ -181,6 +183,8 @@ fn switches() -> Vec<Vec<String>> {
             "podDisruptionBudget.enabled=false",
             "networkPolicy.enabled=false",
             "hostConfig.create=false",
+            // Not rendered: a ClusterIP Service has no node port.
+            "service.nodePort=30080",
         ]),
         everything,
         dns_only,
@@ -297,8 +301,14 @@ fn every_switch_renders() {
             .any(|a| a.contains("leader") || a.contains("lease")),
         "{args:?}"
     );
+    let service = &find(&docs, "Service", "loop-plugins-api")["spec"];
+    assert_eq!(service["type"], "ClusterIP");
+    assert!(service["ports"][0].get("nodePort").is_none(), "{service}");
 
     let docs = render(&as_strs(&everything));
+    let service = &find(&docs, "Service", "lp-api")["spec"];
+    assert_eq!(service["type"], "NodePort");
+    assert_eq!(service["ports"][0]["nodePort"], 30080);
     let deployment = find(&docs, "Deployment", "lp");
     let image = format!("registry.local/loop-plugins@{DIGEST}");
     assert_eq!(container(deployment, "controller")["image"], image.as_str());
@@ -421,6 +431,8 @@ fn the_values_schema_refuses_bad_values() {
         ),
         ("projectNamespaces={Team_A}", "projectNamespaces"),
         ("leaderElection.enabled=false", "leaderElection"),
+        ("service.nodePort=8080", "nodePort"),
+        ("service.nodePort=32768", "nodePort"),
     ] {
         let err = template(&["--set", set]).expect_err(set);
         assert!(err.contains(why), "{set}: {err}");
