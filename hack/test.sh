@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: the control plane build (or reuse), lints, unit tests and the e2e suite against
-# a real kube-apiserver and etcd. Prints how long each phase took.
+# a real kube-apiserver and etcd, then again against the chart installed in a cluster (the
+# kind path, rehearsed on the local control plane). Prints how long each phase took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -24,3 +25,6 @@ phase "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 phase "unit and integration tests" cargo test --workspace
 phase "schemathesis venv" hack/schemathesis.sh install
 phase "e2e tests" cargo test --test e2e
+# The same suite against a cluster with the chart installed (LOOP_PLUGINS_E2E_CLUSTER=existing):
+# the path `make kind-e2e` takes on a machine with Docker, here on the local control plane.
+phase "e2e tests, chart installed" hack/e2e-existing.sh

@@ -27,12 +27,18 @@ use crate::controller_support::{WAIT, apply, plugin_id, shared, trusted_project}
 use crate::support::{E2eTest, Ns, test, wait};
 use api_support::*;
 
+/// Why a test runs on the local control plane only: the chart's API finds no working trees of
+/// the test's chats on an existing cluster.
+const TREES: &str = "reads a chat's working tree, which the test writes where its own API \
+                     server process finds it";
+
 pub fn tests() -> Vec<E2eTest> {
     vec![
         test(
             "api::get_channel_answers_the_chat_and_its_resolved_settings",
             channel,
-        ),
+        )
+        .local_only(TREES),
         test(
             "api::post_runs_creates_an_agent_run_that_kubectl_sees",
             runs,
@@ -48,12 +54,15 @@ pub fn tests() -> Vec<E2eTest> {
         test(
             "api::each_route_without_its_capability_answers_403",
             capabilities,
-        ),
+        )
+        .local_only(TREES),
         test(
             "api::a_token_reaches_only_its_own_chat_and_plugin",
             isolation,
         ),
-        test("api::schemathesis_finds_no_failures", schemathesis).timeout(Duration::from_secs(420)),
+        test("api::schemathesis_finds_no_failures", schemathesis)
+            .timeout(Duration::from_secs(420))
+            .local_only(TREES),
     ]
 }
 
@@ -813,7 +822,7 @@ async fn schemathesis(ns: Ns) -> anyhow::Result<()> {
     // SAFETY: mkfifo reads a NUL-terminated path that lives across the call.
     ensure!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) } == 0, "mkfifo");
 
-    let dev = ns.cluster().dev();
+    let run_dir = ns.cluster().run_dir();
     let script = loop_plugins::devcluster::binaries::repo_root().join("hack/schemathesis.sh");
     let started = std::time::Instant::now();
     let output = tokio::process::Command::new(&script)
@@ -830,9 +839,7 @@ async fn schemathesis(ns: Ns) -> anyhow::Result<()> {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    let saved = dev
-        .run_dir()
-        .join(format!("schemathesis-{}.log", ns.name()));
+    let saved = run_dir.join(format!("schemathesis-{}.log", ns.name()));
     std::fs::write(&saved, &text)?;
     // The summary: from schemathesis's SUMMARY banner on, else the last lines.
     let lines: Vec<&str> = text.lines().collect();
@@ -846,7 +853,7 @@ async fn schemathesis(ns: Ns) -> anyhow::Result<()> {
         output.status,
         started.elapsed().as_secs_f64(),
         saved.display(),
-        api.log().display()
+        api.log()?.display()
     );
     ensure!(
         output.status.success(),
@@ -865,11 +872,11 @@ async fn schemathesis(ns: Ns) -> anyhow::Result<()> {
         by_status.keys().all(|s| *s < 500),
         "the server answered 5xx: {by_status:?}"
     );
-    let log = std::fs::read_to_string(api.log()).unwrap_or_default();
+    let log = std::fs::read_to_string(api.log()?).unwrap_or_default();
     ensure!(
         !log.contains("panicked"),
         "the API server panicked; see {}",
-        api.log().display()
+        api.log()?.display()
     );
     Ok(())
 }

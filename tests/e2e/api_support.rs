@@ -1,6 +1,7 @@
 //! What the Plugin API's e2e tests share: `loop-plugins api` as a process of the test (as the
 //! chart's ServiceAccount under the chart's RBAC, on a free loopback port, with a folder of
-//! working trees of its own), a small HTTP/1.1 client, the world a test calls it in (plugins
+//! working trees of its own) or, on an existing cluster, the chart's API Service, a small
+//! HTTP/1.1 client, the world a test calls it in (plugins
 //! of the test's own, a trusted project enabling them, chats with working trees) and the
 //! tokens the controller issues.
 
@@ -23,8 +24,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OnceCell;
 
 use crate::controller_support::{
-    CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, ECHO_IMAGE, WAIT, apply, digest, install, plugin_id,
-    setup, trusted_project,
+    CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, WAIT, apply, echo_image, install, plugin_id, setup,
+    trusted_project,
 };
 use crate::support::{Ns, wait};
 
@@ -39,7 +40,7 @@ const FULL: &str = include_str!("../../examples/manifests/full.json");
 /// declared; `approved` are those the owner approved (all of them when None).
 pub fn full_plugin(id: &str, approved: Option<&[&str]>) -> anyhow::Result<Plugin> {
     let text = FULL.replacen("\"id\": \"cogtest\"", &format!("\"id\": \"{id}\""), 1);
-    let image = format!("{ECHO_IMAGE}@sha256:{}", digest(id));
+    let image = echo_image(id);
     let mut plugin = Plugin::from_manifest(&text, &image, vec!["/echo-plugin".into()], true)?;
     if let Some(approved) = approved {
         plugin.spec.approved_capabilities = approved.iter().map(|c| c.to_string()).collect();
@@ -208,7 +209,7 @@ async fn make_api_kubeconfig(ns: &Ns) -> anyhow::Result<PathBuf> {
         .status
         .and_then(|s| s.token)
         .context("the TokenRequest has no token")?;
-    let dev = ns.cluster().dev();
+    let dev = ns.cluster().dev()?;
     let path = dev.run_dir().join("api.kubeconfig");
     let plane = dev.control_plane();
     loop_plugins::devcluster::kubeconfig::write(
@@ -221,10 +222,17 @@ async fn make_api_kubeconfig(ns: &Ns) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// `loop-plugins api`, started by a test; killed when dropped.
+/// The Plugin API a test calls: `loop-plugins api` started by the test (killed when dropped),
+/// or the chart's API Service on an existing cluster.
 pub struct ApiServer {
-    process: Process,
     addr: SocketAddr,
+    /// The test's own process, on the local control plane.
+    local: Option<LocalApi>,
+}
+
+/// The API server process of a test, its metrics and its working trees.
+struct LocalApi {
+    process: Process,
     metrics: SocketAddr,
     worktrees: PathBuf,
 }
@@ -241,8 +249,11 @@ impl ApiServer {
     /// are full by then). Its log is `api-<namespace>.log` in the run's folder; the working
     /// trees are `api-<namespace>/worktrees/<namespace>/<claim>/<subPath>` there.
     pub async fn start(ns: &Ns) -> anyhow::Result<Self> {
+        if let Some(existing) = ns.cluster().existing() {
+            return Self::in_cluster(ns, existing.api_addr).await;
+        }
         let kubeconfig = api_kubeconfig(ns).await?;
-        let dev = ns.cluster().dev();
+        let dev = ns.cluster().dev()?;
         let worktrees = dev
             .run_dir()
             .join(format!("api-{}", ns.name()))
@@ -269,10 +280,12 @@ impl ApiServer {
             ]);
             let process = Process::spawn(&spec).await?;
             let mut server = Self {
-                process,
                 addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
-                metrics,
-                worktrees: worktrees.clone(),
+                local: Some(LocalApi {
+                    process,
+                    metrics,
+                    worktrees: worktrees.clone(),
+                }),
             };
             match server.wait_ready(Duration::from_secs(60)).await {
                 Ok(()) => return Ok(server),
@@ -282,16 +295,29 @@ impl ApiServer {
         Err(last_error.expect("tried at least once"))
     }
 
+    /// The chart's API on an existing cluster, once the controller leads and it answers.
+    async fn in_cluster(ns: &Ns, addr: SocketAddr) -> anyhow::Result<Self> {
+        setup(ns).await?;
+        let mut server = Self { addr, local: None };
+        server.wait_ready(Duration::from_secs(120)).await?;
+        Ok(server)
+    }
+
     /// Waits until `/healthz` answers 200, failing early when the process exits.
     async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
+        let last_lines = |local: &LocalApi| {
+            format!(
+                "last lines of {}:\n{}",
+                local.process.log().display(),
+                tail(local.process.log(), 20)
+            )
+        };
         loop {
-            if let Some(status) = self.process.try_wait() {
-                bail!(
-                    "the API server exited with {status}; last lines of {}:\n{}",
-                    self.process.log().display(),
-                    tail(self.process.log(), 20)
-                );
+            if let Some(local) = &mut self.local
+                && let Some(status) = local.process.try_wait()
+            {
+                bail!("the API server exited with {status}; {}", last_lines(local));
             }
             if let Ok(answer) = request(self.addr, "GET", "/healthz", &[], None).await
                 && answer.status == 200
@@ -299,14 +325,23 @@ impl ApiServer {
                 return Ok(());
             }
             if Instant::now() > deadline {
+                let more = self.local.as_ref().map(last_lines).unwrap_or_default();
                 bail!(
-                    "the API server did not answer /healthz within {timeout:?}; last lines of {}:\n{}",
-                    self.process.log().display(),
-                    tail(self.process.log(), 20)
+                    "the API server at {} did not answer /healthz within {timeout:?}; {more}",
+                    self.addr
                 );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// The test's own API server process: what only it has (working trees on this machine,
+    /// metrics, a log file).
+    fn local(&self) -> anyhow::Result<&LocalApi> {
+        self.local.as_ref().context(
+            "the chart's API on an existing cluster has no working trees, metrics or log on \
+             this machine (mark the test local_only)",
+        )
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -321,6 +356,7 @@ impl ApiServer {
     /// The folder of a chat's working tree on claim [`TREE_CLAIM`], made if missing.
     pub fn tree(&self, ns: &Ns, sub_path: &str) -> anyhow::Result<PathBuf> {
         let dir = self
+            .local()?
             .worktrees
             .join(ns.name())
             .join(TREE_CLAIM)
@@ -331,7 +367,7 @@ impl ApiServer {
 
     /// Requests served so far by status, from the server's own metrics.
     pub async fn requests_by_status(&self) -> anyhow::Result<BTreeMap<u16, u64>> {
-        let answer = request(self.metrics, "GET", "/metrics", &[], None).await?;
+        let answer = request(self.local()?.metrics, "GET", "/metrics", &[], None).await?;
         answer.expect(200, None)?;
         let text = String::from_utf8(answer.body)?;
         let mut by_status = BTreeMap::new();
@@ -352,8 +388,8 @@ impl ApiServer {
         Ok(by_status)
     }
 
-    pub fn log(&self) -> &Path {
-        self.process.log()
+    pub fn log(&self) -> anyhow::Result<&Path> {
+        Ok(self.local()?.process.log())
     }
 
     /// Calls `method PREFIX<path>` with the token (if any) and a JSON body (if any).

@@ -46,6 +46,11 @@ pub fn tests() -> Vec<E2eTest> {
             "leader::a_taken_lease_stops_the_work",
             a_taken_lease_stops_the_work,
         ),
+        test(
+            "leader::the_controller_releases_its_lease_on_sigterm",
+            the_controller_releases_its_lease_on_sigterm,
+        )
+        .local_only("runs the controller binary on this machine with the local CA"),
     ]
 }
 
@@ -102,7 +107,7 @@ pub fn rbac(docs: &[Value]) -> Vec<Value> {
 pub async fn apply(cluster: &Cluster, docs: &[Value], dry_run: bool) -> anyhow::Result<String> {
     static FILES: AtomicUsize = AtomicUsize::new(0);
     let n = FILES.fetch_add(1, Ordering::Relaxed);
-    let file: PathBuf = cluster.dev().run_dir().join(format!("chart-{n}.json"));
+    let file: PathBuf = cluster.run_dir().join(format!("chart-{n}.json"));
     let list = json!({"apiVersion": "v1", "kind": "List", "items": docs});
     std::fs::write(&file, serde_json::to_vec_pretty(&list)?)?;
     let path = file.to_string_lossy();
@@ -116,7 +121,7 @@ pub async fn apply(cluster: &Cluster, docs: &[Value], dry_run: bool) -> anyhow::
     if dry_run {
         args.extend(["--dry-run=server", "--force-conflicts"]);
     }
-    Ok(cluster.dev().kubectl().run(args).await?)
+    Ok(cluster.kubectl().run(args).await?)
 }
 
 fn kind(doc: &Value) -> &str {
@@ -527,5 +532,132 @@ async fn a_taken_lease_stops_the_work(ns: Ns) -> anyhow::Result<()> {
         holder(&ns).await?.as_deref() == Some("replica-thief"),
         "replica-a wrote after losing"
     );
+    Ok(())
+}
+
+/// The controller process leads, then on SIGTERM (what the kubelet sends a Pod being
+/// deleted) releases the Lease before it exits, so the next replica leads at once instead of
+/// after the Lease runs out. It runs as a ServiceAccount that may only use Leases in the test's
+/// namespace: its reconcilers are refused everything, so it cannot touch what other tests do.
+async fn the_controller_releases_its_lease_on_sigterm(ns: Ns) -> anyhow::Result<()> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::rbac::v1::{PolicyRule, RoleBinding, RoleRef, Subject};
+    use kube::api::{Patch, PatchParams};
+    use loop_plugins::devcluster::process::{Process, ProcessSpec};
+
+    let account = "leader-only";
+    let apply = PatchParams::apply("e2e").force();
+    let mut sa = ServiceAccount::default();
+    sa.metadata.name = Some(account.into());
+    ns.api::<ServiceAccount>()
+        .patch(account, &apply, &Patch::Apply(&sa))
+        .await?;
+    let mut role = Role {
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec!["coordination.k8s.io".into()]),
+            resources: Some(vec!["leases".into()]),
+            verbs: ["get", "create", "update"].map(String::from).to_vec(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    role.metadata.name = Some(account.into());
+    ns.api::<Role>()
+        .patch(account, &apply, &Patch::Apply(&role))
+        .await?;
+    let mut binding = RoleBinding {
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: account.into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account.into(),
+            namespace: Some(ns.name().into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    binding.metadata.name = Some(account.into());
+    ns.api::<RoleBinding>()
+        .patch(account, &apply, &Patch::Apply(&binding))
+        .await?;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = ns
+        .api::<ServiceAccount>()
+        .create_token_request(account, &PostParams::default(), &request)
+        .await?
+        .status
+        .and_then(|s| s.token)
+        .context("the TokenRequest has no token")?;
+    let dev = ns.cluster().dev()?;
+    let kubeconfig = dev
+        .run_dir()
+        .join(format!("leader-only-{}.kubeconfig", ns.name()));
+    let plane = dev.control_plane();
+    loop_plugins::devcluster::kubeconfig::write(
+        &kubeconfig,
+        plane.server(),
+        plane.ca_pem(),
+        account,
+        &token,
+    )?;
+
+    let log = dev.run_dir().join(format!("leader-only-{}.log", ns.name()));
+    let mut spec = ProcessSpec::new("controller", env!("CARGO_BIN_EXE_loop-plugins"), &log);
+    spec.env
+        .push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
+    spec.env.push(("RUST_LOG".into(), "info,kube=warn".into()));
+    let spec = spec.args([
+        "controller".to_string(),
+        format!("--leader-election-namespace={}", ns.name()),
+        format!("--lease-name={LEASE}"),
+        "--leader-identity=replica-sigterm".to_string(),
+        "--self-image=e2e.local/loop-plugins@sha256:0000000000000000000000000000000000000000000000000000000000000000".to_string(),
+        "--api-url=http://127.0.0.1:9".to_string(),
+        "--metrics-addr=127.0.0.1:0".to_string(),
+    ]);
+    let mut controller = Process::spawn(&spec).await?;
+    let leases: Api<Lease> = ns.api();
+    let held = |l: &Lease| {
+        l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some("replica-sigterm")
+    };
+    let led = wait::matches(
+        &leases,
+        LEASE,
+        "the controller to lead",
+        Duration::from_secs(30),
+        held,
+    )
+    .await;
+    if let Err(e) = led {
+        controller.kill();
+        bail!(
+            "{e:#}\ncontroller log:\n{}",
+            loop_plugins::devcluster::process::tail(&log, 30)
+        );
+    }
+    let status = controller
+        .stop(Duration::from_secs(15))
+        .await
+        .context("the controller did not exit")?;
+    let lease = leases.get(LEASE).await?;
+    let spec = lease.spec.unwrap_or_default();
+    ensure!(
+        spec.holder_identity
+            .as_deref()
+            .unwrap_or_default()
+            .is_empty(),
+        "the Lease is still held after SIGTERM ({status}): {spec:?}\ncontroller log:\n{}",
+        loop_plugins::devcluster::process::tail(&log, 30)
+    );
+    ensure!(status.success(), "the controller exited with {status}");
     Ok(())
 }

@@ -14,8 +14,12 @@ use serde_json::json;
 
 use crate::support::{E2eTest, IMAGE_SH, Ns, test, wait};
 
+/// Why these tests run on the local control plane only: they check it, and the kubelet
+/// stand-in plays their images.
+const LOCAL: &str = "checks the local control plane itself, with images the stand-in plays";
+
 pub fn tests() -> Vec<E2eTest> {
-    vec![
+    let tests = vec![
         test(
             "cluster::namespace_gets_its_service_account_and_root_ca",
             namespace_gets_its_service_account_and_root_ca,
@@ -38,7 +42,8 @@ pub fn tests() -> Vec<E2eTest> {
             "cluster::claim_is_bound_and_its_data_outlives_pods",
             claim_is_bound_and_its_data_outlives_pods,
         ),
-    ]
+    ];
+    tests.into_iter().map(|t| t.local_only(LOCAL)).collect()
 }
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -72,7 +77,7 @@ async fn service_account_token_is_held_to_rbac(ns: Ns) -> anyhow::Result<()> {
         .context("the TokenRequest has no token")?;
     let as_reader = ns
         .cluster()
-        .dev()
+        .dev()?
         .control_plane()
         .client_with_token(&token)?;
     let maps: Api<ConfigMap> = Api::namespaced(as_reader, ns.name());
@@ -124,7 +129,7 @@ async fn service_account_token_is_held_to_rbac(ns: Ns) -> anyhow::Result<()> {
     // Still nothing beyond the Role: Secrets stay forbidden.
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(
         ns.cluster()
-            .dev()
+            .dev()?
             .control_plane()
             .client_with_token(&token)?,
         ns.name(),
@@ -205,7 +210,7 @@ async fn job_completes(ns: Ns) -> anyhow::Result<()> {
         "pod phase {:?}",
         status.phase
     );
-    let log = ns.pod_log(&pod.name_any(), "main");
+    let log = ns.pod_log(&pod.name_any(), "main").await;
     ensure!(
         log.contains(&format!("hello from {}", pod.name_any())),
         "the pod's log: {log:?}"
@@ -302,7 +307,7 @@ async fn claim_is_bound_and_its_data_outlives_pods(ns: Ns) -> anyhow::Result<()>
         pods.delete(name, &DeleteParams::default()).await?;
         wait::deleted(&pods, name, WAIT).await?;
     }
-    let log = ns.pod_log("reader", "main");
+    let log = ns.pod_log("reader", "main").await;
     ensure!(log.trim() == "kept", "the reader saw {log:?}");
     Ok(())
 }

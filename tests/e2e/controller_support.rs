@@ -1,5 +1,6 @@
-//! What the controller's e2e tests share: the controller process (one for the run, restartable),
-//! a lock for tests that change cluster-wide state, fixtures for plugins, projects and chats,
+//! What the controller's e2e tests share: the controller (a process of the run on the local
+//! control plane, the chart's Deployment on an existing cluster; restartable either way), a
+//! lock for tests that change cluster-wide state, fixtures for plugins, projects and chats,
 //! and waits over lists driven by watches.
 
 use std::collections::BTreeMap;
@@ -25,9 +26,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::support::Ns;
+use crate::support::{Ns, Target, target};
 
-/// The image the stand-in plays with the echo plugin's binary.
+pub mod in_cluster;
+
+/// The image the stand-in plays with the echo plugin's binary (on the local control plane).
 pub const ECHO_IMAGE: &str = "e2e.local/echo";
 /// Our own image, played by our binary.
 pub const SELF_IMAGE: &str = "e2e.local/loop-plugins";
@@ -54,6 +57,15 @@ pub fn digest(seed: &str) -> String {
     hex::encode(Sha256::digest(seed.as_bytes()))
 }
 
+/// The echo plugin's image for a plugin seeded `seed`: on the local control plane a digest of
+/// its own (the stand-in plays the repository), on an existing cluster the one pushed image.
+pub fn echo_image(seed: &str) -> String {
+    match target() {
+        Target::Local => format!("{ECHO_IMAGE}@sha256:{}", digest(seed)),
+        Target::Existing(existing) => existing.echo_image.clone(),
+    }
+}
+
 /// The folder our binaries are built into.
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary has a path");
@@ -67,11 +79,23 @@ fn target_dir() -> PathBuf {
 /// the images the stand-in needs. Call once at the start of each controller test.
 pub async fn setup(ns: &Ns) -> anyhow::Result<()> {
     ns.cluster().ensure_crds().await?;
-    ns.images().insert(
+    if let Some(existing) = ns.cluster().existing() {
+        static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+        return READY
+            .get_or_try_init(|| async {
+                apply_host(ns.client(), host_spec(true)).await?;
+                in_cluster::leader(ns.client(), existing, None).await?;
+                anyhow::Ok(())
+            })
+            .await
+            .map(|_| ());
+    }
+    let images = ns.images()?;
+    images.insert(
         ECHO_IMAGE,
         LocalImage::new(target_dir().join("echo-plugin")),
     );
-    ns.images().insert(
+    images.insert(
         SELF_IMAGE,
         LocalImage::new(env!("CARGO_BIN_EXE_loop-plugins")),
     );
@@ -83,15 +107,21 @@ pub async fn setup(ns: &Ns) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The HostConfig these tests run under.
+/// The HostConfig these tests run under. Its `apiUrl`: on the local control plane a port
+/// nothing answers on (the tests that need the API start their own and say so), on an
+/// existing cluster what the run was told (or the chart's own).
 pub fn host_spec(enabled: bool) -> HostConfigSpec {
+    let api_url = match target() {
+        Target::Local => Some("http://127.0.0.1:9".into()),
+        Target::Existing(existing) => existing.plugin_api_url.clone(),
+    };
     HostConfigSpec {
         plugins: HostPlugins {
             enabled,
             idle_timeout: IDLE_TIMEOUT.into(),
             ..Default::default()
         },
-        api_url: Some("http://127.0.0.1:9".into()),
+        api_url,
         ..Default::default()
     }
 }
@@ -155,7 +185,7 @@ async fn controller_kubeconfig(ns: &Ns) -> anyhow::Result<PathBuf> {
         .status
         .and_then(|s| s.token)
         .context("the TokenRequest has no token")?;
-    let dev = ns.cluster().dev();
+    let dev = ns.cluster().dev()?;
     let path = dev.run_dir().join("controller.kubeconfig");
     let plane = dev.control_plane();
     loop_plugins::devcluster::kubeconfig::write(
@@ -172,7 +202,7 @@ async fn controller_kubeconfig(ns: &Ns) -> anyhow::Result<PathBuf> {
 /// replica that misses its renewals on a loaded 2-core machine would stop reconciling for the
 /// rest of the run; `chart::` tests leader election on a real Lease on its own.
 async fn start_controller(ns: &Ns) -> anyhow::Result<Process> {
-    let dev = ns.cluster().dev();
+    let dev = ns.cluster().dev()?;
     let kubeconfig = controller_kubeconfig(ns).await?;
     let log = dev.run_dir().join("controller.log");
     let mut spec = ProcessSpec::new("controller", env!("CARGO_BIN_EXE_loop-plugins"), log);
@@ -192,11 +222,19 @@ async fn start_controller(ns: &Ns) -> anyhow::Result<Process> {
     Ok(Process::spawn(&spec).await?)
 }
 
-/// Kills the controller (SIGKILL, no goodbye) and starts it again.
+/// Kills the controller (SIGKILL, no goodbye), runs `after_kill`, and starts it again. On an
+/// existing cluster: deletes the leading Pod with no grace period (its containers get
+/// SIGKILL), and waits for another Pod to take the Lease.
 pub async fn restart_controller(
     ns: &Ns,
     after_kill: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    if let Some(existing) = ns.cluster().existing() {
+        let killed = in_cluster::kill_leader(ns.client(), existing).await?;
+        after_kill.await;
+        in_cluster::leader(ns.client(), existing, Some(&killed)).await?;
+        return Ok(());
+    }
     let mut running = CONTROLLER.get_or_init(|| Mutex::new(None)).lock().await;
     if let Some(mut process) = running.take() {
         process.kill();
@@ -213,7 +251,7 @@ pub fn echo_plugin(id: &str) -> anyhow::Result<Plugin> {
         &format!("\"id\": \"{id}\""),
         1,
     );
-    let image = format!("{ECHO_IMAGE}@sha256:{}", digest(id));
+    let image = echo_image(id);
     Ok(Plugin::from_manifest(
         &text,
         &image,

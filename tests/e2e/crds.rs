@@ -32,7 +32,7 @@ const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef012
 
 async fn apply_server_side_with_kubectl_and_become_established(ns: Ns) -> anyhow::Result<()> {
     let cluster = ns.cluster();
-    let kubectl = cluster.dev().kubectl();
+    let kubectl = cluster.kubectl();
     let crds = cluster.crds_dir();
     let out = kubectl
         .run(["apply", "--server-side", "-f", &crds.to_string_lossy()])

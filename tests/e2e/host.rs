@@ -1,8 +1,9 @@
 //! The host API on the real control plane: the controller process runs the instances' Pods
 //! (the echo plugin, through the kubelet stand-in), the host API runs in this process on a
 //! loopback port with the admin client, and callers use ServiceAccount tokens that RBAC
-//! grants (or does not). Each test reads what reached the plugin from its journal
-//! (`GET /x/journal`, through the host API).
+//! grants (or does not). On an existing cluster the chart's API Service is the host API.
+//! Each test reads what reached the plugin from its journal (`GET /x/journal`, through the
+//! host API).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -55,17 +56,32 @@ pub fn tests() -> Vec<E2eTest> {
     ]
 }
 
-/// A host API of the test's own: in this process, on a loopback port, with the admin client.
-/// Dropping it stops the server and its watches.
+/// The host API a test calls: on the local control plane one of the test's own, in this
+/// process, on a loopback port, with the admin client (dropping it stops the server and its
+/// watches); on an existing cluster the chart's API Service.
 pub struct HostServer {
+    /// Where this process reaches it.
     pub url: String,
-    pub registry: Arc<Registry>,
+    /// What HostConfig `apiUrl` says for Pods to reach it (None: the chart's own).
+    pub url_for_pods: Option<String>,
+    local: Option<LocalHost>,
+}
+
+struct LocalHost {
+    registry: Arc<Registry>,
     serve: tokio::task::JoinHandle<()>,
 }
 
 /// Starts a host API (after the controller and the CRDs).
 pub async fn host(ns: &Ns) -> anyhow::Result<HostServer> {
     setup(ns).await?;
+    if let Some(existing) = ns.cluster().existing() {
+        return Ok(HostServer {
+            url: format!("http://{}", existing.api_addr),
+            url_for_pods: existing.plugin_api_url.clone(),
+            local: None,
+        });
+    }
     let mut registry = Registry::default();
     let state = HostState::new(ns.client(), HostSettings::default(), &mut registry).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -75,21 +91,32 @@ pub async fn host(ns: &Ns) -> anyhow::Result<HostServer> {
         let _ = axum::serve(listener, app).await;
     });
     Ok(HostServer {
-        url,
-        registry: Arc::new(registry),
-        serve,
+        url: url.clone(),
+        url_for_pods: Some(url),
+        local: Some(LocalHost {
+            registry: Arc::new(registry),
+            serve,
+        }),
     })
 }
 
 impl HostServer {
-    pub fn metrics(&self) -> String {
-        loop_plugins::metrics::encode(&self.registry)
+    /// Its metrics: the registry of the server in this process, or what every API Pod of the
+    /// chart's release serves on `/metrics`.
+    pub async fn metrics(&self, ns: &Ns) -> anyhow::Result<String> {
+        match (&self.local, ns.cluster().existing()) {
+            (Some(local), _) => Ok(loop_plugins::metrics::encode(&local.registry)),
+            (None, Some(existing)) => in_cluster::api_metrics(ns.client(), existing).await,
+            (None, None) => bail!("a host API with no metrics"),
+        }
     }
 }
 
 impl Drop for HostServer {
     fn drop(&mut self) {
-        self.serve.abort();
+        if let Some(local) = &self.local {
+            local.serve.abort();
+        }
     }
 }
 
@@ -627,7 +654,7 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
         },
     )
     .await?;
-    let metrics = host.metrics();
+    let metrics = host.metrics(&ns).await?;
     let gauge = format!(
         "loop_plugins_host_breaker_state{{namespace=\"{}\",instance=\"{instance}\"}} 1",
         ns.name()
@@ -875,7 +902,7 @@ async fn cronjob(ns: Ns) -> anyhow::Result<()> {
     let host = host(&ns).await?;
     // The CronJob's `trigger` reaches the host API at the HostConfig's apiUrl.
     let mut spec = host_spec(true);
-    spec.api_url = Some(host.url.clone());
+    spec.api_url = host.url_for_pods.clone();
     apply_host(ns.client(), spec).await?;
     let result = run_cronjob(&ns, &host).await;
     apply_host(ns.client(), host_spec(true)).await?;
@@ -930,11 +957,9 @@ async fn run_cronjob(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
             .api::<Pod>()
             .list(&kube::api::ListParams::default().labels(&label))
             .await?;
-        let logs: Vec<String> = pods
-            .items
-            .iter()
-            .map(|p| ns.pod_log(&p.name_any(), "trigger"))
-            .collect();
+        let names: Vec<String> = pods.items.iter().map(|p| p.name_any()).collect();
+        let logs = names.iter().map(|name| ns.pod_log(name, "trigger"));
+        let logs: Vec<String> = futures::future::join_all(logs).await;
         bail!("the trigger Job failed: {logs:#?}");
     }
     let caller = Caller::new(host, ns, Some(caller_token(ns, "app", Grant::All).await?));

@@ -1,7 +1,8 @@
 //! End-to-end tests against a real kube-apiserver, etcd and kube-controller-manager, with the
-//! kubelet stand-in running Pods as local processes. One cluster serves the whole run; each
-//! test gets a fresh namespace. When the control plane cannot start, every test fails with the
-//! reason.
+//! kubelet stand-in running Pods as local processes; or, with `LOOP_PLUGINS_E2E_CLUSTER=existing`
+//! (alias `kind`), against a cluster with the chart installed (see `support::target`). One
+//! cluster serves the whole run; each test gets a fresh namespace. When the cluster cannot
+//! start, every test that needs it fails with the reason.
 //!
 //! To add tests: write a module with `pub fn tests() -> Vec<support::E2eTest>` and list it below.
 
@@ -18,6 +19,10 @@ mod versions;
 
 fn main() -> std::process::ExitCode {
     let modules = [
+        vec![support::plain(
+            "support::the_cluster_switch_reads_the_environment",
+            support::target::self_check,
+        )],
         api::tests(),
         chart::tests(),
         cluster::tests(),

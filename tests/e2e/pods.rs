@@ -15,8 +15,11 @@ use loop_plugins::devcluster::LocalImage;
 
 use crate::support::{E2eTest, IMAGE_SH, Ns, program, test, wait};
 
+/// Why these tests run on the local control plane only.
+const LOCAL: &str = "checks the kubelet stand-in, with images it plays";
+
 pub fn tests() -> Vec<E2eTest> {
-    vec![
+    let tests = vec![
         test(
             "pods::pod_is_ready_on_its_own_address_and_answers_http",
             pod_is_ready_on_its_own_address_and_answers_http,
@@ -29,7 +32,8 @@ pub fn tests() -> Vec<E2eTest> {
             "pods::always_restarts_a_container_that_exits",
             always_restarts_a_container_that_exits,
         ),
-    ]
+    ];
+    tests.into_iter().map(|t| t.local_only(LOCAL)).collect()
 }
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -64,7 +68,7 @@ async fn pod_is_ready_on_its_own_address_and_answers_http(ns: Ns) -> anyhow::Res
     // An image of this test's own: python3 with http.server as its entrypoint.
     let image = format!("e2e.local/{}/http-server", ns.name());
     let server = LocalImage::new(program("python3")).entrypoint_args(["-m", "http.server"]);
-    ns.images().insert(&image, server);
+    ns.images()?.insert(&image, server);
     let pods = ns.api::<Pod>();
     let pod: Pod = serde_json::from_value(json!({
         "metadata": { "name": "web" },
@@ -92,7 +96,7 @@ async fn pod_is_ready_on_its_own_address_and_answers_http(ns: Ns) -> anyhow::Res
     ensure!(phase(&pod) == Some("Running"));
     ensure!(
         pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
-            == Some(ns.cluster().dev().kubelet().node_name())
+            == Some(ns.cluster().dev()?.kubelet().node_name())
     );
 
     let (status_line, body) = http_get(ip, 8080, "/index.html").await?;
@@ -151,7 +155,7 @@ async fn env_and_files_come_from_secrets_config_maps_and_the_downward_api(
         phase(p) == Some("Succeeded")
     })
     .await?;
-    let log = ns.pod_log("env", "main");
+    let log = ns.pod_log("env", "main").await;
     let want = format!(
         "token=s3cret greeting=hi mode=dev ns={} file=from a secret volume sa=yes",
         ns.name()
@@ -183,6 +187,6 @@ async fn always_restarts_a_container_that_exits(ns: Ns) -> anyhow::Result<()> {
         .and_then(|s| s.terminated)
         .context("no last terminated state")?;
     ensure!(last.exit_code == 3, "last exit code {}", last.exit_code);
-    ensure!(ns.pod_log("flaky", "main").matches("run").count() >= 2);
+    ensure!(ns.pod_log("flaky", "main").await.matches("run").count() >= 2);
     Ok(())
 }

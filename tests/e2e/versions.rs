@@ -7,10 +7,13 @@ use loop_plugins::devcluster::binaries::repo_root;
 use crate::support::{E2eTest, Ns, test};
 
 pub fn tests() -> Vec<E2eTest> {
-    vec![test(
-        "versions::binaries_report_their_pinned_versions",
-        binaries_report_their_pinned_versions,
-    )]
+    vec![
+        test(
+            "versions::binaries_report_their_pinned_versions",
+            binaries_report_their_pinned_versions,
+        )
+        .local_only("the API server it asks is the one the suite built and started"),
+    ]
 }
 
 /// The version go.mod pins for `module`.
@@ -39,7 +42,7 @@ async fn binaries_report_their_pinned_versions(ns: Ns) -> anyhow::Result<()> {
     let helm = pinned(&go_mod, "helm.sh/helm/v4")?;
     let dir = ns
         .cluster()
-        .dev()
+        .dev()?
         .control_plane()
         .binaries()
         .dir()

@@ -1,5 +1,7 @@
-//! The libtest-mimic harness: starts one cluster on the main thread's runtime, runs every test
-//! in a fresh namespace with a timeout, and tears the cluster down before exiting.
+//! The libtest-mimic harness: starts (or connects to) one cluster on the main thread's runtime,
+//! runs every test in a fresh namespace with a timeout, and tears the cluster down before
+//! exiting. On an existing cluster, tests marked [`E2eTest::local_only`] are ignored, and the
+//! run says why for each.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
+use super::target::Target;
 use super::{Cluster, Ns};
 
 type TestFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
@@ -20,11 +23,19 @@ const KEEP_ENV: &str = "LOOP_PLUGINS_E2E_KEEP";
 /// How long a test may take unless it says otherwise.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// One e2e test: a name and an async body that gets a fresh namespace.
+/// One e2e test: a name and an async body that gets a fresh namespace (or, for a test of the
+/// harness itself, a plain function that needs no cluster).
 pub struct E2eTest {
     name: String,
     timeout: Duration,
-    body: TestFn,
+    body: Body,
+    /// Why the test needs the local control plane, if it does.
+    local_only: Option<&'static str>,
+}
+
+enum Body {
+    InNamespace(TestFn),
+    Plain(fn() -> anyhow::Result<()>),
 }
 
 impl E2eTest {
@@ -32,6 +43,23 @@ impl E2eTest {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// The test needs what only the local control plane has (`reason` says what); on an
+    /// existing cluster it is ignored.
+    pub fn local_only(mut self, reason: &'static str) -> Self {
+        self.local_only = Some(reason);
+        self
+    }
+}
+
+/// A test of the harness that needs no cluster (it runs even when the cluster cannot start).
+pub fn plain(name: &str, body: fn() -> anyhow::Result<()>) -> E2eTest {
+    E2eTest {
+        name: name.to_string(),
+        timeout: DEFAULT_TIMEOUT,
+        body: Body::Plain(body),
+        local_only: None,
     }
 }
 
@@ -44,7 +72,8 @@ where
     E2eTest {
         name: name.to_string(),
         timeout: DEFAULT_TIMEOUT,
-        body: Box::new(move |ns| Box::pin(body(ns))),
+        body: Body::InNamespace(Box::new(move |ns| Box::pin(body(ns)))),
+        local_only: None,
     }
 }
 
@@ -72,26 +101,44 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
         .build()
         .expect("the tokio runtime starts");
 
-    // Listing tests needs no cluster.
+    // Listing tests, or running only those that need no cluster, starts none.
     let listing = args.list;
+    let existing = match super::target::try_target() {
+        Ok(Target::Existing(_)) => true,
+        Ok(Target::Local) => false,
+        Err(_) if listing => false,
+        Err(e) => {
+            eprintln!("e2e: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let needed = !listing && tests.iter().any(|t| wanted(&args, t, existing));
     let started = Instant::now();
-    let cluster: Result<Arc<Cluster>, String> = if listing {
-        Err("listing only".into())
-    } else {
+    let cluster: Result<Arc<Cluster>, String> = if needed {
         runtime
             .block_on(Cluster::start())
             .map(Arc::new)
-            .map_err(|e| e.to_string())
+            .map_err(|e| format!("{e:#}"))
+    } else {
+        Err("no test that needs a cluster is selected".into())
     };
     match &cluster {
         Ok(c) => eprintln!(
-            "e2e: cluster up in {:.1}s at {} (run folder {})",
+            "e2e: {} cluster up in {:.1}s at {} (run folder {})",
+            if existing { "existing" } else { "local" },
             started.elapsed().as_secs_f64(),
-            c.dev().control_plane().server(),
-            c.dev().run_dir().display()
+            c.server(),
+            c.run_dir().display()
         ),
-        Err(reason) if !listing => eprintln!("e2e: the control plane could not start: {reason}"),
+        Err(reason) if needed => eprintln!("e2e: the cluster could not start: {reason}"),
         Err(_) => {}
+    }
+    if existing && !listing {
+        for t in &tests {
+            if let Some(reason) = t.local_only {
+                eprintln!("e2e: {} is local-only: {reason}", t.name);
+            }
+        }
     }
 
     let trials = tests
@@ -100,12 +147,19 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
             let cluster = cluster.clone();
             let handle = runtime.handle().clone();
             let name = t.name.clone();
-            Trial::test(t.name, move || match cluster {
-                Err(reason) => Err(Failed::from(format!(
-                    "the control plane could not start: {reason}"
-                ))),
-                Ok(cluster) => handle.block_on(run_one(cluster, &name, t.timeout, t.body)),
-            })
+            let ignored = existing && t.local_only.is_some();
+            let trial = match t.body {
+                Body::Plain(body) => Trial::test(t.name, move || {
+                    body().map_err(|e| Failed::from(format!("{e:#}")))
+                }),
+                Body::InNamespace(body) => Trial::test(t.name, move || match cluster {
+                    Err(reason) => Err(Failed::from(format!(
+                        "the cluster could not start: {reason}"
+                    ))),
+                    Ok(cluster) => handle.block_on(run_one(cluster, &name, t.timeout, body)),
+                }),
+            };
+            trial.with_ignored_flag(ignored)
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
@@ -116,7 +170,7 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
             Ok(mut cluster) => {
                 if conclusion.has_failed() || std::env::var_os(KEEP_ENV).is_some() {
                     cluster.keep_run_dir();
-                    eprintln!("e2e: logs kept in {}", cluster.dev().run_dir().display());
+                    eprintln!("e2e: logs kept in {}", cluster.run_dir().display());
                 }
                 runtime.block_on(cluster.shutdown());
             }
@@ -132,6 +186,27 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
     }
     drop(runtime);
     conclusion.exit_code()
+}
+
+/// Whether the run will run `test` (by libtest's filters and ignore flags) and it needs the
+/// cluster.
+fn wanted(args: &Arguments, test: &E2eTest, existing: bool) -> bool {
+    if matches!(test.body, Body::Plain(_)) {
+        return false;
+    }
+    let ignored = existing && test.local_only.is_some();
+    if (args.ignored && !ignored) || (ignored && !args.ignored && !args.include_ignored) {
+        return false;
+    }
+    let matches = |filter: &str| {
+        if args.exact {
+            test.name == filter
+        } else {
+            test.name.contains(filter)
+        }
+    };
+    let selected = args.filter.as_deref().is_none_or(matches);
+    selected && !args.skip.iter().any(|s| matches(s))
 }
 
 async fn run_one(

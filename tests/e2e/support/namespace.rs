@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, LogParams, PostParams};
 use kube::{Api, Client, Resource};
 use loop_plugins::devcluster::ImageMap;
 use serde::de::DeserializeOwned;
@@ -26,7 +26,7 @@ impl Ns {
     /// Creates a namespace named after the test and waits for its default ServiceAccount.
     pub async fn create(cluster: Arc<Cluster>, test_name: &str) -> anyhow::Result<Self> {
         let name = namespace_name(test_name);
-        let api: Api<Namespace> = Api::all(cluster.dev().client());
+        let api: Api<Namespace> = Api::all(cluster.client());
         let namespace = Namespace {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -38,7 +38,7 @@ impl Ns {
         api.create(&PostParams::default(), &namespace)
             .await
             .with_context(|| format!("creating namespace {name}"))?;
-        let accounts: Api<ServiceAccount> = Api::namespaced(cluster.dev().client(), &name);
+        let accounts: Api<ServiceAccount> = Api::namespaced(cluster.client(), &name);
         wait::exists(&accounts, "default", Duration::from_secs(60)).await?;
         Ok(Self { cluster, name })
     }
@@ -53,7 +53,7 @@ impl Ns {
 
     /// An admin client.
     pub fn client(&self) -> Client {
-        self.cluster.dev().client()
+        self.cluster.client()
     }
 
     /// An API for a namespaced kind in this namespace.
@@ -65,9 +65,9 @@ impl Ns {
         Api::namespaced(self.client(), &self.name)
     }
 
-    /// The images the kubelet stand-in can run; tests may add their own.
-    pub fn images(&self) -> &ImageMap {
-        self.cluster.dev().images()
+    /// The images the kubelet stand-in can run; tests may add their own. Local only.
+    pub fn images(&self) -> anyhow::Result<&ImageMap> {
+        Ok(self.cluster.dev()?.images())
     }
 
     /// kubectl with `-n <this namespace>`, as the admin.
@@ -78,12 +78,25 @@ impl Ns {
     {
         let mut all = vec!["-n".to_string(), self.name.clone()];
         all.extend(args.into_iter().map(|a| a.as_ref().to_string()));
-        Ok(self.cluster.dev().kubectl().run(all).await?)
+        Ok(self.cluster.kubectl().run(all).await?)
     }
 
-    /// What a Pod's container wrote so far.
-    pub fn pod_log(&self, pod: &str, container: &str) -> String {
-        self.cluster.dev().pod_log(&self.name, pod, container)
+    /// What a Pod's container wrote so far: the stand-in's log file, or the API's `pods/log`
+    /// on an existing cluster (empty when there is none yet).
+    pub async fn pod_log(&self, pod: &str, container: &str) -> String {
+        match self.cluster.local() {
+            Some(dev) => dev.pod_log(&self.name, pod, container),
+            None => {
+                let params = LogParams {
+                    container: Some(container.to_string()),
+                    ..Default::default()
+                };
+                self.api::<Pod>()
+                    .logs(pod, &params)
+                    .await
+                    .unwrap_or_else(|e| format!("(no log: {e})"))
+            }
+        }
     }
 
     /// Reads a namespaced object, failing with its kind and name when missing.
