@@ -220,8 +220,8 @@ fn the_defaults_render_every_object() {
         ("ServiceAccount", 2),
         ("ClusterRole", 4),
         ("ClusterRoleBinding", 2),
-        ("Role", 1),
-        ("RoleBinding", 2),
+        ("Role", 2),
+        ("RoleBinding", 3),
         ("Deployment", 1),
         ("Service", 1),
         ("PodDisruptionBudget", 1),
@@ -288,12 +288,19 @@ fn every_switch_renders() {
     let [_, minimal, everything, dns_only] = <[Vec<String>; 4]>::try_from(switches()).unwrap();
 
     let docs = render(&as_strs(&minimal));
-    for absent in ["Role", "PodDisruptionBudget", "NetworkPolicy", "HostConfig"] {
+    for absent in ["PodDisruptionBudget", "NetworkPolicy", "HostConfig"] {
         assert!(
             !docs.iter().any(|d| kind(d) == absent),
             "{absent} rendered with {minimal:?}"
         );
     }
+    // Without leader election only the API's Role for its runs record is left.
+    let roles: Vec<&str> = docs
+        .iter()
+        .filter(|d| kind(d) == "Role")
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(roles, ["loop-plugins-api-runs"], "with {minimal:?}");
     let args = strings(&container(find(&docs, "Deployment", "loop-plugins"), "controller")["args"]);
     assert!(
         !args

@@ -35,6 +35,7 @@ pub mod memory;
 pub mod metrics;
 pub mod quota;
 mod routes;
+pub mod shared_runs;
 pub mod state;
 pub mod tokens;
 pub mod view;
@@ -231,15 +232,27 @@ pub async fn run(
         &mut registry,
     )
     .await?;
-    let state = Arc::new(AppState::new(
+    let runs_namespace = config.runs_namespace.clone();
+    let mut state = AppState::new(
         config,
         stores,
         tokens,
-        Arc::new(writes::KubeWriter::new(client)),
+        Arc::new(writes::KubeWriter::new(client.clone())),
         Arc::new(clock::SystemClock),
         Arc::new(live::NoLiveSessions),
         metrics,
-    ));
+    );
+    match runs_namespace {
+        Some(namespace) => {
+            tracing::info!(%namespace, "replicas count plugins.daily_runs together");
+            state.shared_runs = Some(shared_runs::SharedRuns::new(client, &namespace));
+        }
+        None => tracing::warn!(
+            "no --runs-namespace (POD_NAMESPACE): this server counts plugins.daily_runs alone, \
+             exact only while it is the one replica"
+        ),
+    }
+    let state = Arc::new(state);
     let registry = Arc::new(registry);
     let metrics_app = crate::metrics::router(registry);
 

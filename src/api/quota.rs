@@ -18,7 +18,7 @@ use jiff::Timestamp;
 pub const WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// A run started at `at`, named (namespace, name).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Started {
     pub namespace: String,
     pub name: String,

@@ -30,6 +30,9 @@ pub struct ApiConfig {
     pub max_body_bytes: usize,
     /// How long one request may take.
     pub request_timeout: Duration,
+    /// Where replicas record each plugin's runs (see [`super::shared_runs`]); None: this
+    /// server counts alone.
+    pub runs_namespace: Option<String>,
 }
 
 impl Default for ApiConfig {
@@ -39,6 +42,7 @@ impl Default for ApiConfig {
             max_file_bytes: MAX_FILE_BYTES,
             max_body_bytes: MAX_BODY_BYTES,
             request_timeout: REQUEST_TIMEOUT,
+            runs_namespace: None,
         }
     }
 }
@@ -63,6 +67,8 @@ pub struct AppState {
     pub fresh_runs: Fresh<AgentRun>,
     pub fresh_maps: Fresh<ConfigMap>,
     pub ledger: Ledger,
+    /// The runs record shared with the other replicas, when there is a namespace for it.
+    pub shared_runs: Option<super::shared_runs::SharedRuns>,
     pub activity: ActivityLimiter,
     pub locks: KeyedLocks,
 }
@@ -91,6 +97,7 @@ impl AppState {
             fresh_runs: Fresh::default(),
             fresh_maps: Fresh::default(),
             ledger: Ledger::default(),
+            shared_runs: None,
             activity: ActivityLimiter::default(),
             locks: KeyedLocks::default(),
         }

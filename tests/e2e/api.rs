@@ -44,6 +44,11 @@ pub fn tests() -> Vec<E2eTest> {
             runs,
         ),
         test(
+            "api::two_replicas_take_no_more_than_daily_runs_together",
+            two_replicas_share_the_quota,
+        )
+        .local_only("starts two API server processes of its own"),
+        test(
             "api::a_token_whose_instance_was_removed_answers_401",
             removed_instance,
         ),
@@ -151,12 +156,61 @@ async fn channel(ns: Ns) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Two API servers (as the chart's two replicas) take 60 runs of one plugin at once, 30 each:
+/// exactly `plugins.daily_runs` (50) start, whichever server each lands on.
+async fn two_replicas_share_the_quota(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let world = full_world(&ns, "q2", &[chat("general", ChannelKind::Channel, None)]).await?;
+    let id = world.plugin.clone();
+    let token = world.token("general");
+    let (a, b) = tokio::try_join!(ApiServer::start(&ns), ApiServer::start(&ns))?;
+    // Both see the token before the race starts.
+    a.until(200, "GET", "/channel", Some(token), None).await?;
+    b.until(200, "GET", "/channel", Some(token), None).await?;
+    let body = json!({ "agent": "quiz", "prompt": "one more" });
+    let calls = (0..60).map(|i| {
+        let server = if i % 2 == 0 { &a } else { &b };
+        server.call("POST", "/runs", Some(token), Some(&body))
+    });
+    let answers = futures::future::join_all(calls).await;
+    let mut by_status: BTreeMap<u16, usize> = BTreeMap::new();
+    for answer in &answers {
+        let answer = answer.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        *by_status.entry(answer.status).or_default() += 1;
+        if answer.status == 429 {
+            answer.expect(429, Some("daily_runs_exceeded"))?;
+        }
+    }
+    ensure!(
+        by_status.get(&202) == Some(&50) && by_status.get(&429) == Some(&10),
+        "60 runs over two servers answered {by_status:?}, not 50 started and 10 refused"
+    );
+    let listed = ns
+        .kubectl([
+            "get",
+            "agentruns.plugins.loop.dev",
+            "-l",
+            &format!("plugins.loop.dev/plugin={id}"),
+            "-o",
+            "name",
+        ])
+        .await?;
+    ensure!(
+        listed.lines().count() == 50,
+        "{} AgentRuns exist, not 50",
+        listed.lines().count()
+    );
+    Ok(())
+}
+
 async fn runs(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
     let world = full_world(&ns, "ru", &[chat("general", ChannelKind::Channel, None)]).await?;
     let id = world.plugin.clone();
     let token = world.token("general");
     let api = ApiServer::start(&ns).await?;
+    // The server's stores follow the cluster: it knows the token and the HostConfig is on.
+    api.until(200, "GET", "/channel", Some(token), None).await?;
 
     let prompt = "Ask me three questions about Rust lifetimes.";
     let answer = api
@@ -275,9 +329,7 @@ async fn removed_instance(ns: Ns) -> anyhow::Result<()> {
     let world = full_world(&ns, "rm", &[chat("general", ChannelKind::Channel, None)]).await?;
     let old = world.token("general").to_string();
     let api = ApiServer::start(&ns).await?;
-    api.call("GET", "/channel", Some(&old), None)
-        .await?
-        .expect(200, None)?;
+    api.until(200, "GET", "/channel", Some(&old), None).await?;
 
     // No token, a malformed one, one nobody issued.
     let answer = api.call("GET", "/channel", None, None).await?;
@@ -441,9 +493,8 @@ async fn stops_enabling_held(ns: &Ns) -> anyhow::Result<()> {
     let token = world.token("general").to_string();
     let instance = instance_name(&world.plugin, "general");
     let api = ApiServer::start(ns).await?;
-    api.call("GET", "/channel", Some(&token), None)
-        .await?
-        .expect(200, None)?;
+    api.until(200, "GET", "/channel", Some(&token), None)
+        .await?;
 
     // The controller deletes the instance as soon as the project stops enabling the plugin;
     // the hold keeps it, so the API's own check is what answers.
@@ -720,6 +771,9 @@ async fn isolation(ns: Ns) -> anyhow::Result<()> {
     let b = world.token_of(&one, "chat-b");
     let other_plugin_b = world.token_of(&two, "chat-b");
     let api = ApiServer::start(&ns).await?;
+    for token in [a, b, other_plugin_b] {
+        api.until(200, "GET", "/channel", Some(token), None).await?;
+    }
 
     // Chat B's run and card.
     let answer = api

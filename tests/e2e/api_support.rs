@@ -268,6 +268,9 @@ impl ApiServer {
             spec.append_log = true;
             spec.env
                 .push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
+            // As in the chart: the release namespace, where replicas record each plugin's runs.
+            spec.env
+                .push(("POD_NAMESPACE".into(), CONTROLLER_NAMESPACE.into()));
             spec.env.push((
                 "RUST_LOG".into(),
                 "info,kube=warn,loop_plugins=debug".into(),

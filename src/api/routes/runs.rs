@@ -20,7 +20,6 @@ use crate::api::clock::{from_kube, rfc3339};
 use crate::api::error::{ApiError, ApiResult, Code};
 use crate::api::quota::{self, Quota, Started};
 use crate::api::state::AppState;
-use crate::api::writes::WriteError;
 use crate::controller::names;
 use crate::manifest::{Agent, Capability, MCP_TOOL_PREFIX};
 use crate::resources::{AgentRun, AgentRunPhase, AgentRunSpec};
@@ -135,10 +134,23 @@ pub async fn create(
         .collect();
     let started = state.ledger.with_unseen(&plugin, in_store, now);
     let limit = caller.host.plugins.daily_runs;
+    let name = random_run_name(&plugin);
+    let run = Started {
+        namespace: caller.namespace.clone(),
+        name: name.clone(),
+        at: now,
+    };
+    let quota = match &state.shared_runs {
+        Some(shared) => shared
+            .reserve(&plugin, &run, &started, limit, now)
+            .await
+            .map_err(write_failed)?,
+        None => quota::decide(&started, limit, now),
+    };
     if let Quota::Full {
         started,
         retry_after,
-    } = quota::decide(&started, limit, now)
+    } = quota
     {
         return Err(ApiError::new(
             Code::DailyRunsExceeded,
@@ -149,24 +161,13 @@ pub async fn create(
         .with_retry_after(retry_after.as_secs()));
     }
 
-    let mut attempt = 0;
-    let created = loop {
-        let run = build_run(&caller, agent, &req.prompt, &random_run_name(&plugin));
-        match create_run(&state, &run).await {
-            Ok(created) => break created,
-            Err(WriteError::AlreadyExists(_)) if attempt < 2 => attempt += 1,
-            Err(err) => return Err(write_failed(err)),
-        }
-    };
+    // 64 random bits: a name taken already is not worth a retry (and the shared record holds
+    // this one).
+    let created = create_run(&state, &build_run(&caller, agent, &req.prompt, &name))
+        .await
+        .map_err(write_failed)?;
     let id = created.name_any();
-    state.ledger.record(
-        &plugin,
-        Started {
-            namespace: caller.namespace.clone(),
-            name: id.clone(),
-            at: now,
-        },
-    );
+    state.ledger.record(&plugin, run);
     let location = HeaderValue::from_str(&format!("{PREFIX}/runs/{id}")).ok();
     let mut response = (StatusCode::ACCEPTED, Json(view(&created))).into_response();
     if let Some(location) = location {
