@@ -23,11 +23,12 @@ pub struct ApiArgs {
     /// without it, GET /files answers 404 no_working_tree.
     #[arg(long, env = "LOOP_PLUGINS_WORKTREE_ROOT")]
     pub worktree_root: Option<PathBuf>,
-    /// Where the replicas record each plugin's runs so they count `plugins.daily_runs`
-    /// together (the chart: the release's namespace). Without it, each server counts only
-    /// what it sees, which is exact for one replica.
+    /// Where the API replicas keep the records that make them act as one (the chart: the
+    /// release's namespace): each plugin's runs, so they count `plugins.daily_runs` together,
+    /// and which of them sent each config write's `settings.changed`. Without it, each server
+    /// counts and sends alone, which is exact for one replica.
     #[arg(long, env = "POD_NAMESPACE")]
-    pub runs_namespace: Option<String>,
+    pub replicas_namespace: Option<String>,
 }
 
 /// Runs the server with the cluster's default client.
@@ -35,7 +36,7 @@ pub async fn serve(args: ApiArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await?;
     let config = ApiConfig {
         worktree_root: args.worktree_root,
-        runs_namespace: args.runs_namespace.filter(|n| !n.is_empty()),
+        replicas_namespace: args.replicas_namespace.filter(|n| !n.is_empty()),
         max_file_bytes: MAX_FILE_BYTES,
         max_body_bytes: MAX_BODY_BYTES,
         request_timeout: REQUEST_TIMEOUT,

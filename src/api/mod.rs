@@ -226,13 +226,12 @@ pub async fn run(
     let mut registry = Registry::default();
     let metrics = Arc::new(metrics::Metrics::new(&mut registry));
     // The host API (callers → plugins) shares the server and the metrics registry.
-    let host = crate::host::HostState::new(
-        client.clone(),
-        crate::host::HostSettings::default(),
-        &mut registry,
-    )
-    .await?;
-    let runs_namespace = config.runs_namespace.clone();
+    let host_settings = crate::host::HostSettings {
+        replicas_namespace: config.replicas_namespace.clone(),
+        ..Default::default()
+    };
+    let host = crate::host::HostState::new(client.clone(), host_settings, &mut registry).await?;
+    let replicas_namespace = config.replicas_namespace.clone();
     let mut state = AppState::new(
         config,
         stores,
@@ -242,14 +241,17 @@ pub async fn run(
         Arc::new(live::NoLiveSessions),
         metrics,
     );
-    match runs_namespace {
+    match replicas_namespace {
         Some(namespace) => {
-            tracing::info!(%namespace, "replicas count plugins.daily_runs together");
+            tracing::info!(
+                %namespace,
+                "replicas count plugins.daily_runs and send settings.changed together"
+            );
             state.shared_runs = Some(shared_runs::SharedRuns::new(client, &namespace));
         }
         None => tracing::warn!(
-            "no --runs-namespace (POD_NAMESPACE): this server counts plugins.daily_runs alone, \
-             exact only while it is the one replica"
+            "no --replicas-namespace (POD_NAMESPACE): this server counts plugins.daily_runs \
+             and sends settings.changed alone, exact only while it is the one replica"
         ),
     }
     let state = Arc::new(state);

@@ -30,9 +30,10 @@ pub struct ApiConfig {
     pub max_body_bytes: usize,
     /// How long one request may take.
     pub request_timeout: Duration,
-    /// Where replicas record each plugin's runs (see [`super::shared_runs`]); None: this
-    /// server counts alone.
-    pub runs_namespace: Option<String>,
+    /// Where the replicas keep their shared records (each plugin's runs, see
+    /// [`super::shared_runs`]; the settings.changed sent, see
+    /// [`crate::host::settings_sent`]); None: this server counts and sends alone.
+    pub replicas_namespace: Option<String>,
 }
 
 impl Default for ApiConfig {
@@ -42,7 +43,7 @@ impl Default for ApiConfig {
             max_file_bytes: MAX_FILE_BYTES,
             max_body_bytes: MAX_BODY_BYTES,
             request_timeout: REQUEST_TIMEOUT,
-            runs_namespace: None,
+            replicas_namespace: None,
         }
     }
 }

@@ -120,6 +120,10 @@ pub struct HostSettings {
     pub activity_every: Duration,
     /// How long a TokenReview or SubjectAccessReview answer is reused.
     pub review_ttl: Duration,
+    /// Where the API replicas record which of them sent each config write's
+    /// `settings.changed` (see [`super::settings_sent`]); None: this server sends every one
+    /// it sees, which is exact while it is the one replica.
+    pub replicas_namespace: Option<String>,
 }
 
 impl Default for HostSettings {
@@ -131,6 +135,7 @@ impl Default for HostSettings {
             max_waiting: 64,
             activity_every: Duration::from_secs(5),
             review_ttl: Duration::from_secs(30),
+            replicas_namespace: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! chat of the projects it touches; the routing rules then take it only to the containers
 //! already running, without a thread id, with the settings as `GET /channel` has them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use kube::ResourceExt;
 use kube::runtime::watcher;
@@ -11,16 +11,26 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::events::SETTINGS_CHANGED;
+use super::settings_sent::SettingsSent;
 use super::state::HostState;
 use crate::resources::{HostConfig, Project};
 
 /// Whose chats a config write concerns.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Written {
+pub enum Whose {
     /// One project: its namespace and name.
     Project(String, String),
     /// The global config: every project.
     Global,
+}
+
+/// A config write: whose chats it concerns, and which object (by uid) at which generation,
+/// which is what the replicas agree on (see [`super::settings_sent`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    pub whose: Whose,
+    pub uid: String,
+    pub generation: i64,
 }
 
 /// The generations seen of one kind, to tell a write from the first list and from status
@@ -58,10 +68,11 @@ pub fn on_project(
         }
         watcher::Event::Apply(p) => {
             if gens.changed(key(p), p.metadata.generation) {
-                let _ = tx.send(Written::Project(
-                    p.namespace().unwrap_or_default(),
-                    p.name_any(),
-                ));
+                let _ = tx.send(Written {
+                    whose: Whose::Project(p.namespace().unwrap_or_default(), p.name_any()),
+                    uid: p.uid().unwrap_or_default(),
+                    generation: p.metadata.generation.unwrap_or_default(),
+                });
             }
         }
         watcher::Event::Delete(p) => gens.forget(&key(p)),
@@ -81,7 +92,11 @@ pub fn on_host(
         }
         watcher::Event::Apply(h) => {
             if gens.changed(h.name_any(), h.metadata.generation) {
-                let _ = tx.send(Written::Global);
+                let _ = tx.send(Written {
+                    whose: Whose::Global,
+                    uid: h.uid().unwrap_or_default(),
+                    generation: h.metadata.generation.unwrap_or_default(),
+                });
             }
         }
         watcher::Event::Delete(h) => gens.forget(&h.name_any()),
@@ -93,23 +108,30 @@ fn key(p: &Project) -> String {
     format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())
 }
 
-/// Sends `settings.changed` to the chats of each write, for ever.
+/// Sends `settings.changed` to the chats of each write, for ever; with the replicas' record,
+/// only the writes this replica claims.
 pub(crate) async fn run(
     state: std::sync::Weak<super::state::Inner>,
     mut rx: mpsc::UnboundedReceiver<Written>,
+    record: Option<SettingsSent>,
 ) {
     while let Some(written) = rx.recv().await {
         let Some(inner) = state.upgrade() else { return };
         let state = HostState { inner };
+        if let Some(record) = &record
+            && !claimed(&state, record, &written).await
+        {
+            continue;
+        }
         let chats: Vec<_> = state
             .inner
             .stores
             .channels
             .state()
             .into_iter()
-            .filter(|c| match &written {
-                Written::Global => true,
-                Written::Project(ns, name) => {
+            .filter(|c| match &written.whose {
+                Whose::Global => true,
+                Whose::Project(ns, name) => {
                     c.namespace().as_deref() == Some(ns.as_str()) && &c.spec.project == name
                 }
             })
@@ -133,6 +155,30 @@ pub(crate) async fn run(
     }
 }
 
+/// Whether this replica sends the event of `written`: it claimed the write in the record, or
+/// the record could not be written (then every replica that fails sends).
+async fn claimed(state: &HostState, record: &SettingsSent, written: &Written) -> bool {
+    let stores = &state.inner.stores;
+    let live: BTreeSet<String> = stores
+        .projects
+        .state()
+        .iter()
+        .filter_map(|p| p.uid())
+        .chain(stores.host.state().iter().filter_map(|h| h.uid()))
+        .collect();
+    match record.claim(&written.uid, written.generation, &live).await {
+        Ok(true) => true,
+        Ok(false) => {
+            tracing::debug!(?written.whose, "settings.changed: another replica sends it");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, ?written.whose, "settings.changed sent without the replicas' record");
+            true
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +188,7 @@ mod tests {
         let mut p = Project::new("proj", ProjectSpec::default());
         p.metadata.namespace = Some("ns".into());
         p.metadata.generation = Some(generation);
+        p.metadata.uid = Some("uid-proj".into());
         p
     }
 
@@ -157,7 +204,11 @@ mod tests {
         on_project(&mut gens, &watcher::Event::Apply(project(2)), &tx);
         assert_eq!(
             rx.try_recv().unwrap(),
-            Written::Project("ns".into(), "proj".into())
+            Written {
+                whose: Whose::Project("ns".into(), "proj".into()),
+                uid: "uid-proj".into(),
+                generation: 2,
+            }
         );
         // A project made after the list: its first sight is no write.
         let mut other = project(1);
@@ -167,9 +218,17 @@ mod tests {
 
         let mut host = HostConfig::new("default", Default::default());
         host.metadata.generation = Some(1);
+        host.metadata.uid = Some("uid-host".into());
         on_host(&mut gens, &watcher::Event::InitApply(host.clone()), &tx);
         host.metadata.generation = Some(2);
         on_host(&mut gens, &watcher::Event::Apply(host), &tx);
-        assert_eq!(rx.try_recv().unwrap(), Written::Global);
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            Written {
+                whose: Whose::Global,
+                uid: "uid-host".into(),
+                generation: 2,
+            }
+        );
     }
 }

@@ -20,7 +20,8 @@
 //! The parts, each with one job:
 //! - pure rules: [`breaker`], [`tools`] (schemas, results), [`actions`], [`events`] (routing),
 //!   [`switches`], [`demand`] (when to write activity), [`pods`] (where a container answers),
-//!   [`config_events`] (which config writes send `settings.changed`);
+//!   [`config_events`] (which config writes send `settings.changed`), [`settings_sent`]
+//!   (which replica sends it);
 //! - reads: [`target`] (stores → the instance a call goes to);
 //! - I/O: [`call`] (HTTP to plugins), [`auth`] (reviews), [`status`] (instance writes),
 //!   [`state`] (scale-from-zero and the breaker around each call);
@@ -41,6 +42,7 @@ pub mod events;
 pub mod metrics;
 pub mod pods;
 mod routes;
+pub mod settings_sent;
 pub mod state;
 pub mod status;
 pub mod switches;

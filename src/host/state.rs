@@ -26,6 +26,7 @@ use super::metrics::{
     CallLabels, HostMetrics, InstanceLabels, KindLabels, ResultLabels, TransitionLabels,
 };
 use super::pods::{Endpoint, PodIndex, Waiting, instance_of};
+use super::settings_sent::SettingsSent;
 use super::status::{BreakerSync, KubeStatusWriter, StatusWriter};
 use super::target::{self, Stores, Target};
 use super::tools::ManifestCache;
@@ -254,6 +255,10 @@ impl HostState {
         )?;
         let metrics = Arc::new(HostMetrics::new(registry));
         let settings_stop = stop.subscribe();
+        let settings_sent = settings
+            .replicas_namespace
+            .as_deref()
+            .map(|ns| SettingsSent::new(client.clone(), ns));
         let state = Self::build(
             settings,
             stores,
@@ -266,7 +271,7 @@ impl HostState {
         pods.attach(&state);
         tokio::spawn(until_stopped(
             settings_stop,
-            config_events::run(Arc::downgrade(&state.inner), written_rx),
+            config_events::run(Arc::downgrade(&state.inner), written_rx, settings_sent),
         ));
         Ok(state)
     }

@@ -49,6 +49,11 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(Duration::from_secs(180)),
         test(
+            "host::two_replicas_send_one_settings_changed_per_config_write",
+            settings_changed_once,
+        )
+        .local_only("starts two host APIs of its own"),
+        test(
             "host::a_cronjob_every_minute_runs_its_action_with_trigger_schedule",
             cronjob,
         )
@@ -74,6 +79,11 @@ struct LocalHost {
 
 /// Starts a host API (after the controller and the CRDs).
 pub async fn host(ns: &Ns) -> anyhow::Result<HostServer> {
+    host_with(ns, HostSettings::default()).await
+}
+
+/// Starts a host API with `settings` (on an existing cluster: the chart's, whatever they are).
+pub async fn host_with(ns: &Ns, settings: HostSettings) -> anyhow::Result<HostServer> {
     setup(ns).await?;
     if let Some(existing) = ns.cluster().existing() {
         return Ok(HostServer {
@@ -83,7 +93,7 @@ pub async fn host(ns: &Ns) -> anyhow::Result<HostServer> {
         });
     }
     let mut registry = Registry::default();
-    let state = HostState::new(ns.client(), HostSettings::default(), &mut registry).await?;
+    let state = HostState::new(ns.client(), settings, &mut registry).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let app = loop_plugins::host::router(state);
@@ -894,6 +904,97 @@ async fn events(ns: Ns) -> anyhow::Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    Ok(())
+}
+
+/// Two host APIs (as the chart's two replicas, sharing a record in the test's namespace) both
+/// see the project's config write; the running container gets one `settings.changed`.
+async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
+    // Alone: every other test's host API (and API server) sends settings.changed for every
+    // project it sees, this one's included.
+    let _alone = exclusive().await;
+    let replicas = HostSettings {
+        replicas_namespace: Some(ns.name().to_string()),
+        ..HostSettings::default()
+    };
+    let (one, two) = tokio::try_join!(host_with(&ns, replicas.clone()), host_with(&ns, replicas))?;
+    let plugin = plugin_id(&ns, "hw");
+    world(
+        &ns,
+        &[(echo_plugin(&plugin)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let token = caller_token(&ns, "app", Grant::All).await?;
+    let (via_one, via_two) = (
+        Caller::new(&one, &ns, Some(token.clone())),
+        Caller::new(&two, &ns, Some(token)),
+    );
+    // The container runs (settings.changed goes only to running ones), and both replicas
+    // know it.
+    for caller in [&via_one, &via_two] {
+        let warm = caller
+            .send_ready(
+                "GET",
+                &format!("/channels/general/plugins/{plugin}/x/warm"),
+                None,
+            )
+            .await?;
+        ensure!(warm.status == StatusCode::OK, "{warm:?}");
+    }
+
+    let mut verbose = enabled();
+    verbose.settings.insert("verbose".into(), json!(true));
+    let project = apply(
+        &ns,
+        &trusted_project("proj", BTreeMap::from([(plugin.clone(), verbose)])),
+    )
+    .await?;
+    let changed = |entries: &[Value]| -> Vec<Value> {
+        entries
+            .iter()
+            .filter(|e| e["body"]["type"] == "settings.changed")
+            .map(|e| e["body"].clone())
+            .collect()
+    };
+    let until = Instant::now() + WAIT;
+    loop {
+        let entries = via_one.journal("general", &plugin, "/events").await?;
+        if !changed(&entries).is_empty() {
+            break;
+        }
+        ensure!(
+            Instant::now() < until,
+            "no settings.changed after the write: {entries:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // Time for the other replica's, were it to send one too.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let sent = changed(&via_two.journal("general", &plugin, "/events").await?);
+    ensure!(
+        sent.len() == 1 && sent[0]["data"]["settings"]["verbose"] == true,
+        "the container got {} settings.changed, not one: {sent:#?}",
+        sent.len()
+    );
+
+    // The record names the project's write.
+    let record = ns
+        .api::<k8s_openapi::api::core::v1::ConfigMap>()
+        .get(loop_plugins::host::settings_sent::RECORD)
+        .await?;
+    let (uid, generation) = (
+        project.uid().context("the project's uid")?,
+        project
+            .metadata
+            .generation
+            .context("the project's generation")?,
+    );
+    ensure!(
+        record.data.as_ref().and_then(|d| d.get(&uid)) == Some(&generation.to_string()),
+        "the record holds {:?}, not {uid}: {generation}",
+        record.data
+    );
     Ok(())
 }
 

@@ -254,6 +254,7 @@ pub fn settings() -> HostSettings {
         max_waiting: 3,
         activity_every: Duration::from_secs(5),
         review_ttl: Duration::from_secs(30),
+        replicas_namespace: None,
     }
 }
 
