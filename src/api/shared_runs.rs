@@ -6,8 +6,8 @@
 //! takes a run only by a write no other replica made in between, else it reads and decides
 //! again. The decision stays [`quota::decide`]'s.
 //!
-//! A run is recorded before it is created; one whose creation then fails still counts, which
-//! errs on the side of the limit.
+//! A run is recorded before it is created; one whose creation then fails is taken out again
+//! ([`SharedRuns::release`]), so only runs that started count.
 //!
 //! [`Ledger`]: super::quota::Ledger
 
@@ -45,6 +45,16 @@ pub fn merge(recorded: Vec<Started>, seen: &[Started], now: Timestamp) -> Vec<St
     let mut runs: Vec<Started> = runs.into_values().collect();
     runs.sort_by_key(|r| r.at);
     runs
+}
+
+/// The recorded runs without `run`; None when it is not among them.
+pub fn without(recorded: Vec<Started>, run: &Started) -> Option<Vec<Started>> {
+    let before = recorded.len();
+    let rest: Vec<Started> = recorded
+        .into_iter()
+        .filter(|r| (r.namespace.as_str(), r.name.as_str()) != (&run.namespace, &run.name))
+        .collect();
+    (rest.len() != before).then_some(rest)
 }
 
 /// The runs a record holds (none when it is missing or unreadable).
@@ -123,6 +133,31 @@ impl SharedRuns {
             "the run record {name} kept changing under {ATTEMPTS} attempts"
         )))
     }
+
+    /// Takes a run [`reserve`](Self::reserve)d out of the plugin's record again: its AgentRun
+    /// was never created.
+    pub async fn release(&self, plugin: &str, run: &Started) -> Result<(), WriteError> {
+        let name = record_name(plugin);
+        let failed = |e: kube::Error| WriteError::Failed(format!("the run record {name}: {e}"));
+        for _ in 0..ATTEMPTS {
+            let Some(mut map) = self.api.get_opt(&name).await.map_err(failed)? else {
+                return Ok(());
+            };
+            let Some(rest) = without(recorded(Some(&map)), run) else {
+                return Ok(());
+            };
+            let text = serde_json::to_string(&rest).expect("runs serialize");
+            map.data = Some(BTreeMap::from([(KEY.to_string(), text)]));
+            match self.api.replace(&name, &PostParams::default(), &map).await {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        Err(WriteError::Failed(format!(
+            "the run record {name} kept changing under {ATTEMPTS} attempts"
+        )))
+    }
 }
 
 #[cfg(test)]
@@ -145,6 +180,17 @@ mod tests {
         let merged = merge(recorded, &seen, now);
         let names: Vec<&str> = merged.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["b", "c", "a"]);
+    }
+
+    #[test]
+    fn without_takes_out_only_the_run_named() {
+        let now: Timestamp = "2026-12-02T12:00:00Z".parse().unwrap();
+        let recorded = vec![run("a", 1, now), run("b", 2, now)];
+        let rest = without(recorded.clone(), &run("a", 1, now)).unwrap();
+        assert_eq!(rest, vec![run("b", 2, now)]);
+        let mut elsewhere = run("b", 2, now);
+        elsewhere.namespace = "other".into();
+        assert_eq!(without(recorded, &elsewhere), None);
     }
 
     #[test]

@@ -15,12 +15,12 @@ use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use loop_plugins::api::{PREFIX, ROUTES};
+use loop_plugins::api::{PREFIX, ROUTES, shared_runs};
 use loop_plugins::controller::names;
-use loop_plugins::resources::{ChannelKind, Plugin, PluginInstance};
+use loop_plugins::resources::{AgentRun, ChannelKind, Plugin, PluginInstance};
 use serde_json::{Value, json};
 
 use crate::controller_support::{WAIT, apply, plugin_id, shared, trusted_project};
@@ -48,6 +48,7 @@ pub fn tests() -> Vec<E2eTest> {
             two_replicas_share_the_quota,
         )
         .local_only("starts two API server processes of its own"),
+        test("api::a_run_the_cluster_refuses_does_not_count", refused_run),
         test(
             "api::a_token_whose_instance_was_removed_answers_401",
             removed_instance,
@@ -201,6 +202,65 @@ async fn two_replicas_share_the_quota(ns: Ns) -> anyhow::Result<()> {
         listed.lines().count()
     );
     Ok(())
+}
+
+/// A run whose AgentRun the cluster refuses answers 503 and is taken out of the replicas'
+/// record again: it never started, so it takes none of the plugin's daily runs.
+async fn refused_run(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let result = refused_run_while_refusing(&ns).await;
+    lift(&ns, "runs").await;
+    result
+}
+
+async fn refused_run_while_refusing(ns: &Ns) -> anyhow::Result<()> {
+    let world = full_world(ns, "rr", &[chat("general", ChannelKind::Channel, None)]).await?;
+    let token = world.token("general");
+    let api = ApiServer::start(ns).await?;
+    api.until(200, "GET", "/channel", Some(token), None).await?;
+    let body = json!({ "agent": "quiz", "prompt": "refused" });
+
+    refuse(ns, "runs", "CREATE", "agentruns").await?;
+    let answer = api
+        .until(503, "POST", "/runs", Some(token), Some(&body))
+        .await?;
+    ensure!(
+        String::from_utf8_lossy(&answer.body).contains(REFUSED),
+        "the 503 does not say why: {answer}"
+    );
+    let runs = ns.api::<AgentRun>().list(&Default::default()).await?;
+    let started = runs.items.len();
+    ensure!(
+        recorded_runs(ns, &world.plugin).await? == started,
+        "the record counts the refused runs: {started} AgentRuns exist"
+    );
+
+    lift(ns, "runs").await;
+    let created = api
+        .until(202, "POST", "/runs", Some(token), Some(&body))
+        .await?;
+    let runs = ns.api::<AgentRun>().list(&Default::default()).await?;
+    ensure!(
+        recorded_runs(ns, &world.plugin).await? == runs.items.len(),
+        "after {created}, the record does not hold the {} AgentRuns that exist",
+        runs.items.len()
+    );
+    Ok(())
+}
+
+/// How many runs the replicas' record holds for the plugin.
+async fn recorded_runs(ns: &Ns, plugin: &str) -> anyhow::Result<usize> {
+    let records: Api<ConfigMap> = Api::namespaced(ns.client(), &replicas_namespace(ns));
+    let Some(record) = records.get_opt(&shared_runs::record_name(plugin)).await? else {
+        return Ok(0);
+    };
+    let text = record
+        .data
+        .unwrap_or_default()
+        .remove("started")
+        .context("the record has no started key")?;
+    let runs: Vec<Value> = serde_json::from_str(&text)?;
+    Ok(runs.len())
 }
 
 async fn runs(ns: Ns) -> anyhow::Result<()> {
@@ -392,16 +452,18 @@ async fn removed_instance(ns: Ns) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Names of the cluster-scoped objects that keep the controller from deleting a namespace's
-/// instances.
-fn hold_name(ns: &Ns) -> String {
-    format!("e2e-hold-instances-{}", ns.name())
+/// The message of every refusal a test sets up.
+const REFUSED: &str = "refused by an e2e test";
+
+/// The name of the cluster-scoped policy and binding refusing `what` in the namespace.
+fn refusal_name(ns: &Ns, what: &str) -> String {
+    format!("e2e-refuse-{what}-{}", ns.name())
 }
 
-/// Refuses every deletion of a PluginInstance in the namespace (a ValidatingAdmissionPolicy),
-/// so a test can see the API between a project's change and the controller's answer to it.
-async fn hold_instances(ns: &Ns) -> anyhow::Result<()> {
-    let name = hold_name(ns);
+/// Refuses every `operation` on `resource` (of plugins.loop.dev) in the namespace, with a
+/// ValidatingAdmissionPolicy and its binding named after `what`.
+async fn refuse(ns: &Ns, what: &str, operation: &str, resource: &str) -> anyhow::Result<()> {
+    let name = refusal_name(ns, what);
     let client = ns.client();
     let params = PatchParams::apply("e2e-api").force();
     let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
@@ -414,13 +476,13 @@ async fn hold_instances(ns: &Ns) -> anyhow::Result<()> {
                 "resourceRules": [{
                     "apiGroups": ["plugins.loop.dev"],
                     "apiVersions": ["*"],
-                    "operations": ["DELETE"],
-                    "resources": ["plugininstances"],
+                    "operations": [operation],
+                    "resources": [resource],
                 }],
             },
             "validations": [{
                 "expression": "false",
-                "message": "held by an e2e test",
+                "message": REFUSED,
             }],
         },
     }))?;
@@ -447,8 +509,9 @@ async fn hold_instances(ns: &Ns) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn release_instances(ns: &Ns) {
-    let name = hold_name(ns);
+/// Takes the refusal named after `what` away.
+async fn lift(ns: &Ns, what: &str) {
+    let name = refusal_name(ns, what);
     let client = ns.client();
     let _ = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
         .delete(&name, &DeleteParams::default())
@@ -456,6 +519,16 @@ async fn release_instances(ns: &Ns) {
     let _ = Api::<ValidatingAdmissionPolicy>::all(client)
         .delete(&name, &DeleteParams::default())
         .await;
+}
+
+/// Refuses every deletion of a PluginInstance in the namespace, so a test can see the API
+/// between a project's change and the controller's answer to it.
+async fn hold_instances(ns: &Ns) -> anyhow::Result<()> {
+    refuse(ns, "instances", "DELETE", "plugininstances").await
+}
+
+async fn release_instances(ns: &Ns) {
+    lift(ns, "instances").await
 }
 
 /// Waits until a dry-run deletion of `instance` is refused (the policy is in force).
@@ -468,7 +541,7 @@ async fn held(ns: &Ns, instance: &str) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         match instances.delete(instance, &dry_run).await {
-            Err(kube::Error::Api(status)) if status.message.contains("held by an e2e test") => {
+            Err(kube::Error::Api(status)) if status.message.contains(REFUSED) => {
                 return Ok(());
             }
             other => {

@@ -244,6 +244,15 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// The namespace the API replicas keep their shared records in (their `POD_NAMESPACE`): the
+/// chart's release namespace.
+pub fn replicas_namespace(ns: &Ns) -> String {
+    match ns.cluster().existing() {
+        Some(existing) => existing.namespace.clone(),
+        None => CONTROLLER_NAMESPACE.to_string(),
+    }
+}
+
 impl ApiServer {
     /// Starts the API server for the test's namespace and waits until it answers (its caches
     /// are full by then). Its log is `api-<namespace>.log` in the run's folder; the working
@@ -268,7 +277,7 @@ impl ApiServer {
             spec.append_log = true;
             spec.env
                 .push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
-            // As in the chart: the release namespace, where replicas record each plugin's runs.
+            // As in the chart: the release namespace, where the replicas keep their shared records.
             spec.env
                 .push(("POD_NAMESPACE".into(), CONTROLLER_NAMESPACE.into()));
             spec.env.push((

@@ -163,9 +163,18 @@ pub async fn create(
 
     // 64 random bits: a name taken already is not worth a retry (and the shared record holds
     // this one).
-    let created = create_run(&state, &build_run(&caller, agent, &req.prompt, &name))
-        .await
-        .map_err(write_failed)?;
+    let created = match create_run(&state, &build_run(&caller, agent, &req.prompt, &name)).await {
+        Ok(created) => created,
+        Err(refused) => {
+            // Not started, so not counted.
+            if let Some(shared) = &state.shared_runs
+                && let Err(e) = shared.release(&plugin, &run).await
+            {
+                tracing::warn!(error = %e, run = %name, "the refused run still counts");
+            }
+            return Err(write_failed(refused));
+        }
+    };
     let id = created.name_any();
     state.ledger.record(&plugin, run);
     let location = HeaderValue::from_str(&format!("{PREFIX}/runs/{id}")).ok();
