@@ -5,6 +5,11 @@
 //! [`Breaker`] is the pure state machine: time comes in as an argument, so tests drive it
 //! by hand. [`Breakers`] keeps one per container, keyed by the Pod's UID and the container's
 //! restart count, so a container that restarts (or a new Pod) starts afresh.
+//!
+//! Every API replica keeps its own breakers, and the one whose breaker opens shows it on the
+//! PluginInstance's status with the container and the time it opens until. The other
+//! replicas take that on ([`Breakers::adopt`]) before their next call to the same container:
+//! they fail at once until then too, and the status shows one breaker, not each replica's.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -172,6 +177,18 @@ impl Breaker {
         self.phase != before
     }
 
+    /// Opens a closed breaker until `until`, as another replica's opened; false when it is
+    /// open or trying already (its own time stands).
+    pub fn open_until(&mut self, until: Instant) -> bool {
+        match self.phase {
+            Phase::Closed { .. } => {
+                self.enter(Phase::Open { until });
+                true
+            }
+            Phase::Open { .. } | Phase::HalfOpen => false,
+        }
+    }
+
     fn enter(&mut self, phase: Phase) {
         self.phase = phase;
         self.epoch += 1;
@@ -183,6 +200,13 @@ impl Breaker {
 pub struct ContainerKey {
     pub pod_uid: String,
     pub restarts: i32,
+}
+
+impl ContainerKey {
+    /// How the status names it: `<Pod UID>/<restarts>`.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.pod_uid, self.restarts)
+    }
 }
 
 /// What changed in a breaker, for its status and metrics.
@@ -198,6 +222,19 @@ struct Entry {
     breaker: Breaker,
     /// The wall-clock time an open breaker lets a trial through, fixed when it opened.
     open_until: Option<String>,
+    /// The last opening this replica made or took on (its `openUntil`): a status still
+    /// showing it is no news.
+    known_opening: Option<String>,
+}
+
+impl Entry {
+    fn new(config: BreakerConfig) -> Self {
+        Self {
+            breaker: Breaker::new(config),
+            open_until: None,
+            known_opening: None,
+        }
+    }
 }
 
 /// The breaker of every container the host calls.
@@ -222,16 +259,15 @@ impl Breakers {
         now: Instant,
     ) -> (Result<Pass, Rejected>, Option<Change>) {
         let mut map = self.map.lock().expect("breakers lock");
-        let entry = map.entry(key.clone()).or_insert_with(|| Entry {
-            breaker: Breaker::new(self.config),
-            open_until: None,
-        });
+        let entry = map
+            .entry(key.clone())
+            .or_insert_with(|| Entry::new(self.config));
         let before = entry.breaker.phase();
         let admitted = entry.breaker.admit(now);
         let change = (entry.breaker.phase() != before).then(|| Change {
             before,
             after: entry.breaker.phase(),
-            state: state_of(entry),
+            state: state_of(key, entry),
         });
         (admitted, change)
     }
@@ -258,17 +294,61 @@ impl Breakers {
             }
             _ => None,
         };
+        if entry.open_until.is_some() {
+            entry.known_opening = entry.open_until.clone();
+        }
         Some(Change {
             before,
             after,
-            state: state_of(entry),
+            state: state_of(key, entry),
+        })
+    }
+
+    /// Takes on the breaker the instance's status shows, when another replica opened it for
+    /// this container and its time is not up (`wall_now`, with `now` the same moment on the
+    /// monotonic clock): this replica's closed breaker opens until then. The change, when
+    /// there is one.
+    pub fn adopt(
+        &self,
+        key: &ContainerKey,
+        shown: &BreakerState,
+        now: Instant,
+        wall_now: jiff::Timestamp,
+    ) -> Option<Change> {
+        if shown.state != "Open" || shown.container.as_deref() != Some(key.label().as_str()) {
+            return None;
+        }
+        let text = shown.open_until.as_deref()?;
+        let left = text
+            .parse::<jiff::Timestamp>()
+            .ok()?
+            .duration_since(wall_now);
+        let left = Duration::try_from(left).ok().filter(|l| !l.is_zero())?;
+        let mut map = self.map.lock().expect("breakers lock");
+        let entry = map
+            .entry(key.clone())
+            .or_insert_with(|| Entry::new(self.config));
+        if entry.known_opening.as_deref() == Some(text) {
+            return None;
+        }
+        entry.known_opening = Some(text.to_string());
+        let before = entry.breaker.phase();
+        if !entry.breaker.open_until(now + left) {
+            return None;
+        }
+        entry.open_until = Some(text.to_string());
+        Some(Change {
+            before,
+            after: entry.breaker.phase(),
+            state: state_of(key, entry),
         })
     }
 
     /// The breaker's state as the status shows it (closed for a container never called).
     pub fn state(&self, key: &ContainerKey) -> BreakerState {
         let map = self.map.lock().expect("breakers lock");
-        map.get(key).map_or_else(closed, state_of)
+        map.get(key)
+            .map_or_else(|| closed(key), |entry| state_of(key, entry))
     }
 
     /// Forgets the breakers of a Pod that is gone.
@@ -278,17 +358,19 @@ impl Breakers {
     }
 }
 
-fn closed() -> BreakerState {
+fn closed(key: &ContainerKey) -> BreakerState {
     BreakerState {
         state: "Closed".into(),
         failures: 0,
         open_until: None,
+        container: Some(key.label()),
     }
 }
 
-fn state_of(entry: &Entry) -> BreakerState {
+fn state_of(key: &ContainerKey, entry: &Entry) -> BreakerState {
     let phase = entry.breaker.phase();
     BreakerState {
+        container: Some(key.label()),
         state: phase.name().into(),
         failures: match phase {
             Phase::Closed { failures } => failures,
@@ -462,5 +544,77 @@ mod tests {
         let (pass, change) = breakers.admit(&other, t0 + 30 * S);
         assert!(pass.unwrap().is_trial());
         assert_eq!(change.unwrap().state.state, "HalfOpen");
+    }
+
+    /// Replica A opens the breaker and shows it; replica B, given that status, takes it on.
+    #[test]
+    fn another_replicas_open_breaker_is_taken_on_for_the_same_container_only() {
+        let (a, b) = (
+            Breakers::new(BreakerConfig::default()),
+            Breakers::new(BreakerConfig::default()),
+        );
+        let key = ContainerKey {
+            pod_uid: "uid-1".into(),
+            restarts: 0,
+        };
+        let t0 = Instant::now();
+        let wall = jiff::Timestamp::now();
+        let mut shown = None;
+        for _ in 0..3 {
+            let pass = a.admit(&key, t0).0.unwrap();
+            if let Some(change) = a.record(&key, pass, Outcome::Unanswered, t0) {
+                shown = Some(change.state);
+            }
+        }
+        let shown = shown.unwrap();
+        assert_eq!(shown.state, "Open");
+        assert_eq!(shown.container.as_deref(), Some("uid-1/0"));
+
+        // A's own opening is no news to A.
+        assert!(a.adopt(&key, &shown, t0, wall).is_none());
+        // Another container (a restart) does not take it on.
+        let restarted = ContainerKey {
+            restarts: 1,
+            ..key.clone()
+        };
+        assert!(b.adopt(&restarted, &shown, t0, wall).is_none());
+        assert!(b.admit(&restarted, t0).0.is_ok());
+        // B takes it on once, and then fails at once as A does, showing the same breaker.
+        let change = b.adopt(&key, &shown, t0, wall).unwrap();
+        assert_eq!(change.state, shown);
+        assert!(matches!(change.after, Phase::Open { .. }));
+        assert!(b.adopt(&key, &shown, t0, wall).is_none());
+        let rejected = b.admit(&key, t0 + S).0.unwrap_err();
+        let until = rejected.until.unwrap();
+        assert!(until > t0 + 29 * S && until <= t0 + 31 * S, "{until:?}");
+        // After its time, B tries once itself.
+        let (pass, _) = b.admit(&key, t0 + 31 * S);
+        assert!(pass.unwrap().is_trial());
+    }
+
+    #[test]
+    fn an_opening_whose_time_is_up_or_a_closed_status_is_not_taken_on() {
+        let b = Breakers::new(BreakerConfig::default());
+        let key = ContainerKey {
+            pod_uid: "uid-1".into(),
+            restarts: 0,
+        };
+        let t0 = Instant::now();
+        let wall: jiff::Timestamp = "2026-12-02T12:00:00Z".parse().unwrap();
+        let mut shown = BreakerState {
+            state: "Open".into(),
+            failures: 3,
+            open_until: Some("2026-12-02T11:59:59Z".into()),
+            container: Some("uid-1/0".into()),
+        };
+        assert!(b.adopt(&key, &shown, t0, wall).is_none());
+        shown.open_until = Some("2026-12-02T12:00:20Z".into());
+        shown.state = "Closed".into();
+        assert!(b.adopt(&key, &shown, t0, wall).is_none());
+        // Shown by a replica from before the container was named: not taken on either.
+        shown.state = "Open".into();
+        shown.container = None;
+        assert!(b.adopt(&key, &shown, t0, wall).is_none());
+        assert!(b.admit(&key, t0).0.is_ok());
     }
 }

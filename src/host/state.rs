@@ -461,6 +461,19 @@ impl HostState {
     ) -> Result<PluginAnswer, CallFailure> {
         let inner = &self.inner;
         let container = &endpoint.container;
+        // Another replica's breaker opened for this container: this one's opens too.
+        if let Some(shown) = target
+            .instance
+            .status
+            .as_ref()
+            .and_then(|s| s.breaker.as_ref())
+            && let Some(change) =
+                inner
+                    .breakers
+                    .adopt(container, shown, Instant::now(), jiff::Timestamp::now())
+        {
+            self.breaker_changed(target, change);
+        }
         let (admitted, change) = inner.breakers.admit(container, Instant::now());
         match change {
             Some(change) => self.breaker_changed(target, change),

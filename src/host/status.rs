@@ -52,6 +52,7 @@ pub fn breaker_json(state: &BreakerState) -> Value {
         "state": state.state,
         "failures": state.failures,
         "openUntil": state.open_until,
+        "container": state.container,
     })
 }
 
@@ -235,6 +236,7 @@ fn closed() -> BreakerState {
         state: "Closed".into(),
         failures: 0,
         open_until: None,
+        container: None,
     }
 }
 
@@ -306,6 +308,7 @@ mod tests {
             state: s.into(),
             failures,
             open_until: None,
+            container: None,
         }
     }
 

@@ -119,4 +119,9 @@ pub struct BreakerState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::schema::timestamp")]
     pub open_until: Option<String>,
+    /// The container it stands in front of, `<Pod UID>/<restarts>`: the API replicas take on
+    /// an Open breaker another one opened only for that container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub container: Option<String>,
 }

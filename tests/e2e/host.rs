@@ -583,6 +583,12 @@ async fn rbac(ns: Ns) -> anyhow::Result<()> {
 async fn breaker(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
     let host = host(&ns).await?;
+    // On the local control plane, a second host API stands for the chart's second replica
+    // (an existing cluster's release runs one).
+    let replica = match ns.cluster().existing() {
+        None => Some(host_with(&ns, HostSettings::default()).await?),
+        Some(_) => None,
+    };
     let id = plugin_id(&ns, "hb");
     world(
         &ns,
@@ -651,7 +657,7 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
     );
     let t = caller.post(&at("/tools/echo"), say_hello()).await?;
     ensure!(t.json["error_code"] == "breaker_open", "{t:?}");
-    wait::matches(
+    let shown = wait::matches(
         &ns.api::<PluginInstance>(),
         &instance,
         "the breaker Open on the instance",
@@ -663,7 +669,30 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
                 .is_some_and(|b| b.state == "Open" && b.open_until.is_some())
         },
     )
-    .await?;
+    .await?
+    .status
+    .and_then(|s| s.breaker)
+    .context("the breaker on the instance")?;
+    if let Some(replica) = &replica {
+        // The other replica never called the container, yet fails at once too once its
+        // store has the status, and leaves the status as it is.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let via_replica = Caller::new(replica, &ns, caller.token.clone());
+        let a = via_replica.post(&ping, manual.clone()).await?;
+        ensure!(
+            a.status == StatusCode::SERVICE_UNAVAILABLE
+                && a.code() == "breaker_open"
+                && a.took < Duration::from_millis(100),
+            "the other replica: {a:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = ns.api::<PluginInstance>().get(&instance).await?;
+        let now = now.status.and_then(|s| s.breaker);
+        ensure!(
+            now.as_ref() == Some(&shown),
+            "the other replica changed the breaker shown from {shown:?} to {now:?}"
+        );
+    }
     let metrics = host.metrics(&ns).await?;
     let gauge = format!(
         "loop_plugins_host_breaker_state{{namespace=\"{}\",instance=\"{instance}\"}} 1",
