@@ -244,6 +244,8 @@ pub async fn lead_until<F: Future>(
         acquired = elector.acquire() => acquired?,
         () = &mut stop => {
             tracing::info!(lease = %name, %namespace, "stopped while waiting to lead");
+            // An acquiring write the server took just as the stop came holds it all the same.
+            elector.release_if_held().await;
             return Ok(None);
         }
     };
@@ -456,6 +458,25 @@ impl Elector {
             Ok(_) => tracing::info!(lease = %self.name, "released the Lease"),
             Err(err) => {
                 tracing::warn!(lease = %self.name, error = %err, "could not release the Lease; it expires")
+            }
+        }
+    }
+
+    /// Releases the Lease if it names this identity as its holder.
+    async fn release_if_held(&self) {
+        match self.api.get_opt(&self.name).await {
+            Ok(Some(lease))
+                if lease
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.holder_identity.as_deref())
+                    == Some(self.identity.as_str()) =>
+            {
+                self.release(lease).await
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(lease = %self.name, error = %err, "could not read the Lease to release it")
             }
         }
     }
