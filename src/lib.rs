@@ -16,5 +16,6 @@ pub mod metrics;
 #[cfg(test)]
 mod openapi_spec;
 pub mod operator;
+pub mod records;
 pub mod resources;
 pub mod schedule;

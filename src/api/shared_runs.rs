@@ -1,10 +1,10 @@
 //! `plugins.daily_runs` across API replicas. Each replica's store and [`Ledger`] see the runs
 //! it created at once but another replica's only through its watch, so two replicas could
 //! both take the 50th run. With a namespace to keep it in (the chart's `POD_NAMESPACE`), the
-//! runs each plugin started in the window are also recorded in one ConfigMap per plugin,
-//! `loop-plugins-runs-<plugin>`, written only under the resourceVersion just read: a replica
-//! takes a run only by a write no other replica made in between, else it reads and decides
-//! again. The decision stays [`quota::decide`]'s.
+//! runs each plugin started in the window are also recorded in one of the replicas'
+//! [records](crate::records), `loop-plugins-runs-<plugin>`: a replica takes a run only by a
+//! write no other replica made in between, else it reads and decides again. The decision
+//! stays [`quota::decide`]'s.
 //!
 //! A run is recorded before it is created; one whose creation then fails is taken out again
 //! ([`SharedRuns::release`]), so only runs that started count.
@@ -14,17 +14,14 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ObjectMeta, PostParams};
-use kube::{Api, Client};
+use kube::Client;
 
 use super::quota::{self, Quota, Started, WINDOW};
 use super::writes::WriteError;
+use crate::records::{Decision, Records};
 
 /// The ConfigMap key holding the runs, a JSON list of [`Started`].
 const KEY: &str = "started";
-/// How often to read and decide again when another replica wrote in between.
-const ATTEMPTS: usize = 8;
 
 /// The record's name for a plugin.
 pub fn record_name(plugin: &str) -> String {
@@ -57,23 +54,28 @@ pub fn without(recorded: Vec<Started>, run: &Started) -> Option<Vec<Started>> {
     (rest.len() != before).then_some(rest)
 }
 
-/// The runs a record holds (none when it is missing or unreadable).
-fn recorded(map: Option<&ConfigMap>) -> Vec<Started> {
-    map.and_then(|m| m.data.as_ref())
-        .and_then(|d| d.get(KEY))
+/// The runs a record's data holds (none when it is missing or unreadable).
+fn recorded(data: &BTreeMap<String, String>) -> Vec<Started> {
+    data.get(KEY)
         .and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or_default()
 }
 
-/// The per-plugin records in one namespace.
+/// A record's data holding `runs`.
+fn data_of(runs: &[Started]) -> BTreeMap<String, String> {
+    let text = serde_json::to_string(runs).expect("runs serialize");
+    BTreeMap::from([(KEY.to_string(), text)])
+}
+
+/// The per-plugin records in the replicas' namespace.
 pub struct SharedRuns {
-    api: Api<ConfigMap>,
+    records: Records,
 }
 
 impl SharedRuns {
     pub fn new(client: Client, namespace: &str) -> Self {
         Self {
-            api: Api::namespaced(client, namespace),
+            records: Records::new(client, namespace),
         }
     }
 
@@ -86,77 +88,38 @@ impl SharedRuns {
         limit: u32,
         now: Timestamp,
     ) -> Result<Quota, WriteError> {
-        let name = record_name(plugin);
-        let failed = |e: kube::Error| WriteError::Failed(format!("the run record {name}: {e}"));
-        for _ in 0..ATTEMPTS {
-            let current = self.api.get_opt(&name).await.map_err(failed)?;
-            let mut runs = merge(recorded(current.as_ref()), seen, now);
-            let quota = quota::decide(&runs, limit, now);
-            if let Quota::Full { .. } = quota {
-                return Ok(quota);
-            }
-            runs.push(run.clone());
-            let text = serde_json::to_string(&runs).expect("runs serialize");
-            let data = BTreeMap::from([(KEY.to_string(), text)]);
-            let written = match current {
-                Some(mut map) => {
-                    // The resourceVersion read stays in the object: a write in between
-                    // makes this one fail with a conflict.
-                    map.data = Some(data);
-                    self.api.replace(&name, &PostParams::default(), &map).await
+        let labels = [
+            ("app.kubernetes.io/part-of", "loop-plugins"),
+            ("app.kubernetes.io/component", "runs"),
+            ("plugins.loop.dev/plugin", plugin),
+        ];
+        self.records
+            .update(&record_name(plugin), &labels, |data| {
+                let mut runs = merge(recorded(data), seen, now);
+                match quota::decide(&runs, limit, now) {
+                    full @ Quota::Full { .. } => Decision::Keep(full),
+                    open => {
+                        runs.push(run.clone());
+                        Decision::Write(data_of(&runs), open)
+                    }
                 }
-                None => {
-                    let map = ConfigMap {
-                        metadata: ObjectMeta {
-                            name: Some(name.clone()),
-                            labels: Some(BTreeMap::from([
-                                ("app.kubernetes.io/part-of".into(), "loop-plugins".into()),
-                                ("app.kubernetes.io/component".into(), "runs".into()),
-                                ("plugins.loop.dev/plugin".into(), plugin.into()),
-                            ])),
-                            ..Default::default()
-                        },
-                        data: Some(data),
-                        ..Default::default()
-                    };
-                    self.api.create(&PostParams::default(), &map).await
-                }
-            };
-            match written {
-                Ok(_) => return Ok(quota),
-                // Another replica wrote first (or made it first): read and decide again.
-                Err(kube::Error::Api(status)) if status.code == 409 => continue,
-                Err(e) => return Err(failed(e)),
-            }
-        }
-        Err(WriteError::Failed(format!(
-            "the run record {name} kept changing under {ATTEMPTS} attempts"
-        )))
+            })
+            .await
+            .map_err(|e| WriteError::Failed(e.to_string()))
     }
 
     /// Takes a run [`reserve`](Self::reserve)d out of the plugin's record again: its AgentRun
     /// was never created.
     pub async fn release(&self, plugin: &str, run: &Started) -> Result<(), WriteError> {
-        let name = record_name(plugin);
-        let failed = |e: kube::Error| WriteError::Failed(format!("the run record {name}: {e}"));
-        for _ in 0..ATTEMPTS {
-            let Some(mut map) = self.api.get_opt(&name).await.map_err(failed)? else {
-                return Ok(());
-            };
-            let Some(rest) = without(recorded(Some(&map)), run) else {
-                return Ok(());
-            };
-            let text = serde_json::to_string(&rest).expect("runs serialize");
-            map.data = Some(BTreeMap::from([(KEY.to_string(), text)]));
-            match self.api.replace(&name, &PostParams::default(), &map).await {
-                Ok(_) => return Ok(()),
-                Err(kube::Error::Api(status)) if status.code == 409 => continue,
-                Err(e) => return Err(failed(e)),
-            }
-        }
-        Err(WriteError::Failed(format!(
-            "the run record {name} kept changing under {ATTEMPTS} attempts"
-        )))
+        self.records
+            .update(&record_name(plugin), &[], |data| {
+                match without(recorded(data), run) {
+                    Some(rest) => Decision::Write(data_of(&rest), ()),
+                    None => Decision::Keep(()),
+                }
+            })
+            .await
+            .map_err(|e| WriteError::Failed(e.to_string()))
     }
 }
 
@@ -195,26 +158,16 @@ mod tests {
 
     #[test]
     fn a_missing_or_unreadable_record_holds_no_runs() {
-        assert!(recorded(None).is_empty());
-        let map = ConfigMap {
-            data: Some(BTreeMap::from([(KEY.into(), "not json".into())])),
-            ..Default::default()
-        };
-        assert!(recorded(Some(&map)).is_empty());
+        assert!(recorded(&BTreeMap::new()).is_empty());
+        let data = BTreeMap::from([(KEY.into(), "not json".into())]);
+        assert!(recorded(&data).is_empty());
     }
 
     #[test]
     fn a_record_reads_back_what_was_written() {
         let now: Timestamp = "2026-12-02T12:00:00Z".parse().unwrap();
         let runs = vec![run("a", 1, now)];
-        let map = ConfigMap {
-            data: Some(BTreeMap::from([(
-                KEY.into(),
-                serde_json::to_string(&runs).unwrap(),
-            )])),
-            ..Default::default()
-        };
-        assert_eq!(recorded(Some(&map)), runs);
+        assert_eq!(recorded(&data_of(&runs)), runs);
     }
 
     #[test]

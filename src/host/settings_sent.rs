@@ -1,9 +1,9 @@
 //! One `settings.changed` per config write, however many API replicas see it. Every replica
 //! watches the Projects and the HostConfig, so every replica notices the same write; with a
-//! namespace to keep it in (the chart's `POD_NAMESPACE`), the replicas record in one ConfigMap,
-//! `loop-plugins-settings-sent`, the last generation of each written object (by uid) whose
-//! event went out. A replica sends only after it moved that generation forward by a write made
-//! under the resourceVersion it read; the others find it taken and stay quiet.
+//! namespace to keep it in (the chart's `POD_NAMESPACE`), the replicas record in one of their
+//! [records](crate::records), `loop-plugins-settings-sent`, the last generation of each written
+//! object (by uid) whose event went out. A replica sends only after its own write moved that
+//! generation forward; the others find it taken and stay quiet.
 //!
 //! The record is pruned on every write of the objects that no longer exist. When the record
 //! cannot be written at all the replica sends anyway: a second `settings.changed` is better
@@ -11,27 +11,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ObjectMeta, PostParams};
-use kube::{Api, Client};
+use kube::Client;
+
+use crate::records::{Decision, RecordError, Records};
 
 /// The record's name, in the replicas' namespace.
 pub const RECORD: &str = "loop-plugins-settings-sent";
-/// How often to read and decide again when another replica wrote in between.
-const ATTEMPTS: usize = 8;
-
-/// Why the record could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordError {
-    #[error("the record {namespace}/{RECORD}: {source}")]
-    Kube {
-        namespace: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("the record {namespace}/{RECORD} kept changing under {ATTEMPTS} attempts")]
-    Contended { namespace: String },
-}
 
 /// The record after this replica takes the write of `uid` at `generation`, keeping only the
 /// objects in `live`; None when the write was taken already (at this generation or a later
@@ -58,17 +43,15 @@ pub fn take(
     Some(next)
 }
 
-/// The replicas' record in one namespace.
+/// The replicas' record in their namespace.
 pub struct SettingsSent {
-    namespace: String,
-    api: Api<ConfigMap>,
+    records: Records,
 }
 
 impl SettingsSent {
     pub fn new(client: Client, namespace: &str) -> Self {
         Self {
-            namespace: namespace.to_string(),
-            api: Api::namespaced(client, namespace),
+            records: Records::new(client, namespace),
         }
     }
 
@@ -80,52 +63,18 @@ impl SettingsSent {
         generation: i64,
         live: &BTreeSet<String>,
     ) -> Result<bool, RecordError> {
-        let failed = |source| RecordError::Kube {
-            namespace: self.namespace.clone(),
-            source,
-        };
-        for _ in 0..ATTEMPTS {
-            let current = self.api.get_opt(RECORD).await.map_err(failed)?;
-            let sent = current
-                .as_ref()
-                .and_then(|m| m.data.clone())
-                .unwrap_or_default();
-            let Some(next) = take(&sent, uid, generation, live) else {
-                return Ok(false);
-            };
-            let written = match current {
-                Some(mut map) => {
-                    // The resourceVersion read stays in the object: a write in between makes
-                    // this one fail with a conflict.
-                    map.data = Some(next);
-                    self.api.replace(RECORD, &PostParams::default(), &map).await
+        let labels = [
+            ("app.kubernetes.io/part-of", "loop-plugins"),
+            ("app.kubernetes.io/component", "settings-sent"),
+        ];
+        self.records
+            .update(RECORD, &labels, |sent| {
+                match take(sent, uid, generation, live) {
+                    Some(next) => Decision::Write(next, true),
+                    None => Decision::Keep(false),
                 }
-                None => {
-                    let map = ConfigMap {
-                        metadata: ObjectMeta {
-                            name: Some(RECORD.to_string()),
-                            labels: Some(BTreeMap::from([
-                                ("app.kubernetes.io/part-of".into(), "loop-plugins".into()),
-                                ("app.kubernetes.io/component".into(), "settings-sent".into()),
-                            ])),
-                            ..Default::default()
-                        },
-                        data: Some(next),
-                        ..Default::default()
-                    };
-                    self.api.create(&PostParams::default(), &map).await
-                }
-            };
-            match written {
-                Ok(_) => return Ok(true),
-                // Another replica wrote first (or made it first): read and decide again.
-                Err(kube::Error::Api(status)) if status.code == 409 => continue,
-                Err(e) => return Err(failed(e)),
-            }
-        }
-        Err(RecordError::Contended {
-            namespace: self.namespace.clone(),
-        })
+            })
+            .await
     }
 }
 

@@ -186,16 +186,7 @@ async fn two_replicas_share_the_quota(ns: Ns) -> anyhow::Result<()> {
         by_status.get(&202) == Some(&50) && by_status.get(&429) == Some(&10),
         "60 runs over two servers answered {by_status:?}, not 50 started and 10 refused"
     );
-    let listed = ns
-        .kubectl([
-            "get",
-            "agentruns.plugins.loop.dev",
-            "-l",
-            &format!("plugins.loop.dev/plugin={id}"),
-            "-o",
-            "name",
-        ])
-        .await?;
+    let listed = kubectl_runs(&ns, &id).await?;
     ensure!(
         listed.lines().count() == 50,
         "{} AgentRuns exist, not 50",
@@ -261,6 +252,19 @@ async fn recorded_runs(ns: &Ns, plugin: &str) -> anyhow::Result<usize> {
         .context("the record has no started key")?;
     let runs: Vec<Value> = serde_json::from_str(&text)?;
     Ok(runs.len())
+}
+
+/// The plugin's AgentRuns as `kubectl get -o name` lists them, one a line.
+async fn kubectl_runs(ns: &Ns, plugin: &str) -> anyhow::Result<String> {
+    ns.kubectl([
+        "get",
+        "agentruns.plugins.loop.dev",
+        "-l",
+        &format!("plugins.loop.dev/plugin={plugin}"),
+        "-o",
+        "name",
+    ])
+    .await
 }
 
 async fn runs(ns: Ns) -> anyhow::Result<()> {
@@ -367,16 +371,7 @@ async fn runs(ns: Ns) -> anyhow::Result<()> {
         .await?
         .expect(400, Some("invalid_body"))?;
 
-    let listed = ns
-        .kubectl([
-            "get",
-            "agentruns.plugins.loop.dev",
-            "-l",
-            &format!("plugins.loop.dev/plugin={id}"),
-            "-o",
-            "name",
-        ])
-        .await?;
+    let listed = kubectl_runs(&ns, &id).await?;
     ensure!(
         listed.lines().count() == 2,
         "kubectl lists these runs:\n{listed}"
