@@ -21,7 +21,7 @@ ENV CARGO_PROFILE_RELEASE_STRIP=symbols
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --package loop-plugins --bin loop-plugins \
+    cargo build --release --locked --package loop-plugins-cli --bin loop-plugins \
     && mkdir -p /out \
     && cp target/release/loop-plugins /out/loop-plugins \
     && if readelf -d /out/loop-plugins | grep -q NEEDED; then \

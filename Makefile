@@ -25,6 +25,7 @@ fmt:
 	$(CARGO) fmt --all
 
 lint:
+	hack/import-cycles.py
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
@@ -36,6 +37,7 @@ test:
 
 # The e2e suite alone, against a control plane it starts (built or reused by build.sh).
 e2e:
+	$(CARGO) build --workspace --bins
 	$(CARGO) test --test e2e
 
 # GET /channel requests per second on one core (the API server pinned to CPU 0, the loader on
@@ -43,8 +45,8 @@ e2e:
 # host API against the plugin directly (p50, p99, ratios) and Pod Ready → the held call at the
 # plugin. Release builds.
 bench:
+	$(CARGO) build --release --workspace --bins
 	$(CARGO) bench --bench api_channel
-	$(CARGO) build --release -p echo-plugin --bins
 	$(CARGO) bench --bench host_calls
 
 # A local cluster until Ctrl-C: control plane, kubelet stand-in, CRDs, examples/; writes
@@ -63,7 +65,7 @@ dev:
 kind-e2e:
 	@hack/kind-e2e.sh
 
-# The rehearsal of kind-e2e on this machine, without Docker: `loop-plugins dev --cluster-only`
+# The rehearsal of kind-e2e on this machine, without Docker: `loop-plugins-dev --cluster-only`
 # (the local control plane and the kubelet stand-in, nothing installed), the chart installed
 # into it with the built helm (API Service on node port 30080, which the stand-in's kube-proxy
 # serves at 127.0.0.1:30080, as kind does), then the e2e suite with

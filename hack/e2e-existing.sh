@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # `make e2e-existing`: the rehearsal, on this machine, of what `make kind-e2e` does on a machine
 # with Docker. The e2e suite runs against an existing cluster with the chart installed
-# (LOOP_PLUGINS_E2E_CLUSTER=existing); here that cluster is `loop-plugins dev --cluster-only`
+# (LOOP_PLUGINS_E2E_CLUSTER=existing); here that cluster is `loop-plugins-dev --cluster-only`
 # (the local control plane and the kubelet stand-in, nothing installed), and the chart goes in
 # with the built helm, as on kind:
 #
 #   1. build our binaries, the echo plugin and (unless --no-tests) the e2e test binary;
-#   2. start `loop-plugins dev --cluster-only` in the background (stopped with SIGTERM on exit;
+#   2. start `loop-plugins-dev --cluster-only` in the background (stopped with SIGTERM on exit;
 #      its folder is kept on failure, and the script says where);
 #   3. create the release namespace (restricted Pod Security, as on kind) and
 #      `helm install` the chart: our image by repository (the stand-in plays the repository
@@ -15,7 +15,7 @@
 #   4. wait until the Deployment is Available and the API answers /healthz at
 #      http://127.0.0.1:30080, the URL it has on kind (kind-config.yaml maps node port 30080
 #      to the host's 127.0.0.1:30080). Here the stand-in's minimal kube-proxy listens there
-#      and forwards to the Service's ready Pod (src/devcluster/kubelet/nodeports.rs), so the
+#      and forwards to the Service's ready Pod (crates/devcluster/src/kubelet/nodeports.rs), so the
 #      URL names the Service, not a Pod: when the Pod is replaced (a test that restarts the
 #      controller deletes it) the same URL reaches the new one once it is Ready. The suite and
 #      the plugin Pods (local processes too) both use it;
@@ -73,7 +73,7 @@ dev_pid=
 finish() {
   local status=$?
   if [[ -n $dev_pid ]] && kill -0 "$dev_pid" 2>/dev/null; then
-    # SIGTERM: `loop-plugins dev` stops the pods' processes, then the control plane.
+    # SIGTERM: `loop-plugins-dev` stops the pods' processes, then the control plane.
     kill -TERM "$dev_pid" 2>/dev/null || true
     wait "$dev_pid" 2>/dev/null || true
   fi
@@ -81,7 +81,7 @@ finish() {
     rm -rf "$tmp"
   else
     say "failed after $(elapsed); kept $tmp:"
-    say "  dev.log (loop-plugins dev), run/logs (control plane), run/kubelet/logs/<ns>/<pod>/<container>.log (pods)"
+    say "  dev.log (loop-plugins-dev), run/logs (control plane), run/kubelet/logs/<ns>/<pod>/<container>.log (pods)"
   fi
   exit "$status"
 }
@@ -96,7 +96,7 @@ if (exec 3<>"/dev/tcp/127.0.0.1/$node_port") 2>/dev/null; then
 fi
 
 # Step 2: the cluster, with nothing installed.
-"$CARGO_TARGET_DIR/debug/loop-plugins" dev --cluster-only \
+"$CARGO_TARGET_DIR/debug/loop-plugins-dev" --cluster-only \
   --controlplane "$bin" \
   --kubeconfig "$kubeconfig" --run-dir "$tmp/run" \
   --image "e2e.local/echo=$CARGO_TARGET_DIR/debug/echo-plugin" \
@@ -106,7 +106,7 @@ dev_pid=$!
 # `dev` writes the kubeconfig once the control plane and the stand-in are up.
 deadline=$((SECONDS + timeout))
 until [[ -s $kubeconfig ]]; do
-  kill -0 "$dev_pid" 2>/dev/null || { tail -n 30 "$tmp/dev.log" >&2; die "loop-plugins dev exited"; }
+  kill -0 "$dev_pid" 2>/dev/null || { tail -n 30 "$tmp/dev.log" >&2; die "loop-plugins-dev exited"; }
   ((SECONDS < deadline)) || { tail -n 30 "$tmp/dev.log" >&2; die "no kubeconfig after ${timeout}s"; }
   sleep 0.5
 done

@@ -1,0 +1,215 @@
+//! `loop-plugins`: one binary, its roles as subcommands. Argument parsing and wiring only:
+//! each role lives in its crate (controller, server, operator, model).
+
+mod gate;
+mod manifest_check;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "loop-plugins",
+    version,
+    about = "Runs Loop-style plugins as pods on Kubernetes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the CustomResourceDefinitions of every resource as YAML.
+    Crds,
+    /// Run the controller: reconciles Plugins, Projects and Channels into instances, Pods,
+    /// volumes, Secrets and CronJobs.
+    Controller(ControllerArgs),
+    /// Operator verbs on installed plugins.
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
+    /// Operator verbs on projects.
+    Project {
+        #[command(subcommand)]
+        command: ProjectCommand,
+    },
+    /// Copy this binary to DEST for a plugin container to run as its gate (the gate's init
+    /// container runs this).
+    InstallGate {
+        /// Where to put the binary.
+        dest: std::path::PathBuf,
+    },
+    /// Run a plugin's command under the gate: `loop-plugins gate -- <command>...`.
+    Gate {
+        /// The plugin's own command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Work with plugin manifests (plugin.json).
+    Manifest {
+        #[command(subcommand)]
+        command: ManifestCommand,
+    },
+    /// Run the Plugin API server that plugin pods call (LOOP_API_URL).
+    Api(server::plugin_api::ApiArgs),
+    /// Run a plugin's action once through the host API, as a schedule's CronJob does.
+    Trigger(server::host_api::trigger::TriggerArgs),
+}
+
+#[derive(clap::Args)]
+struct ControllerArgs {
+    /// Our own image, pinned by digest: CronJobs run `loop-plugins trigger` from it, and the
+    /// gate's init container copies the binary out of it.
+    #[arg(long, env = "LOOP_PLUGINS_IMAGE")]
+    self_image: String,
+    /// LOOP_API_URL for plugin pods, unless HostConfig sets apiUrl.
+    #[arg(
+        long,
+        env = "LOOP_API_URL",
+        default_value = "http://loop-plugins-api.loop-plugins.svc:8080"
+    )]
+    api_url: String,
+    /// Where /metrics and /healthz answer.
+    #[arg(
+        long,
+        env = "LOOP_PLUGINS_METRICS_ADDR",
+        default_value = "0.0.0.0:9090"
+    )]
+    metrics_addr: std::net::SocketAddr,
+    #[command(flatten)]
+    leader: runtime::leader::LeaderArgs,
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Print the Plugin resource for a manifest and an image pinned by digest, to apply with
+    /// kubectl.
+    Render {
+        /// The plugin.json file.
+        #[arg(long)]
+        manifest: std::path::PathBuf,
+        /// The image, pinned by digest (name@sha256:<64 hex>).
+        #[arg(long)]
+        image: String,
+        /// Approve every capability the manifest asks for.
+        #[arg(long)]
+        approve_all: bool,
+        /// The image's entrypoint and command (the gate runs it when on).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProjectCommand {
+    /// Trust the project's current plugin config: record its canonical hash and the config
+    /// itself as the last approved version, so its enabled values and schedules apply.
+    Trust {
+        /// The Project's name.
+        name: String,
+        /// The Project's namespace.
+        #[arg(long, short = 'n', default_value = "default")]
+        namespace: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ManifestCommand {
+    /// Check a plugin.json against every rule; exits non-zero when there is a problem.
+    Check {
+        /// The manifest file.
+        file: std::path::PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Trigger(args) => run_async(server::host_api::trigger::run(args)),
+        Command::Api(args) => run_async(server::plugin_api::serve(args)),
+        Command::Controller(args) => run_async(async move {
+            let client = kube::Client::try_default().await?;
+            let settings = controller::Settings {
+                self_image: args.self_image,
+                api_url: args.api_url,
+            };
+            controller::run(client, settings, args.metrics_addr, args.leader).await
+        }),
+        Command::Crds => {
+            print!("{}", model::crdgen::yaml());
+            ExitCode::SUCCESS
+        }
+        Command::Plugin {
+            command:
+                PluginCommand::Render {
+                    manifest,
+                    image,
+                    approve_all,
+                    command,
+                },
+        } => render_plugin(&manifest, &image, command, approve_all),
+        Command::Project {
+            command: ProjectCommand::Trust { name, namespace },
+        } => run_async(async move {
+            let client = kube::Client::try_default().await?;
+            let hash = operator::trust_project(client, &namespace, &name).await?;
+            println!("project {namespace}/{name}: trusted config {hash}");
+            Ok(())
+        }),
+        Command::InstallGate { dest } => match gate::install(&dest) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("{err}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Gate { command } => {
+            eprintln!("{}", gate::exec(&command));
+            ExitCode::from(127)
+        }
+        Command::Manifest {
+            command: ManifestCommand::Check { file },
+        } => manifest_check::check_file_cli(&file),
+    }
+}
+
+/// Runs a long-lived role on a Tokio runtime, with logs on stderr.
+fn run_async(role: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    runtime::logging::init();
+    let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime");
+    match runtime.block_on(role) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn render_plugin(
+    manifest: &std::path::Path,
+    image: &str,
+    command: Vec<String>,
+    approve_all: bool,
+) -> ExitCode {
+    let text = match std::fs::read_to_string(manifest) {
+        Ok(text) => text,
+        Err(err) => {
+            eprintln!("{}: {err}", manifest.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    match model::resources::Plugin::from_manifest(&text, image, command, approve_all) {
+        Ok(plugin) => {
+            print!("{}", model::resources::plugin_yaml(&plugin));
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("{}: {err}", manifest.display());
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The thin part that writes: server-side apply with one field manager, skipped when the live
+//! object already carries the hash of what we would apply, so a steady state makes no write.
+
+use std::fmt::Debug;
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::{Api, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::Context;
+use super::error::{Error, Result};
+use model::names::{ANNOTATION_APPLIED, FIELD_MANAGER};
+
+/// Whether the live object already is what `desired` would make it.
+pub fn is_current<K: Resource>(desired: &K, live: Option<&K>) -> bool {
+    let hash = |k: &K| {
+        k.meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_APPLIED))
+            .cloned()
+    };
+    match live {
+        Some(live) => hash(desired).is_some() && hash(desired) == hash(live),
+        None => false,
+    }
+}
+
+/// Applies `desired` unless `live` already matches it. Returns whether it wrote.
+pub async fn apply<K>(ctx: &Context, desired: &K, live: Option<&K>) -> Result<bool>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug,
+{
+    if is_current(desired, live) {
+        return Ok(false);
+    }
+    let name = desired.name_any();
+    let ns = desired
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    ctx.metrics.write(kind::<K>(), "apply");
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(desired),
+    )
+    .await
+    .map_err(|source| Error::Apply {
+        kind: kind::<K>(),
+        name,
+        source,
+    })?;
+    Ok(true)
+}
+
+/// Creates `object`; one that exists already (a cache behind the server) counts as made.
+pub async fn create<K>(ctx: &Context, object: &K) -> Result<()>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug,
+{
+    let name = object.name_any();
+    let ns = object
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    ctx.metrics.write(kind::<K>(), "create");
+    match api
+        .create(
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            object,
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(()),
+        Err(source) => Err(Error::Create {
+            kind: kind::<K>(),
+            name,
+            source,
+        }),
+    }
+}
+
+/// Deletes an object we made; one already gone (or going) is fine. Dependents go in the
+/// background. Returns whether it asked for a deletion.
+pub async fn delete<K>(ctx: &Context, object: &K) -> Result<bool>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug,
+{
+    if object.meta().deletion_timestamp.is_some() {
+        return Ok(false);
+    }
+    let name = object.name_any();
+    let ns = object
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    ctx.metrics.write(kind::<K>(), "delete");
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: object.uid().map(|uid| kube::api::Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => Ok(false),
+        Err(source) => Err(Error::Delete {
+            kind: kind::<K>(),
+            name,
+            source,
+        }),
+    }
+}
+
+/// Writes `status` through `api` with server-side apply, unless it is already what we'd write.
+pub async fn status<K, S>(
+    ctx: &Context,
+    api: &Api<K>,
+    name: &str,
+    current: Option<&S>,
+    status: &S,
+) -> Result<bool>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq,
+{
+    if current == Some(status) {
+        return Ok(false);
+    }
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    ctx.metrics.write(kind::<K>(), "status");
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|source| Error::Status {
+        kind: kind::<K>(),
+        name: name.into(),
+        source,
+    })?;
+    Ok(true)
+}
+
+fn kind<K: Resource<DynamicType = ()>>() -> &'static str {
+    // Kinds are static strings for every type we write.
+    match K::kind(&()).as_ref() {
+        "Pod" => "Pod",
+        "Secret" => "Secret",
+        "PersistentVolumeClaim" => "PersistentVolumeClaim",
+        "CronJob" => "CronJob",
+        "PluginInstance" => "PluginInstance",
+        "Plugin" => "Plugin",
+        "Channel" => "Channel",
+        "Project" => "Project",
+        "AgentRun" => "AgentRun",
+        "HostConfig" => "HostConfig",
+        _ => "Other",
+    }
+}

@@ -1,0 +1,155 @@
+//! What every reconcile shares: the client, the Event recorder, the metrics and the reflector
+//! stores every decision reads from.
+
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+
+use super::metrics::Metrics;
+use model::resources::{
+    Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
+    Project,
+};
+
+/// The reflector stores: the declared resources, and (label-selected) the children we own.
+#[derive(Clone)]
+pub struct Stores {
+    pub host: Store<HostConfig>,
+    pub plugins: Store<Plugin>,
+    pub projects: Store<Project>,
+    pub channels: Store<Channel>,
+    pub instances: Store<PluginInstance>,
+    pub pods: Store<Pod>,
+    pub secrets: Store<Secret>,
+    pub claims: Store<PersistentVolumeClaim>,
+    pub cronjobs: Store<CronJob>,
+}
+
+/// Settings the controller is started with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Our own image, pinned by digest: CronJobs run `trigger` from it.
+    pub self_image: String,
+    /// LOOP_API_URL for plugin pods, unless HostConfig sets one.
+    pub api_url: String,
+}
+
+/// Shared by every reconcile.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub metrics: Metrics,
+    pub stores: Stores,
+    pub settings: Settings,
+    /// Calls to plugins (`/runs/{run_id}/done`).
+    pub http: reqwest::Client,
+    /// Failures in a row by object, for the retry backoff.
+    pub backoff: super::retry::Backoff,
+    /// The chat statuses this controller wrote, until the cache shows them: see
+    /// [`Context::chat_status`].
+    written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
+}
+
+impl Context {
+    pub fn new(client: Client, metrics: Metrics, stores: Stores, settings: Settings) -> Self {
+        let reporter = Reporter {
+            controller: "loop-plugins-controller".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            stores,
+            settings,
+            http: {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                reqwest::Client::builder()
+                    .no_proxy()
+                    .build()
+                    .expect("a plain HTTP client builds")
+            },
+            backoff: Default::default(),
+            written_chat_status: Mutex::default(),
+        }
+    }
+
+    /// The global config; its defaults while no HostConfig exists.
+    pub fn host(&self) -> HostConfigSpec {
+        self.stores
+            .host
+            .state()
+            .into_iter()
+            .find(|h| h.name_any() == HOST_CONFIG_NAME)
+            .map(|h| h.spec.clone())
+            .unwrap_or_default()
+    }
+
+    /// The status a chat's reconcile starts from: what the cache holds, unless the cache still
+    /// shows the very version this controller last wrote over, in which case what it wrote.
+    /// Without this, a reconcile right after a status write could miss the schedule entries
+    /// it just recorded and apply a CronJob someone deleted by hand again.
+    pub fn chat_status(&self, channel: &Channel) -> ChannelStatus {
+        let uid = channel.uid().unwrap_or_default();
+        let written = self.written_chat_status.lock().expect("not poisoned");
+        match written.get(&uid) {
+            Some((over, status)) if *over == channel.resource_version() => status.clone(),
+            _ => channel.status.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Records a chat status written over `channel` as the cache showed it.
+    pub fn wrote_chat_status(&self, channel: &Channel, status: ChannelStatus) {
+        let uid = channel.uid().unwrap_or_default();
+        let mut written = self.written_chat_status.lock().expect("not poisoned");
+        written.insert(uid, (channel.resource_version(), status));
+    }
+
+    /// Forgets what was written for a chat that is gone.
+    pub fn forget_chat(&self, channel: &Channel) {
+        let uid = channel.uid().unwrap_or_default();
+        self.written_chat_status
+            .lock()
+            .expect("not poisoned")
+            .remove(&uid);
+    }
+
+    /// LOOP_API_URL as plugin pods see it.
+    pub fn api_url(&self, host: &HostConfigSpec) -> String {
+        host.api_url
+            .clone()
+            .unwrap_or_else(|| self.settings.api_url.clone())
+    }
+
+    /// Publishes an Event about `object`; failing to publish never fails a reconcile.
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        self.metrics.write("Event", "create");
+        if let Err(err) = self.recorder.publish(&event, &object.object_ref(&())).await {
+            tracing::warn!(%err, reason, "could not publish an Event");
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The desired CronJob of a scheduled action in a channel: a pure builder.
+
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile,
+    SecurityContext,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use super::pod::with_applied_hash;
+use model::contract::SERVICE_ACCOUNT_TOKEN;
+use model::names;
+
+/// The ServiceAccount CronJobs run `trigger` as; it needs the host API's `trigger` grant.
+pub const TRIGGER_SERVICE_ACCOUNT: &str = "loop-plugins-trigger";
+
+/// What a schedule's CronJob is made of.
+#[derive(Clone, Debug)]
+pub struct CronJobInputs<'a> {
+    pub plugin: &'a str,
+    pub project: &'a str,
+    pub channel: &'a str,
+    pub namespace: &'a str,
+    pub action: &'a str,
+    /// The 5-field cron expression.
+    pub cron: &'a str,
+    /// Kept but turned off: the entry says `enabled: false`, or the project stopped enabling the plugin.
+    pub suspend: bool,
+    /// The hash of the schedule entry this CronJob was made from.
+    pub entry_hash: &'a str,
+    /// Our own image, which holds `loop-plugins trigger`.
+    pub self_image: &'a str,
+    /// Where the host API answers.
+    pub api_url: &'a str,
+    /// The chat, which owns the CronJob.
+    pub owner: OwnerReference,
+}
+
+/// Annotation carrying the schedule entry's hash.
+pub const ANNOTATION_ENTRY: &str = "plugins.loop.dev/schedule-entry";
+
+/// The CronJob that runs `loop-plugins trigger` for one action of one plugin in one channel.
+pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
+    let name = names::cronjob_name(input.plugin, input.channel, input.action);
+    let mut labels = names::labels(input.plugin, input.project, input.channel, "schedule");
+    labels.insert(names::LABEL_ACTION.into(), input.action.into());
+    let container = Container {
+        name: "trigger".into(),
+        image: Some(input.self_image.into()),
+        command: Some(vec!["/loop-plugins".into(), "trigger".into()]),
+        args: Some(vec![
+            format!("--api-url={}", input.api_url),
+            format!("--namespace={}", input.namespace),
+            format!("--channel={}", input.channel),
+            format!("--plugin={}", input.plugin),
+            format!("--action={}", input.action),
+            format!("--task={name}"),
+            // Said explicitly, so a kubelet that maps volume paths (the tests' stand-in) can.
+            format!("--token-file={SERVICE_ACCOUNT_TOKEN}"),
+        ]),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let cronjob = CronJob {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(input.namespace.into()),
+            labels: Some(labels.clone()),
+            annotations: Some(
+                [(ANNOTATION_ENTRY.to_string(), input.entry_hash.to_string())].into(),
+            ),
+            owner_references: Some(vec![input.owner.clone()]),
+            ..Default::default()
+        },
+        spec: CronJobSpec {
+            schedule: input.cron.into(),
+            suspend: Some(input.suspend),
+            concurrency_policy: Some("Forbid".into()),
+            successful_jobs_history_limit: Some(1),
+            failed_jobs_history_limit: Some(3),
+            job_template: JobTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels.clone()),
+                    ..Default::default()
+                }),
+                spec: Some(JobSpec {
+                    backoff_limit: Some(0),
+                    ttl_seconds_after_finished: Some(3600),
+                    template: PodTemplateSpec {
+                        metadata: Some(ObjectMeta {
+                            labels: Some(labels),
+                            ..Default::default()
+                        }),
+                        spec: Some(PodSpec {
+                            service_account_name: Some(TRIGGER_SERVICE_ACCOUNT.into()),
+                            restart_policy: Some("Never".into()),
+                            security_context: Some(PodSecurityContext {
+                                run_as_non_root: Some(true),
+                                run_as_user: Some(65532),
+                                seccomp_profile: Some(SeccompProfile {
+                                    type_: "RuntimeDefault".into(),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            }),
+                            containers: vec![container],
+                            ..Default::default()
+                        }),
+                    },
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        },
+        status: None,
+    };
+    with_applied_hash(cronjob)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(suspend: bool) -> CronJobInputs<'static> {
+        CronJobInputs {
+            plugin: "echo",
+            project: "proj",
+            channel: "general",
+            namespace: "team",
+            action: "tick",
+            cron: "*/5 * * * *",
+            suspend,
+            entry_hash: "abc",
+            self_image: "registry.local/loop-plugins@sha256:00",
+            api_url: "http://api:8080",
+            owner: OwnerReference::default(),
+        }
+    }
+
+    #[test]
+    fn runs_trigger_for_its_plugin_channel_and_action() {
+        let cj = build_cronjob(&inputs(false));
+        let spec = &cj.spec;
+        assert_eq!(spec.schedule, "*/5 * * * *");
+        assert_eq!(spec.suspend, Some(false));
+        let pod = spec
+            .job_template
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap();
+        let args = pod.containers[0].args.clone().unwrap();
+        assert!(args.contains(&"--action=tick".to_string()));
+        assert!(args.contains(&"--channel=general".to_string()));
+        assert_eq!(cj.metadata.name.as_deref(), Some("echo-general-tick"));
+    }
+
+    #[test]
+    fn suspending_changes_the_applied_hash() {
+        let on = build_cronjob(&inputs(false));
+        let off = build_cronjob(&inputs(true));
+        let hash = |c: &CronJob| {
+            c.metadata.annotations.as_ref().unwrap()[names::ANNOTATION_APPLIED].clone()
+        };
+        assert_ne!(hash(&on), hash(&off));
+    }
+}

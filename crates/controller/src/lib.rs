@@ -1,0 +1,370 @@
+//! The controller: makes the cluster match what is installed and what each project enables.
+//!
+//! Four reconcilers share one set of watches: Plugin (admission, purge), Channel (the chat's
+//! instances, data volumes and CronJobs), PluginInstance (Secret, Pod on demand, status) and
+//! Project (trust in status). Deciding is pure (`admission`, `plan`, `demand`, `pod`,
+//! `cronjob`); writing is `apply`; `retry` decides when a failed reconcile looks again.
+//! The controller never calls a plugin: that is the API server's (crates/server).
+
+pub mod admission;
+mod apply;
+mod chat;
+mod context;
+pub mod cronjob;
+pub mod demand;
+mod done;
+mod error;
+mod instance;
+pub mod metrics;
+pub mod plan;
+mod plugin;
+pub mod pod;
+mod project;
+mod retry;
+mod watch;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use prometheus_client::registry::Registry;
+use tracing::Instrument;
+
+pub use context::{Context, Settings, Stores};
+pub use error::Error;
+
+use model::names;
+use model::resources::{AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project};
+use runtime::leader::LeaderArgs;
+use runtime::shutdown;
+
+/// Runs the controller until SIGTERM or Ctrl-C.
+///
+/// `/healthz` and `/metrics` answer from the start; the reconcilers run only while this
+/// replica holds the Lease when leader election is on, so replicas > 1 are safe.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    metrics_addr: SocketAddr,
+    leader: LeaderArgs,
+) -> anyhow::Result<()> {
+    let mut registry = Registry::default();
+    let metrics = metrics::Metrics::new(&mut registry);
+    let server = runtime::metrics::serve(metrics_addr, Arc::new(registry), shutdown::signal());
+    tracing::info!(%metrics_addr, "serving /healthz and /metrics");
+    let work = reconcile_all(client.clone(), settings, metrics);
+    // On SIGTERM the work stops and the Lease is released at once, so the next replica leads
+    // without waiting for it to run out. The metrics server stops on the same signal.
+    let led = leader.run(client, work, shutdown::signal());
+    tokio::pin!(led);
+    let mut server = tokio::spawn(server);
+    tokio::select! {
+        result = &mut led => {
+            if let Some(result) = result? {
+                result?;
+            }
+        }
+        served = &mut server => {
+            // It stopped on the signal, or failed to bind: the work stops on the signal too.
+            served??;
+            if let Some(result) = led.await? {
+                result?;
+            }
+        }
+    }
+    server.abort();
+    tracing::info!("controller stopped");
+    Ok(())
+}
+
+/// Watches everything and runs the reconcilers until SIGTERM or Ctrl-C.
+async fn reconcile_all(
+    client: Client,
+    settings: Settings,
+    metrics: metrics::Metrics,
+) -> anyhow::Result<()> {
+    let managed = || watcher::Config::default().labels(names::MANAGED_SELECTOR);
+    let mut host = watch::watch(
+        Api::<HostConfig>::all(client.clone()),
+        watcher::Config::default(),
+        3,
+    );
+    let mut plugins = watch::watch(
+        Api::<Plugin>::all(client.clone()),
+        watcher::Config::default(),
+        3,
+    );
+    let mut projects = watch::watch(
+        Api::<Project>::all(client.clone()),
+        watcher::Config::default(),
+        2,
+    );
+    let mut channels = watch::watch(
+        Api::<Channel>::all(client.clone()),
+        watcher::Config::default(),
+        2,
+    );
+    let mut instances = watch::watch(Api::<PluginInstance>::all(client.clone()), managed(), 2);
+    let mut pods = watch::watch(Api::<Pod>::all(client.clone()), managed(), 1);
+    let mut secrets = watch::watch(Api::<Secret>::all(client.clone()), managed(), 1);
+    let mut claims = watch::watch(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        managed(),
+        1,
+    );
+    let mut cronjobs = watch::watch(Api::<CronJob>::all(client.clone()), managed(), 1);
+
+    let stores = Stores {
+        host: host.store.clone(),
+        plugins: plugins.store.clone(),
+        projects: projects.store.clone(),
+        channels: channels.store.clone(),
+        instances: instances.store.clone(),
+        pods: pods.store.clone(),
+        secrets: secrets.store.clone(),
+        claims: claims.store.clone(),
+        cronjobs: cronjobs.store.clone(),
+    };
+    tracing::info!("waiting for the caches to fill");
+    futures::try_join!(
+        stores.host.wait_until_ready(),
+        stores.plugins.wait_until_ready(),
+        stores.projects.wait_until_ready(),
+        stores.channels.wait_until_ready(),
+        stores.instances.wait_until_ready(),
+        stores.pods.wait_until_ready(),
+        stores.secrets.wait_until_ready(),
+        stores.claims.wait_until_ready(),
+        stores.cronjobs.wait_until_ready(),
+    )?;
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metrics,
+        stores.clone(),
+        settings,
+    ));
+
+    let all_plugins = {
+        let store = stores.plugins.clone();
+        move |_: HostConfig| {
+            store
+                .state()
+                .iter()
+                .map(|p| ObjectRef::from(p.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let plugin_controller = Controller::for_stream(plugins.subscribe(), stores.plugins.clone())
+        .watches_stream(host.subscribe(), all_plugins)
+        .shutdown_on_signal()
+        .run(
+            traced("plugin", plugin::reconcile),
+            error_policy("plugin"),
+            ctx.clone(),
+        )
+        .for_each(log_result("plugin"));
+
+    let all_channels = |store: kube::runtime::reflector::Store<Channel>| {
+        move || {
+            store
+                .state()
+                .iter()
+                .map(|c| ObjectRef::from(c.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let channels_of_project = {
+        let store = stores.channels.clone();
+        move |project: Project| {
+            store
+                .state()
+                .iter()
+                .filter(|c| {
+                    c.namespace() == project.namespace() && c.spec.project == project.name_any()
+                })
+                .map(|c| ObjectRef::from(c.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let on_plugin = all_channels(stores.channels.clone());
+    let on_host = all_channels(stores.channels.clone());
+    let chat_controller = Controller::for_stream(channels.subscribe(), stores.channels.clone())
+        .owns_stream(instances.subscribe())
+        .owns_stream(claims.subscribe())
+        .owns_stream(cronjobs.subscribe())
+        .watches_stream(plugins.subscribe(), move |_| on_plugin())
+        .watches_stream(host.subscribe(), move |_| on_host())
+        .watches_stream(projects.subscribe(), channels_of_project)
+        .shutdown_on_signal()
+        .run(
+            traced("chat", chat::reconcile),
+            error_policy("chat"),
+            ctx.clone(),
+        )
+        .for_each(log_result("chat"));
+
+    let instances_of_plugin = {
+        let store = stores.instances.clone();
+        move |plugin: Plugin| {
+            store
+                .state()
+                .iter()
+                .filter(|i| i.spec.plugin == plugin.name_any())
+                .map(|i| ObjectRef::from(i.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let instances_of_channel = {
+        let store = stores.instances.clone();
+        move |channel: Channel| {
+            store
+                .state()
+                .iter()
+                .filter(|i| {
+                    i.namespace() == channel.namespace() && i.spec.channel == channel.name_any()
+                })
+                .map(|i| ObjectRef::from(i.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let every_instance = {
+        let store = stores.instances.clone();
+        move |_: HostConfig| {
+            store
+                .state()
+                .iter()
+                .map(|i| ObjectRef::from(i.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let instance_controller =
+        Controller::for_stream(instances.subscribe(), stores.instances.clone())
+            .owns_stream(pods.subscribe())
+            .owns_stream(secrets.subscribe())
+            .watches_stream(plugins.subscribe(), instances_of_plugin)
+            .watches_stream(channels.subscribe(), instances_of_channel)
+            .watches_stream(host.subscribe(), every_instance)
+            .shutdown_on_signal()
+            .run(
+                traced("instance", instance::reconcile),
+                error_policy("instance"),
+                ctx.clone(),
+            )
+            .for_each(log_result("instance"));
+
+    let project_controller = Controller::for_stream(projects.subscribe(), stores.projects.clone())
+        .shutdown_on_signal()
+        .run(
+            traced("project", project::reconcile),
+            error_policy("project"),
+            ctx.clone(),
+        )
+        .for_each(log_result("project"));
+
+    let run_controller = Controller::new(
+        Api::<AgentRun>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .shutdown_on_signal()
+    .run(
+        traced("run", done::reconcile),
+        error_policy("run"),
+        ctx.clone(),
+    )
+    .for_each(log_result("run"));
+
+    tracing::info!("reconciling");
+    futures::future::join5(
+        plugin_controller,
+        chat_controller,
+        instance_controller,
+        project_controller,
+        run_controller,
+    )
+    .await;
+    Ok(())
+}
+
+/// Wraps a reconciler: a span per reconcile naming the object, its count and duration in the
+/// metrics, and the object's backoff forgotten once it reconciles.
+fn traced<K, F, Fut>(
+    controller: &'static str,
+    reconcile: F,
+) -> impl FnMut(Arc<K>, Arc<Context>) -> futures::future::BoxFuture<'static, Result<Action, Error>>
+where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+    F: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + Copy + 'static,
+    Fut: std::future::Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    move |object: Arc<K>, ctx: Arc<Context>| {
+        let key = retry::key(object.as_ref());
+        let span = tracing::info_span!(
+            "reconcile",
+            controller,
+            namespace = object.namespace().unwrap_or_default(),
+            name = object.name_any(),
+        );
+        Box::pin(
+            async move {
+                ctx.metrics
+                    .reconciles
+                    .get_or_create(&metrics::ControllerLabels { controller })
+                    .inc();
+                let start = Instant::now();
+                let result = reconcile(object, ctx.clone()).await;
+                ctx.metrics
+                    .duration
+                    .get_or_create(&metrics::ControllerLabels { controller })
+                    .observe(start.elapsed().as_secs_f64());
+                if result.is_ok() {
+                    ctx.backoff.forget(&key);
+                }
+                result
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// Counts a failed reconcile by category; a transient failure looks again after a backoff
+/// that doubles with each failure in a row (capped), a permanent one waits for a change.
+fn error_policy<K>(controller: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Action
+where
+    K: Resource<DynamicType = ()>,
+{
+    move |object, err, ctx| {
+        ctx.metrics
+            .failures
+            .get_or_create(&metrics::FailureLabels {
+                controller,
+                category: err.category(),
+            })
+            .inc();
+        if err.is_permanent() {
+            tracing::warn!(controller, name = %object.name_any(), error = %err, "reconcile failed; waiting for a change");
+            return Action::await_change();
+        }
+        let after = ctx.backoff.next(retry::key(object.as_ref()));
+        tracing::warn!(controller, name = %object.name_any(), error = %err, retry_in = ?after, "reconcile failed");
+        Action::requeue(after)
+    }
+}
+
+fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(
+    controller: &'static str,
+) -> impl FnMut(Result<T, E>) -> futures::future::Ready<()> {
+    move |result| {
+        match result {
+            Ok(object) => tracing::debug!(controller, ?object, "reconciled"),
+            Err(err) => tracing::debug!(controller, %err, "reconcile error"),
+        }
+        futures::future::ready(())
+    }
+}

@@ -1,0 +1,426 @@
+//! What a chat should have: the plugins that run in it (one PluginInstance each) and, for a
+//! desktop channel, the CronJobs of its scheduled actions. Pure: it reads values, never a client.
+//!
+//! The schedule rules of the reference, in one place:
+//! - global entries apply to every project; a project's entry replaces the global one, action
+//!   by action, once the owner trusts its config (see `resolve::resolve_schedules`);
+//! - `enabled: false` keeps the CronJob, suspended; removing the entry deletes it;
+//! - a project that stops enabling the plugin suspends its CronJobs, and enabling it again
+//!   resumes them, except those the owner turned off;
+//! - an entry is applied once per change: a CronJob deleted by hand comes back only when its
+//!   entry changes;
+//! - only desktop channels get them: threads run their channel's, Slack and Discord none.
+
+use std::collections::BTreeSet;
+
+use model::manifest::Manifest;
+use model::resolve;
+use model::resources::{AppliedSchedule, ChannelSpec, HostConfigSpec, ProjectSpec};
+
+/// An installed plugin, as the plan sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct PluginView<'a> {
+    pub name: &'a str,
+    /// The manifest, when it parses.
+    pub manifest: Option<&'a Manifest>,
+    /// Whether it passed admission.
+    pub admitted: bool,
+}
+
+/// Everything the plan of one chat depends on.
+#[derive(Clone, Copy, Debug)]
+pub struct ChatInputs<'a> {
+    pub channel: &'a ChannelSpec,
+    pub project: Option<&'a ProjectSpec>,
+    pub host: &'a HostConfigSpec,
+    pub plugins: &'a [PluginView<'a>],
+    /// (plugin, action) of the CronJobs this chat has now.
+    pub existing_cronjobs: &'a BTreeSet<(String, String)>,
+    /// The entries applied so far (the chat's status).
+    pub applied: &'a [AppliedSchedule],
+}
+
+/// A CronJob to apply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedulePlan {
+    pub plugin: String,
+    pub action: String,
+    pub cron: String,
+    pub suspend: bool,
+    pub entry_hash: String,
+}
+
+/// What the chat should have.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChatPlan {
+    /// Plugins enabled here: each gets a PluginInstance.
+    pub enabled: Vec<String>,
+    /// CronJobs to apply.
+    pub schedules: Vec<SchedulePlan>,
+    /// (plugin, action) of CronJobs to keep; every other CronJob of the chat is deleted.
+    pub keep: BTreeSet<(String, String)>,
+    /// The entries applied, to record in the chat's status.
+    pub applied: Vec<AppliedSchedule>,
+    /// Problems to report: bad schedule entries, intervals cron cannot express.
+    pub problems: Vec<String>,
+}
+
+/// Plans one chat.
+pub fn plan_chat(input: &ChatInputs) -> ChatPlan {
+    let mut plan = ChatPlan::default();
+    let runs_plugins = resolve::runs_plugins(input.channel);
+    let gets_schedules = resolve::gets_schedules(input.channel);
+    for view in input.plugins {
+        let enabled = runs_plugins
+            && view.admitted
+            && input.project.is_some_and(|p| {
+                resolve::plugin_enabled(&input.host.plugins, view.name, p).is_enabled()
+            });
+        if enabled {
+            plan.enabled.push(view.name.to_string());
+        }
+        if gets_schedules {
+            plan_schedules(input, view, enabled, &mut plan);
+        }
+    }
+    plan.applied.sort();
+    plan
+}
+
+fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &mut ChatPlan) {
+    let Some(manifest) = view.manifest else {
+        // A manifest that does not parse tells nothing: leave its CronJobs as they are.
+        keep_existing(input, view.name, plan);
+        return;
+    };
+    let global = input.host.plugins.defaults.get(view.name);
+    let approved = input.project.map(resolve::approved_plugins);
+    let project_entry = approved.as_ref().and_then(|a| a.plugins().get(view.name));
+    let resolved = resolve::resolve_schedules(manifest, global, project_entry);
+    for problem in &resolved.problems {
+        plan.problems
+            .push(format!("plugin {}: {problem}", view.name));
+        // A broken entry leaves its task as it is: reported, never dropped silently.
+        let key = (view.name.to_string(), problem.action.clone());
+        if input.existing_cronjobs.contains(&key) {
+            plan.keep.insert(key);
+        }
+        plan.applied.extend(
+            input
+                .applied
+                .iter()
+                .filter(|r| r.plugin == view.name && r.action == problem.action)
+                .cloned(),
+        );
+    }
+    for schedule in resolved.schedules {
+        let key = (view.name.to_string(), schedule.action.clone());
+        plan.keep.insert(key.clone());
+        let record = AppliedSchedule {
+            plugin: view.name.to_string(),
+            action: schedule.action.clone(),
+            entry_hash: schedule.entry_hash.clone(),
+        };
+        let exists = input.existing_cronjobs.contains(&key);
+        let applied_before = input.applied.contains(&record);
+        if exists || (enabled && !applied_before) {
+            plan.schedules.push(SchedulePlan {
+                plugin: record.plugin.clone(),
+                action: record.action.clone(),
+                cron: schedule.cron.clone(),
+                suspend: !enabled || !schedule.enabled,
+                entry_hash: record.entry_hash.clone(),
+            });
+            plan.applied.push(record);
+        } else if applied_before {
+            // Applied once already and deleted since: it comes back only when the entry changes.
+            plan.applied.push(record);
+        }
+    }
+}
+
+fn keep_existing(input: &ChatInputs, plugin: &str, plan: &mut ChatPlan) {
+    for key in input.existing_cronjobs.iter().filter(|(p, _)| p == plugin) {
+        plan.keep.insert(key.clone());
+    }
+    for record in input.applied.iter().filter(|r| r.plugin == plugin) {
+        plan.applied.push(record.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use model::config::{PluginConfig, ScheduleEntry, config_hash};
+    use model::resources::{App, ChannelKind, HostPlugins, TrustedConfig};
+    use model::schedule::ScheduleType;
+
+    fn manifest() -> Manifest {
+        model::manifest::from_value(&json!({
+            "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1",
+            "capabilities": ["schedule"],
+            "actions": [
+                { "id": "ping" },
+                { "id": "tick", "default_schedule": { "type": "cron", "schedule": "*/5 * * * *" } },
+            ],
+        }))
+        .unwrap()
+    }
+
+    fn channel(kind: ChannelKind, app: App) -> ChannelSpec {
+        ChannelSpec {
+            project: "proj".into(),
+            kind,
+            parent: (kind != ChannelKind::Channel).then(|| "general".into()),
+            app,
+            hidden: false,
+            working_tree: None,
+        }
+    }
+
+    fn host(enabled: bool, defaults: BTreeMap<String, PluginConfig>) -> HostConfigSpec {
+        HostConfigSpec {
+            plugins: HostPlugins {
+                enabled,
+                defaults,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn entry(enabled: Option<bool>, schedule: Option<&str>) -> ScheduleEntry {
+        ScheduleEntry {
+            enabled,
+            kind: schedule.map(|_| ScheduleType::Cron),
+            schedule: schedule.map(Into::into),
+        }
+    }
+
+    /// A project whose config (trusted) enables echo with these schedule entries.
+    fn project(enabled: bool, schedules: &[(&str, ScheduleEntry)]) -> ProjectSpec {
+        let plugins = BTreeMap::from([(
+            "echo".to_string(),
+            PluginConfig {
+                enabled: Some(enabled),
+                settings: BTreeMap::new(),
+                schedules: schedules
+                    .iter()
+                    .map(|(a, e)| (a.to_string(), e.clone()))
+                    .collect(),
+            },
+        )]);
+        ProjectSpec {
+            trusted: Some(TrustedConfig {
+                hash: config_hash(&plugins),
+                plugins: plugins.clone(),
+            }),
+            plugins,
+        }
+    }
+
+    struct Case {
+        channel: ChannelSpec,
+        project: ProjectSpec,
+        host: HostConfigSpec,
+        existing: BTreeSet<(String, String)>,
+        applied: Vec<AppliedSchedule>,
+        admitted: bool,
+    }
+
+    impl Case {
+        fn new(project: ProjectSpec) -> Self {
+            Case {
+                channel: channel(ChannelKind::Channel, App::Desktop),
+                project,
+                host: host(true, BTreeMap::new()),
+                existing: BTreeSet::new(),
+                applied: vec![],
+                admitted: true,
+            }
+        }
+
+        fn plan(&self) -> ChatPlan {
+            let manifest = manifest();
+            let views = [PluginView {
+                name: "echo",
+                manifest: Some(&manifest),
+                admitted: self.admitted,
+            }];
+            plan_chat(&ChatInputs {
+                channel: &self.channel,
+                project: Some(&self.project),
+                host: &self.host,
+                plugins: &views,
+                existing_cronjobs: &self.existing,
+                applied: &self.applied,
+            })
+        }
+
+        /// The plan after its CronJobs were made and its entries recorded.
+        fn converge(mut self) -> Self {
+            let plan = self.plan();
+            self.existing = plan
+                .schedules
+                .iter()
+                .map(|s| (s.plugin.clone(), s.action.clone()))
+                .collect();
+            self.applied = plan.applied;
+            self
+        }
+    }
+
+    fn key(action: &str) -> (String, String) {
+        ("echo".into(), action.into())
+    }
+
+    #[test]
+    fn an_enabled_plugin_gets_an_instance_in_every_desktop_chat() {
+        let mut case = Case::new(project(true, &[]));
+        assert_eq!(case.plan().enabled, ["echo"]);
+        case.channel = channel(ChannelKind::Thread, App::Desktop);
+        assert_eq!(case.plan().enabled, ["echo"]);
+        case.channel = channel(ChannelKind::Channel, App::Slack);
+        assert!(case.plan().enabled.is_empty());
+        case.channel.app = App::Desktop;
+        case.channel.hidden = true;
+        assert!(case.plan().enabled.is_empty());
+    }
+
+    #[test]
+    fn nothing_runs_unless_admitted_and_enabled() {
+        let mut case = Case::new(project(false, &[]));
+        assert!(case.plan().enabled.is_empty());
+        case.project = project(true, &[]);
+        case.admitted = false;
+        assert!(case.plan().enabled.is_empty());
+    }
+
+    #[test]
+    fn a_project_entry_makes_a_cronjob_with_the_default_schedule() {
+        let plan = Case::new(project(true, &[("tick", entry(None, None))])).plan();
+        assert_eq!(plan.schedules.len(), 1);
+        assert_eq!(plan.schedules[0].cron, "*/5 * * * *");
+        assert!(!plan.schedules[0].suspend);
+        assert!(plan.problems.is_empty());
+    }
+
+    #[test]
+    fn a_global_entry_applies_to_every_project_and_a_project_entry_replaces_it() {
+        let global = BTreeMap::from([(
+            "echo".to_string(),
+            PluginConfig {
+                schedules: BTreeMap::from([("tick".into(), entry(None, Some("0 9 * * *")))]),
+                ..Default::default()
+            },
+        )]);
+        let mut case = Case::new(project(true, &[]));
+        case.host = host(true, global);
+        assert_eq!(case.plan().schedules[0].cron, "0 9 * * *");
+        case.project = project(true, &[("tick", entry(None, Some("0 10 * * *")))]);
+        assert_eq!(case.plan().schedules[0].cron, "0 10 * * *");
+    }
+
+    #[test]
+    fn enabled_false_keeps_the_cronjob_suspended() {
+        let plan = Case::new(project(true, &[("tick", entry(Some(false), None))])).plan();
+        assert_eq!(plan.schedules.len(), 1);
+        assert!(plan.schedules[0].suspend);
+    }
+
+    #[test]
+    fn removing_the_entry_deletes_the_cronjob() {
+        let mut case = Case::new(project(true, &[("tick", entry(None, None))])).converge();
+        assert!(case.plan().keep.contains(&key("tick")));
+        case.project = project(true, &[]);
+        let plan = case.plan();
+        assert!(!plan.keep.contains(&key("tick")));
+        assert!(plan.applied.is_empty());
+    }
+
+    #[test]
+    fn a_project_that_stops_enabling_suspends_and_resumes_except_those_turned_off() {
+        let entries = [
+            ("tick", entry(None, None)),
+            ("ping", entry(Some(false), Some("0 * * * *"))),
+        ];
+        let mut case = Case::new(project(true, &entries)).converge();
+        case.project = project(false, &entries);
+        let paused = case.plan();
+        assert!(paused.schedules.iter().all(|s| s.suspend), "{paused:?}");
+        case.project = project(true, &entries);
+        let resumed = case.plan();
+        let suspend = |a: &str| {
+            resumed
+                .schedules
+                .iter()
+                .find(|s| s.action == a)
+                .unwrap()
+                .suspend
+        };
+        assert!(!suspend("tick"));
+        assert!(suspend("ping"));
+    }
+
+    #[test]
+    fn a_project_that_never_enabled_the_plugin_gets_no_cronjob() {
+        let plan = Case::new(project(false, &[("tick", entry(None, None))])).plan();
+        assert!(plan.schedules.is_empty());
+    }
+
+    #[test]
+    fn a_cronjob_deleted_by_hand_comes_back_only_when_its_entry_changes() {
+        let mut case = Case::new(project(true, &[("tick", entry(None, None))])).converge();
+        case.existing.clear(); // deleted by hand
+        let plan = case.plan();
+        assert!(plan.schedules.is_empty(), "{plan:?}");
+        assert_eq!(
+            plan.applied, case.applied,
+            "the applied entry is remembered"
+        );
+        case.project = project(true, &[("tick", entry(None, Some("0 9 * * *")))]);
+        assert_eq!(case.plan().schedules.len(), 1);
+    }
+
+    #[test]
+    fn an_interval_cron_cannot_express_is_refused_and_reported() {
+        let bad = ScheduleEntry {
+            enabled: None,
+            kind: Some(ScheduleType::Interval),
+            schedule: Some("7m".into()),
+        };
+        let plan = Case::new(project(true, &[("tick", bad)])).plan();
+        assert!(plan.schedules.is_empty());
+        assert_eq!(plan.problems.len(), 1);
+        assert!(plan.problems[0].contains("7m"), "{:?}", plan.problems);
+        let good = ScheduleEntry {
+            enabled: None,
+            kind: Some(ScheduleType::Interval),
+            schedule: Some("15m".into()),
+        };
+        assert_eq!(
+            Case::new(project(true, &[("tick", good)])).plan().schedules[0].cron,
+            "*/15 * * * *"
+        );
+    }
+
+    #[test]
+    fn threads_and_other_apps_get_no_cronjobs() {
+        let mut case = Case::new(project(true, &[("tick", entry(None, None))]));
+        case.channel = channel(ChannelKind::Worktree, App::Desktop);
+        assert!(case.plan().schedules.is_empty());
+        case.channel = channel(ChannelKind::Channel, App::Discord);
+        assert!(case.plan().schedules.is_empty());
+    }
+
+    #[test]
+    fn an_untrusted_config_uses_the_last_approved_schedules() {
+        let mut spec = project(true, &[("tick", entry(None, None))]);
+        spec.plugins.get_mut("echo").unwrap().schedules.clear(); // edited, not trusted yet
+        assert_eq!(Case::new(spec).plan().schedules.len(), 1);
+    }
+}

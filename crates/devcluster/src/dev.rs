@@ -1,0 +1,333 @@
+//! `loop-plugins-dev`: the dev cluster for a developer, until Ctrl-C.
+//!
+//! Starts the control plane and the kubelet stand-in, installs the CRDs, starts the API server
+//! and the controller (see [`super::components`]), applies examples/, writes the kubeconfig and
+//! waits. With `--cluster-only` it stops after the stand-in: the cluster is empty, for
+//! installing the chart into it as one would into kind (`make e2e-existing`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use super::{
+    DevCluster, DevClusterOptions, Error, ImageMap, LocalImage, Result, components, install_crds,
+};
+
+/// The image repositories our own binary plays.
+pub const OWN_IMAGES: [&str; 2] = ["loop-plugins", "registry.local/loop-plugins/loop-plugins"];
+/// The image repositories the example plugin plays (examples/plugin-echo.yaml uses the second).
+pub const ECHO_PLUGIN_IMAGES: [&str; 2] = ["echo-plugin", "registry.local/loop-plugins/echo"];
+/// The example plugin's binary, built beside ours.
+const ECHO_PLUGIN_BINARY: &str = "echo-plugin";
+
+/// Options of `loop-plugins dev`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DevArgs {
+    /// Where to write the admin kubeconfig.
+    #[arg(long, default_value = ".dev/kubeconfig")]
+    pub kubeconfig: PathBuf,
+    /// The run's folder (etcd data, logs, volumes), emptied at start and kept after.
+    #[arg(long, default_value = ".dev/run")]
+    pub run_dir: PathBuf,
+    /// The folder of upstream binaries (default: what hack/controlplane/build.sh prints).
+    #[arg(long, env = "LOOP_PLUGINS_CONTROLPLANE")]
+    pub controlplane: Option<PathBuf>,
+    /// The CRDs to install.
+    #[arg(long, default_value = "crds")]
+    pub crds: PathBuf,
+    /// YAML applied once the cluster is up (a folder is searched for *.yaml and *.yml).
+    #[arg(long, default_value = "examples")]
+    pub examples: PathBuf,
+    /// An image and the local program that plays it, as IMAGE=PROGRAM (repeatable).
+    #[arg(long = "image", value_parser = parse_image)]
+    pub images: Vec<(String, PathBuf)>,
+    /// Start only the control plane and the kubelet stand-in: no CRDs, no controller or API
+    /// server, no examples. The cluster then runs what is installed into it (the chart, say).
+    #[arg(long)]
+    pub cluster_only: bool,
+}
+
+fn parse_image(text: &str) -> std::result::Result<(String, PathBuf), String> {
+    let (image, program) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not IMAGE=PROGRAM"))?;
+    Ok((image.to_string(), PathBuf::from(program)))
+}
+
+/// Runs `loop-plugins dev` on its own runtime.
+pub fn main(args: DevArgs) -> ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("info,kube_client::client::builder=off")
+            }),
+        )
+        .try_init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("dev: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dev: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Brings the dev cluster up, waits for Ctrl-C (or SIGTERM), and stops everything.
+pub async fn run(args: DevArgs) -> Result<()> {
+    // A kubeconfig left by an earlier run names a server that is gone; whoever waits for the
+    // file (hack/e2e-existing.sh) must see only this run's, so it goes first.
+    remove_stale_kubeconfig(&args.kubeconfig)?;
+    let images = default_images();
+    for (image, program) in &args.images {
+        images.insert(image, LocalImage::new(program));
+    }
+    eprintln!(
+        "dev: starting the control plane in {}",
+        args.run_dir.display()
+    );
+    let cluster = DevCluster::start(DevClusterOptions {
+        binaries: args.controlplane.clone(),
+        run_dir: Some(args.run_dir.clone()),
+        images,
+        node_name: None,
+    })
+    .await?;
+
+    let components = if args.cluster_only {
+        None
+    } else {
+        eprintln!("dev: installing the CRDs from {}", args.crds.display());
+        install_crds(&cluster.kubectl(), &cluster.client(), &args.crds).await?;
+        let own = super::binaries::product_binary()?;
+        let components = components::start(&cluster, &own).await?;
+        apply_examples(&cluster, &args.examples).await;
+        Some(components)
+    };
+
+    write_kubeconfig(cluster.kubeconfig(), &args.kubeconfig)?;
+    print_usage(
+        &cluster,
+        &args,
+        components.as_ref().map(|c| c.api_url.as_str()),
+    );
+
+    wait_for_signal().await;
+    eprintln!("dev: stopping");
+    if let Some(components) = components {
+        components.stop().await;
+    }
+    cluster.shutdown().await;
+    eprintln!("dev: stopped");
+    Ok(())
+}
+
+fn remove_stale_kubeconfig(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("removing an earlier run's kubeconfig", path)(e)),
+    }
+}
+
+/// Copies the admin kubeconfig to `to` in one step (a file beside it, then a rename), so whoever
+/// waits for `to` never reads half of it.
+fn write_kubeconfig(from: &Path, to: &Path) -> Result<()> {
+    if let Some(dir) = to.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(Error::io("creating the kubeconfig's folder", dir))?;
+    }
+    let mut partial = to.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::copy(from, &partial).map_err(Error::io("writing the kubeconfig", &partial))?;
+    std::fs::rename(&partial, to).map_err(Error::io("writing the kubeconfig", to))
+}
+
+/// The images the dev cluster knows without being told: our own binary, and the example
+/// plugin's when it is built beside it.
+pub fn default_images() -> ImageMap {
+    let images = ImageMap::new();
+    if let Ok(own) = super::binaries::product_binary() {
+        if let Some(dir) = own.parent() {
+            let echo = dir.join(ECHO_PLUGIN_BINARY);
+            if echo.exists() {
+                for image in ECHO_PLUGIN_IMAGES {
+                    images.insert(image, LocalImage::new(&echo));
+                }
+            }
+        }
+        for image in OWN_IMAGES {
+            images.insert(image, LocalImage::new(&own));
+        }
+    }
+    images
+}
+
+/// Applies every YAML file under `path` (a file or folder); a missing path is fine. Files
+/// that fail are tried again after the others (a Namespace may come in a later file), for as
+/// long as a pass makes progress.
+async fn apply_examples(cluster: &DevCluster, path: &Path) {
+    let mut pending = yaml_files(path);
+    if pending.is_empty() {
+        eprintln!("dev: no example YAML under {}", path.display());
+        return;
+    }
+    let kubectl = cluster.kubectl();
+    loop {
+        let tried = pending.len();
+        let mut failed = Vec::new();
+        for file in std::mem::take(&mut pending) {
+            match kubectl.apply_server_side(&file).await {
+                Ok(out) => eprint!("dev: applied {}\n{out}", file.display()),
+                Err(e) => failed.push((file, e)),
+            }
+        }
+        if failed.is_empty() {
+            return;
+        }
+        if failed.len() == tried {
+            for (file, e) in failed {
+                eprintln!("dev: applying {} failed: {e}", file.display());
+            }
+            return;
+        }
+        pending = failed.into_iter().map(|(file, _)| file).collect();
+    }
+}
+
+/// *.yaml and *.yml files under `path`, sorted, skipping `target` folders.
+fn yaml_files(path: &Path) -> Vec<PathBuf> {
+    let is_yaml = |p: &Path| p.extension().is_some_and(|e| e == "yaml" || e == "yml");
+    if path.is_file() {
+        return if is_yaml(path) {
+            vec![path.to_path_buf()]
+        } else {
+            Vec::new()
+        };
+    }
+    let mut found = Vec::new();
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                if p.file_name().is_none_or(|n| n != "target") {
+                    stack.push(p);
+                }
+            } else if is_yaml(&p) {
+                found.push(p);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+fn print_usage(cluster: &DevCluster, args: &DevArgs, api_url: Option<&str>) {
+    let kubectl = cluster.kubectl();
+    let kubectl = kubectl.program().display();
+    let kubeconfig = args.kubeconfig.display();
+    let what_runs = match api_url {
+        Some(api_url) => format!(
+            "The Plugin API: {api_url}; the controller and the API server run from this binary.\n\
+             Logs: {run}/logs (control plane, controller, api), {run}/kubelet/logs (pods).",
+            run = cluster.run_dir().display(),
+        ),
+        None => format!(
+            "Only the control plane and the kubelet stand-in run (--cluster-only): install the \
+             chart with the built helm.\n\
+             Logs: {run}/logs (control plane), {run}/kubelet/logs (pods).",
+            run = cluster.run_dir().display(),
+        ),
+    };
+    println!(
+        "\n\
+         The dev cluster is up: {server}\n\
+         \n\
+         \x20 export PATH={bin}:$PATH      # the built kubectl and helm\n\
+         \x20 KUBECONFIG={kubeconfig} kubectl get plugins\n\
+         \x20 KUBECONFIG={kubeconfig} {kubectl} get crds\n\
+         \n\
+         {what_runs}\n\
+         Images the kubelet stand-in plays: {images}\n\
+         Ctrl-C stops everything.",
+        server = cluster.control_plane().server(),
+        bin = cluster.control_plane().binaries().dir().display(),
+        images = cluster.images().repositories().join(", "),
+    );
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(term) => {
+                term.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminated => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_parse_as_image_equals_program() {
+        assert_eq!(
+            parse_image("ex.com/a=/bin/a").unwrap(),
+            ("ex.com/a".to_string(), PathBuf::from("/bin/a"))
+        );
+        assert!(parse_image("nothing").is_err());
+    }
+
+    #[test]
+    fn cluster_only_is_a_flag() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            dev: DevArgs,
+        }
+        use clap::Parser;
+        let cli = Cli::try_parse_from(["dev", "--cluster-only", "--image", "e.local/echo=/bin/e"])
+            .unwrap();
+        assert!(cli.dev.cluster_only);
+        assert_eq!(cli.dev.images.len(), 1);
+        assert!(!Cli::try_parse_from(["dev"]).unwrap().dev.cluster_only);
+    }
+
+    #[test]
+    fn the_kubeconfig_is_written_whole_and_a_stale_one_removed() {
+        let dir = std::env::temp_dir().join(format!("dev-kubeconfig-{}", std::process::id()));
+        let from = dir.join("admin.kubeconfig");
+        let to = dir.join("out").join("kubeconfig");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(&from, "apiVersion: v1\n").unwrap();
+        write_kubeconfig(&from, &to).unwrap();
+        assert_eq!(std::fs::read_to_string(&to).unwrap(), "apiVersion: v1\n");
+        assert!(!dir.join("out").join("kubeconfig.partial").exists());
+        remove_stale_kubeconfig(&to).unwrap();
+        assert!(!to.exists());
+        remove_stale_kubeconfig(&to).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_examples_folder_has_no_yaml() {
+        assert!(yaml_files(Path::new("/nonexistent/examples")).is_empty());
+    }
+}

@@ -1,0 +1,19 @@
+//! What the e2e suite, the chart checks and the benchmarks share: where the repository is, and
+//! the product binary they run.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The repository's root folder (charts/, crds/, deploy/, examples/ are relative to it).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// The `loop-plugins` binary under test: `$LOOP_PLUGINS_BIN`, else the one cargo built in
+/// this target folder (`make test` and `make e2e` build it first).
+pub fn binary() -> PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| devcluster::binaries::product_binary().unwrap_or_else(|e| panic!("{e}")))
+        .clone()
+}

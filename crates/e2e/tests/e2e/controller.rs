@@ -1,0 +1,881 @@
+//! The controller on the real control plane: instances follow what projects enable (with
+//! trust), Pods run on demand and stop when idle, schedules follow every rule of the
+//! reference, and removal cleans up.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::ensure;
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use model::config::ScheduleEntry;
+use model::resources::{
+    Channel, ChannelKind, InstancePhase, Plugin, PluginInstance, Project, SwitchState,
+};
+use model::schedule::ScheduleType;
+
+use crate::controller_support::*;
+use crate::support::{E2eTest, Ns, test, wait};
+
+pub fn tests() -> Vec<E2eTest> {
+    vec![
+        test(
+            "controller::an_enabled_plugin_gets_one_instance_per_chat_and_no_pod_until_needed",
+            enable,
+        ),
+        test(
+            "controller::disabling_stops_the_running_container_within_seconds",
+            disable,
+        ),
+        test(
+            "controller::the_project_value_counts_only_once_trusted",
+            trust_flip,
+        ),
+        test(
+            "controller::demand_starts_a_pod_and_idleness_stops_it",
+            demand_and_idle,
+        ),
+        test(
+            "controller::a_settings_change_restarts_nothing",
+            settings_change,
+        ),
+        test(
+            "controller::a_switch_that_is_on_keeps_the_pod",
+            switch_keeps_pod,
+        ),
+        test(
+            "controller::schedules_follow_the_reference_rules",
+            schedules,
+        ),
+        test(
+            "controller::a_cronjob_deleted_by_hand_comes_back_only_when_its_entry_changes",
+            hand_deleted_cronjob,
+        ),
+        test(
+            "controller::removing_a_plugin_keeps_data_unless_purged",
+            removal,
+        ),
+        test(
+            "controller::deleting_a_chat_or_project_cleans_up",
+            owner_deletion,
+        ),
+        test("controller::the_host_switch_stops_everything", host_switch)
+            .timeout(Duration::from_secs(180)),
+        test(
+            "controller::a_restart_mid_convergence_leaves_no_duplicate",
+            restart,
+        )
+        .timeout(Duration::from_secs(180)),
+        test(
+            "controller::runs_done_reaches_the_plugin_once_across_a_restart",
+            done_once,
+        )
+        .timeout(Duration::from_secs(180)),
+        test("controller::a_steady_state_makes_no_write", steady_state)
+            .timeout(Duration::from_secs(240))
+            .local_only("counts the controller's writes in the audit log of the API server the suite started"),
+    ]
+}
+
+fn instance_name(plugin: &str, channel: &str) -> String {
+    model::names::instance_name(plugin, channel)
+}
+
+/// A plugin of the test's own, a project enabling it (trusted) and one channel.
+async fn world(
+    ns: &Ns,
+    suffix: &str,
+    schedules: &[(&str, ScheduleEntry)],
+) -> anyhow::Result<String> {
+    setup(ns).await?;
+    let id = plugin_id(ns, suffix);
+    install(ns.client(), &echo_plugin(&id)?).await?;
+    apply(
+        ns,
+        &trusted_project(
+            "proj",
+            BTreeMap::from([(id.clone(), entry(true, schedules))]),
+        ),
+    )
+    .await?;
+    apply(ns, &channel("general", "proj", ChannelKind::Channel, None)).await?;
+    Ok(id)
+}
+
+async fn instances_of(ns: &Ns, plugin: &str, count: usize) -> anyhow::Result<Vec<PluginInstance>> {
+    let label = format!("plugins.loop.dev/plugin={plugin}");
+    list_until(
+        &ns.api::<PluginInstance>(),
+        Some(&label),
+        &format!("{count} instances of {plugin}"),
+        WAIT,
+        |all| all.len() == count,
+    )
+    .await
+}
+
+async fn pods_of(ns: &Ns, instance: &str, count: usize, ready: bool) -> anyhow::Result<Vec<Pod>> {
+    let label = format!("plugins.loop.dev/instance={instance}");
+    list_until(
+        &ns.api::<Pod>(),
+        Some(&label),
+        &format!("{count} pods of {instance} (ready: {ready})"),
+        WAIT,
+        |all| {
+            let live: Vec<_> = all
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            all.len() == count
+                && live.len() == count
+                && (!ready || live.iter().all(|p| pod_ready(p)))
+        },
+    )
+    .await
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn enable(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let id = world(&ns, "en", &[]).await?;
+    apply(
+        &ns,
+        &channel("general-t1", "proj", ChannelKind::Thread, Some("general")),
+    )
+    .await?;
+    apply(
+        &ns,
+        &channel("general-w1", "proj", ChannelKind::Worktree, Some("general")),
+    )
+    .await?;
+    let instances = instances_of(&ns, &id, 3).await?;
+    for chat in ["general", "general-t1", "general-w1"] {
+        let name = instance_name(&id, chat);
+        ensure!(
+            instances.iter().any(|i| i.name_any() == name),
+            "no instance {name}"
+        );
+        let instance = wait::matches(
+            &ns.api::<PluginInstance>(),
+            &name,
+            "phase Stopped",
+            WAIT,
+            |i: &PluginInstance| {
+                i.status.as_ref().and_then(|s| s.phase) == Some(InstancePhase::Stopped)
+            },
+        )
+        .await?;
+        ensure!(
+            instance
+                .owner_references()
+                .iter()
+                .any(|o| o.kind == "Channel" && o.name == chat)
+        );
+        // Its /data claim and its Secret exist; no Pod runs until something needs it.
+        wait::exists(
+            &ns.api::<PersistentVolumeClaim>(),
+            &format!("data-{id}-{chat}"),
+            WAIT,
+        )
+        .await?;
+        let secret = wait::exists(&ns.api::<Secret>(), &format!("{name}-token"), WAIT).await?;
+        let data = secret.data.unwrap_or_default();
+        ensure!(
+            data.get("token").is_some_and(|t| t.0.len() == 64)
+                && data.get("secret").is_some_and(|s| s.0.len() == 64)
+        );
+    }
+    let pods = ns.api::<Pod>().list(&Default::default()).await?;
+    ensure!(pods.items.is_empty(), "no Pod runs before demand");
+    // The printer columns tell the story.
+    let table = ns.kubectl(["get", "plugininstances"]).await?;
+    ensure!(
+        table.contains("PLUGIN") && table.contains("PHASE") && table.contains("Stopped"),
+        "{table}"
+    );
+    Ok(())
+}
+
+async fn disable(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let id = world(&ns, "di", &[]).await?;
+    let name = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    record_demand(&ns, &name).await?;
+    pods_of(&ns, &name, 1, true).await?;
+    // The owner edits and trusts a config that turns it off.
+    let started = std::time::Instant::now();
+    apply(
+        &ns,
+        &trusted_project("proj", BTreeMap::from([(id.clone(), entry(false, &[]))])),
+    )
+    .await?;
+    pods_of(&ns, &name, 0, false).await?;
+    instances_of(&ns, &id, 0).await?;
+    ensure!(
+        started.elapsed() < Duration::from_secs(15),
+        "stopped after {:?}",
+        started.elapsed()
+    );
+    Ok(())
+}
+
+async fn trust_flip(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    setup(&ns).await?;
+    let id = plugin_id(&ns, "tr");
+    install(ns.client(), &echo_plugin(&id)?).await?;
+    // Enabled in the config, but the owner trusts only a version that does not enable it.
+    let mut project = trusted_project("proj", BTreeMap::from([(id.clone(), entry(false, &[]))]));
+    project.spec.plugins.insert(id.clone(), entry(true, &[]));
+    apply(&ns, &project).await?;
+    apply(&ns, &channel("general", "proj", ChannelKind::Channel, None)).await?;
+    wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "the chat reconciled",
+        WAIT,
+        |c: &Channel| c.status.is_some(),
+    )
+    .await?;
+    ensure!(
+        ns.api::<PluginInstance>()
+            .list(&Default::default())
+            .await?
+            .items
+            .is_empty(),
+        "untrusted value counted"
+    );
+    // The owner trusts it.
+    operator::trust_project(ns.client(), ns.name(), "proj").await?;
+    instances_of(&ns, &id, 1).await?;
+    // An untrusted edit turning it off: the approved version still applies.
+    let api = ns.api::<Project>();
+    let off = serde_json::json!({ "spec": { "plugins": { id.clone(): { "enabled": false } } } });
+    api.patch("proj", &PatchParams::default(), &Patch::Merge(&off))
+        .await?;
+    let reason = |want: &'static str| {
+        move |p: &Project| {
+            p.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.r#type == "Trusted" && c.reason == want)
+            })
+        }
+    };
+    wait::matches(
+        &api,
+        "proj",
+        "Trusted: LastApproved",
+        WAIT,
+        reason("LastApproved"),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    instances_of(&ns, &id, 1).await?;
+    operator::trust_project(ns.client(), ns.name(), "proj").await?;
+    instances_of(&ns, &id, 0).await?;
+    wait::matches(&api, "proj", "Trusted: Trusted", WAIT, reason("Trusted")).await?;
+    Ok(())
+}
+
+async fn demand_and_idle(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let id = world(&ns, "id", &[]).await?;
+    let name = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    record_demand(&ns, &name).await?;
+    let pods = pods_of(&ns, &name, 1, true).await?;
+    let pod = &pods[0];
+    let spec = pod.spec.as_ref().unwrap();
+    ensure!(spec.automount_service_account_token == Some(false));
+    ensure!(spec.containers[0].image.as_deref() == Some(echo_plugin(&id)?.spec.image.as_str()));
+    let ip = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .unwrap_or_default();
+    ensure!(ip.starts_with("127."), "pod IP {ip}");
+    let instance = wait::matches(
+        &ns.api::<PluginInstance>(),
+        &name,
+        "phase Running",
+        WAIT,
+        |i: &PluginInstance| {
+            i.status.as_ref().and_then(|s| s.phase) == Some(InstancePhase::Running)
+        },
+    )
+    .await?;
+    ensure!(instance.status.unwrap().pod == Some(pod.name_any()));
+    // Idle for longer than the idle timeout: stopped, and its data stays.
+    pods_of(&ns, &name, 0, false).await?;
+    wait::matches(
+        &ns.api::<PluginInstance>(),
+        &name,
+        "phase Stopped",
+        WAIT,
+        |i: &PluginInstance| {
+            i.status.as_ref().and_then(|s| s.phase) == Some(InstancePhase::Stopped)
+        },
+    )
+    .await?;
+    wait::exists(
+        &ns.api::<PersistentVolumeClaim>(),
+        &format!("data-{id}-general"),
+        WAIT,
+    )
+    .await?;
+    Ok(())
+}
+
+async fn settings_change(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let id = world(&ns, "se", &[]).await?;
+    let name = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    record_demand(&ns, &name).await?;
+    let before = pods_of(&ns, &name, 1, true).await?[0].uid();
+    let mut config = entry(true, &[]);
+    config.settings.insert("verbose".into(), true.into());
+    // Settings apply without trust, and only tune the plugin: nothing restarts.
+    let mut project = trusted_project("proj", BTreeMap::from([(id.clone(), entry(true, &[]))]));
+    project.spec.plugins.insert(id.clone(), config);
+    apply(&ns, &project).await?;
+    record_demand(&ns, &name).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = pods_of(&ns, &name, 1, true).await?[0].uid();
+    ensure!(before == after, "the Pod was replaced");
+    Ok(())
+}
+
+async fn switch_keeps_pod(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let id = world(&ns, "sw", &[]).await?;
+    let name = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    let set_switch = |on: bool| {
+        let switches = vec![SwitchState {
+            id: "mode".into(),
+            on,
+            title: None,
+            error: false,
+            busy: false,
+        }];
+        serde_json::json!({ "status": { "switches": switches } })
+    };
+    let api = ns.api::<PluginInstance>();
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&set_switch(true)),
+    )
+    .await?;
+    let uid = pods_of(&ns, &name, 1, true).await?[0].uid();
+    // Well past the idle timeout, the switch keeps it.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    ensure!(
+        pods_of(&ns, &name, 1, true).await?[0].uid() == uid,
+        "the Pod changed while the switch was on"
+    );
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&set_switch(false)),
+    )
+    .await?;
+    pods_of(&ns, &name, 0, false).await?;
+    Ok(())
+}
+
+fn cron_entry(enabled: Option<bool>, kind: ScheduleType, schedule: &str) -> ScheduleEntry {
+    ScheduleEntry {
+        enabled,
+        kind: Some(kind),
+        schedule: Some(schedule.into()),
+    }
+}
+
+async fn cronjob(
+    ns: &Ns,
+    name: &str,
+    what: &str,
+    cond: impl Fn(&CronJob) -> bool,
+) -> anyhow::Result<CronJob> {
+    wait::matches(&ns.api::<CronJob>(), name, what, WAIT, cond).await
+}
+
+async fn schedules(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let on = cron_entry(None, ScheduleType::Cron, "0 9 * * *");
+    let off = cron_entry(Some(false), ScheduleType::Interval, "30m");
+    let id = world(&ns, "sc", &[("tick", on.clone()), ("ping", off.clone())]).await?;
+    apply(
+        &ns,
+        &channel("general-t1", "proj", ChannelKind::Thread, Some("general")),
+    )
+    .await?;
+    let tick = format!("{id}-general-tick");
+    let ping = format!("{id}-general-ping");
+    let suspended = |c: &CronJob| c.spec.suspend == Some(true);
+    cronjob(&ns, &tick, "tick running at 9", |c| {
+        c.spec.schedule == "0 9 * * *" && !suspended(c)
+    })
+    .await?;
+    // enabled: false keeps it, suspended; an interval cron can run exactly is converted.
+    cronjob(&ns, &ping, "ping suspended every 30m", |c| {
+        c.spec.schedule == "*/30 * * * *" && suspended(c)
+    })
+    .await?;
+    // Threads get none.
+    let all = ns.api::<CronJob>().list(&Default::default()).await?;
+    ensure!(
+        all.items.len() == 2,
+        "{:?}",
+        all.items.iter().map(|c| c.name_any()).collect::<Vec<_>>()
+    );
+
+    // The project stops enabling the plugin: both paused. Enabling again resumes all but ping.
+    let disabled = |enabled| {
+        trusted_project(
+            "proj",
+            BTreeMap::from([(
+                id.clone(),
+                entry(enabled, &[("tick", on.clone()), ("ping", off.clone())]),
+            )]),
+        )
+    };
+    apply(&ns, &disabled(false)).await?;
+    cronjob(&ns, &tick, "tick suspended", suspended).await?;
+    apply(&ns, &disabled(true)).await?;
+    cronjob(&ns, &tick, "tick resumed", |c| !suspended(c)).await?;
+    cronjob(&ns, &ping, "ping still off", suspended).await?;
+
+    // An interval cron cannot express exactly is refused with a clear status; removing the
+    // entry deletes the CronJob.
+    let bad = cron_entry(None, ScheduleType::Interval, "7m");
+    apply(
+        &ns,
+        &trusted_project(
+            "proj",
+            BTreeMap::from([(id.clone(), entry(true, &[("tick", bad)]))]),
+        ),
+    )
+    .await?;
+    let chat = wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "SchedulesValid False naming 7m",
+        WAIT,
+        |c: &Channel| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.r#type == "SchedulesValid"
+                        && c.status == model::resources::ConditionStatus::False
+                        && c.message.contains("7m")
+                })
+            })
+        },
+    )
+    .await?;
+    ensure!(chat.status.is_some());
+    wait::deleted(&ns.api::<CronJob>(), &ping, WAIT).await?;
+    Ok(())
+}
+
+async fn hand_deleted_cronjob(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let id = world(
+        &ns,
+        "hd",
+        &[("tick", cron_entry(None, ScheduleType::Cron, "0 9 * * *"))],
+    )
+    .await?;
+    let tick = format!("{id}-general-tick");
+    let first = cronjob(&ns, &tick, "tick exists", |_| true).await?;
+    // Deleted by hand once the controller has recorded the entry as applied.
+    wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "tick recorded as applied",
+        WAIT,
+        |c: &Channel| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.applied_schedules.iter().any(|a| a.action == "tick"))
+        },
+    )
+    .await?;
+    ns.api::<CronJob>()
+        .delete(&tick, &DeleteParams::default())
+        .await?;
+    wait::deleted(&ns.api::<CronJob>(), &tick, WAIT).await?;
+    // Nudge the chat: its reconcile must not bring the CronJob back.
+    apply(
+        &ns,
+        &channel("general-t1", "proj", ChannelKind::Thread, Some("general")),
+    )
+    .await?;
+    instances_of(&ns, &id, 2).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ensure!(
+        ns.api::<CronJob>().get_opt(&tick).await?.is_none(),
+        "the deleted CronJob came back unchanged"
+    );
+    // The entry changes: it comes back.
+    let changed = cron_entry(None, ScheduleType::Cron, "0 10 * * *");
+    apply(
+        &ns,
+        &trusted_project(
+            "proj",
+            BTreeMap::from([(id.clone(), entry(true, &[("tick", changed)]))]),
+        ),
+    )
+    .await?;
+    let again = cronjob(&ns, &tick, "tick back at 10", |c| {
+        c.spec.schedule == "0 10 * * *"
+    })
+    .await?;
+    ensure!(again.uid() != first.uid());
+    Ok(())
+}
+
+async fn removal(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let tick = [("tick", cron_entry(None, ScheduleType::Cron, "0 9 * * *"))];
+    let kept = world(&ns, "rk", &tick).await?;
+    let purged = plugin_id(&ns, "rp");
+    let mut plugin = echo_plugin(&purged)?;
+    plugin.spec.purge_on_delete = true;
+    install(ns.client(), &plugin).await?;
+    apply(
+        &ns,
+        &trusted_project(
+            "proj",
+            BTreeMap::from([
+                (kept.clone(), entry(true, &tick)),
+                (purged.clone(), entry(true, &tick)),
+            ]),
+        ),
+    )
+    .await?;
+    for id in [&kept, &purged] {
+        instances_of(&ns, id, 1).await?;
+        record_demand(&ns, &instance_name(id, "general")).await?;
+        pods_of(&ns, &instance_name(id, "general"), 1, true).await?;
+        cronjob(&ns, &format!("{id}-general-tick"), "tick exists", |_| true).await?;
+    }
+    let plugins: Api<Plugin> = Api::all(ns.client());
+    for id in [&kept, &purged] {
+        plugins.delete(id, &DeleteParams::default()).await?;
+    }
+    for id in [&kept, &purged] {
+        pods_of(&ns, &instance_name(id, "general"), 0, false).await?;
+        instances_of(&ns, id, 0).await?;
+        wait::deleted(&ns.api::<CronJob>(), &format!("{id}-general-tick"), WAIT).await?;
+        wait::deleted(&plugins, id, WAIT).await?;
+    }
+    wait::deleted(
+        &ns.api::<PersistentVolumeClaim>(),
+        &format!("data-{purged}-general"),
+        WAIT,
+    )
+    .await?;
+    ensure!(
+        ns.api::<PersistentVolumeClaim>()
+            .get_opt(&format!("data-{kept}-general"))
+            .await?
+            .is_some(),
+        "kept data was deleted"
+    );
+    Ok(())
+}
+
+async fn owner_deletion(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let id = world(
+        &ns,
+        "ow",
+        &[("tick", cron_entry(None, ScheduleType::Cron, "0 9 * * *"))],
+    )
+    .await?;
+    apply(&ns, &channel("other", "proj", ChannelKind::Channel, None)).await?;
+    instances_of(&ns, &id, 2).await?;
+    cronjob(&ns, &format!("{id}-general-tick"), "tick exists", |_| true).await?;
+    // Deleting a chat takes what hung from it: its instance, data claim and CronJobs.
+    ns.api::<Channel>()
+        .delete("general", &DeleteParams::background())
+        .await?;
+    wait::deleted(
+        &ns.api::<PluginInstance>(),
+        &instance_name(&id, "general"),
+        WAIT,
+    )
+    .await?;
+    wait::deleted(&ns.api::<CronJob>(), &format!("{id}-general-tick"), WAIT).await?;
+    wait::deleted(
+        &ns.api::<PersistentVolumeClaim>(),
+        &format!("data-{id}-general"),
+        WAIT,
+    )
+    .await?;
+    // Deleting the project: its chats run nothing.
+    ns.api::<Project>()
+        .delete("proj", &DeleteParams::background())
+        .await?;
+    instances_of(&ns, &id, 0).await?;
+    wait::deleted(&ns.api::<CronJob>(), &format!("{id}-other-tick"), WAIT).await?;
+    Ok(())
+}
+
+async fn host_switch(ns: Ns) -> anyhow::Result<()> {
+    let _exclusive = exclusive().await;
+    let id = world(&ns, "hs", &[]).await?;
+    let name = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    record_demand(&ns, &name).await?;
+    pods_of(&ns, &name, 1, true).await?;
+    apply_host(ns.client(), host_spec(false)).await?;
+    let result = async {
+        pods_of(&ns, &name, 0, false).await?;
+        instances_of(&ns, &id, 0).await?;
+        let plugins: Api<Plugin> = Api::all(ns.client());
+        wait::matches(
+            &plugins,
+            &id,
+            "Admitted False, PluginsDisabled",
+            WAIT,
+            |p: &Plugin| {
+                p.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.r#type == "Admitted" && c.reason == "PluginsDisabled")
+                })
+            },
+        )
+        .await?;
+        anyhow::Ok(())
+    }
+    .await;
+    apply_host(ns.client(), host_spec(true)).await?;
+    result?;
+    instances_of(&ns, &id, 1).await?;
+    Ok(())
+}
+
+async fn restart(ns: Ns) -> anyhow::Result<()> {
+    let _exclusive = exclusive().await;
+    let id = world(
+        &ns,
+        "rs",
+        &[("tick", cron_entry(None, ScheduleType::Cron, "0 9 * * *"))],
+    )
+    .await?;
+    instances_of(&ns, &id, 1).await?;
+    // Twenty more chats at once, and the controller dies while it converges them.
+    let chats: Vec<String> = (0..20).map(|i| format!("chat-{i}")).collect();
+    for chat in &chats {
+        apply(&ns, &channel(chat, "proj", ChannelKind::Channel, None)).await?;
+    }
+    restart_controller(&ns, tokio::time::sleep(Duration::from_millis(300))).await?;
+    // Exactly one of each per chat: names are deterministic, so a duplicate would show as a
+    // count above 21 that never settles, and a leak as objects of chats that do not exist.
+    instances_of(&ns, &id, 21).await?;
+    let label = format!("plugins.loop.dev/plugin={id}");
+    list_until(
+        &ns.api::<CronJob>(),
+        Some(&label),
+        "21 CronJobs",
+        WAIT,
+        |all| all.len() == 21,
+    )
+    .await?;
+    list_until(
+        &ns.api::<PersistentVolumeClaim>(),
+        Some(&label),
+        "21 data claims",
+        WAIT,
+        |all| all.len() == 21,
+    )
+    .await?;
+    list_until(
+        &ns.api::<Secret>(),
+        Some(&label),
+        "21 Secrets, none leaked",
+        WAIT,
+        |all| all.len() == 21,
+    )
+    .await?;
+    Ok(())
+}
+
+/// 50 chats and 2 plugins, converged: over 30 seconds the API server's audit log records no
+/// write by the controller's identity to anything of this test's.
+async fn steady_state(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    setup(&ns).await?;
+    let ids = [plugin_id(&ns, "s1"), plugin_id(&ns, "s2")];
+    for id in &ids {
+        install(ns.client(), &echo_plugin(id)?).await?;
+    }
+    let tick = [("tick", cron_entry(None, ScheduleType::Cron, "0 9 * * *"))];
+    let config = ids
+        .iter()
+        .map(|id| (id.clone(), entry(true, &tick)))
+        .collect();
+    apply(&ns, &trusted_project("proj", config)).await?;
+    for i in 0..50 {
+        apply(
+            &ns,
+            &channel(&format!("chat-{i}"), "proj", ChannelKind::Channel, None),
+        )
+        .await?;
+    }
+    let converged = |all: &[PluginInstance]| {
+        all.len() == 100
+            && all
+                .iter()
+                .all(|i| i.status.as_ref().and_then(|s| s.phase) == Some(InstancePhase::Stopped))
+    };
+    list_until(
+        &ns.api::<PluginInstance>(),
+        None,
+        "100 instances, all Stopped",
+        Duration::from_secs(120),
+        converged,
+    )
+    .await?;
+    list_until(
+        &ns.api::<Channel>(),
+        None,
+        "50 chats with both plugins",
+        WAIT,
+        |all| {
+            all.len() == 50
+                && all.iter().all(|c| {
+                    c.status
+                        .as_ref()
+                        .is_some_and(|s| s.plugins.len() == 2 && s.applied_schedules.len() == 2)
+                })
+        },
+    )
+    .await?;
+    list_until(&ns.api::<CronJob>(), None, "100 CronJobs", WAIT, |all| {
+        all.len() == 100
+    })
+    .await?;
+    // Let the last status writes and Events land, then watch 30 seconds of steady state.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let audit = ns
+        .cluster()
+        .dev()?
+        .control_plane()
+        .audit_log()
+        .to_path_buf();
+    let start = std::fs::metadata(&audit)?.len();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let text = std::fs::read(&audit)?;
+    let window = String::from_utf8_lossy(&text[start as usize..]);
+    let user = controller_user();
+    let mut writes = vec![];
+    let mut seen = 0usize;
+    for line in window.lines() {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        seen += 1;
+        let verb = event["verb"].as_str().unwrap_or_default();
+        let by_controller = event["user"]["username"].as_str() == Some(user.as_str());
+        let object = &event["objectRef"];
+        let ours = object["namespace"].as_str() == Some(ns.name())
+            || ids
+                .iter()
+                .any(|id| object["name"].as_str() == Some(id.as_str()));
+        if by_controller
+            && ours
+            && matches!(
+                verb,
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+        {
+            writes.push(format!("{verb} {}/{}", object["resource"], object["name"]));
+        }
+    }
+    ensure!(
+        seen > 0,
+        "the audit log recorded nothing in 30 s; is it on?"
+    );
+    ensure!(
+        writes.is_empty(),
+        "the controller wrote {} times in steady state: {writes:?}",
+        writes.len()
+    );
+    Ok(())
+}
+
+/// A run that ends while the controller is down: once it is back, `POST /runs/{id}/done`
+/// reaches the plugin, exactly once.
+async fn done_once(ns: Ns) -> anyhow::Result<()> {
+    use model::resources::{AgentRun, AgentRunSpec};
+    let _exclusive = exclusive().await;
+    let id = world(&ns, "dn", &[]).await?;
+    let instance = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    let run = AgentRun::new(
+        "run-1",
+        AgentRunSpec {
+            plugin: id.clone(),
+            channel: "general".into(),
+            thread: format!("plugin:{id}"),
+            agent: "say".into(),
+            read_only: true,
+            tools: vec!["plugin_echo".into()],
+            prompt: "say hello".into(),
+        },
+    );
+    apply(&ns, &run).await?;
+    let runs = ns.api::<AgentRun>();
+    let mut ended = None;
+    restart_controller(&ns, async {
+        let patch = serde_json::json!({ "status": { "phase": "Succeeded", "result": "hello" } });
+        ended = Some(
+            runs.patch_status("run-1", &PatchParams::default(), &Patch::Merge(&patch))
+                .await,
+        );
+    })
+    .await?;
+    ended.expect("the run ended")?;
+    wait::matches(
+        &runs,
+        "run-1",
+        "/done delivered",
+        Duration::from_secs(90),
+        |r: &AgentRun| r.status.as_ref().is_some_and(|s| s.done_delivered),
+    )
+    .await?;
+    // Time for a second delivery, if there were to be one.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    pods_of(&ns, &instance, 1, true).await?;
+    // What reached the plugin, from its journal through the host API.
+    let host = crate::host::host(&ns).await?;
+    let token = crate::host::caller_token(&ns, "app", crate::host::Grant::All).await?;
+    let caller = crate::host::Caller::new(&host, &ns, Some(token));
+    let done = caller.journal("general", &id, "/runs/run-1/done").await?;
+    ensure!(
+        done.len() == 1,
+        "/done reached the plugin {} times: {done:?}",
+        done.len()
+    );
+    ensure!(
+        done[0]["body"]["status"] == "done" && done[0]["body"]["result"] == "hello",
+        "{done:?}"
+    );
+    Ok(())
+}

@@ -1,0 +1,65 @@
+//! The CRDs of every resource, as `loop-plugins crds` prints them and crds/ holds them.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+use crate::resources::{AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project};
+
+/// Every CRD, in a stable order.
+pub fn all() -> Vec<CustomResourceDefinition> {
+    vec![
+        HostConfig::crd(),
+        Plugin::crd(),
+        Project::crd(),
+        Channel::crd(),
+        PluginInstance::crd(),
+        AgentRun::crd(),
+    ]
+}
+
+/// Every CRD as one multi-document YAML stream.
+pub fn yaml() -> String {
+    all()
+        .iter()
+        .map(|crd| {
+            let body = serde_saphyr::to_string(crd).expect("a CRD serializes to YAML");
+            format!("---\n{body}")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    /// crds/ is generated: regenerate it with `make crds` when the types change.
+    #[test]
+    fn checked_in_crds_match_the_code() {
+        let checked_in = include_str!("../../../crds/loop-plugins.yaml");
+        assert!(
+            checked_in == super::yaml(),
+            "crds/loop-plugins.yaml differs from what the code generates: run `make crds`"
+        );
+    }
+
+    #[test]
+    fn every_crd_has_a_status_subresource_and_printer_columns() {
+        for crd in super::all() {
+            let version = &crd.spec.versions[0];
+            let name = &crd.metadata.name;
+            assert!(
+                version
+                    .subresources
+                    .as_ref()
+                    .and_then(|s| s.status.as_ref())
+                    .is_some(),
+                "{name:?} lacks a status subresource"
+            );
+            assert!(
+                version
+                    .additional_printer_columns
+                    .as_ref()
+                    .is_some_and(|c| c.len() >= 2),
+                "{name:?} lacks printer columns"
+            );
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! The typed manifest, as the controller and the API server use it once the rules passed.
+//! Schema documents (tool input and output, settings) stay JSON values.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::capability::Capability;
+use super::quantity;
+use crate::schedule::ScheduleType;
+
+/// A valid `plugin.json`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Manifest {
+    /// `[a-z][a-z0-9-]{1,31}`.
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    /// Always "1".
+    pub api: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<Capability>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<Agent>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<Action>,
+    /// Each setting's schema, by setting name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, Value>,
+    #[serde(default, skip_serializing_if = "Ui::is_empty")]
+    pub ui: Ui,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<Live>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    /// Loop events the plugin subscribes to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<String>,
+    /// When set, an event starts a stopped container only while one of these is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_start: Option<EventsStart>,
+    #[serde(default)]
+    pub thread_events: ThreadEvents,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Gate>,
+    /// The settings' schemas, compiled on first use.
+    #[serde(skip)]
+    pub compiled_settings: super::json_schema::CompiledSchemas,
+}
+
+/// An agent the plugin may run with `POST /runs`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Agent {
+    pub id: String,
+    #[serde(default)]
+    pub read_only: bool,
+    /// Names of the manifest's tools the agent gets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+}
+
+/// A tool agents and workflows call.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// A JSON schema of type object.
+    pub input_schema: Value,
+    /// A JSON schema of type object that `structured_content` must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+}
+
+impl Tool {
+    /// The name agents call it by, as an MCP tool.
+    pub fn mcp_name(&self) -> String {
+        format!("{MCP_TOOL_PREFIX}{}", self.name)
+    }
+}
+
+/// What agents see before a tool's name.
+pub const MCP_TOOL_PREFIX: &str = "plugin_";
+
+/// An action, run by `POST /actions/{id}` from a schedule, a workflow or a person.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Action {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_schedule: Option<DefaultSchedule>,
+}
+
+/// An action's default schedule (needs the `schedule` capability).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct DefaultSchedule {
+    #[serde(rename = "type")]
+    pub kind: ScheduleType,
+    pub schedule: String,
+}
+
+/// `ui`: panels, cards and composer switches.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ui {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub panels: Vec<Panel>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cards: Vec<Card>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub composer_switches: Vec<ComposerSwitch>,
+}
+
+impl Ui {
+    pub fn is_empty(&self) -> bool {
+        self.panels.is_empty() && self.cards.is_empty() && self.composer_switches.is_empty()
+    }
+}
+
+/// A panel for the workspace's add-pane menus.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Panel {
+    pub id: String,
+    pub label: String,
+    /// A path under `ui/` in `/loop-plugin`.
+    pub entry: String,
+    #[serde(default)]
+    pub singleton: bool,
+}
+
+/// A card page for the notification drawer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Card {
+    pub id: String,
+    /// A path under `ui/` in `/loop-plugin`.
+    pub entry: String,
+}
+
+/// An on/off pill in the composer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct ComposerSwitch {
+    pub id: String,
+    /// At most 24 characters.
+    pub label: String,
+    /// An .svg under `ui/`.
+    pub icon: String,
+    /// The tooltip until the plugin sets one, at most 200 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// `live`: what the plugin may do with the chat's live session.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Live {
+    /// Subtypes of the control requests it may send.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub control: Vec<String>,
+    /// Subtypes of the system messages it gets as `live.system` events.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<String>,
+}
+
+/// `resources`, as Docker takes them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Resources {
+    /// `128m`, `1g`, `512k`, or bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryLimit>,
+    /// CPUs, such as 0.5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+}
+
+/// A memory limit as written: a size with a unit, or bytes.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum MemoryLimit {
+    Bytes(u64),
+    Size(String),
+}
+
+impl MemoryLimit {
+    fn to_json(&self) -> Value {
+        match self {
+            MemoryLimit::Bytes(b) => Value::from(*b),
+            MemoryLimit::Size(s) => Value::from(s.as_str()),
+        }
+    }
+}
+
+/// `events_start`: the boolean settings and composer switches that let an event start the
+/// container. Both empty (`{}`): events never start it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventsStart {
+    #[serde(default)]
+    pub settings: Vec<String>,
+    #[serde(default)]
+    pub switches: Vec<String>,
+}
+
+/// `thread_events`: which container gets an event that happened in a thread.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadEvents {
+    /// The thread's own container.
+    #[default]
+    Thread,
+    /// The channel's container.
+    Channel,
+    /// Both.
+    Both,
+}
+
+/// `gate`: the manifest's rules for the syscall gate.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gate {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<GateFileRule>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<GateCommandRule>,
+}
+
+/// A rule on file operations.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct GateFileRule {
+    pub paths: Vec<String>,
+    /// The operations it covers; all of them when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operations: Vec<String>,
+    pub decision: GateDecision,
+}
+
+/// A rule on running commands.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct GateCommandRule {
+    pub commands: Vec<String>,
+    pub decision: GateDecision,
+}
+
+/// What a gate rule decides: a manifest may only allow or deny.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum GateDecision {
+    Allow,
+    Deny,
+}
+
+impl Manifest {
+    /// The tool with this name.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The agent with this id.
+    pub fn agent(&self, id: &str) -> Option<&Agent> {
+        self.agents.iter().find(|a| a.id == id)
+    }
+
+    /// The action with this id.
+    pub fn action(&self, id: &str) -> Option<&Action> {
+        self.actions.iter().find(|a| a.id == id)
+    }
+
+    /// The panel with this id.
+    pub fn panel(&self, id: &str) -> Option<&Panel> {
+        self.ui.panels.iter().find(|p| p.id == id)
+    }
+
+    /// The card with this id.
+    pub fn card(&self, id: &str) -> Option<&Card> {
+        self.ui.cards.iter().find(|c| c.id == id)
+    }
+
+    /// The composer switch with this id.
+    pub fn composer_switch(&self, id: &str) -> Option<&ComposerSwitch> {
+        self.ui.composer_switches.iter().find(|s| s.id == id)
+    }
+
+    /// Whether the manifest asks for the capability.
+    pub fn declares_capability(&self, capability: Capability) -> bool {
+        self.capabilities.contains(&capability)
+    }
+
+    /// Each setting's name and schema, by name.
+    pub fn setting_schemas(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.settings.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// One setting's schema.
+    pub fn setting_schema(&self, name: &str) -> Option<&Value> {
+        self.settings.get(name)
+    }
+
+    /// One setting's compiled schema (None: no such setting; an error: it does not compile),
+    /// compiled once per manifest.
+    pub fn setting_validator(&self, name: &str) -> Option<&Result<jsonschema::Validator, String>> {
+        self.compiled_settings
+            .get_or_compile(&self.settings)
+            .get(name)
+    }
+
+    /// The manifest's memory and CPU limits as Kubernetes quantities (memory `128Mi`, cpu
+    /// `500m`). A value the rules would refuse gives `None`; a parsed manifest has none.
+    pub fn resources_as_quantities(&self) -> (Option<Quantity>, Option<Quantity>) {
+        let Some(r) = &self.resources else {
+            return (None, None);
+        };
+        let memory = r
+            .memory
+            .as_ref()
+            .and_then(|m| quantity::memory_quantity(&m.to_json()).ok());
+        let cpu = r
+            .cpus
+            .and_then(|c| quantity::cpu_quantity(&Value::from(c)).ok());
+        (memory, cpu)
+    }
+}

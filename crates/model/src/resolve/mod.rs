@@ -1,0 +1,26 @@
+//! Config resolution, as pure functions of the declared resources: whether a chat runs
+//! plugins at all, whether a project enables a plugin, the settings a plugin sees (and the
+//! values refused), the schedules a project asks for, and the trust that makes a project's
+//! values count.
+//!
+//! - [`chat`]: whether a chat runs plugins (one rule, used by the controller and the servers);
+//! - [`trust`]: which project config is approved;
+//! - [`enabled`]: whether a plugin runs in a project;
+//! - [`settings`]: the settings a plugin sees, and the values left out;
+//! - [`schedules`]: the scheduled tasks asked for, and the entries that yield none.
+
+pub mod chat;
+pub mod enabled;
+#[cfg(test)]
+pub(crate) mod fixtures;
+pub mod schedules;
+pub mod settings;
+pub mod trust;
+
+pub use chat::{gets_schedules, runs_plugins};
+pub use enabled::{Enabled, EnabledReason, plugin_enabled};
+pub use schedules::{
+    ResolvedSchedule, ResolvedSchedules, ScheduleProblem, ScheduleProblemKind, resolve_schedules,
+};
+pub use settings::{LeftOut, LeftOutReason, ResolvedSettings, resolve_settings};
+pub use trust::{ApprovedConfig, TrustState, approved_plugins};

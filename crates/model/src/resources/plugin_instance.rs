@@ -1,0 +1,127 @@
+//! `PluginInstance`: one per (plugin, chat) that the chat's project enables. The controller
+//! keeps it; the API server records demand and per-chat state on it.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Condition;
+
+/// A plugin's instance in one chat.
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "plugins.loop.dev",
+    version = "v1alpha1",
+    kind = "PluginInstance",
+    namespaced,
+    status = "PluginInstanceStatus",
+    shortname = "pi",
+    category = "loop-plugins",
+    doc = "A plugin's instance in one chat: its container's desired and observed state",
+    printcolumn(name = "Plugin", type_ = "string", json_path = ".spec.plugin"),
+    printcolumn(name = "Chat", type_ = "string", json_path = ".spec.channel"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Pod", type_ = "string", json_path = ".status.pod"),
+    printcolumn(
+        name = "Last Activity",
+        type_ = "date",
+        json_path = ".status.lastActivity"
+    ),
+    printcolumn(
+        name = "Breaker",
+        type_ = "string",
+        json_path = ".status.breaker.state",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginInstanceSpec {
+    /// The Plugin's name (its manifest id).
+    pub plugin: String,
+    /// The chat: a Channel in this namespace.
+    pub channel: String,
+    /// The chat's project.
+    pub project: String,
+}
+
+/// The container's observed state and the per-chat state the API server keeps.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginInstanceStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<InstancePhase>,
+    /// The Pod running the container, while there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// The last call, event or schedule that needed the container (written by the API server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::timestamp")]
+    pub last_activity: Option<String>,
+    /// Composer switches' state in this chat (written by the API server).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub switches: Vec<SwitchState>,
+    /// The plugin holds the chat's live session (PUT /channel/live/hold).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub live_hold: bool,
+    /// The breaker in front of the container (written by the API server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerState>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Where an instance's container is.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstancePhase {
+    /// No container runs; the next call starts one.
+    Stopped,
+    /// A Pod exists and is not Ready yet.
+    Starting,
+    /// The Pod is Ready.
+    Running,
+}
+
+/// One composer switch's state in a chat.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SwitchState {
+    /// The switch's id in the manifest.
+    pub id: String,
+    pub on: bool,
+    /// The tooltip the plugin set (at most 200 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 200))]
+    pub title: Option<String>,
+    /// Shown red, with the error in its tooltip.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub error: bool,
+    /// Shown with a dashed border.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
+}
+
+/// The breaker's state: closed, open until a time, or trying one call.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BreakerState {
+    /// Closed, Open or HalfOpen.
+    pub state: String,
+    /// Calls left unanswered in a row.
+    #[serde(default)]
+    pub failures: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::timestamp")]
+    pub open_until: Option<String>,
+    /// The container it stands in front of, `<Pod UID>/<restarts>`: the API replicas take on
+    /// an Open breaker another one opened only for that container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub container: Option<String>,
+}

@@ -1,0 +1,10 @@
+//! What every long-lived role of loop-plugins shares, so each has one home:
+//! - [`logging`]: tracing to stderr, filtered by `RUST_LOG`;
+//! - [`metrics`]: `/healthz` and `/metrics` of a Prometheus registry;
+//! - [`shutdown`]: SIGTERM or Ctrl-C;
+//! - [`leader`]: leader election on a Lease (only the holder does work that must happen once).
+
+pub mod leader;
+pub mod logging;
+pub mod metrics;
+pub mod shutdown;

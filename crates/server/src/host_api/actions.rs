@@ -1,0 +1,129 @@
+//! Running actions: the rules of `POST .../actions/{action}`'s body, and the body the plugin
+//! gets. Pure.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::error::{Code, HostError, HostResult};
+use super::tools::is_workflow_run_id;
+use model::manifest::Manifest;
+
+/// What ran the action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    /// Someone ran it (the app, `loop plugin`, the host API).
+    Manual,
+    /// A scheduled task (a CronJob running `loop-plugins trigger`).
+    Schedule,
+    /// A workflow's plugin node.
+    Workflow,
+}
+
+/// `POST .../actions/{action}`'s body.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ActionCall {
+    pub trigger: Trigger,
+    /// The scheduled task's id (with `schedule`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// `workflow:<run id>:<node id>` (with `workflow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The workflow node's rendered input (with `workflow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+}
+
+/// Checks the call against the manifest and the trigger's rules.
+pub fn check(manifest: &Manifest, action: &str, call: &ActionCall) -> HostResult<()> {
+    if manifest.action(action).is_none() {
+        return Err(HostError::new(
+            Code::ActionNotFound,
+            format!("plugin {} has no action {action:?}", manifest.id),
+        ));
+    }
+    let bad = |m: &str| Err(HostError::new(Code::InvalidBody, m.to_string()));
+    match call.trigger {
+        Trigger::Schedule if call.task_id.as_deref().is_none_or(str::is_empty) => {
+            bad("task_id: trigger schedule needs the task's id")
+        }
+        Trigger::Workflow if !call.run_id.as_deref().is_some_and(is_workflow_run_id) => {
+            bad("run_id: trigger workflow needs run_id workflow:<run id>:<node id>")
+        }
+        Trigger::Manual | Trigger::Schedule if call.run_id.is_some() || call.input.is_some() => {
+            bad("run_id and input: only a workflow's call carries them")
+        }
+        Trigger::Manual | Trigger::Workflow if call.task_id.is_some() => {
+            bad("task_id: only a scheduled task's call carries it")
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The body the plugin gets: the contract's `ActionRequest`, with the thread's id when the
+/// chat is a thread.
+pub fn plugin_body(call: &ActionCall, thread_id: Option<&str>) -> Value {
+    let mut body = serde_json::to_value(call).unwrap_or_else(|_| json!({}));
+    if let Some(t) = thread_id {
+        body["thread_id"] = json!(t);
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest() -> Manifest {
+        model::manifest::parse_str(
+            r#"{"id": "echo", "name": "E", "version": "1", "api": "1", "actions": [{"id": "ping"}]}"#,
+        )
+        .unwrap()
+    }
+
+    fn call(v: Value) -> Result<ActionCall, serde_json::Error> {
+        serde_json::from_value(v)
+    }
+
+    #[test]
+    fn each_trigger_carries_what_it_needs() {
+        let m = manifest();
+        for ok in [
+            json!({"trigger": "manual"}),
+            json!({"trigger": "schedule", "task_id": "echo-general-ping"}),
+            json!({"trigger": "workflow", "run_id": "workflow:r1:n2", "input": {"a": 1}}),
+        ] {
+            check(&m, "ping", &call(ok.clone()).unwrap()).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [
+            json!({"trigger": "schedule"}),
+            json!({"trigger": "schedule", "task_id": ""}),
+            json!({"trigger": "workflow"}),
+            json!({"trigger": "workflow", "run_id": "run-1"}),
+            json!({"trigger": "manual", "run_id": "workflow:r:n"}),
+            json!({"trigger": "manual", "task_id": "t"}),
+        ] {
+            let e = check(&m, "ping", &call(bad.clone()).unwrap()).unwrap_err();
+            assert_eq!(e.code, Code::InvalidBody, "{bad}");
+        }
+        assert!(call(json!({"trigger": "cron"})).is_err());
+        assert!(call(json!({"trigger": "manual", "extra": 1})).is_err());
+        let e = check(&m, "nope", &call(json!({"trigger": "manual"})).unwrap()).unwrap_err();
+        assert_eq!(e.code, Code::ActionNotFound);
+    }
+
+    #[test]
+    fn the_plugin_gets_the_call_and_the_thread() {
+        let c = call(json!({"trigger": "schedule", "task_id": "t-1"})).unwrap();
+        assert_eq!(
+            plugin_body(&c, None),
+            json!({"trigger": "schedule", "task_id": "t-1"})
+        );
+        assert_eq!(
+            plugin_body(&c, Some("general-t1"))["thread_id"],
+            "general-t1"
+        );
+    }
+}

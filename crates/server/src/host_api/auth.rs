@@ -1,0 +1,528 @@
+//! Who calls the host API, and whether RBAC lets them: the caller's Kubernetes bearer token
+//! goes to a TokenReview (401 unless the cluster accepts it), then a SubjectAccessReview asks
+//! whether that user may do the route's verb on the route's resource of group
+//! `plugins.loop.dev` in the chat's namespace (403 unless allowed). Answers are reused for a
+//! short while, keyed by a digest of the token (never the token itself).
+//!
+//! | route | verb | resource | name |
+//! |---|---|---|---|
+//! | `POST .../actions/{action}` | `create` | `plugininstances/actions` | the instance |
+//! | `POST .../tools/{tool}` | `create` | `plugininstances/tools` | the instance |
+//! | `POST .../switches/{switch}` | `create` | `plugininstances/switches` | the instance |
+//! | `GET .../switches` | `get` | `plugininstances/switches` | the instance |
+//! | `GET`/`POST`/`PUT`/`PATCH`/`DELETE .../x/{path}` | `get`/`create`/`update`/`patch`/`delete` | `plugininstances/x` | the instance |
+//! | `POST .../channels/{channel}/events` | `create` | `channels/events` | the chat |
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, Method, header};
+use futures::future::BoxFuture;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::PostParams;
+use kube::{Api, Client};
+use sha2::{Digest, Sha256};
+
+use super::error::{Code, HostError, HostResult};
+use model::resources::{GROUP, VERSION};
+
+/// What a route asks RBAC for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Permission {
+    pub verb: &'static str,
+    pub resource: &'static str,
+    pub subresource: &'static str,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Permission {
+    fn on_instance(verb: &'static str, sub: &'static str, ns: &str, instance: &str) -> Self {
+        Self {
+            verb,
+            resource: "plugininstances",
+            subresource: sub,
+            namespace: ns.into(),
+            name: instance.into(),
+        }
+    }
+
+    /// `create plugininstances/actions`.
+    pub fn action(ns: &str, instance: &str) -> Self {
+        Self::on_instance("create", "actions", ns, instance)
+    }
+
+    /// `create plugininstances/tools`.
+    pub fn tool(ns: &str, instance: &str) -> Self {
+        Self::on_instance("create", "tools", ns, instance)
+    }
+
+    /// `create plugininstances/switches` (a click), `get` (reading them).
+    pub fn switch(verb: &'static str, ns: &str, instance: &str) -> Self {
+        Self::on_instance(verb, "switches", ns, instance)
+    }
+
+    /// `plugininstances/x`, the verb by the method.
+    pub fn x(method: &Method, ns: &str, instance: &str) -> Self {
+        Self::on_instance(verb_of(method), "x", ns, instance)
+    }
+
+    /// `create channels/events`.
+    pub fn events(ns: &str, chat: &str) -> Self {
+        Self {
+            verb: "create",
+            resource: "channels",
+            subresource: "events",
+            namespace: ns.into(),
+            name: chat.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Permission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}/{} {:?} in namespace {} (group {GROUP})",
+            self.verb, self.resource, self.subresource, self.name, self.namespace
+        )
+    }
+}
+
+/// The RBAC verb for an HTTP method, as Kubernetes maps them.
+pub fn verb_of(method: &Method) -> &'static str {
+    match *method {
+        Method::GET | Method::HEAD => "get",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "create",
+    }
+}
+
+/// The user a token belongs to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct User {
+    pub username: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+/// The reviews, made by the cluster.
+pub trait Reviewer: Send + Sync {
+    /// The token's user; `None` when the cluster does not accept it.
+    fn authenticate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<User>, String>>;
+
+    /// Whether RBAC lets the user do it; the reason when it does not.
+    fn authorize<'a>(
+        &'a self,
+        user: &'a User,
+        permission: &'a Permission,
+    ) -> BoxFuture<'a, Result<Result<(), String>, String>>;
+}
+
+/// TokenReview and SubjectAccessReview through the Kubernetes API.
+#[derive(Clone)]
+pub struct KubeReviewer {
+    client: Client,
+}
+
+impl KubeReviewer {
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+impl Reviewer for KubeReviewer {
+    fn authenticate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<User>, String>> {
+        Box::pin(async move {
+            let review = TokenReview {
+                spec: TokenReviewSpec {
+                    token: token.to_string(),
+                    audiences: None,
+                },
+                ..Default::default()
+            };
+            let answer = Api::<TokenReview>::all(self.client.clone())
+                .create(&PostParams::default(), &review)
+                .await
+                .map_err(|e| format!("TokenReview: {e}"))?;
+            let status = answer.status.unwrap_or_default();
+            if status.authenticated != Some(true) {
+                return Ok(None);
+            }
+            let user = status.user.unwrap_or_default();
+            Ok(Some(User {
+                username: user.username.unwrap_or_default(),
+                uid: user.uid.unwrap_or_default(),
+                groups: user.groups.unwrap_or_default(),
+                extra: user.extra.unwrap_or_default(),
+            }))
+        })
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        user: &'a User,
+        permission: &'a Permission,
+    ) -> BoxFuture<'a, Result<Result<(), String>, String>> {
+        Box::pin(async move {
+            let review = SubjectAccessReview {
+                spec: SubjectAccessReviewSpec {
+                    user: Some(user.username.clone()),
+                    uid: Some(user.uid.clone()).filter(|u| !u.is_empty()),
+                    groups: Some(user.groups.clone()),
+                    extra: Some(user.extra.clone()).filter(|e| !e.is_empty()),
+                    resource_attributes: Some(ResourceAttributes {
+                        group: Some(GROUP.into()),
+                        version: Some(VERSION.into()),
+                        resource: Some(permission.resource.into()),
+                        subresource: Some(permission.subresource.into()),
+                        verb: Some(permission.verb.into()),
+                        namespace: Some(permission.namespace.clone()),
+                        name: Some(permission.name.clone()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let answer = Api::<SubjectAccessReview>::all(self.client.clone())
+                .create(&PostParams::default(), &review)
+                .await
+                .map_err(|e| format!("SubjectAccessReview: {e}"))?;
+            let status = answer.status.unwrap_or_default();
+            if status.allowed && status.denied != Some(true) {
+                Ok(Ok(()))
+            } else {
+                let reason = status
+                    .reason
+                    .filter(|r| !r.is_empty())
+                    .or(status.evaluation_error)
+                    .unwrap_or_default();
+                Ok(Err(reason))
+            }
+        })
+    }
+}
+
+/// Lets everyone do everything: for tests of the routes that are not about RBAC.
+pub struct AllowAll;
+
+impl Reviewer for AllowAll {
+    fn authenticate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<User>, String>> {
+        Box::pin(async move {
+            Ok(Some(User {
+                username: token.to_string(),
+                ..Default::default()
+            }))
+        })
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        _user: &'a User,
+        _permission: &'a Permission,
+    ) -> BoxFuture<'a, Result<Result<(), String>, String>> {
+        Box::pin(async { Ok(Ok(())) })
+    }
+}
+
+/// RBAC's answer: allowed, or the reason it is not.
+type Access = Result<(), String>;
+
+struct Cached<T> {
+    value: T,
+    until: Instant,
+}
+
+/// How long a refusal is kept: short, so a grant just made soon counts.
+const NEGATIVE_TTL: Duration = Duration::from_secs(2);
+/// Entries kept before expired ones are swept.
+const SWEEP_AT: usize = 10_000;
+
+/// Authentication and authorization with their answers cached.
+pub struct Auth {
+    reviewer: Arc<dyn Reviewer>,
+    ttl: Duration,
+    tokens: Mutex<HashMap<[u8; 32], Cached<Option<User>>>>,
+    access: Mutex<HashMap<(User, Permission), Cached<Access>>>,
+}
+
+/// What the cache did, for metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    Cached,
+    Reviewed,
+}
+
+impl Auth {
+    pub fn new(reviewer: Arc<dyn Reviewer>, ttl: Duration) -> Self {
+        Self {
+            reviewer,
+            ttl,
+            tokens: Mutex::new(HashMap::new()),
+            access: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The caller of a request, and whether RBAC lets it do `permission`.
+    pub async fn check(
+        &self,
+        headers: &HeaderMap,
+        permission: &Permission,
+    ) -> HostResult<(User, Lookup)> {
+        let token = bearer(headers)?;
+        let (user, looked) = self.user(token).await?;
+        let (allowed, looked_access) = self.allowed(&user, permission).await?;
+        if let Err(reason) = allowed {
+            let why = if reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({reason})")
+            };
+            return Err(HostError::new(
+                Code::Forbidden,
+                format!(
+                    "{} may not {permission}; grant it with a Role{why}",
+                    user.username
+                ),
+            ));
+        }
+        let lookup = if looked == Lookup::Cached && looked_access == Lookup::Cached {
+            Lookup::Cached
+        } else {
+            Lookup::Reviewed
+        };
+        Ok((user, lookup))
+    }
+
+    async fn user(&self, token: &str) -> HostResult<(User, Lookup)> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let now = Instant::now();
+        let cached = {
+            let tokens = self.tokens.lock().expect("auth lock");
+            tokens
+                .get(&digest)
+                .filter(|c| c.until > now)
+                .map(|c| c.value.clone())
+        };
+        let (user, lookup) = match cached {
+            Some(u) => (u, Lookup::Cached),
+            None => {
+                let user = self.reviewer.authenticate(token).await.map_err(|e| {
+                    HostError::new(
+                        Code::Unavailable,
+                        format!("could not review the token: {e}"),
+                    )
+                    .retry_after(1)
+                })?;
+                let ttl = if user.is_some() {
+                    self.ttl
+                } else {
+                    NEGATIVE_TTL
+                };
+                let mut tokens = self.tokens.lock().expect("auth lock");
+                if tokens.len() >= SWEEP_AT {
+                    tokens.retain(|_, c| c.until > now);
+                }
+                tokens.insert(
+                    digest,
+                    Cached {
+                        value: user.clone(),
+                        until: now + ttl,
+                    },
+                );
+                (user, Lookup::Reviewed)
+            }
+        };
+        match user {
+            Some(u) => Ok((u, lookup)),
+            None => Err(HostError::new(
+                Code::InvalidToken,
+                "the bearer token is not one the cluster accepts (TokenReview)",
+            )),
+        }
+    }
+
+    async fn allowed(
+        &self,
+        user: &User,
+        permission: &Permission,
+    ) -> HostResult<(Result<(), String>, Lookup)> {
+        let key = (user.clone(), permission.clone());
+        let now = Instant::now();
+        if let Some(c) = self
+            .access
+            .lock()
+            .expect("auth lock")
+            .get(&key)
+            .filter(|c| c.until > now)
+        {
+            return Ok((c.value.clone(), Lookup::Cached));
+        }
+        let answer = self
+            .reviewer
+            .authorize(user, permission)
+            .await
+            .map_err(|e| {
+                HostError::new(
+                    Code::Unavailable,
+                    format!("could not review the access: {e}"),
+                )
+                .retry_after(1)
+            })?;
+        let ttl = if answer.is_ok() {
+            self.ttl
+        } else {
+            NEGATIVE_TTL
+        };
+        let mut access = self.access.lock().expect("auth lock");
+        if access.len() >= SWEEP_AT {
+            access.retain(|_, c| c.until > now);
+        }
+        access.insert(
+            key,
+            Cached {
+                value: answer.clone(),
+                until: now + ttl,
+            },
+        );
+        Ok((answer, Lookup::Reviewed))
+    }
+}
+
+/// The token of `Authorization: Bearer <token>`.
+pub fn bearer(headers: &HeaderMap) -> HostResult<&str> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(HostError::new(
+            Code::MissingToken,
+            "no Authorization header: send Authorization: Bearer <Kubernetes token>",
+        ));
+    };
+    let text = value.to_str().unwrap_or_default();
+    let token = text
+        .strip_prefix("Bearer ")
+        .or_else(|| text.strip_prefix("bearer "))
+        .map(str::trim)
+        .unwrap_or_default();
+    if token.is_empty() {
+        return Err(HostError::new(
+            Code::MissingToken,
+            "the Authorization header is not Bearer <Kubernetes token>",
+        ));
+    }
+    Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    /// Accepts token `good` as user alice, who may only create actions.
+    #[derive(Default)]
+    struct Fake {
+        reviews: AtomicUsize,
+    }
+
+    impl Reviewer for Fake {
+        fn authenticate<'a>(
+            &'a self,
+            token: &'a str,
+        ) -> BoxFuture<'a, Result<Option<User>, String>> {
+            self.reviews.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                Ok((token == "good").then(|| User {
+                    username: "alice".into(),
+                    ..Default::default()
+                }))
+            })
+        }
+
+        fn authorize<'a>(
+            &'a self,
+            _user: &'a User,
+            permission: &'a Permission,
+        ) -> BoxFuture<'a, Result<Result<(), String>, String>> {
+            self.reviews.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                Ok(if permission.subresource == "actions" {
+                    Ok(())
+                } else {
+                    Err("no RBAC rule".into())
+                })
+            })
+        }
+    }
+
+    fn headers(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[tokio::test]
+    async fn token_then_rbac_with_answers_reused() {
+        let fake = Arc::new(Fake::default());
+        let auth = Auth::new(fake.clone(), Duration::from_secs(30));
+        let action = Permission::action("ns", "echo-general");
+        let (user, lookup) = auth.check(&headers("Bearer good"), &action).await.unwrap();
+        assert_eq!(
+            (user.username.as_str(), lookup),
+            ("alice", Lookup::Reviewed)
+        );
+        let (_, lookup) = auth.check(&headers("Bearer good"), &action).await.unwrap();
+        assert_eq!(lookup, Lookup::Cached);
+        assert_eq!(fake.reviews.load(Ordering::SeqCst), 2);
+
+        let e = auth
+            .check(
+                &headers("Bearer good"),
+                &Permission::tool("ns", "echo-general"),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, Code::Forbidden);
+        assert!(e.message.contains("create plugininstances/tools"), "{e}");
+        let e = auth
+            .check(&headers("Bearer bad"), &action)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, Code::InvalidToken);
+        let e = auth.check(&HeaderMap::new(), &action).await.unwrap_err();
+        assert_eq!(e.code, Code::MissingToken);
+        let e = auth
+            .check(&headers("Basic abc"), &action)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, Code::MissingToken);
+    }
+
+    #[test]
+    fn methods_map_to_rbac_verbs() {
+        assert_eq!(verb_of(&Method::GET), "get");
+        assert_eq!(verb_of(&Method::POST), "create");
+        assert_eq!(verb_of(&Method::PUT), "update");
+        assert_eq!(verb_of(&Method::PATCH), "patch");
+        assert_eq!(verb_of(&Method::DELETE), "delete");
+        let p = Permission::x(&Method::DELETE, "ns", "i");
+        assert_eq!(
+            (p.verb, p.resource, p.subresource),
+            ("delete", "plugininstances", "x")
+        );
+        let p = Permission::events("ns", "general");
+        assert_eq!(
+            (p.resource, p.subresource, p.name.as_str()),
+            ("channels", "events", "general")
+        );
+    }
+}

@@ -1,0 +1,574 @@
+//! The host API's handlers and the table that mounts them under `/api/host/v1`. Each handler
+//! checks the caller first (401, then 403), then finds the chat, plugin and instance (404,
+//! 409, 503), then reads its body (400), then calls the plugin.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, OriginalUri, Path, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::future::join_all;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::actions::{self, ActionCall};
+use super::auth::Permission;
+use super::call::PluginRequest;
+use super::config::CallKind;
+use super::error::{Code, HostError, HostResult};
+use super::events::{self, Chat, Container, PluginFacts, SETTINGS_CHANGED};
+use super::state::{CallError, HostState, plugin_error};
+use super::switches::{self, Click};
+use super::target::{self, Target};
+use super::tools::{self, ToolCall, ToolResult};
+use model::manifest::Capability;
+use model::names;
+use model::resolve::resolve_settings;
+use model::resources::PluginInstance;
+
+/// Where the routes live.
+pub const PREFIX: &str = "/api/host/v1";
+
+const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
+
+/// Every (method, path) served under [`PREFIX`], as the spec lists them.
+pub const ROUTES: [(&str, &str); 10] = [
+    (
+        "POST",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/actions/{action}",
+    ),
+    (
+        "POST",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/tools/{tool}",
+    ),
+    (
+        "GET",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/switches",
+    ),
+    (
+        "POST",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/switches/{switch}",
+    ),
+    (
+        "GET",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/x/{path}",
+    ),
+    (
+        "POST",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/x/{path}",
+    ),
+    (
+        "PUT",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/x/{path}",
+    ),
+    (
+        "PATCH",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/x/{path}",
+    ),
+    (
+        "DELETE",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/x/{path}",
+    ),
+    ("POST", "/namespaces/{namespace}/channels/{channel}/events"),
+];
+
+/// The routes, relative to [`PREFIX`], with their body limits.
+pub fn routes(state: &HostState) -> Router<HostState> {
+    let limits = &state.settings().limits;
+    let small = DefaultBodyLimit::max(limits.body);
+    let x = DefaultBodyLimit::max(limits.x_body);
+    let x_methods = axum::routing::get(proxy)
+        .post(proxy)
+        .put(proxy)
+        .patch(proxy)
+        .delete(proxy)
+        .layer(x);
+    Router::new()
+        .route(
+            &format!("{INSTANCE}/actions/{{action}}"),
+            post(action).layer(small),
+        )
+        .route(
+            &format!("{INSTANCE}/tools/{{tool}}"),
+            post(tool).layer(small),
+        )
+        .route(&format!("{INSTANCE}/switches"), get(list_switches))
+        .route(
+            &format!("{INSTANCE}/switches/{{switch}}"),
+            post(click).layer(small),
+        )
+        .route(&format!("{INSTANCE}/x/{{*path}}"), x_methods)
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/events",
+            post(event).layer(small),
+        )
+}
+
+/// Marks an answer passed through from a plugin, which keeps its own status and body.
+#[derive(Clone, Copy, Debug)]
+pub struct Passthrough;
+
+/// The body as `T`, or 400 `invalid_body` naming what is wrong.
+fn json_body<T: DeserializeOwned>(body: &Bytes) -> HostResult<T> {
+    serde_json::from_slice(body).map_err(|e| {
+        HostError::new(
+            Code::InvalidBody,
+            format!("the body is not a valid request: {e}"),
+        )
+    })
+}
+
+type InstancePath = (String, String, String);
+
+fn what(target: &Target, thing: &str) -> String {
+    format!(
+        "{thing} of plugin {} in chat {}",
+        target.plugin_name(),
+        target.chat
+    )
+}
+
+async fn action(
+    State(s): State<HostState>,
+    Path((ns, chat, plugin, action)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HostError> {
+    let instance = names::instance_name(&plugin, &chat);
+    s.authorize(&headers, &Permission::action(&ns, &instance))
+        .await?;
+    let target = s.resolve(&ns, &chat, &plugin)?;
+    let call: ActionCall = json_body(&body)?;
+    actions::check(&target.compiled.manifest, &action, &call)?;
+    let limits = &s.settings().limits;
+    let request = PluginRequest::json(
+        CallKind::Action,
+        format!("/actions/{action}"),
+        &actions::plugin_body(&call, target.thread_id.as_deref()),
+        limits.action,
+        limits.body,
+    );
+    let what = what(&target, &format!("action {action}"));
+    let answer = s
+        .call_target(&target, &request)
+        .await
+        .map_err(|e| e.into_host_error(&what))?;
+    if !answer.status.is_success() {
+        return Err(plugin_error(&what, &answer));
+    }
+    Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
+}
+
+async fn tool(
+    State(s): State<HostState>,
+    Path((ns, chat, plugin, tool)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HostError> {
+    let instance = names::instance_name(&plugin, &chat);
+    s.authorize(&headers, &Permission::tool(&ns, &instance))
+        .await?;
+    let target = s.resolve(&ns, &chat, &plugin)?;
+    let call: ToolCall = json_body(&body)?;
+    let limits = &s.settings().limits;
+    let (_, limit) = tools::check_call(&target.compiled.manifest, &tool, &call, limits)?;
+    let result = match tools::check_input(&target.compiled.inputs[&tool], &call.input) {
+        Err(refused) => refused,
+        Ok(()) => {
+            let request = PluginRequest::json(
+                CallKind::Tool,
+                format!("/tools/{tool}"),
+                &tools::plugin_body(&call),
+                limit,
+                limits.tool_answer,
+            );
+            match s.call_target(&target, &request).await {
+                Err(CallError::Host(e)) => ToolResult::from_error(&e),
+                Err(CallError::Plugin(failure)) => {
+                    tools::result_of(&tool, Err(failure), target.compiled.outputs.get(&tool))
+                }
+                Ok(answer) => {
+                    tools::result_of(&tool, Ok(answer), target.compiled.outputs.get(&tool))
+                }
+            }
+        }
+    };
+    Ok(Json(result).into_response())
+}
+
+/// A switch the plugin declares and may show (`ui.composer_switch` approved).
+fn declared_switch<'a>(
+    target: &'a Target,
+    id: &str,
+) -> HostResult<&'a model::manifest::ComposerSwitch> {
+    target
+        .compiled
+        .manifest
+        .composer_switch(id)
+        .filter(|_| target.approved.contains(&Capability::UiComposerSwitch))
+        .ok_or_else(|| {
+            HostError::new(
+                Code::SwitchNotFound,
+                format!(
+                    "plugin {} shows no composer switch {id:?} (declared in ui.composer_switches, with ui.composer_switch approved)",
+                    target.plugin_name()
+                ),
+            )
+        })
+}
+
+async fn list_switches(
+    State(s): State<HostState>,
+    Path((ns, chat, plugin)): Path<InstancePath>,
+    headers: HeaderMap,
+) -> Result<Response, HostError> {
+    let instance = names::instance_name(&plugin, &chat);
+    s.authorize(&headers, &Permission::switch("get", &ns, &instance))
+        .await?;
+    let target = s.resolve(&ns, &chat, &plugin)?;
+    let kept = target
+        .instance
+        .status
+        .as_ref()
+        .map(|st| st.switches.clone())
+        .unwrap_or_default();
+    let shown = target.approved.contains(&Capability::UiComposerSwitch);
+    let list: Vec<Value> = target
+        .compiled
+        .manifest
+        .ui
+        .composer_switches
+        .iter()
+        .filter(|_| shown)
+        .map(|m| {
+            let state = kept.iter().find(|k| k.id == m.id);
+            json!({
+                "id": m.id,
+                "label": m.label,
+                "icon": m.icon,
+                "on": state.is_some_and(|k| k.on),
+                "title": state.and_then(|k| k.title.clone()).or_else(|| m.title.clone()),
+                "error": state.is_some_and(|k| k.error),
+                "busy": state.is_some_and(|k| k.busy),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "switches": list })).into_response())
+}
+
+async fn click(
+    State(s): State<HostState>,
+    Path((ns, chat, plugin, switch)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HostError> {
+    let instance = names::instance_name(&plugin, &chat);
+    s.authorize(&headers, &Permission::switch("create", &ns, &instance))
+        .await?;
+    let target = s.resolve(&ns, &chat, &plugin)?;
+    declared_switch(&target, &switch)?;
+    let click: Click = json_body(&body)?;
+    let mut sent = json!({ "on": click.on });
+    if let Some(t) = &target.thread_id {
+        sent["thread_id"] = json!(t);
+    }
+    let limits = &s.settings().limits;
+    let request = PluginRequest::json(
+        CallKind::Switch,
+        format!("/switches/{switch}"),
+        &sent,
+        limits.switch,
+        limits.body,
+    );
+    let what = what(&target, &format!("switch {switch}"));
+    let answer = s
+        .call_target(&target, &request)
+        .await
+        .map_err(|e| e.into_host_error(&what))?;
+    if !answer.status.is_success() {
+        return Err(plugin_error(&what, &answer));
+    }
+    let current = target
+        .instance
+        .status
+        .as_ref()
+        .and_then(|st| st.switches.iter().find(|k| k.id == switch));
+    let state = switches::state_after(&switch, current, &answer.body)
+        .map_err(|why| HostError::new(Code::InvalidAnswer, format!("{what}: {why}")))?;
+    s.inner
+        .writer
+        .switch(&target.key, &state)
+        .await
+        .map_err(|e| {
+            HostError::new(
+                Code::Unavailable,
+                format!("{what} took the click but its state could not be kept: {e}"),
+            )
+            .retry_after(1)
+        })?;
+    Ok(Json(switches::to_json(&state)).into_response())
+}
+
+async fn proxy(
+    State(s): State<HostState>,
+    Path((ns, chat, plugin, path)): Path<(String, String, String, String)>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HostError> {
+    let instance = names::instance_name(&plugin, &chat);
+    s.authorize(&headers, &Permission::x(&method, &ns, &instance))
+        .await?;
+    let target = s.resolve(&ns, &chat, &plugin)?;
+    let rest = x_rest(uri.path(), &ns, &chat, &plugin, &path);
+    let mut forward = format!("/x/{rest}");
+    if let Some(q) = uri.query() {
+        forward.push('?');
+        forward.push_str(q);
+    }
+    let limits = &s.settings().limits;
+    let request = PluginRequest {
+        kind: CallKind::X,
+        method,
+        path: forward,
+        content_type: headers.get(header::CONTENT_TYPE).cloned(),
+        body,
+        timeout: limits.x,
+        answer_cap: limits.x_body,
+    };
+    let what = what(&target, &format!("/x/{rest}"));
+    let answer = s
+        .call_target(&target, &request)
+        .await
+        .map_err(|e| e.into_host_error(&what))?;
+    let mut response = Response::new(Body::from(answer.body));
+    *response.status_mut() = answer.status;
+    if let Some(ct) = answer.content_type {
+        response.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    response.extensions_mut().insert(Passthrough);
+    Ok(response)
+}
+
+/// The part of the request's path after `.../x/`, as it came (still percent-encoded); from the
+/// decoded `{path}` when the request spelt the names before it otherwise.
+fn x_rest(raw: &str, ns: &str, chat: &str, plugin: &str, decoded: &str) -> String {
+    let prefix = format!("{PREFIX}/namespaces/{ns}/channels/{chat}/plugins/{plugin}/x/");
+    match raw.strip_prefix(&prefix) {
+        Some(rest) => rest.to_string(),
+        None => decoded
+            .replace('%', "%25")
+            .replace(' ', "%20")
+            .replace('?', "%3F")
+            .replace('#', "%23"),
+    }
+}
+
+/// `POST .../channels/{channel}/events`'s body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventPost {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    data: Value,
+}
+
+async fn event(
+    State(s): State<HostState>,
+    Path((ns, chat)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HostError> {
+    s.authorize(&headers, &Permission::events(&ns, &chat))
+        .await?;
+    let channel = s.inner.stores.chat(&ns, &chat)?;
+    let post: EventPost = json_body(&body)?;
+    if post.kind.is_empty() {
+        return Err(HostError::new(Code::InvalidBody, "type: must not be empty"));
+    }
+    let answer = deliver_event(&s, &ns, &channel, &post.kind, &post.data).await;
+    Ok(Json(answer).into_response())
+}
+
+/// Routes an event that happened in `channel` and delivers it, best effort and once, to
+/// every container the rules name, starting those it may start. The answer lists what
+/// happened to each.
+pub async fn deliver_event(
+    s: &HostState,
+    ns: &str,
+    channel: &model::resources::Channel,
+    kind: &str,
+    data: &Value,
+) -> Value {
+    let stores = &s.inner.stores;
+    let host = stores.host();
+    let chat = channel.name_any();
+    // Every installed plugin, as the chat's project sees it.
+    struct Known {
+        name: String,
+        compiled: Arc<tools::Compiled>,
+        approved: std::collections::BTreeSet<Capability>,
+        enabled: bool,
+        settings: BTreeMap<String, Value>,
+    }
+    let project = stores
+        .projects
+        .get(&ObjectRef::new(&channel.spec.project).within(ns));
+    let known: Vec<Known> = stores
+        .plugins
+        .state()
+        .iter()
+        .filter_map(|p| {
+            let name = p.name_any();
+            let (plugin, compiled) =
+                target::installed(stores, &s.inner.manifests, &host, &name).ok()?;
+            let enabled = target::enabled_in(stores, &host, channel, &name).is_ok();
+            let settings = resolve_settings(
+                &compiled.manifest,
+                host.plugins.defaults.get(&name),
+                project.as_ref().and_then(|p| p.spec.plugins.get(&name)),
+            )
+            .values;
+            Some(Known {
+                approved: target::approved(&plugin, &compiled),
+                name,
+                compiled,
+                enabled,
+                settings,
+            })
+        })
+        .collect();
+    let facts: Vec<PluginFacts> = known
+        .iter()
+        .map(|k| PluginFacts {
+            name: &k.name,
+            manifest: &k.compiled.manifest,
+            approved: &k.approved,
+            enabled: k.enabled,
+            settings: &k.settings,
+        })
+        .collect();
+    // The instances of the chat and its parent channel, and whether their containers run.
+    let mut chats = vec![chat.clone()];
+    chats.extend(channel.spec.parent.clone());
+    let mut containers: BTreeMap<(String, String), (Arc<PluginInstance>, bool)> = BTreeMap::new();
+    for k in &known {
+        for c in &chats {
+            let key = super::pods::InstanceKey::new(ns, &names::instance_name(&k.name, c));
+            if let Some(instance) = stores.instance(&key) {
+                let running = s.inner.pods.current(&key).running();
+                containers.insert((k.name.clone(), c.clone()), (instance, running));
+            }
+        }
+    }
+    let routing = events::route(
+        kind,
+        data,
+        Chat {
+            name: &chat,
+            spec: &channel.spec,
+        },
+        &facts,
+        |plugin, c| {
+            containers
+                .get(&(plugin.to_string(), c.to_string()))
+                .map(|(i, running)| Container {
+                    running: *running,
+                    switches: i
+                        .status
+                        .as_ref()
+                        .map(|st| st.switches.as_slice())
+                        .unwrap_or_default(),
+                })
+        },
+    );
+    let deliveries = routing.deliveries.iter().map(|d| {
+        let settings = known
+            .iter()
+            .find(|k| k.name == d.plugin)
+            .map(|k| k.settings.clone())
+            .unwrap_or_default();
+        async move {
+            let mut out = serde_json::to_value(d).unwrap_or_default();
+            let sent_data = if kind == SETTINGS_CHANGED {
+                json!({ "settings": settings })
+            } else {
+                data.clone()
+            };
+            let mut sent = json!({ "type": kind, "data": sent_data });
+            if let Some(t) = &d.thread_id {
+                sent["thread_id"] = json!(t);
+            }
+            let result = async {
+                let target = s.resolve(ns, &d.chat, &d.plugin)?;
+                let limits = &s.settings().limits;
+                let request = PluginRequest::json(
+                    CallKind::Event,
+                    "/events".into(),
+                    &sent,
+                    limits.event,
+                    limits.body,
+                );
+                let what = what(&target, "the events route");
+                let answer = s
+                    .call_target(&target, &request)
+                    .await
+                    .map_err(|e| e.into_host_error(&what))?;
+                if answer.status.is_success() {
+                    Ok(answer.status)
+                } else {
+                    Err(plugin_error(&what, &answer))
+                }
+            }
+            .await;
+            match result {
+                Ok(status) => {
+                    out["delivered"] = json!(true);
+                    out["status"] = json!(status.as_u16());
+                }
+                Err(e) => {
+                    out["delivered"] = json!(false);
+                    if let Some(st) = e.plugin_status {
+                        out["status"] = json!(st);
+                    }
+                    out["error"] = json!({ "code": e.code.as_str(), "message": e.message });
+                }
+            }
+            out
+        }
+    });
+    let delivered: Vec<Value> = join_all(deliveries).await;
+    let mut answer = json!({
+        "type": kind,
+        "deliveries": delivered,
+        "skipped": routing.skipped,
+    });
+    if let Some(why) = routing.ignored {
+        answer["ignored"] = json!(why);
+    }
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_x_path_is_forwarded_as_it_came() {
+        let raw = "/api/host/v1/namespaces/x/channels/x/plugins/echo/x/a/x/b%20c";
+        assert_eq!(x_rest(raw, "x", "x", "echo", "a/x/b c"), "a/x/b%20c");
+        // Names spelt otherwise: from the decoded path.
+        let raw = "/api/host/v1/namespaces/%78/channels/x/plugins/echo/x/a b";
+        assert_eq!(x_rest(raw, "x", "x", "echo", "a b?"), "a%20b%3F");
+    }
+}

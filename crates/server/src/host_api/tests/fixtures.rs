@@ -1,0 +1,596 @@
+//! A small world for request-level tests: stores filled by hand (a HostConfig, the echo-like
+//! plugin, a trusted project enabling it, a channel with a thread and a hidden thread, their
+//! instances and Secrets), a fake plugin served on a loopback port that records what reached
+//! it, and Pods pointing at it that a test adds when it wants the container "Ready".
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Method, Request, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus, Secret,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::host_api::auth::{Permission, Reviewer, User};
+use crate::host_api::breaker::BreakerConfig;
+use crate::host_api::config::{HostSettings, Limits};
+use crate::host_api::metrics::HostMetrics;
+use crate::host_api::pods::{InstanceKey, PodIndex};
+use crate::host_api::state::HostState;
+use crate::host_api::status::RecordingWriter;
+use crate::host_api::target::Stores;
+use model::config::{PluginConfig, config_hash};
+use model::names::{self, LABEL_INSTANCE};
+use model::resources::{
+    App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
+    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec, TrustedConfig,
+};
+
+pub const NS: &str = "ns";
+pub const SECRET: &str = "s3cret";
+/// The token the test reviewer accepts; `limited` may only run actions.
+pub const TOKEN: &str = "good";
+pub const LIMITED: &str = "limited";
+
+/// The echo plugin's manifest, plus a tool without an output schema and `both` thread events.
+pub const MANIFEST: &str = r#"{
+  "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1",
+  "capabilities": ["agent.readonly", "schedule", "ui.composer_switch", "events.subscribe"],
+  "agents": [{ "id": "say", "read_only": true, "tools": ["echo"] }],
+  "tools": [
+    { "name": "echo", "description": "Returns its input text",
+      "input_schema": { "type": "object", "properties": { "text": { "type": "string" } },
+                        "required": ["text"], "additionalProperties": false },
+      "output_schema": { "type": "object", "properties": { "echo": { "type": "string" } },
+                         "required": ["echo"] } },
+    { "name": "raw", "description": "Anything", "input_schema": { "type": "object" } }
+  ],
+  "actions": [{ "id": "ping" },
+              { "id": "tick", "default_schedule": { "type": "cron", "schedule": "*/5 * * * *" } }],
+  "events": ["message.created", "settings.changed"],
+  "settings": { "verbose": { "type": "boolean", "default": false } },
+  "ui": { "composer_switches": [{ "id": "mode", "label": "Mode", "icon": "ui/mode.svg", "title": "Mode is off" }] }
+}"#;
+
+/// What the fake plugin received.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub method: Method,
+    pub path: String,
+    pub body: Value,
+}
+
+/// How the fake plugin behaves.
+#[derive(Default)]
+pub struct Behaviour {
+    /// The next `hangs` calls sleep this long first.
+    pub hang: Duration,
+    pub hangs: usize,
+    /// The tool's answer (status, body) instead of the echo.
+    pub tool_answer: Option<(u16, Value)>,
+    /// `/x/big` answers this many bytes.
+    pub big: usize,
+}
+
+/// A plugin on a loopback port: checks the secret, records each request, answers per route.
+#[derive(Clone)]
+pub struct FakePlugin {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    pub behaviour: Arc<Mutex<Behaviour>>,
+}
+
+impl FakePlugin {
+    pub async fn start() -> Self {
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let behaviour: Arc<Mutex<Behaviour>> = Arc::default();
+        let (s, b) = (seen.clone(), behaviour.clone());
+        let app = Router::new().fallback(move |method, uri, headers, body| {
+            let (s, b) = (s.clone(), b.clone());
+            answer(s, b, method, uri, headers, body)
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self {
+            addr,
+            seen,
+            behaviour,
+        }
+    }
+
+    /// The requests to `prefix...`.
+    pub fn seen(&self, prefix: &str) -> Vec<Seen> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path.starts_with(prefix))
+            .cloned()
+            .collect()
+    }
+
+    pub fn hang(&self, hangs: usize, hang: Duration) {
+        let mut b = self.behaviour.lock().unwrap();
+        b.hangs = hangs;
+        b.hang = hang;
+    }
+}
+
+async fn answer(
+    seen: Arc<Mutex<Vec<Seen>>>,
+    behaviour: Arc<Mutex<Behaviour>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if auth != Some(&format!("Bearer {SECRET}")) {
+        return (StatusCode::UNAUTHORIZED, "wrong secret").into_response();
+    }
+    let path = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default();
+    let parsed: Value = serde_json::from_slice(&body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    seen.lock().unwrap().push(Seen {
+        method: method.clone(),
+        path: path.clone(),
+        body: parsed.clone(),
+    });
+    let (hang, tool_answer, big) = {
+        let mut b = behaviour.lock().unwrap();
+        let hang = if b.hangs > 0 {
+            b.hangs -= 1;
+            b.hang
+        } else {
+            Duration::ZERO
+        };
+        (hang, b.tool_answer.clone(), b.big)
+    };
+    tokio::time::sleep(hang).await;
+    let json = |status: u16, v: Value| {
+        (StatusCode::from_u16(status).unwrap(), axum::Json(v)).into_response()
+    };
+    match path.as_str() {
+        p if p.starts_with("/actions/") => json(202, json!({ "accepted": true })),
+        p if p.starts_with("/tools/") => match tool_answer {
+            Some((status, v)) => json(status, v),
+            None => {
+                let text = parsed["input"]["text"].as_str().unwrap_or("").to_string();
+                json(
+                    200,
+                    json!({ "content": [{ "type": "text", "text": text }],
+                            "structured_content": { "echo": text }, "is_error": false }),
+                )
+            }
+        },
+        p if p.starts_with("/switches/") => {
+            let on = parsed["on"].as_bool().unwrap_or(false);
+            let title = if on { "Mode is on" } else { "Mode is off" };
+            json(200, json!({ "on": on, "title": title }))
+        }
+        "/events" => StatusCode::NO_CONTENT.into_response(),
+        "/x/missing" => (StatusCode::NOT_FOUND, "nope").into_response(),
+        "/x/big" => Response::new(Body::from(vec![b'x'; big])),
+        _ => {
+            let mut r = Response::new(Body::from(body));
+            if let Some(ct) = headers.get(header::CONTENT_TYPE) {
+                r.headers_mut().insert(header::CONTENT_TYPE, ct.clone());
+            }
+            r.headers_mut()
+                .insert("x-echo-method", method.as_str().parse().unwrap());
+            r
+        }
+    }
+}
+
+/// Accepts `TOKEN` for everything and `LIMITED` for actions only.
+pub struct TestReviewer;
+
+impl Reviewer for TestReviewer {
+    fn authenticate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<User>, String>> {
+        Box::pin(async move {
+            Ok([TOKEN, LIMITED].contains(&token).then(|| User {
+                username: token.to_string(),
+                ..Default::default()
+            }))
+        })
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        user: &'a User,
+        permission: &'a Permission,
+    ) -> BoxFuture<'a, Result<Result<(), String>, String>> {
+        Box::pin(async move {
+            Ok(
+                if user.username == TOKEN || permission.subresource == "actions" {
+                    Ok(())
+                } else {
+                    Err("no RBAC rule allows it".into())
+                },
+            )
+        })
+    }
+}
+
+/// Short limits, so tests of time limits and the breaker take milliseconds.
+pub fn settings() -> HostSettings {
+    HostSettings {
+        limits: Limits {
+            action: Duration::from_millis(300),
+            tool: Duration::from_millis(300),
+            run_done: Duration::from_millis(300),
+            event: Duration::from_millis(300),
+            switch: Duration::from_millis(300),
+            x: Duration::from_millis(300),
+            workflow_tool_max: Duration::from_secs(3600),
+            tool_answer: 2048,
+            x_body: 4096,
+            body: 2048,
+        },
+        breaker: BreakerConfig {
+            threshold: 3,
+            open_for: Duration::from_millis(500),
+        },
+        start_timeout: Duration::from_millis(800),
+        max_waiting: 3,
+        activity_every: Duration::from_secs(5),
+        review_ttl: Duration::from_secs(30),
+        replicas_namespace: None,
+    }
+}
+
+/// The stores' writers: tests change the world through them.
+#[allow(dead_code)]
+pub struct Writers {
+    pub host: Writer<HostConfig>,
+    pub plugins: Writer<Plugin>,
+    pub projects: Writer<Project>,
+    pub channels: Writer<Channel>,
+    pub instances: Writer<PluginInstance>,
+    pub secrets: Writer<Secret>,
+    pub pods: Writer<Pod>,
+}
+
+/// The world: the state, its writers, the plugin process and the recorded writes.
+pub struct World {
+    pub state: HostState,
+    pub writers: Writers,
+    pub pods: Arc<PodIndex>,
+    pub plugin: FakePlugin,
+    pub recorded: Arc<RecordingWriter>,
+}
+
+fn meta(name: &str, ns: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: ns.map(Into::into),
+        uid: Some(format!("uid-{name}")),
+        generation: Some(1),
+        resource_version: Some("1".into()),
+        ..Default::default()
+    }
+}
+
+pub fn chat(name: &str, kind: ChannelKind, parent: Option<&str>, hidden: bool) -> Channel {
+    let mut c = Channel::new(
+        name,
+        ChannelSpec {
+            project: "proj".into(),
+            kind,
+            parent: parent.map(Into::into),
+            app: App::Desktop,
+            hidden,
+            working_tree: None,
+        },
+    );
+    c.metadata = meta(name, Some(NS));
+    c
+}
+
+pub fn instance(chat: &str) -> PluginInstance {
+    let name = names::instance_name("echo", chat);
+    let mut i = PluginInstance::new(
+        &name,
+        PluginInstanceSpec {
+            plugin: "echo".into(),
+            channel: chat.into(),
+            project: "proj".into(),
+        },
+    );
+    i.metadata = meta(&name, Some(NS));
+    i
+}
+
+/// The Pod of `chat`'s instance, Ready, pointing at `addr`.
+pub fn pod(chat: &str, addr: SocketAddr, uid: &str) -> Pod {
+    let instance = names::instance_name("echo", chat);
+    let mut metadata = meta(&format!("{instance}-pod"), Some(NS));
+    metadata.uid = Some(uid.into());
+    metadata.labels = Some([(LABEL_INSTANCE.to_string(), instance)].into());
+    metadata.creation_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    Pod {
+        metadata,
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "plugin".into(),
+                ports: Some(vec![ContainerPort {
+                    name: Some("http".into()),
+                    container_port: i32::from(addr.port()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            pod_ip: Some(addr.ip().to_string()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "plugin".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    }
+}
+
+pub fn apply<K>(writer: &mut Writer<K>, object: K)
+where
+    K: kube::Resource + Clone,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Default,
+{
+    writer.apply_watcher_event(&watcher::Event::Apply(object));
+}
+
+impl World {
+    /// Everything in place, every container stopped.
+    pub async fn new() -> Self {
+        Self::with_settings(settings()).await
+    }
+
+    pub async fn with_settings(settings: HostSettings) -> Self {
+        Self::with(settings, Arc::new(TestReviewer)).await
+    }
+
+    pub async fn with_reviewer(reviewer: Arc<dyn Reviewer>) -> Self {
+        Self::with(settings(), reviewer).await
+    }
+
+    pub async fn with(settings: HostSettings, reviewer: Arc<dyn Reviewer>) -> Self {
+        let (host, mut host_w) = reflector::store::<HostConfig>();
+        let (plugins, mut plugins_w) = reflector::store::<Plugin>();
+        let (projects, mut projects_w) = reflector::store::<Project>();
+        let (channels, mut channels_w) = reflector::store::<Channel>();
+        let (instances, mut instances_w) = reflector::store::<PluginInstance>();
+        let (secrets, mut secrets_w) = reflector::store::<Secret>();
+        let (pods_store, pods_w) = reflector::store::<Pod>();
+
+        let mut hc = HostConfig::new(
+            HOST_CONFIG_NAME,
+            HostConfigSpec {
+                plugins: HostPlugins {
+                    enabled: true,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        hc.metadata = meta(HOST_CONFIG_NAME, None);
+        apply(&mut host_w, hc);
+
+        let mut plugin = Plugin::from_manifest(
+            MANIFEST,
+            &format!("e2e.local/echo@sha256:{}", "0".repeat(64)),
+            vec![],
+            true,
+        )
+        .unwrap();
+        plugin.metadata = meta("echo", None);
+        apply(&mut plugins_w, plugin);
+
+        let plugins_config = BTreeMap::from([(
+            "echo".to_string(),
+            PluginConfig {
+                enabled: Some(true),
+                ..Default::default()
+            },
+        )]);
+        let mut project = Project::new(
+            "proj",
+            ProjectSpec {
+                trusted: Some(TrustedConfig {
+                    hash: config_hash(&plugins_config),
+                    plugins: plugins_config.clone(),
+                }),
+                plugins: plugins_config,
+            },
+        );
+        project.metadata = meta("proj", Some(NS));
+        apply(&mut projects_w, project);
+
+        for c in [
+            chat("general", ChannelKind::Channel, None, false),
+            chat("general-t1", ChannelKind::Thread, Some("general"), false),
+            chat("general-h", ChannelKind::Thread, Some("general"), true),
+        ] {
+            apply(&mut channels_w, c);
+        }
+        for c in ["general", "general-t1"] {
+            apply(&mut instances_w, instance(c));
+            let name = names::secret_name(&names::instance_name("echo", c));
+            apply(
+                &mut secrets_w,
+                Secret {
+                    metadata: meta(&name, Some(NS)),
+                    data: Some(
+                        [(
+                            "secret".to_string(),
+                            ByteString(format!("{SECRET}\n").into_bytes()),
+                        )]
+                        .into(),
+                    ),
+                    ..Default::default()
+                },
+            );
+        }
+
+        let pods = Arc::new(PodIndex::new(pods_store));
+        let recorded = Arc::new(RecordingWriter::default());
+        let state = HostState::from_parts(
+            settings,
+            Stores {
+                host,
+                plugins,
+                projects,
+                channels,
+                instances,
+                secrets,
+            },
+            pods.clone(),
+            reviewer,
+            recorded.clone(),
+            Arc::new(HostMetrics::unregistered()),
+        );
+        Self {
+            state,
+            writers: Writers {
+                host: host_w,
+                plugins: plugins_w,
+                projects: projects_w,
+                channels: channels_w,
+                instances: instances_w,
+                secrets: secrets_w,
+                pods: pods_w,
+            },
+            pods,
+            plugin: FakePlugin::start().await,
+            recorded,
+        }
+    }
+
+    /// Makes `chat`'s container Ready (a Pod with this uid, at the fake plugin).
+    pub fn start(&mut self, chat: &str, uid: &str) {
+        apply(&mut self.writers.pods, pod(chat, self.plugin.addr, uid));
+        self.pods.refresh(&key(chat));
+    }
+
+    /// Sends requests through the router, from any task.
+    pub fn sender(&self) -> Sender {
+        Sender {
+            state: self.state.clone(),
+        }
+    }
+
+    /// Sends a request through the router.
+    pub async fn send(&self, method: &str, path: &str, token: Option<&str>, body: &str) -> Answer {
+        self.sender().send(method, path, token, body).await
+    }
+
+    pub async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: &str,
+        content_type: &str,
+    ) -> Answer {
+        self.sender()
+            .send_with(method, path, token, body, content_type)
+            .await
+    }
+}
+
+/// Sends requests through the router.
+#[derive(Clone)]
+pub struct Sender {
+    state: HostState,
+}
+
+impl Sender {
+    /// Sends a request through the router.
+    pub async fn send(&self, method: &str, path: &str, token: Option<&str>, body: &str) -> Answer {
+        self.send_with(method, path, token, body, "application/json")
+            .await
+    }
+
+    pub async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: &str,
+        content_type: &str,
+    ) -> Answer {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("/api/host/v1/namespaces/{NS}{path}"))
+            .header(header::CONTENT_TYPE, content_type);
+        if let Some(t) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let response = crate::host_api::router(self.state.clone())
+            .oneshot(request.body(Body::from(body.to_string())).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        Answer {
+            status,
+            headers,
+            json: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            bytes,
+        }
+    }
+}
+
+/// The instance key of echo in `chat`.
+pub fn key(chat: &str) -> InstanceKey {
+    InstanceKey::new(NS, &names::instance_name("echo", chat))
+}
+
+/// An answer of the router.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub json: Value,
+    pub bytes: Bytes,
+}
+
+impl Answer {
+    /// The error code of an error answer.
+    pub fn code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+/// Paths of echo's routes in a chat.
+pub fn at(chat: &str, rest: &str) -> String {
+    format!("/channels/{chat}/plugins/echo{rest}")
+}

@@ -1,0 +1,254 @@
+//! openapi/host-api-v1.yaml against the router: the spec lists exactly the routes served, its
+//! error codes are the server's, each operation's `x-rbac` is the permission the server asks
+//! RBAC for, and the answers to the spec's own request examples (and to a caller without the
+//! grant) have a status the operation documents and a body of its schema.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use axum::http::StatusCode;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::fixtures::*;
+use crate::host_api::auth::{Permission, Reviewer, User};
+use crate::host_api::error::Code;
+use crate::host_api::{PREFIX, ROUTES};
+use crate::openapi_spec::{self, METHODS, resolve, validator};
+
+const SPEC: &str = include_str!("../../../../../openapi/host-api-v1.yaml");
+fn spec() -> Value {
+    openapi_spec::parse(SPEC)
+}
+
+struct Op {
+    method: String,
+    path: String,
+    op: Value,
+    /// The path with the examples' parameters, after `/namespaces/{namespace}`.
+    rest: String,
+}
+
+fn operations(spec: &Value) -> Vec<Op> {
+    let mut ops = vec![];
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for m in METHODS {
+            let Some(op) = item.get(m) else { continue };
+            let params = item
+                .get("parameters")
+                .or(op.get("parameters"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let mut url = path.clone();
+            for p in &params {
+                let p = resolve(spec, p);
+                let name = p["name"].as_str().unwrap();
+                let example = p["example"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{path}: {name} has no example"));
+                if name != "namespace" {
+                    url = url.replace(&format!("{{{name}}}"), example);
+                }
+            }
+            let rest = url
+                .strip_prefix(&format!("{PREFIX}/namespaces/{{namespace}}"))
+                .unwrap_or_else(|| panic!("{path} is not under {PREFIX}/namespaces/{{namespace}}"))
+                .to_string();
+            assert!(!rest.contains('{'), "{path}: a parameter has no definition");
+            ops.push(Op {
+                method: m.to_uppercase(),
+                path: path.clone(),
+                op: op.clone(),
+                rest,
+            });
+        }
+    }
+    ops
+}
+
+#[test]
+fn the_spec_lists_exactly_the_routes_served() {
+    let spec = spec();
+    let documented: BTreeSet<(String, String)> = operations(&spec)
+        .into_iter()
+        .map(|o| (o.method, o.path))
+        .collect();
+    let served: BTreeSet<(String, String)> = ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), format!("{PREFIX}{p}")))
+        .collect();
+    assert_eq!(documented, served);
+}
+
+#[test]
+fn the_error_codes_are_the_servers() {
+    let spec = spec();
+    let documented: BTreeSet<&str> = spec["components"]["schemas"]["ErrorCode"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let served: BTreeSet<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+    assert_eq!(documented, served);
+}
+
+#[test]
+fn every_operation_states_its_time_limit_and_permission() {
+    let spec = spec();
+    for op in operations(&spec) {
+        let rbac = &op.op["x-rbac"];
+        assert!(
+            rbac["verb"].is_string() && rbac["resource"].is_string(),
+            "{} {}: x-rbac",
+            op.method,
+            op.path
+        );
+        if !op.path.ends_with("/switches") {
+            assert!(
+                op.op["x-loop-time-limit-seconds"].is_u64(),
+                "{} {}: x-loop-time-limit-seconds",
+                op.method,
+                op.path
+            );
+        }
+    }
+}
+
+/// Knows every token, refuses everything, and records what it was asked.
+#[derive(Default)]
+struct Recorder(Arc<Mutex<Vec<Permission>>>);
+
+impl Reviewer for Recorder {
+    fn authenticate<'a>(&'a self, _token: &'a str) -> BoxFuture<'a, Result<Option<User>, String>> {
+        Box::pin(async {
+            Ok(Some(User {
+                username: "nobody".into(),
+                ..Default::default()
+            }))
+        })
+    }
+
+    fn authorize<'a>(
+        &'a self,
+        _user: &'a User,
+        permission: &'a Permission,
+    ) -> BoxFuture<'a, Result<Result<(), String>, String>> {
+        self.0.lock().unwrap().push(permission.clone());
+        Box::pin(async { Ok(Err("no grant".into())) })
+    }
+}
+
+#[tokio::test]
+async fn x_rbac_is_the_permission_asked_and_a_caller_without_it_gets_403() {
+    let spec = spec();
+    let asked: Arc<Mutex<Vec<Permission>>> = Arc::default();
+    let w = World::with_reviewer(Arc::new(Recorder(asked.clone()))).await;
+    for op in operations(&spec) {
+        let a = w.send(&op.method, &op.rest, Some("t"), "{}").await;
+        let what = format!("{} {}", op.method, op.path);
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{what}: {}", a.json);
+        check_answer(&spec, &op, &a);
+        let p = asked
+            .lock()
+            .unwrap()
+            .pop()
+            .unwrap_or_else(|| panic!("{what}: no review"));
+        assert_eq!(p.verb, op.op["x-rbac"]["verb"], "{what}");
+        assert_eq!(
+            format!("{}/{}", p.resource, p.subresource),
+            op.op["x-rbac"]["resource"].as_str().unwrap(),
+            "{what}"
+        );
+        assert_eq!(p.namespace, NS);
+    }
+}
+
+/// Checks the answer's status is documented and its JSON body is of the documented schema.
+fn check_answer(spec: &Value, op: &Op, a: &Answer) {
+    let what = format!("{} {}", op.method, op.path);
+    let responses = &op.op["responses"];
+    let documented = responses
+        .get(a.status.as_str())
+        .or(responses.get("default"))
+        .unwrap_or_else(|| panic!("{what}: status {} is not documented", a.status));
+    let documented = resolve(spec, documented);
+    if let Some(schema) = documented.pointer("/content/application~1json/schema") {
+        let v = validator(spec, schema);
+        let errors: Vec<String> = v.iter_errors(&a.json).map(|e| e.to_string()).collect();
+        assert!(
+            errors.is_empty(),
+            "{what} {}: {errors:?}\n{}",
+            a.status,
+            a.json
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_spec_examples_get_documented_answers() {
+    let spec = spec();
+    let mut w = World::new().await;
+    w.start("general", "uid-1");
+    for op in operations(&spec) {
+        let media = op.op.pointer("/requestBody/content/application~1json");
+        let examples: Vec<Value> = match media {
+            None => vec![Value::Null],
+            Some(m) => m["examples"]
+                .as_object()
+                .unwrap_or_else(|| panic!("{} {}: examples", op.method, op.path))
+                .values()
+                .map(|e| resolve(&spec, e)["value"].clone())
+                .collect(),
+        };
+        for example in examples {
+            let body = if example.is_null() {
+                String::new()
+            } else {
+                example.to_string()
+            };
+            let a = w.send(&op.method, &op.rest, Some(TOKEN), &body).await;
+            let what = format!("{} {} {body}", op.method, op.path);
+            assert!(
+                a.status.is_success(),
+                "{what}: {} {}",
+                a.status,
+                String::from_utf8_lossy(&a.bytes)
+            );
+            check_answer(&spec, &op, &a);
+        }
+    }
+    // Refusals have their documented shape too.
+    let ops = operations(&spec);
+    let tool = ops
+        .iter()
+        .find(|o| o.path.ends_with("/tools/{tool}"))
+        .unwrap();
+    for (body, status) in [
+        (r#"{"input": {"text": 5}, "agent": "say"}"#, StatusCode::OK),
+        (r#"{"input": {}, "agent": "nobody"}"#, StatusCode::NOT_FOUND),
+        (r#"{"input": {}"#, StatusCode::BAD_REQUEST),
+    ] {
+        let a = w.send("POST", &tool.rest, Some(TOKEN), body).await;
+        assert_eq!(a.status, status, "{body}: {}", a.json);
+        check_answer(&spec, tool, &a);
+    }
+    let a = w.send("POST", &tool.rest, None, "{}").await;
+    check_answer(&spec, tool, &a);
+    let action = ops
+        .iter()
+        .find(|o| o.path.ends_with("/actions/{action}"))
+        .unwrap();
+    w.plugin.hang(1, std::time::Duration::from_millis(400));
+    let a = w
+        .send(
+            "POST",
+            &action.rest,
+            Some(TOKEN),
+            r#"{"trigger": "manual"}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::GATEWAY_TIMEOUT);
+    check_answer(&spec, action, &a);
+}

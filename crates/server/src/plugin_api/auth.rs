@@ -1,0 +1,211 @@
+//! Who is calling: the bearer token, held to one (plugin, chat). [`decide`] is the pure rule;
+//! the [`Caller`] extractor looks the token up and reads the stores.
+//!
+//! In order:
+//! 1. no `Authorization: Bearer` header, a malformed one, a token no Secret holds, or one whose
+//!    PluginInstance (matched by uid, so a new instance of the same name does not revive an
+//!    old token), Plugin or chat is gone or going → 401;
+//! 2. the chat's project does not enable the plugin (plugins off in HostConfig, a chat that
+//!    runs no plugins, the project's trusted config, see `model::resolve::plugin_enabled`), or the
+//!    Plugin's manifest is not valid → 409;
+//! 3. each route then requires its capability: approved by the owner
+//!    (`Plugin.spec.approvedCapabilities`) and declared by the manifest → else 403.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use kube::{Resource, ResourceExt};
+
+use super::apply::touch;
+use super::error::{ApiError, ApiResult, Code};
+use super::state::AppState;
+use super::tokens::{TokenOwner, bearer};
+use model::manifest::{Capability, Manifest};
+use model::resolve;
+use model::resources::{App, Channel, HostConfigSpec, Plugin, PluginInstance, Project};
+
+/// The (plugin, chat) a request speaks for, with everything its routes read.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub namespace: String,
+    pub instance: Arc<PluginInstance>,
+    pub channel: Arc<Channel>,
+    pub plugin: Arc<Plugin>,
+    pub project: Arc<Project>,
+    pub host: HostConfigSpec,
+    pub manifest: Arc<Manifest>,
+    /// The capabilities the owner approved that the manifest declares.
+    pub approved: BTreeSet<Capability>,
+}
+
+impl Caller {
+    pub fn plugin_id(&self) -> String {
+        self.plugin.name_any()
+    }
+
+    pub fn channel_name(&self) -> String {
+        self.channel.name_any()
+    }
+
+    pub fn project_name(&self) -> &str {
+        &self.channel.spec.project
+    }
+
+    pub fn instance_name(&self) -> String {
+        self.instance.name_any()
+    }
+
+    pub fn instance_uid(&self) -> String {
+        self.instance.uid().unwrap_or_default()
+    }
+
+    /// 403 unless the capability is approved.
+    pub fn require(&self, capability: Capability) -> ApiResult<()> {
+        if self.approved.contains(&capability) {
+            return Ok(());
+        }
+        let why = if self.manifest.declares_capability(capability) {
+            "the owner did not approve it"
+        } else {
+            "the manifest does not declare it"
+        };
+        Err(ApiError::new(
+            Code::CapabilityNotApproved,
+            format!("this route needs the capability {capability}, and {why}"),
+        ))
+    }
+}
+
+/// What the stores hold about a token's owner.
+pub struct Found<'a> {
+    pub owner: &'a TokenOwner,
+    pub instance: Option<Arc<PluginInstance>>,
+    pub plugin: Option<Arc<Plugin>>,
+    pub channel: Option<Arc<Channel>>,
+    pub project: Option<Arc<Project>>,
+    pub host: HostConfigSpec,
+    /// The Plugin's manifest, or why it does not parse (when there is a Plugin).
+    pub manifest: Option<Result<Arc<Manifest>, String>>,
+}
+
+/// The approved capabilities: approved by the owner and declared by the manifest.
+pub fn approved(plugin: &Plugin, manifest: &Manifest) -> BTreeSet<Capability> {
+    plugin
+        .spec
+        .approved_capabilities
+        .iter()
+        .filter_map(|c| Capability::parse(c))
+        .filter(|c| manifest.declares_capability(*c))
+        .collect()
+}
+
+/// Decides who calls, or the 401 or 409 answer.
+pub fn decide(found: Found<'_>) -> ApiResult<Caller> {
+    let removed = |what: &str| {
+        ApiError::new(
+            Code::InvalidToken,
+            format!("the token is no longer valid: its {what} was removed"),
+        )
+    };
+    let owner = found.owner;
+    let live = |meta: &kube::api::ObjectMeta| meta.deletion_timestamp.is_none();
+    let instance = found
+        .instance
+        .filter(|i| {
+            live(i.meta())
+                && i.uid().as_deref() == Some(owner.instance_uid.as_str())
+                && i.spec.plugin == owner.plugin
+                && i.spec.channel == owner.channel
+        })
+        .ok_or_else(|| removed("plugin instance"))?;
+    let plugin = found
+        .plugin
+        .filter(|p| live(p.meta()))
+        .ok_or_else(|| removed("plugin"))?;
+    let channel = found
+        .channel
+        .filter(|c| live(c.meta()))
+        .ok_or_else(|| removed("chat"))?;
+
+    let not_enabled = |why: String| ApiError::new(Code::PluginNotEnabled, why);
+    let plugin_id = plugin.name_any();
+    if channel.spec.app != App::Desktop || channel.spec.hidden {
+        return Err(not_enabled(format!(
+            "plugins do not run in chat {}: it is hidden or not a desktop chat",
+            channel.name_any()
+        )));
+    }
+    let project = found.project.ok_or_else(|| {
+        not_enabled(format!(
+            "project {} of chat {} does not exist, so it does not enable plugin {plugin_id}",
+            channel.spec.project,
+            channel.name_any()
+        ))
+    })?;
+    let enabled = resolve::plugin_enabled(&found.host.plugins, &plugin_id, &project.spec);
+    if !enabled.is_enabled() {
+        return Err(not_enabled(format!(
+            "project {} does not enable plugin {plugin_id}: {}",
+            project.name_any(),
+            enabled.reason
+        )));
+    }
+    let manifest = match found.manifest {
+        Some(Ok(m)) => m,
+        Some(Err(why)) => {
+            return Err(not_enabled(format!(
+                "plugin {plugin_id} is not admitted: its manifest is not valid: {why}"
+            )));
+        }
+        None => return Err(removed("plugin")),
+    };
+    let approved = approved(&plugin, &manifest);
+    Ok(Caller {
+        namespace: owner.namespace.clone(),
+        instance,
+        channel,
+        plugin,
+        project,
+        host: found.host,
+        manifest,
+        approved,
+    })
+}
+
+impl FromRequestParts<Arc<AppState>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let token = bearer(parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes()))?;
+        let owner = state.tokens.lookup(token).ok_or_else(|| {
+            ApiError::new(
+                Code::InvalidToken,
+                "the token is not one this host issued, or no longer valid",
+            )
+        })?;
+        let stores = &state.stores;
+        let plugin = stores.plugin(&owner.plugin);
+        let channel = stores.channel(&owner.namespace, &owner.channel);
+        let project = channel
+            .as_ref()
+            .and_then(|c| stores.project(&owner.namespace, &c.spec.project));
+        let manifest = plugin.as_ref().map(|p| state.manifests.of(p));
+        let caller = decide(Found {
+            owner: &owner,
+            instance: stores.instance(&owner.namespace, &owner.instance),
+            plugin,
+            channel,
+            project,
+            host: stores.host(),
+            manifest,
+        })?;
+        touch(state, &caller).await;
+        Ok(caller)
+    }
+}

@@ -1,0 +1,98 @@
+//! The plugin's memory in a project (`memory.read`, `memory.write`): keyed JSON values, shared
+//! by the plugin's instances in every chat of the project.
+//!
+//! Stored in one ConfigMap per (plugin, project), `memory-<plugin>-<project>`, owned by the
+//! Project and labelled `app.kubernetes.io/component=memory`, one key per memory key, each
+//! value the JSON text of the value. A key is what a ConfigMap key may be, at most 128
+//! characters; a value at most [`MAX_VALUE_BYTES`] as JSON; at most [`MAX_KEYS`] keys.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use super::error::{ApiError, Code};
+use model::names;
+
+pub const MAX_KEY: usize = 128;
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+pub const MAX_KEYS: usize = 256;
+
+/// The memory ConfigMap of a plugin in a project.
+pub fn memory_name(plugin: &str, project: &str) -> String {
+    names::join_name(&["memory", plugin, project])
+}
+
+/// A key as a ConfigMap may hold it: `[A-Za-z0-9._-]{1,128}`, not `.`, not starting with `..`.
+pub fn check_key(key: &str) -> Result<(), ApiError> {
+    let ok = !key.is_empty()
+        && key.len() <= MAX_KEY
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && key != "."
+        && !key.starts_with("..");
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            Code::InvalidKey,
+            format!(
+                "memory key \"{}\" must be 1 to {MAX_KEY} of A-Z a-z 0-9 . _ -, not \".\" and not starting with \"..\"",
+                key.escape_debug()
+            ),
+        ))
+    }
+}
+
+/// The memory ConfigMap as created when it does not exist yet.
+pub fn template(
+    namespace: &str,
+    plugin: &str,
+    project: &str,
+    owner: Option<OwnerReference>,
+) -> ConfigMap {
+    let labels = BTreeMap::from([
+        (
+            "app.kubernetes.io/name".to_string(),
+            "loop-plugin".to_string(),
+        ),
+        (
+            "app.kubernetes.io/component".to_string(),
+            "memory".to_string(),
+        ),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            names::MANAGED_BY.to_string(),
+        ),
+        (names::LABEL_PLUGIN.to_string(), plugin.to_string()),
+        (names::LABEL_PROJECT.to_string(), project.to_string()),
+    ]);
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(memory_name(plugin, project)),
+            namespace: Some(namespace.into()),
+            labels: Some(labels),
+            owner_references: owner.map(|o| vec![o]),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::new()),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        for good in ["a", "last-quiz", "v1.score_2", &"k".repeat(128)] {
+            assert!(check_key(good).is_ok(), "{good}");
+        }
+        for bad in ["", ".", "..", "..x", "a/b", "a b", "ü", &"k".repeat(129)] {
+            assert_eq!(check_key(bad).unwrap_err().code, Code::InvalidKey, "{bad}");
+        }
+        assert_eq!(memory_name("echo", "proj"), "memory-echo-proj");
+    }
+}

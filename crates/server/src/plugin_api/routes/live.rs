@@ -1,0 +1,81 @@
+//! `POST /channel/live/control` and `PUT /channel/live/hold`: the chat's live session.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{check_length, json_body};
+use crate::plugin_api::apply::update_instance;
+use crate::plugin_api::auth::Caller;
+use crate::plugin_api::error::{ApiError, ApiResult, Code};
+use crate::plugin_api::instance_state::Change;
+use crate::plugin_api::live::ChatRef;
+use crate::plugin_api::state::AppState;
+use model::manifest::Capability;
+
+#[derive(Deserialize)]
+struct ControlRequest {
+    subtype: String,
+    #[serde(default)]
+    request: Option<serde_json::Map<String, Value>>,
+}
+
+#[derive(Deserialize)]
+struct HoldRequest {
+    hold: bool,
+}
+
+pub async fn control(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    caller.require(Capability::LiveControl)?;
+    let req: ControlRequest = json_body(&body)?;
+    check_length("subtype", &req.subtype, 128, true)?;
+    let listed = caller
+        .manifest
+        .live
+        .as_ref()
+        .map(|l| l.control.as_slice())
+        .unwrap_or_default();
+    if !listed.iter().any(|s| s == &req.subtype) {
+        return Err(ApiError::new(
+            Code::SubtypeNotDeclared,
+            format!(
+                "subtype \"{}\" is not listed in the manifest's live.control ({})",
+                req.subtype,
+                listed.join(", ")
+            ),
+        ));
+    }
+    let chat = ChatRef {
+        namespace: caller.namespace.clone(),
+        channel: caller.channel_name(),
+    };
+    let request = Value::Object(req.request.unwrap_or_default());
+    match state.live.control(&chat, &req.subtype, &request).await {
+        Some(response) => Ok(Json(
+            json!({ "subtype": req.subtype, "response": response }),
+        )),
+        None => Err(ApiError::new(
+            Code::NotLive,
+            format!("chat {} has no live session", chat.channel),
+        )),
+    }
+}
+
+pub async fn hold(
+    caller: Caller,
+    State(state): State<Arc<AppState>>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    caller.require(Capability::LiveControl)?;
+    let req: HoldRequest = json_body(&body)?;
+    let part = update_instance(&state, &caller, Change::Hold(req.hold)).await?;
+    Ok(Json(json!({ "hold": part.live_hold })))
+}

@@ -1,0 +1,124 @@
+//! What every request shares.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use tokio::sync::OwnedMutexGuard;
+
+use super::clock::Clock;
+use super::files::MAX_FILE_BYTES;
+use super::instance_state::ActivityLimiter;
+use super::live::LiveSessions;
+use super::metrics::Metrics;
+use super::quota::Ledger;
+use super::tokens::TokenIndex;
+use super::view::{Fresh, Manifests, Stores};
+use super::writes::Writer;
+use model::resources::{AgentRun, PluginInstance};
+
+/// How the API server is set up.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// `DIR` of `DIR/<namespace>/<claimName>/<subPath>`; without it `files.read` finds no tree.
+    pub worktree_root: Option<PathBuf>,
+    /// The largest file `GET /files/{path}` returns.
+    pub max_file_bytes: u64,
+    /// The largest request body.
+    pub max_body_bytes: usize,
+    /// How long one request may take.
+    pub request_timeout: Duration,
+    /// Where the replicas keep their shared records (each plugin's runs, see
+    /// [`super::shared_runs`]; the settings.changed sent, see
+    /// [`crate::host_api::settings_sent`]); None: this server counts and sends alone.
+    pub replicas_namespace: Option<String>,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            worktree_root: None,
+            max_file_bytes: MAX_FILE_BYTES,
+            max_body_bytes: MAX_BODY_BYTES,
+            request_timeout: REQUEST_TIMEOUT,
+            replicas_namespace: None,
+        }
+    }
+}
+
+/// The largest request body: 1 MiB.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How long one request may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The shared state of the Plugin API.
+pub struct AppState {
+    pub config: ApiConfig,
+    pub stores: Stores,
+    pub tokens: Arc<TokenIndex>,
+    pub manifests: Manifests,
+    pub writer: Arc<dyn Writer>,
+    pub clock: Arc<dyn Clock>,
+    pub live: Arc<dyn LiveSessions>,
+    pub metrics: Arc<Metrics>,
+    /// What this process wrote, until the stores show it.
+    pub fresh_instances: Fresh<PluginInstance>,
+    pub fresh_runs: Fresh<AgentRun>,
+    pub fresh_maps: Fresh<ConfigMap>,
+    pub ledger: Ledger,
+    /// The runs record shared with the other replicas, when there is a namespace for it.
+    pub shared_runs: Option<super::shared_runs::SharedRuns>,
+    pub activity: ActivityLimiter,
+    pub locks: KeyedLocks,
+}
+
+impl AppState {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: ApiConfig,
+        stores: Stores,
+        tokens: Arc<TokenIndex>,
+        writer: Arc<dyn Writer>,
+        clock: Arc<dyn Clock>,
+        live: Arc<dyn LiveSessions>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            config,
+            stores,
+            tokens,
+            manifests: Manifests::default(),
+            writer,
+            clock,
+            live,
+            metrics,
+            fresh_instances: Fresh::default(),
+            fresh_runs: Fresh::default(),
+            fresh_maps: Fresh::default(),
+            ledger: Ledger::default(),
+            shared_runs: None,
+            activity: ActivityLimiter::default(),
+            locks: KeyedLocks::default(),
+        }
+    }
+}
+
+/// One async lock per key (an instance, a ConfigMap, a plugin's quota), made on first use and
+/// dropped once nobody holds or waits for it.
+#[derive(Default)]
+pub struct KeyedLocks {
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl KeyedLocks {
+    pub async fn lock(&self, key: &str) -> OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.locks.lock().expect("locks lock");
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+            locks.entry(key.to_string()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+}

@@ -1,0 +1,630 @@
+//! A small world for request-level tests: two chats of one project, the `cogtest` plugin of
+//! `examples/manifests/full.json`, each chat's instance and token Secret, filled into reflector
+//! stores directly; a writer that records every write; a clock moved by hand.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::runtime::reflector::{self, store::Writer as StoreWriter};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::plugin_api::clock::{Clock, ManualClock};
+use crate::plugin_api::live::{ChatRef, LiveSessions};
+use crate::plugin_api::metrics::Metrics;
+use crate::plugin_api::state::{ApiConfig, AppState};
+use crate::plugin_api::tokens::TokenIndex;
+use crate::plugin_api::view::Stores;
+use crate::plugin_api::writes::{DataPatch, WriteError, Writer};
+use crate::plugin_api::{PREFIX, router};
+use model::config::config_hash;
+use model::manifest::{Capability, Manifest};
+use model::names;
+use model::resources::{
+    AgentRun, AgentRunSpec, App, Channel, ChannelKind, ChannelSpec, HostConfig, HostConfigSpec,
+    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, PluginInstanceStatus,
+    PluginManifestSpec, PluginSpec, Project, ProjectSpec, TrustedConfig, WorkingTree,
+};
+
+pub const NS: &str = "team";
+pub const PLUGIN: &str = "cogtest";
+pub const PROJECT: &str = "proj";
+pub const TOKEN_A: &str = "token-of-chat-a-0123456789abcdef";
+pub const TOKEN_B: &str = "token-of-chat-b-0123456789abcdef";
+/// A fixed start for the clock.
+pub const T0: &str = "2026-03-01T12:00:00Z";
+
+const FULL: &str = include_str!("../../../../../examples/manifests/full.json");
+
+/// The manifest that uses every field.
+pub fn full_manifest() -> Manifest {
+    model::manifest::parse_str(FULL).expect("full.json is valid")
+}
+
+/// A temporary folder, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> Self {
+        let n: u64 = rand::random();
+        let dir = std::env::temp_dir().join(format!(
+            "loop-plugins-{prefix}-{}-{n:x}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        Self(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn owner(kind: &str, name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "plugins.loop.dev/v1alpha1".into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: uid.into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The token Secret the controller makes for an instance.
+pub fn token_secret(
+    ns: &str,
+    instance: &str,
+    uid: &str,
+    plugin: &str,
+    channel: &str,
+    token: &str,
+) -> Secret {
+    let mut labels = names::labels(plugin, PROJECT, channel, "token");
+    labels.insert(names::LABEL_INSTANCE.into(), instance.into());
+    let mut s = Secret::default();
+    s.metadata.name = Some(names::secret_name(instance));
+    s.metadata.namespace = Some(ns.into());
+    s.metadata.labels = Some(labels);
+    s.metadata.owner_references = Some(vec![owner("PluginInstance", instance, uid)]);
+    s.data = Some(BTreeMap::from([
+        ("token".to_string(), ByteString(token.as_bytes().to_vec())),
+        ("secret".to_string(), ByteString(b"plugin-secret".to_vec())),
+    ]));
+    s
+}
+
+fn meta<K: Resource>(object: &mut K, ns: Option<&str>, uid: &str) {
+    let m = object.meta_mut();
+    m.namespace = ns.map(Into::into);
+    m.uid = Some(uid.into());
+    m.resource_version = Some("1".into());
+}
+
+/// A chat of the project, with a working tree on claim `repo`.
+pub fn channel(name: &str) -> Channel {
+    let mut c = Channel::new(
+        name,
+        ChannelSpec {
+            project: PROJECT.into(),
+            kind: ChannelKind::Channel,
+            parent: None,
+            app: App::Desktop,
+            hidden: false,
+            working_tree: Some(WorkingTree {
+                claim_name: "repo".into(),
+                sub_path: Some(format!("trees/{name}")),
+            }),
+        },
+    );
+    meta(&mut c, Some(NS), &format!("uid-channel-{name}"));
+    c
+}
+
+pub fn instance(chat: &str) -> PluginInstance {
+    let name = names::instance_name(PLUGIN, chat);
+    let mut i = PluginInstance::new(
+        &name,
+        PluginInstanceSpec {
+            plugin: PLUGIN.into(),
+            channel: chat.into(),
+            project: PROJECT.into(),
+        },
+    );
+    meta(&mut i, Some(NS), &format!("uid-instance-{chat}"));
+    i.metadata.labels = Some(names::labels(PLUGIN, PROJECT, chat, "instance"));
+    i
+}
+
+pub fn plugin(approved: &[Capability]) -> Plugin {
+    let manifest: Value = json5::from_str(FULL).expect("full.json parses");
+    let manifest: PluginManifestSpec = serde_json::from_value(manifest).expect("a manifest spec");
+    let mut p = Plugin::new(
+        PLUGIN,
+        PluginSpec {
+            image: format!("registry.local/cogtest@sha256:{}", "0".repeat(64)),
+            command: vec![],
+            manifest,
+            approved_capabilities: approved.iter().map(|c| c.as_str().to_string()).collect(),
+            signature: None,
+            purge_on_delete: false,
+        },
+    );
+    meta(&mut p, None, "uid-plugin");
+    p
+}
+
+/// The project, trusting a config that enables the plugin (or not).
+pub fn project(enabled: bool) -> Project {
+    let plugins: model::config::PluginsConfig = serde_json::from_value(json!({
+        PLUGIN: { "enabled": enabled, "settings": { "question_count": 8, "language": "xx" } }
+    }))
+    .unwrap();
+    let trusted = TrustedConfig {
+        hash: config_hash(&plugins),
+        plugins: plugins.clone(),
+    };
+    let mut p = Project::new(
+        PROJECT,
+        ProjectSpec {
+            plugins,
+            trusted: Some(trusted),
+        },
+    );
+    meta(&mut p, Some(NS), "uid-project");
+    p
+}
+
+pub fn host(enabled: bool) -> HostConfig {
+    let defaults =
+        serde_json::from_value(json!({ PLUGIN: { "settings": { "pass_mark": 0.5 } } })).unwrap();
+    let mut h = HostConfig::new(
+        "default",
+        HostConfigSpec {
+            plugins: HostPlugins {
+                enabled,
+                defaults,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    meta(&mut h, None, "uid-host");
+    h
+}
+
+/// A run of the plugin in `chat`, created at `at`.
+pub fn run(name: &str, chat: &str, at: Timestamp) -> AgentRun {
+    let mut r = AgentRun::new(
+        name,
+        AgentRunSpec {
+            plugin: PLUGIN.into(),
+            channel: chat.into(),
+            thread: format!("plugin:{PLUGIN}"),
+            agent: "quiz".into(),
+            read_only: true,
+            tools: vec!["plugin_ask".into()],
+            prompt: "go".into(),
+        },
+    );
+    meta(&mut r, Some(NS), &format!("uid-run-{name}"));
+    r.metadata.creation_timestamp = Some(Time(
+        k8s_openapi::jiff::Timestamp::from_second(at.as_second()).unwrap(),
+    ));
+    r
+}
+
+/// One write the recorder saw.
+#[derive(Clone, Debug)]
+pub enum Write {
+    Run(Box<AgentRun>),
+    InstanceStatus {
+        name: String,
+        status: PluginInstanceStatus,
+    },
+    ConfigMap {
+        name: String,
+        data: DataPatch,
+    },
+}
+
+/// Records every write and answers as the API server would.
+pub struct RecordingWriter {
+    pub writes: Mutex<Vec<Write>>,
+    pub fail: AtomicBool,
+    version: AtomicU64,
+    clock: Arc<ManualClock>,
+    instances: Mutex<HashMap<(String, String), PluginInstance>>,
+    maps: Mutex<HashMap<(String, String), ConfigMap>>,
+}
+
+impl RecordingWriter {
+    fn new(clock: Arc<ManualClock>, instances: &[PluginInstance]) -> Self {
+        Self {
+            writes: Mutex::new(vec![]),
+            fail: AtomicBool::new(false),
+            version: AtomicU64::new(1000),
+            clock,
+            instances: Mutex::new(
+                instances
+                    .iter()
+                    .map(|i| ((i.namespace().unwrap(), i.name_any()), i.clone()))
+                    .collect(),
+            ),
+            maps: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn next_version(&self) -> String {
+        (self.version.fetch_add(1, Ordering::SeqCst) + 1).to_string()
+    }
+
+    fn check(&self) -> Result<(), WriteError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(WriteError::Failed("the API server is down (test)".into()));
+        }
+        Ok(())
+    }
+
+    pub fn all(&self) -> Vec<Write> {
+        self.writes.lock().unwrap().clone()
+    }
+
+    pub fn runs(&self) -> Vec<AgentRun> {
+        self.all()
+            .into_iter()
+            .filter_map(|w| match w {
+                Write::Run(r) => Some(*r),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn statuses(&self) -> Vec<(String, PluginInstanceStatus)> {
+        self.all()
+            .into_iter()
+            .filter_map(|w| match w {
+                Write::InstanceStatus { name, status, .. } => Some((name, status)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn maps(&self) -> Vec<(String, DataPatch)> {
+        self.all()
+            .into_iter()
+            .filter_map(|w| match w {
+                Write::ConfigMap { name, data, .. } => Some((name, data)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn clear(&self) {
+        self.writes.lock().unwrap().clear();
+    }
+}
+
+impl Writer for RecordingWriter {
+    fn create_run<'a>(&'a self, run: &'a AgentRun) -> BoxFuture<'a, Result<AgentRun, WriteError>> {
+        Box::pin(async move {
+            self.check()?;
+            self.writes
+                .lock()
+                .unwrap()
+                .push(Write::Run(Box::new(run.clone())));
+            let mut created = run.clone();
+            created.metadata.uid = Some(format!("uid-{}", run.name_any()));
+            created.metadata.resource_version = Some(self.next_version());
+            let now =
+                k8s_openapi::jiff::Timestamp::from_second(self.clock.now().as_second()).unwrap();
+            created.metadata.creation_timestamp = Some(Time(now));
+            Ok(created)
+        })
+    }
+
+    fn apply_instance_status<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        status: &'a PluginInstanceStatus,
+    ) -> BoxFuture<'a, Result<PluginInstance, WriteError>> {
+        Box::pin(async move {
+            self.check()?;
+            self.writes.lock().unwrap().push(Write::InstanceStatus {
+                name: name.into(),
+                status: status.clone(),
+            });
+            let mut instances = self.instances.lock().unwrap();
+            let instance = instances
+                .get_mut(&(namespace.to_string(), name.to_string()))
+                .ok_or_else(|| WriteError::Failed(format!("no instance {name}")))?;
+            let mut s = instance.status.clone().unwrap_or_default();
+            s.last_activity = status.last_activity.clone();
+            s.switches = status.switches.clone();
+            s.live_hold = status.live_hold;
+            instance.status = Some(s);
+            instance.metadata.resource_version = Some(self.next_version());
+            Ok(instance.clone())
+        })
+    }
+
+    fn merge_config_map<'a>(
+        &'a self,
+        template: &'a ConfigMap,
+        data: &'a DataPatch,
+    ) -> BoxFuture<'a, Result<ConfigMap, WriteError>> {
+        Box::pin(async move {
+            self.check()?;
+            let key = (template.namespace().unwrap(), template.name_any());
+            self.writes.lock().unwrap().push(Write::ConfigMap {
+                name: key.1.clone(),
+                data: data.clone(),
+            });
+            let mut maps = self.maps.lock().unwrap();
+            let map = maps.entry(key).or_insert_with(|| template.clone());
+            let d = map.data.get_or_insert_with(BTreeMap::new);
+            for (k, v) in data {
+                match v {
+                    Some(v) => d.insert(k.clone(), v.clone()),
+                    None => d.remove(k),
+                };
+            }
+            map.metadata.resource_version = Some(self.next_version());
+            Ok(map.clone())
+        })
+    }
+}
+
+/// Live sessions with canned answers by subtype.
+#[derive(Default)]
+pub struct FakeLive {
+    pub responses: Mutex<HashMap<String, Value>>,
+    pub requests: Mutex<Vec<(ChatRef, String, Value)>>,
+}
+
+impl LiveSessions for FakeLive {
+    fn control<'a>(
+        &'a self,
+        chat: &'a ChatRef,
+        subtype: &'a str,
+        request: &'a Value,
+    ) -> BoxFuture<'a, Option<Value>> {
+        Box::pin(async move {
+            self.requests.lock().unwrap().push((
+                chat.clone(),
+                subtype.to_string(),
+                request.clone(),
+            ));
+            self.responses.lock().unwrap().get(subtype).cloned()
+        })
+    }
+}
+
+/// The objects of a world, before it runs.
+pub struct World {
+    pub host: HostConfig,
+    pub plugin: Plugin,
+    pub project: Project,
+    pub channels: Vec<Channel>,
+    pub instances: Vec<PluginInstance>,
+    pub secrets: Vec<Secret>,
+    pub runs: Vec<AgentRun>,
+    pub maps: Vec<ConfigMap>,
+    pub config: ApiConfig,
+}
+
+impl World {
+    /// Chats `a` and `b`, the plugin enabled and every capability approved.
+    pub fn new() -> Self {
+        let chats = ["a", "b"];
+        let instances: Vec<PluginInstance> = chats.iter().map(|c| instance(c)).collect();
+        let secrets = chats
+            .iter()
+            .zip([TOKEN_A, TOKEN_B])
+            .map(|(c, t)| {
+                token_secret(
+                    NS,
+                    &names::instance_name(PLUGIN, c),
+                    &format!("uid-instance-{c}"),
+                    PLUGIN,
+                    c,
+                    t,
+                )
+            })
+            .collect();
+        Self {
+            host: host(true),
+            plugin: plugin(&Capability::ALL),
+            project: project(true),
+            channels: chats.iter().map(|c| channel(c)).collect(),
+            instances,
+            secrets,
+            runs: vec![],
+            maps: vec![],
+            config: ApiConfig::default(),
+        }
+    }
+
+    /// Approves exactly these capabilities.
+    pub fn approve(mut self, caps: &[Capability]) -> Self {
+        self.plugin.spec.approved_capabilities =
+            caps.iter().map(|c| c.as_str().to_string()).collect();
+        self
+    }
+
+    pub fn build(self) -> Harness {
+        let clock = Arc::new(ManualClock::at(T0.parse().unwrap()));
+        let writer = Arc::new(RecordingWriter::new(clock.clone(), &self.instances));
+        let live = Arc::new(FakeLive::default());
+        let (host, mut host_w) = reflector::store();
+        let (plugins, mut plugins_w) = reflector::store();
+        let (projects, mut projects_w) = reflector::store();
+        let (channels, mut channels_w) = reflector::store();
+        let (instances, mut instances_w) = reflector::store();
+        let (runs, mut runs_w) = reflector::store();
+        let (config_maps, mut maps_w) = reflector::store();
+        apply(&mut host_w, [self.host]);
+        apply(&mut plugins_w, [self.plugin]);
+        apply(&mut projects_w, [self.project]);
+        apply(&mut channels_w, self.channels);
+        apply(&mut instances_w, self.instances);
+        apply(&mut runs_w, self.runs);
+        apply(&mut maps_w, self.maps);
+        // Reflector stores keep their objects when their writers go.
+        drop((runs_w, maps_w));
+        let tokens = Arc::new(TokenIndex::new());
+        for s in self.secrets {
+            tokens.apply_watcher_event(&watcher::Event::Apply(s));
+        }
+        let stores = Stores {
+            host,
+            plugins,
+            projects,
+            channels,
+            instances,
+            runs,
+            config_maps,
+        };
+        let state = Arc::new(AppState::new(
+            self.config,
+            stores,
+            tokens.clone(),
+            writer.clone(),
+            clock.clone(),
+            live.clone(),
+            Arc::new(Metrics::unregistered()),
+        ));
+        Harness {
+            router: router(state.clone()),
+            state,
+            writer,
+            clock,
+            live,
+            tokens,
+            writers: Writers {
+                host: host_w,
+                plugins: plugins_w,
+                projects: projects_w,
+                channels: channels_w,
+                instances: instances_w,
+            },
+        }
+    }
+}
+
+fn apply<K>(writer: &mut StoreWriter<K>, objects: impl IntoIterator<Item = K>)
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(o));
+    }
+}
+
+/// The store writers, to change the world while it runs.
+pub struct Writers {
+    pub host: StoreWriter<HostConfig>,
+    pub plugins: StoreWriter<Plugin>,
+    pub projects: StoreWriter<Project>,
+    pub channels: StoreWriter<Channel>,
+    pub instances: StoreWriter<PluginInstance>,
+}
+
+/// A running world.
+pub struct Harness {
+    pub router: Router,
+    pub state: Arc<AppState>,
+    pub writer: Arc<RecordingWriter>,
+    pub clock: Arc<ManualClock>,
+    pub live: Arc<FakeLive>,
+    pub tokens: Arc<TokenIndex>,
+    pub writers: Writers,
+}
+
+/// An answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub bytes: Vec<u8>,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.bytes)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.bytes)))
+    }
+
+    /// The error code of an error answer.
+    pub fn code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+impl Harness {
+    /// Calls `method path` (relative to the prefix unless it starts with `//`) with the token
+    /// and a JSON body.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Answer {
+        let uri = match path.strip_prefix("//") {
+            Some(raw) => format!("/{raw}"),
+            None => format!("{PREFIX}{path}"),
+        };
+        let mut req = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).unwrap())
+            .uri(uri);
+        if let Some(token) = token {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        let body = match body {
+            Some(v) => {
+                req = req.header("content-type", "application/json");
+                Body::from(v.to_string())
+            }
+            None => Body::empty(),
+        };
+        self.send(req.body(body).unwrap()).await
+    }
+
+    pub async fn send(&self, req: Request<Body>) -> Answer {
+        let res = self.router.clone().oneshot(req).await.unwrap();
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec();
+        Answer {
+            status,
+            headers,
+            bytes,
+        }
+    }
+}
