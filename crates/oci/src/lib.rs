@@ -17,16 +17,22 @@ pub mod build;
 pub mod checks;
 pub mod credentials;
 pub mod digest;
+pub mod inspect;
 pub mod layers;
 pub mod limits;
 pub mod manifest;
 pub mod media;
 pub mod reference;
+pub mod registry;
 pub mod rootfs;
 pub mod signing;
+#[cfg(feature = "test-support")]
+pub mod testing;
 
 pub use checks::{CheckError, ConfigFacts, PluginEntry, RunAs, TreeFacts};
 pub use credentials::{Credential, CredentialsError, DockerConfig};
 pub use digest::Digest;
+pub use inspect::{ImageFacts, InspectError, inspect};
 pub use limits::Limits;
 pub use reference::{ImageRef, ReferenceError};
+pub use registry::{Registry, RegistryError, RegistryOptions};

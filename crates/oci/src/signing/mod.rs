@@ -7,4 +7,5 @@ pub mod artifact;
 pub mod keys;
 pub mod payload;
 pub mod policy;
+pub mod publish;
 pub mod record;
