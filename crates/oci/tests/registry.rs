@@ -10,7 +10,7 @@ use loop_plugins_oci::build::{
 use loop_plugins_oci::signing::keys::PublisherKey;
 use loop_plugins_oci::signing::policy::{self, Finding, SignatureMode, Subject, Verdict};
 use loop_plugins_oci::signing::publish;
-use loop_plugins_oci::testing::{TestRegistry, TestRegistryOptions};
+use loop_plugins_oci::testing::{TestAuth, TestRegistry, TestRegistryOptions};
 use loop_plugins_oci::{
     Digest, DockerConfig, ImageFacts, ImageRef, InspectError, Limits, Registry, RegistryOptions,
     inspect,
@@ -553,10 +553,11 @@ async fn signatures_are_published_next_to_the_image_and_bound_to_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn basic_auth_through_a_dockerconfigjson() {
-    let registry = TestRegistry::start(TestRegistryOptions {
-        basic_auth: Some(("alice".into(), "s3cret".into())),
-    })
-    .unwrap();
+    let auth = TestAuth::Basic {
+        username: "alice".into(),
+        password: "s3cret".into(),
+    };
+    let registry = TestRegistry::start(TestRegistryOptions { auth }).unwrap();
     let r = registry.reference("plugins/echo:v1").unwrap();
     let img = image(&good_config(), &[base_layer(), plugin_layer()]);
 
@@ -652,4 +653,60 @@ async fn a_plugin_image_from_host_files_passes_the_checks() {
         std::fs::read(plugin_dir.join("plugin.json")).unwrap()
     );
     assert!(f.tree.loop_plugin.contains_key("ui/mode.svg"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_auth_through_a_dockerconfigjson() {
+    let auth = TestAuth::Token {
+        username: "alice".into(),
+        password: "s3cret".into(),
+    };
+    let registry = TestRegistry::start(TestRegistryOptions { auth }).unwrap();
+    let r = registry.reference("plugins/echo:v1").unwrap();
+    let img = image(&good_config(), &[base_layer(), plugin_layer()]);
+
+    // Basic credentials from the dockerconfigjson are traded for a bearer token (push, then pull).
+    let credentials = DockerConfig::parse(&registry.docker_config_json()).unwrap();
+    let authed = Registry::new(RegistryOptions {
+        credentials,
+        ..RegistryOptions::default()
+    })
+    .unwrap();
+    authed.push_image(&r, &img).await.unwrap();
+    assert_eq!(
+        inspect(&authed, &r).await.unwrap().manifest_digest,
+        img.manifest_digest
+    );
+
+    let err = inspect(&client(), &r).await.unwrap_err();
+    assert_eq!(err.reason(), "RegistryUnauthorized", "{err}");
+    let wrong =
+        serde_json::json!({"auths": {registry.host(): {"username": "alice", "password": "wrong"}}})
+            .to_string();
+    let wrong = Registry::new(RegistryOptions {
+        credentials: DockerConfig::parse(wrong.as_bytes()).unwrap(),
+        ..RegistryOptions::default()
+    })
+    .unwrap();
+    let err = inspect(&wrong, &r).await.unwrap_err();
+    assert_eq!(err.reason(), "RegistryUnauthorized", "{err}");
+
+    // A dockerconfigjson `registrytoken` is used as the bearer token as is: pull works, push does not.
+    let token = registry
+        .mint_token(&["repository:plugins/echo:pull"])
+        .unwrap();
+    let bearer =
+        serde_json::json!({"auths": {registry.host(): {"registrytoken": token}}}).to_string();
+    let bearer = Registry::new(RegistryOptions {
+        credentials: DockerConfig::parse(bearer.as_bytes()).unwrap(),
+        ..RegistryOptions::default()
+    })
+    .unwrap();
+    assert_eq!(
+        inspect(&bearer, &r).await.unwrap().manifest_digest,
+        img.manifest_digest
+    );
+    let other = registry.reference("plugins/other:v1").unwrap();
+    let err = bearer.push_image(&other, &img).await.unwrap_err();
+    assert_eq!(err.reason(), "RegistryUnauthorized", "{err}");
 }

@@ -1,6 +1,7 @@
 //! A real OCI registry for tests (feature `test-support`): distribution's `registry`, built by
 //! hack/registry/build.sh, started on 127.0.0.1 with a free port and a temporary storage
-//! directory, optionally behind htpasswd basic auth, and stopped when dropped.
+//! directory, optionally behind htpasswd basic auth or token auth (with the token server of
+//! [`token`]), and stopped when dropped.
 //!
 //! The binary is `$LOOP_PLUGINS_REGISTRY_BIN` when set; otherwise build.sh is run once per
 //! process (a no-op when its cache is warm) from `$LOOP_PLUGINS_REPO/hack/registry` or, by
@@ -15,14 +16,27 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
+pub mod token;
+
 use crate::digest::Digest;
 use crate::reference::{ImageRef, ReferenceError};
+
+/// Who the registry lets in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum TestAuth {
+    /// Anyone, for anything.
+    #[default]
+    Anonymous,
+    /// HTTP basic auth against an htpasswd file (bcrypt) holding this one user.
+    Basic { username: String, password: String },
+    /// Bearer tokens from a token server that knows this one user (basic credentials).
+    Token { username: String, password: String },
+}
 
 /// How to start the registry.
 #[derive(Debug, Clone, Default)]
 pub struct TestRegistryOptions {
-    /// `(username, password)`: the registry then asks for HTTP basic auth (htpasswd, bcrypt).
-    pub basic_auth: Option<(String, String)>,
+    pub auth: TestAuth,
 }
 
 /// A running registry; stopped and its storage deleted on drop.
@@ -31,6 +45,9 @@ pub struct TestRegistry {
     addr: SocketAddr,
     dir: tempfile::TempDir,
     options: TestRegistryOptions,
+    issuer: Option<token::Issuer>,
+    // Dropped after the registry process is killed (fields drop in order, after Drop::drop).
+    _token_server: Option<token::TokenServer>,
 }
 
 /// Why the registry could not be started.
@@ -99,6 +116,19 @@ impl TestRegistry {
             .prefix("loop-plugins-registry-")
             .tempdir()
             .map_err(io("making the registry's temp dir"))?;
+        let (issuer, token_server) = match &options.auth {
+            TestAuth::Token { username, password } => {
+                let issuer = token::Issuer::new(username, password)
+                    .map_err(io("making the token issuer's key"))?;
+                std::fs::write(dir.path().join("jwks.json"), issuer.jwks())
+                    .map_err(io("writing the JWKS"))?;
+                let server = token::TokenServer::start(issuer.clone())
+                    .map_err(io("starting the token server"))?;
+                (Some(issuer), Some(server))
+            }
+            _ => (None, None),
+        };
+        let realm = token_server.as_ref().map(token::TokenServer::realm);
         let mut last = None;
         // A port found free may be taken before the registry binds it: try a few.
         for _ in 0..3 {
@@ -108,9 +138,16 @@ impl TestRegistry {
                 .port();
             let addr = SocketAddr::from(([127, 0, 0, 1], port));
             let config = dir.path().join("config.yml");
-            std::fs::write(&config, config_yaml(dir.path(), addr, &options))
-                .map_err(io("writing the registry config"))?;
-            if let Some((user, password)) = &options.basic_auth {
+            std::fs::write(
+                &config,
+                config_yaml(dir.path(), addr, &options, realm.as_deref()),
+            )
+            .map_err(io("writing the registry config"))?;
+            if let TestAuth::Basic {
+                username: user,
+                password,
+            } = &options.auth
+            {
                 let hash = bcrypt::hash(password, 4)
                     .map_err(|e| TestRegistryError::Bcrypt(e.to_string()))?;
                 std::fs::write(dir.path().join("htpasswd"), format!("{user}:{hash}\n"))
@@ -133,6 +170,8 @@ impl TestRegistry {
                         addr,
                         dir,
                         options,
+                        issuer,
+                        _token_server: token_server,
                     });
                 }
                 Err(e) => {
@@ -171,18 +210,28 @@ impl TestRegistry {
             .join("data")
     }
 
-    /// A dockerconfigjson holding this registry's basic credentials (empty `auths` without).
+    /// A dockerconfigjson holding this registry's user's credentials (empty `auths` when
+    /// anonymous).
     pub fn docker_config_json(&self) -> Vec<u8> {
-        let auths = match &self.options.basic_auth {
-            Some((user, password)) => {
-                let auth =
-                    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        let auths = match &self.options.auth {
+            TestAuth::Basic { username, password } | TestAuth::Token { username, password } => {
+                let auth = base64::engine::general_purpose::STANDARD
+                    .encode(format!("{username}:{password}"));
                 serde_json::json!({ self.host(): {"auth": auth} })
             }
-            None => serde_json::json!({}),
+            TestAuth::Anonymous => serde_json::json!({}),
         };
         serde_json::to_vec(&serde_json::json!({ "auths": auths }))
             .expect("JSON of strings serializes")
+    }
+
+    /// With token auth: a bearer token for `scopes` (`repository:<name>:<actions>`), as a
+    /// dockerconfigjson `registrytoken` would carry one.
+    pub fn mint_token(&self, scopes: &[&str]) -> Option<String> {
+        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+        self.issuer
+            .as_ref()
+            .map(|issuer| issuer.mint("minted", &scopes))
     }
 
     /// The registry's log so far.
@@ -231,17 +280,34 @@ fn wait_ready(
     })
 }
 
-fn config_yaml(dir: &Path, addr: SocketAddr, options: &TestRegistryOptions) -> String {
+fn config_yaml(
+    dir: &Path,
+    addr: SocketAddr,
+    options: &TestRegistryOptions,
+    realm: Option<&str>,
+) -> String {
     let storage = dir.join("storage");
     let mut yaml = format!(
         "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n",
         storage.display()
     );
-    if options.basic_auth.is_some() {
-        yaml.push_str(&format!(
-            "auth:\n  htpasswd:\n    realm: loop-plugins-test\n    path: {}\n",
-            dir.join("htpasswd").display()
-        ));
+    match &options.auth {
+        TestAuth::Anonymous => {}
+        TestAuth::Basic { .. } => {
+            yaml.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: loop-plugins-test\n    path: {}\n",
+                dir.join("htpasswd").display()
+            ));
+        }
+        TestAuth::Token { .. } => {
+            yaml.push_str(&format!(
+                "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    jwks: {}\n    signingalgorithms: [EdDSA]\n",
+                realm.unwrap_or_default(),
+                token::SERVICE,
+                token::ISSUER,
+                dir.join("jwks.json").display()
+            ));
+        }
     }
     yaml
 }
