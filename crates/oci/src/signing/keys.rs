@@ -20,6 +20,11 @@ pub enum KeyError {
     Pem(String),
     #[error("public key {key:?} is not 64 hex digits of an Ed25519 public key")]
     PublicHex { key: String },
+    #[error("key file {path}: {source}")]
+    File {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl PublisherKey {
@@ -45,6 +50,37 @@ impl PublisherKey {
             .to_pkcs8_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
             .map_err(|e| KeyError::Pem(e.to_string()))?;
         Ok(pem.to_string())
+    }
+
+    /// Writes a new key file: refuses to replace an existing file, mode 0600.
+    pub fn save(&self, path: &std::path::Path) -> Result<(), KeyError> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let io = |source| KeyError::File {
+            path: path.to_path_buf(),
+            source,
+        };
+        let pem = self.to_pem()?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(io)?;
+        file.write_all(pem.as_bytes()).map_err(io)?;
+        file.sync_all().map_err(io)
+    }
+
+    /// Reads a key file written by [`PublisherKey::save`] (or `openssl genpkey -algorithm ed25519`).
+    pub fn load(path: &std::path::Path) -> Result<Self, KeyError> {
+        let pem = std::fs::read_to_string(path).map_err(|source| KeyError::File {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_pem(&pem).map_err(|e| match e {
+            KeyError::Pem(message) => KeyError::Pem(format!("{}: {message}", path.display())),
+            other => other,
+        })
     }
 
     /// The public key as 64 lowercase hex digits.
@@ -100,6 +136,34 @@ mod tests {
         assert_ne!(
             PublisherKey::generate().unwrap().public_hex(),
             key.public_hex()
+        );
+    }
+
+    #[test]
+    fn key_files_are_private_and_not_overwritten() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("publisher.pem");
+        let key = PublisherKey::generate().unwrap();
+        key.save(&path).unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            PublisherKey::load(&path).unwrap().public_hex(),
+            key.public_hex()
+        );
+        let err = PublisherKey::generate().unwrap().save(&path).unwrap_err();
+        assert!(
+            matches!(err, KeyError::File { ref source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists),
+            "{err}"
+        );
+        assert!(
+            PublisherKey::load(&dir.path().join("missing.pem"))
+                .unwrap_err()
+                .to_string()
+                .contains("missing.pem")
         );
     }
 
