@@ -201,3 +201,22 @@ pub async fn inspect(
         tree,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::RegistryOptions;
+    use crate::signing::publish;
+
+    /// The controller runs these on tokio tasks: their futures must be Send.
+    #[test]
+    fn futures_are_send() {
+        fn send<T: Send>(_: &T) {}
+        let registry = Registry::new(RegistryOptions::default()).unwrap();
+        let r = ImageRef::parse("localhost:5000/x:v1").unwrap();
+        send(&inspect(&registry, &r));
+        let d = Digest::of(b"");
+        send(&publish::fetch_signatures(&registry, &r, &d));
+        send(&registry.push_image(&r, &crate::build::build_image(&Default::default(), vec![])));
+    }
+}

@@ -4,7 +4,7 @@
 //!
 //! The entry points the CLI and the controller call:
 //! - [`ImageRef::parse`], [`DockerConfig::parse`], [`Registry::new`];
-//! - [`inspect`]: pull by tag or digest, check, return [`ImageFacts`] (pinned digest, USER,
+//! - [`inspect()`]: pull by tag or digest, check, return [`ImageFacts`] (pinned digest, USER,
 //!   command, labels, plugin.json bytes and sha256, the /loop-plugin tree);
 //! - [`signing::keys::PublisherKey`], [`signing::publish::sign_image`],
 //!   [`signing::publish::fetch_signatures`], [`signing::policy::decide`];

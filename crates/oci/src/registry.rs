@@ -33,7 +33,7 @@ pub struct RegistryOptions {
     /// Credentials by registry (a dockerconfigjson); registries not in it are asked anonymously.
     pub credentials: DockerConfig,
     /// Registries (`host:port` as references name them) reached over plain HTTP, besides
-    /// loopback ones (localhost, 127.0.0.0/8, [::1]), which always are.
+    /// loopback ones (localhost, 127.0.0.0/8, `[::1]`), which always are.
     pub insecure: Vec<String>,
     pub limits: Limits,
     pub connect_timeout: Duration,
