@@ -409,8 +409,9 @@ pub(crate) fn descriptor_json(blob: &Blob) -> serde_json::Value {
 
 /// A plugin image laid out as the reference's "Image layout" asks, from host files: the
 /// binary at `/<name>` (the entrypoint), `plugin_dir`'s tree (plugin.json, ui/...) at
-/// /loop-plugin, an empty /data owned by `uid:gid`, `USER uid:gid`, label dev.loop.plugin=1.
-/// Two gzip layers: the binary, then /loop-plugin and /data.
+/// /loop-plugin, an empty /data owned by `uid:gid`, /tmp (1777), `USER uid:gid`, label
+/// dev.loop.plugin=1. Two gzip layers: the binary, then /loop-plugin, /data and /tmp. No base
+/// image: the binary must be static (no libc in the image).
 #[derive(Debug, Clone)]
 pub struct PluginImageSpec {
     pub binary: PathBuf,
@@ -434,7 +435,8 @@ impl PluginImageSpec {
         let plugin_layer = LayerBuilder::new()
             .dir(crate::rootfs::LOOP_PLUGIN_DIR, 0, 0, 0o755)
             .from_dir(&self.plugin_dir, crate::rootfs::LOOP_PLUGIN_DIR, 0, 0)?
-            .dir(crate::rootfs::DATA_DIR, self.uid, self.gid, 0o755);
+            .dir(crate::rootfs::DATA_DIR, self.uid, self.gid, 0o755)
+            .dir("tmp", 0, 0, 0o1777);
         let mut labels = self.labels.clone();
         labels.insert(
             crate::checks::PLUGIN_LABEL.to_string(),

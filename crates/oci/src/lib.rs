@@ -35,4 +35,4 @@ pub use digest::Digest;
 pub use inspect::{ImageFacts, InspectError, inspect};
 pub use limits::Limits;
 pub use reference::{ImageRef, ReferenceError};
-pub use registry::{Registry, RegistryError, RegistryOptions};
+pub use registry::{Endpoint, Registry, RegistryError, RegistryOptions};

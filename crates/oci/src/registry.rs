@@ -3,9 +3,12 @@
 //! pushing blobs and manifests. oci-client does the authentication (basic, and the bearer
 //! token dance) and the blob transfers; manifests are fetched here through a size cap,
 //! because oci-client reads a manifest body whole. Loopback registries and the `insecure`
-//! list are reached over plain HTTP, every other one over HTTPS (rustls with ring).
+//! list are reached over plain HTTP, every other one over HTTPS (rustls with ring, the
+//! system's roots plus `ca_certificates`). An `endpoints` entry reaches a registry, as
+//! references name it, at another address (kind's `localhost:5001` is `kind-registry:5000`
+//! from inside the cluster); references, digests and signatures keep the name.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,6 +38,10 @@ pub struct RegistryOptions {
     /// Registries (`host:port` as references name them) reached over plain HTTP, besides
     /// loopback ones (localhost, 127.0.0.0/8, `[::1]`), which always are.
     pub insecure: Vec<String>,
+    /// Registries (as references name them) reached at another address.
+    pub endpoints: BTreeMap<String, Endpoint>,
+    /// PEM certificates trusted besides the system's roots (a private registry's CA).
+    pub ca_certificates: Vec<Vec<u8>>,
     pub limits: Limits,
     pub connect_timeout: Duration,
     /// How long a read may wait for bytes before the transfer fails.
@@ -46,11 +53,21 @@ impl Default for RegistryOptions {
         Self {
             credentials: DockerConfig::default(),
             insecure: Vec::new(),
+            endpoints: BTreeMap::new(),
+            ca_certificates: Vec::new(),
             limits: Limits::default(),
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
         }
     }
+}
+
+/// Where a registry is reached when not at its own name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `host:port` to connect to.
+    pub host: String,
+    pub plain_http: bool,
 }
 
 /// A registry client; cheap to clone, safe to share.
@@ -90,6 +107,8 @@ pub enum RegistryError {
     Manifest { what: String, source: ManifestError },
     #[error("building the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
+    #[error("ca_certificates[{index}] is not PEM certificates: {message}")]
+    Certificate { index: usize, message: String },
 }
 
 impl RegistryError {
@@ -102,6 +121,7 @@ impl RegistryError {
     pub fn reason(&self) -> &'static str {
         match self {
             RegistryError::Unavailable { .. } | RegistryError::Client(_) => "RegistryUnavailable",
+            RegistryError::Certificate { .. } => "RegistryConfigInvalid",
             RegistryError::Unauthorized { .. } => "RegistryUnauthorized",
             RegistryError::NotFound { .. } => "ImageNotFound",
             RegistryError::Protocol { .. } => "RegistryProtocol",
@@ -137,10 +157,27 @@ impl Registry {
     /// A client with these options. Installs ring as rustls' process-wide provider if none is.
     pub fn new(options: RegistryOptions) -> Result<Self, RegistryError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut roots = Vec::new();
+        for (index, pem) in options.ca_certificates.iter().enumerate() {
+            let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
+                RegistryError::Certificate {
+                    index,
+                    message: e.to_string(),
+                }
+            })?;
+            if certs.is_empty() {
+                return Err(RegistryError::Certificate {
+                    index,
+                    message: "no certificate in it".into(),
+                });
+            }
+            roots.extend(certs);
+        }
         let http = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
             .read_timeout(options.read_timeout)
             .user_agent(USER_AGENT)
+            .tls_certs_merge(roots)
             .build()
             .map_err(RegistryError::Client)?;
         Ok(Self {
@@ -154,8 +191,37 @@ impl Registry {
         &self.options.limits
     }
 
-    fn plain_http(&self, r: &ImageRef) -> bool {
-        r.is_loopback() || self.options.insecure.iter().any(|i| i == r.registry())
+    /// Where `r`'s registry is reached: `(host:port, plain HTTP?)`.
+    fn endpoint(&self, r: &ImageRef) -> (String, bool) {
+        if let Some(e) = self.options.endpoints.get(r.registry()) {
+            return (e.host.clone(), e.plain_http);
+        }
+        let plain = r.is_loopback() || self.options.insecure.iter().any(|i| i == r.registry());
+        // Docker Hub's API is not at docker.io (oci-spec knows where).
+        let host = oci_client::Reference::with_tag(
+            r.registry().to_string(),
+            r.repository().to_string(),
+            "latest".into(),
+        )
+        .resolve_registry()
+        .to_string();
+        (host, plain)
+    }
+
+    /// The oci-client form of a reference, naming the registry by where it is reached.
+    fn oci_ref(&self, r: &ImageRef) -> oci_client::Reference {
+        let (host, repository) = (self.endpoint(r).0, r.repository().to_string());
+        match (r.tag(), r.digest()) {
+            (Some(t), Some(d)) => oci_client::Reference::with_tag_and_digest(
+                host,
+                repository,
+                t.to_string(),
+                d.to_string(),
+            ),
+            (None, Some(d)) => oci_client::Reference::with_digest(host, repository, d.to_string()),
+            (Some(t), None) => oci_client::Reference::with_tag(host, repository, t.to_string()),
+            (None, None) => oci_client::Reference::with_tag(host, repository, "latest".to_string()),
+        }
     }
 
     fn auth(&self, r: &ImageRef) -> RegistryAuth {
@@ -170,16 +236,27 @@ impl Registry {
 
     /// The oci-client of a registry (one per registry: its protocol and token cache).
     fn client(&self, r: &ImageRef) -> oci_client::Client {
+        let (host, plain) = self.endpoint(r);
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         clients
-            .entry(r.registry().to_string())
+            .entry(format!("{host} {plain}"))
             .or_insert_with(|| {
+                let certificates = self
+                    .options
+                    .ca_certificates
+                    .iter()
+                    .map(|pem| oci_client::client::Certificate {
+                        encoding: oci_client::client::CertificateEncoding::Pem,
+                        data: pem.clone(),
+                    })
+                    .collect();
                 oci_client::Client::new(ClientConfig {
-                    protocol: if self.plain_http(r) {
+                    protocol: if plain {
                         ClientProtocol::Http
                     } else {
                         ClientProtocol::Https
                     },
+                    extra_root_certificates: certificates,
                     connect_timeout: Some(self.options.connect_timeout),
                     read_timeout: Some(self.options.read_timeout),
                     user_agent: USER_AGENT,
@@ -201,7 +278,7 @@ impl Registry {
         let client = self.client(r);
         let auth = self.auth(r);
         let token = client
-            .auth(&oci_ref(r), &auth, op)
+            .auth(&self.oci_ref(r), &auth, op)
             .await
             .map_err(|e| map_oci(what, e))?;
         let header = match (token, &auth) {
@@ -228,11 +305,11 @@ impl Registry {
     ) -> Result<FetchedManifest, RegistryError> {
         let what = format!("manifest {r}");
         let (_, auth) = self.authorized(r, RegistryOperation::Pull, &what).await?;
-        let scheme = if self.plain_http(r) { "http" } else { "https" };
-        let oci = oci_ref(r);
+        let (host, plain) = self.endpoint(r);
+        let scheme = if plain { "http" } else { "https" };
         let url = format!(
             "{scheme}://{}/v2/{}/manifests/{}",
-            oci.resolve_registry(),
+            host,
             r.repository(),
             r.manifest_key()
         );
@@ -394,7 +471,7 @@ impl Registry {
         let (client, _) = self.authorized(r, RegistryOperation::Pull, &what).await?;
         let descriptor = oci_descriptor(blob);
         let sized = client
-            .pull_blob_stream(&oci_ref(r), &descriptor)
+            .pull_blob_stream(&self.oci_ref(r), &descriptor)
             .await
             .map_err(|e| map_oci(&what, e))?;
         Ok(sized.stream)
@@ -409,7 +486,7 @@ impl Registry {
     ) -> Result<(), RegistryError> {
         let what = format!("push of blob {} to {}", blob.digest, r.name());
         let (client, _) = self.authorized(r, RegistryOperation::Push, &what).await?;
-        let oci = oci_ref(r);
+        let oci = self.oci_ref(r);
         if client
             .blob_exists(&oci, &blob.digest.to_string())
             .await
@@ -444,7 +521,7 @@ impl Registry {
                 message: format!("media type {media_type:?} is not a header value"),
             })?;
         client
-            .push_manifest_raw(&oci_ref(&target), bytes, content_type)
+            .push_manifest_raw(&self.oci_ref(&target), bytes, content_type)
             .await
             .map_err(|e| map_oci(&what, e))?;
         Ok(digest)
@@ -477,22 +554,6 @@ impl Registry {
         }
         let (index, _) = crate::build::build_index(images);
         self.push_manifest(r, index, media::OCI_INDEX).await
-    }
-}
-
-/// The oci-client form of a reference (a bare name asks for `latest`).
-fn oci_ref(r: &ImageRef) -> oci_client::Reference {
-    let (registry, repository) = (r.registry().to_string(), r.repository().to_string());
-    match (r.tag(), r.digest()) {
-        (Some(t), Some(d)) => oci_client::Reference::with_tag_and_digest(
-            registry,
-            repository,
-            t.to_string(),
-            d.to_string(),
-        ),
-        (None, Some(d)) => oci_client::Reference::with_digest(registry, repository, d.to_string()),
-        (Some(t), None) => oci_client::Reference::with_tag(registry, repository, t.to_string()),
-        (None, None) => oci_client::Reference::with_tag(registry, repository, "latest".to_string()),
     }
 }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use loop_plugins_oci::build::{
     self, BuiltImage, ImageConfig, LayerBuilder, LayerCompression, PluginImageSpec,
 };
+use loop_plugins_oci::registry::Endpoint;
 use loop_plugins_oci::signing::keys::PublisherKey;
 use loop_plugins_oci::signing::policy::{self, Finding, SignatureMode, Subject, Verdict};
 use loop_plugins_oci::signing::publish;
@@ -557,7 +558,11 @@ async fn basic_auth_through_a_dockerconfigjson() {
         username: "alice".into(),
         password: "s3cret".into(),
     };
-    let registry = TestRegistry::start(TestRegistryOptions { auth }).unwrap();
+    let registry = TestRegistry::start(TestRegistryOptions {
+        auth,
+        ..Default::default()
+    })
+    .unwrap();
     let r = registry.reference("plugins/echo:v1").unwrap();
     let img = image(&good_config(), &[base_layer(), plugin_layer()]);
 
@@ -661,7 +666,11 @@ async fn token_auth_through_a_dockerconfigjson() {
         username: "alice".into(),
         password: "s3cret".into(),
     };
-    let registry = TestRegistry::start(TestRegistryOptions { auth }).unwrap();
+    let registry = TestRegistry::start(TestRegistryOptions {
+        auth,
+        ..Default::default()
+    })
+    .unwrap();
     let r = registry.reference("plugins/echo:v1").unwrap();
     let img = image(&good_config(), &[base_layer(), plugin_layer()]);
 
@@ -709,4 +718,63 @@ async fn token_auth_through_a_dockerconfigjson() {
     let other = registry.reference("plugins/other:v1").unwrap();
     let err = bearer.push_image(&other, &img).await.unwrap_err();
     assert_eq!(err.reason(), "RegistryUnauthorized", "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_a_private_ca_and_an_endpoint_under_another_name() {
+    let registry = TestRegistry::start(TestRegistryOptions {
+        tls: true,
+        ..Default::default()
+    })
+    .unwrap();
+    // As in kind: references name the registry one way, this process reaches it another.
+    let r = ImageRef::parse("registry.test:5000/plugins/echo:v1").unwrap();
+    let endpoint = Endpoint {
+        host: registry.host(),
+        plain_http: false,
+    };
+    let endpoints = BTreeMap::from([("registry.test:5000".to_string(), endpoint)]);
+    let trusted = Registry::new(RegistryOptions {
+        endpoints: endpoints.clone(),
+        ca_certificates: vec![registry.ca_pem().unwrap().to_vec()],
+        ..RegistryOptions::default()
+    })
+    .unwrap();
+    let img = image(&good_config(), &[base_layer(), plugin_layer()]);
+    trusted.push_image(&r, &img).await.unwrap();
+    let f = inspect(&trusted, &r).await.unwrap();
+    assert_eq!(
+        f.pinned.to_string(),
+        format!("registry.test:5000/plugins/echo:v1@{}", img.manifest_digest)
+    );
+    assert_eq!(f.repository(), "registry.test:5000/plugins/echo");
+    let key = PublisherKey::generate().unwrap();
+    publish::sign_image(&trusted, &key, &f, "echo", "0.1.0")
+        .await
+        .unwrap();
+    assert_eq!(
+        publish::fetch_signatures(&trusted, &r, &f.manifest_digest)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let untrusted = Registry::new(RegistryOptions {
+        endpoints,
+        ..RegistryOptions::default()
+    })
+    .unwrap();
+    let err = inspect(&untrusted, &r).await.unwrap_err();
+    assert!(
+        err.to_string().to_lowercase().contains("certificate"),
+        "{err}"
+    );
+    let err = Registry::new(RegistryOptions {
+        ca_certificates: vec![b"not pem".to_vec()],
+        ..RegistryOptions::default()
+    })
+    .err()
+    .unwrap();
+    assert_eq!(err.reason(), "RegistryConfigInvalid", "{err}");
 }

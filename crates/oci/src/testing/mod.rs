@@ -37,6 +37,8 @@ pub enum TestAuth {
 #[derive(Debug, Clone, Default)]
 pub struct TestRegistryOptions {
     pub auth: TestAuth,
+    /// Serve HTTPS with a certificate for 127.0.0.1 from a CA made for it ([`TestRegistry::ca_pem`]).
+    pub tls: bool,
 }
 
 /// A running registry; stopped and its storage deleted on drop.
@@ -46,6 +48,7 @@ pub struct TestRegistry {
     dir: tempfile::TempDir,
     options: TestRegistryOptions,
     issuer: Option<token::Issuer>,
+    ca_pem: Option<Vec<u8>>,
     // Dropped after the registry process is killed (fields drop in order, after Drop::drop).
     _token_server: Option<token::TokenServer>,
 }
@@ -129,6 +132,11 @@ impl TestRegistry {
             _ => (None, None),
         };
         let realm = token_server.as_ref().map(token::TokenServer::realm);
+        let ca_pem = if options.tls {
+            Some(write_certificates(dir.path())?)
+        } else {
+            None
+        };
         let mut last = None;
         // A port found free may be taken before the registry binds it: try a few.
         for _ in 0..3 {
@@ -163,7 +171,13 @@ impl TestRegistry {
                 .stderr(log)
                 .spawn()
                 .map_err(io(&format!("starting {}", binary.display())))?;
-            match wait_ready(&mut child, addr, &log_path, Duration::from_secs(15)) {
+            match wait_ready(
+                &mut child,
+                addr,
+                &log_path,
+                options.tls,
+                Duration::from_secs(15),
+            ) {
                 Ok(()) => {
                     return Ok(Self {
                         child,
@@ -171,6 +185,7 @@ impl TestRegistry {
                         dir,
                         options,
                         issuer,
+                        ca_pem,
                         _token_server: token_server,
                     });
                 }
@@ -225,6 +240,11 @@ impl TestRegistry {
             .expect("JSON of strings serializes")
     }
 
+    /// With `tls`: the CA (PEM) that signed the registry's certificate.
+    pub fn ca_pem(&self) -> Option<&[u8]> {
+        self.ca_pem.as_deref()
+    }
+
     /// With token auth: a bearer token for `scopes` (`repository:<name>:<actions>`), as a
     /// dockerconfigjson `registrytoken` would carry one.
     pub fn mint_token(&self, scopes: &[&str]) -> Option<String> {
@@ -251,6 +271,7 @@ fn wait_ready(
     child: &mut Child,
     addr: SocketAddr,
     log: &Path,
+    tls: bool,
     timeout: Duration,
 ) -> Result<(), TestRegistryError> {
     let start = Instant::now();
@@ -259,6 +280,9 @@ fn wait_ready(
             break;
         }
         if let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            if tls {
+                return Ok(()); // it listens once its certificate is loaded
+            }
             let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
             let request = format!("GET /v2/ HTTP/1.0\r\nHost: {addr}\r\n\r\n");
             let mut answer = [0u8; 12];
@@ -280,6 +304,36 @@ fn wait_ready(
     })
 }
 
+/// Writes a CA and a certificate for 127.0.0.1 signed by it (tls.crt, tls.key); returns the CA.
+fn write_certificates(dir: &Path) -> Result<Vec<u8>, TestRegistryError> {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let cert_err = |e: rcgen::Error| TestRegistryError::Io {
+        what: "making the test certificates".into(),
+        source: std::io::Error::other(e.to_string()),
+    };
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(cert_err)?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "loop-plugins test registry CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().map_err(cert_err)?)
+        .map_err(cert_err)?;
+    let key = KeyPair::generate().map_err(cert_err)?;
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .map_err(cert_err)?
+        .signed_by(&key, &ca)
+        .map_err(cert_err)?;
+    let io = |what: &'static str| {
+        move |source| TestRegistryError::Io {
+            what: what.into(),
+            source,
+        }
+    };
+    std::fs::write(dir.join("tls.crt"), leaf.pem()).map_err(io("writing tls.crt"))?;
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).map_err(io("writing tls.key"))?;
+    Ok(ca.as_ref().pem().into_bytes())
+}
+
 fn config_yaml(
     dir: &Path,
     addr: SocketAddr,
@@ -291,6 +345,13 @@ fn config_yaml(
         "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n",
         storage.display()
     );
+    if options.tls {
+        yaml.push_str(&format!(
+            "  tls:\n    certificate: {}\n    key: {}\n",
+            dir.join("tls.crt").display(),
+            dir.join("tls.key").display()
+        ));
+    }
     match &options.auth {
         TestAuth::Anonymous => {}
         TestAuth::Basic { .. } => {
