@@ -1,0 +1,38 @@
+//! Size caps on what a registry sends us, so an image cannot make a pull use unbounded memory
+//! or time. The /loop-plugin cap is the reference's (50 MB); the others are ours.
+
+/// The reference's cap on /loop-plugin: "at most 50 MB; install refuses a bigger one".
+pub const LOOP_PLUGIN_MAX_BYTES: u64 = 50 * 1000 * 1000;
+
+/// Caps applied while pulling and reading an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// A manifest or index body (containerd uses the same 4 MiB).
+    pub manifest_bytes: u64,
+    /// The image config blob, by its descriptor's size and by what arrives.
+    pub config_bytes: u64,
+    /// One layer blob as stored (compressed), by its descriptor's size.
+    pub layer_bytes: u64,
+    /// All layers decompressed together: the guard against compression bombs.
+    pub decompressed_bytes: u64,
+    /// How many layers an image may have.
+    pub layers: usize,
+    /// How many tar entries all layers may hold together.
+    pub entries: u64,
+    /// The bytes /loop-plugin may hold, at every point of the layer stack.
+    pub loop_plugin_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            manifest_bytes: 4 << 20,
+            config_bytes: 4 << 20,
+            layer_bytes: 1 << 30,
+            decompressed_bytes: 4 << 30,
+            layers: 128,
+            entries: 1_000_000,
+            loop_plugin_bytes: LOOP_PLUGIN_MAX_BYTES,
+        }
+    }
+}
