@@ -1,0 +1,441 @@
+//! Which calls the filter traps, answers or lets through, derived from what the policy needs
+//! (pure). The rule of thumb, from the notes: the kernel is the boundary wherever it can be.
+//!
+//! - Register rules (no path involved) are decided in BPF: a unix socket, a datagram
+//!   socketpair, io_uring, ptrace, process_vm_writev, open_by_handle_at, pidfd_getfd,
+//!   namespaces and mounts. The denied combinations are handed to the supervisor only so the
+//!   denial is audited; its answer is the fixed errno below, and without a supervisor the
+//!   kernel answers ENOSYS: denied either way.
+//! - `clone3` and `openat2` (arguments behind a pointer) and calls newer than the table answer
+//!   ENOSYS in BPF; the C library falls back to `clone` and `openat`.
+//! - `execve` and `execveat` are trapped to be audited and to deny early; Landlock holds the
+//!   exec limits whatever the supervisor answers.
+//! - Metadata calls Landlock cannot limit (chmod, chown, timestamps, xattrs) are always
+//!   trapped and performed by the supervisor.
+//! - File calls (opens for writing, create, delete, rename, link, symlink, truncate) are
+//!   trapped only when a rule needs their path: a manifest rule that decides differently from
+//!   Landlock, or the audit dir's protection. Otherwise Landlock alone decides them.
+
+use std::collections::BTreeSet;
+
+use crate::policy::Operation;
+use crate::syscalls::Call;
+
+/// What the filter does with a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Allow,
+    /// Hand it to the supervisor.
+    Notify,
+    /// Answer this errno in the kernel.
+    Errno(u16),
+}
+
+/// A test on the low 32 bits of an argument (every argument tested is a C `int`, which the
+/// kernel truncates the same way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cond {
+    /// `arg == value`
+    Eq { arg: u8, value: u32 },
+    /// `arg & mask != 0`
+    Any { arg: u8, mask: u32 },
+    /// `arg & mask == value`
+    MaskedEq { arg: u8, mask: u32, value: u32 },
+}
+
+/// One call's rule: the first check that holds decides, else `otherwise`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterRule {
+    pub call: Call,
+    pub checks: Vec<(Cond, Action)>,
+    pub otherwise: Action,
+}
+
+/// Which opens are trapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenTrap {
+    None,
+    /// Those whose flags have any of these bits.
+    Flags(u32),
+    /// All but `O_PATH` opens (a rule decides reads).
+    All,
+}
+
+/// The filter's rules and what they trap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub rules: Vec<FilterRule>,
+    pub open_trap: OpenTrap,
+    /// The operations the supervisor decides (beyond exec and metadata, always decided).
+    pub trapped_ops: BTreeSet<Operation>,
+}
+
+impl Plan {
+    pub fn rule(&self, call: Call) -> Option<&FilterRule> {
+        self.rules.iter().find(|r| r.call == call)
+    }
+
+    /// The calls handed to the supervisor in some case, by name (for the start line).
+    pub fn trapped_names(&self) -> Vec<&'static str> {
+        self.rules
+            .iter()
+            .filter(|r| {
+                r.otherwise == Action::Notify || r.checks.iter().any(|(_, a)| *a == Action::Notify)
+            })
+            .map(|r| r.call.name())
+            .collect()
+    }
+}
+
+const CLONE_NAMESPACES: u32 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET) as u32;
+/// `CLONE_NEWTIME` (0x80) only means a namespace to `unshare`: in `clone` it is part of the
+/// exit signal.
+const UNSHARE_NAMESPACES: u32 = CLONE_NAMESPACES | 0x80;
+
+pub const O_WRITE_FLAGS: u32 =
+    (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | O_TMPFILE_BIT) as u32;
+pub const O_CREATE_FLAGS: u32 = (libc::O_CREAT | O_TMPFILE_BIT) as u32;
+/// `__O_TMPFILE`, without the `O_DIRECTORY` that `O_TMPFILE` carries.
+pub const O_TMPFILE_BIT: i32 = libc::O_TMPFILE & !libc::O_DIRECTORY;
+
+/// The errno and rule name of a call the filter denies on registers (and passes on to the
+/// supervisor for the audit only).
+pub fn register_denial(call: Call) -> Option<(&'static str, i32)> {
+    let rule = match call {
+        Call::Socket => "unix-socket",
+        Call::Socketpair => "unix-datagram-pair",
+        Call::IoUringSetup | Call::IoUringEnter | Call::IoUringRegister => "io_uring",
+        Call::Ptrace => "ptrace",
+        Call::ProcessVmWritev => "process_vm_writev",
+        Call::OpenByHandleAt => "open_by_handle_at",
+        Call::PidfdGetfd => "pidfd_getfd",
+        Call::Unshare | Call::Clone | Call::Setns => "namespaces",
+        Call::Chroot
+        | Call::PivotRoot
+        | Call::Mount
+        | Call::Umount2
+        | Call::OpenTree
+        | Call::MoveMount
+        | Call::Fsopen
+        | Call::Fsconfig
+        | Call::Fsmount
+        | Call::Fspick
+        | Call::MountSetattr
+        | Call::OpenTreeAttr => "mounts",
+        _ => return None,
+    };
+    Some((rule, libc::EPERM))
+}
+
+fn always(call: Call, action: Action) -> FilterRule {
+    FilterRule {
+        call,
+        checks: vec![],
+        otherwise: action,
+    }
+}
+
+/// `MFD_NOEXEC_SEAL`: a memfd that can never be made executable (Linux 6.3).
+pub const MFD_NOEXEC_SEAL: u32 = 0x0008;
+/// `MFD_EXEC`: asks for an executable memfd.
+pub const MFD_EXEC: u32 = 0x0010;
+
+/// What the kernel lets the filter rely on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Features {
+    /// Landlock limits truncation (ABI 3); else the gate traps it.
+    pub landlock_truncate: bool,
+    /// `memfd_create` takes `MFD_NOEXEC_SEAL` (Linux 6.3); then memfds are made without exec.
+    pub memfd_noexec: bool,
+}
+
+impl Features {
+    /// A kernel with everything (tests).
+    pub const ALL: Features = Features {
+        landlock_truncate: true,
+        memfd_noexec: true,
+    };
+}
+
+/// The filter for a policy whose rules need `ops` trapped, on a kernel with `features`.
+pub fn plan(ops: &BTreeSet<Operation>, features: Features) -> Plan {
+    let landlock_truncate = features.landlock_truncate;
+    use Action::*;
+    use Operation as O;
+    let has = |o: O| ops.contains(&o);
+    let mut rules = Vec::new();
+
+    // Always observed or performed.
+    for call in [Call::Execve, Call::Execveat] {
+        rules.push(always(call, Notify));
+    }
+    for call in [
+        Call::Chmod,
+        Call::Fchmod,
+        Call::Fchmodat,
+        Call::Fchmodat2,
+        Call::Chown,
+        Call::Lchown,
+        Call::Fchown,
+        Call::Fchownat,
+        Call::Utime,
+        Call::Utimes,
+        Call::Futimesat,
+        Call::Utimensat,
+        Call::Setxattr,
+        Call::Lsetxattr,
+        Call::Fsetxattr,
+        Call::Removexattr,
+        Call::Lremovexattr,
+        Call::Fremovexattr,
+    ] {
+        rules.push(always(call, Notify));
+    }
+
+    // Memfds: one the plugin made non-executable itself goes through; any other is made by
+    // the supervisor with MFD_NOEXEC_SEAL (Landlock would let a memfd run).
+    if features.memfd_noexec {
+        rules.push(FilterRule {
+            call: Call::MemfdCreate,
+            checks: vec![(
+                Cond::Any {
+                    arg: 1,
+                    mask: MFD_NOEXEC_SEAL,
+                },
+                Allow,
+            )],
+            otherwise: Notify,
+        });
+    }
+
+    // Register rules.
+    rules.push(FilterRule {
+        call: Call::Socket,
+        checks: vec![(
+            Cond::Eq {
+                arg: 0,
+                value: libc::AF_UNIX as u32,
+            },
+            Notify,
+        )],
+        otherwise: Allow,
+    });
+    let stream_type = |value: i32| {
+        (
+            Cond::MaskedEq {
+                arg: 1,
+                mask: 0xf,
+                value: value as u32,
+            },
+            Allow,
+        )
+    };
+    rules.push(FilterRule {
+        call: Call::Socketpair,
+        checks: vec![
+            stream_type(libc::SOCK_STREAM),
+            stream_type(libc::SOCK_SEQPACKET),
+            (
+                Cond::Eq {
+                    arg: 0,
+                    value: libc::AF_UNIX as u32,
+                },
+                Notify,
+            ),
+        ],
+        otherwise: Allow,
+    });
+    for (call, mask) in [
+        (Call::Clone, CLONE_NAMESPACES),
+        (Call::Unshare, UNSHARE_NAMESPACES),
+    ] {
+        rules.push(FilterRule {
+            call,
+            checks: vec![(Cond::Any { arg: 0, mask }, Notify)],
+            otherwise: Allow,
+        });
+    }
+    for call in Call::ALL {
+        if register_denial(*call).is_some()
+            && !matches!(
+                call,
+                Call::Socket | Call::Socketpair | Call::Clone | Call::Unshare
+            )
+        {
+            rules.push(always(*call, Notify));
+        }
+    }
+    for call in [
+        Call::Clone3,
+        Call::Openat2,
+        Call::Uselib,
+        Call::Setxattrat,
+        Call::Removexattrat,
+        Call::FileSetattr,
+    ] {
+        rules.push(always(call, Errno(libc::ENOSYS as u16)));
+    }
+
+    // File calls, when a rule needs their path.
+    let open_trap = if has(O::Read) {
+        OpenTrap::All
+    } else {
+        let mut mask = 0;
+        if has(O::Write) {
+            mask |= O_WRITE_FLAGS;
+        }
+        if has(O::Create) {
+            mask |= O_CREATE_FLAGS;
+        }
+        if !landlock_truncate {
+            mask |= libc::O_TRUNC as u32;
+        }
+        if mask == 0 {
+            OpenTrap::None
+        } else {
+            OpenTrap::Flags(mask)
+        }
+    };
+    for (call, flags_arg) in [(Call::Open, 1u8), (Call::Openat, 2u8)] {
+        let o_path = (
+            Cond::Any {
+                arg: flags_arg,
+                mask: libc::O_PATH as u32,
+            },
+            Allow,
+        );
+        match open_trap {
+            OpenTrap::None => {}
+            OpenTrap::All => rules.push(FilterRule {
+                call,
+                checks: vec![o_path],
+                otherwise: Notify,
+            }),
+            OpenTrap::Flags(mask) => rules.push(FilterRule {
+                call,
+                checks: vec![
+                    o_path,
+                    (
+                        Cond::Any {
+                            arg: flags_arg,
+                            mask,
+                        },
+                        Notify,
+                    ),
+                ],
+                otherwise: Allow,
+            }),
+        }
+    }
+    let mut trap = |on: bool, calls: &[Call]| {
+        if on {
+            for c in calls {
+                rules.push(always(*c, Notify));
+            }
+        }
+    };
+    trap(
+        has(O::Write) || has(O::Create) || !landlock_truncate,
+        &[Call::Creat],
+    );
+    trap(has(O::Write) || !landlock_truncate, &[Call::Truncate]);
+    trap(
+        has(O::Create),
+        &[Call::Mkdir, Call::Mkdirat, Call::Mknod, Call::Mknodat],
+    );
+    trap(has(O::Delete), &[Call::Unlink, Call::Unlinkat, Call::Rmdir]);
+    trap(
+        has(O::Rename) || has(O::Delete) || has(O::Create),
+        &[Call::Rename, Call::Renameat, Call::Renameat2],
+    );
+    trap(
+        has(O::Link) || has(O::Create) || has(O::Write),
+        &[Call::Link, Call::Linkat],
+    );
+    trap(
+        has(O::Symlink) || has(O::Create),
+        &[Call::Symlink, Call::Symlinkat],
+    );
+
+    let mut trapped_ops = ops.clone();
+    trapped_ops.extend([O::Exec, O::Chmod, O::Chown, O::Setattr]);
+    Plan {
+        rules,
+        open_trap,
+        trapped_ops,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops(list: &[Operation]) -> BTreeSet<Operation> {
+        list.iter().copied().collect()
+    }
+
+    #[test]
+    fn without_rules_only_exec_metadata_and_register_rules_are_trapped() {
+        let p = plan(&ops(&[]), Features::ALL);
+        assert_eq!(p.open_trap, OpenTrap::None);
+        assert!(p.rule(Call::Openat).is_none());
+        assert!(p.rule(Call::Unlink).is_none());
+        assert!(p.rule(Call::Execve).is_some());
+        assert!(p.rule(Call::Chmod).is_some());
+        assert!(p.rule(Call::Socket).is_some());
+        assert_eq!(
+            p.rule(Call::Openat2).unwrap().otherwise,
+            Action::Errno(libc::ENOSYS as u16)
+        );
+    }
+
+    #[test]
+    fn a_delete_rule_traps_deletes_and_renames_only() {
+        let p = plan(&ops(&[Operation::Delete]), Features::ALL);
+        assert_eq!(p.open_trap, OpenTrap::None);
+        for c in [
+            Call::Unlink,
+            Call::Unlinkat,
+            Call::Rmdir,
+            Call::Rename,
+            Call::Renameat2,
+        ] {
+            assert!(p.rule(c).is_some(), "{c:?}");
+        }
+        for c in [Call::Mkdir, Call::Link, Call::Creat, Call::Truncate] {
+            assert!(p.rule(c).is_none(), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn opens_are_trapped_by_flags_or_all() {
+        let p = plan(&ops(&[Operation::Write]), Features::ALL);
+        assert_eq!(p.open_trap, OpenTrap::Flags(O_WRITE_FLAGS));
+        let p = plan(&ops(&[Operation::Create]), Features::ALL);
+        assert_eq!(p.open_trap, OpenTrap::Flags(O_CREATE_FLAGS));
+        let old = Features {
+            landlock_truncate: false,
+            memfd_noexec: false,
+        };
+        let p = plan(&ops(&[]), old);
+        assert!(p.rule(Call::MemfdCreate).is_none());
+        assert_eq!(p.open_trap, OpenTrap::Flags(libc::O_TRUNC as u32));
+        assert!(p.rule(Call::Truncate).is_some());
+        let p = plan(&ops(&[Operation::Read]), Features::ALL);
+        assert_eq!(p.open_trap, OpenTrap::All);
+        let open = p.rule(Call::Openat).unwrap();
+        assert_eq!(
+            open.checks[0].0,
+            Cond::Any {
+                arg: 2,
+                mask: libc::O_PATH as u32
+            }
+        );
+    }
+}
