@@ -19,6 +19,9 @@ pub struct Kernel {
     pub user_notif: bool,
     /// `memfd_create` takes `MFD_NOEXEC_SEAL` (Linux 6.3).
     pub memfd_noexec: bool,
+    /// Yama's `ptrace_scope` (0 when Yama is absent): 2 and 3 keep the supervisor from
+    /// reading the plugin's memory, which every trapped call with a path needs.
+    pub ptrace_scope: u8,
 }
 
 /// Why the gate will not start the plugin on this kernel.
@@ -36,6 +39,10 @@ pub enum KernelError {
         "this kernel has no seccomp user notification; the gate will not run a plugin unconfined (it needs Linux 5.19 or later, or gates.agentgate.enabled off)"
     )]
     NoUserNotif,
+    #[error(
+        "kernel.yama.ptrace_scope is {0}: the gate could not read the plugin's call arguments (it needs 0 or 1), so it will not start the plugin"
+    )]
+    PtraceScope(u8),
 }
 
 impl fmt::Display for Kernel {
@@ -90,10 +97,15 @@ pub fn probe() -> Kernel {
         }
         fd >= 0
     };
+    let ptrace_scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
     Kernel {
         landlock_abi,
         user_notif: r == 0,
         memfd_noexec,
+        ptrace_scope,
     }
 }
 
@@ -112,6 +124,9 @@ pub fn check(k: Kernel) -> Result<(), KernelError> {
     if !k.user_notif {
         return Err(KernelError::NoUserNotif);
     }
+    if k.ptrace_scope >= 2 {
+        return Err(KernelError::PtraceScope(k.ptrace_scope));
+    }
     Ok(())
 }
 
@@ -125,6 +140,7 @@ mod tests {
             landlock_abi: 7,
             user_notif: true,
             memfd_noexec: true,
+            ptrace_scope: 1,
         };
         assert_eq!(check(ok), Ok(()));
         let cases = [

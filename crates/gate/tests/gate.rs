@@ -120,6 +120,7 @@ fn changes_outside_the_writable_dirs_fail_and_change_nothing() {
             vec!["write".into(), s(&o.join("new"))],
             vec!["append".into(), s(&f)],
             vec!["truncate".into(), s(&f)],
+            vec!["rdonly-trunc".into(), s(&f)],
             vec!["mkdir".into(), s(&o.join("nd"))],
             vec!["rmdir".into(), s(&o.join("d"))],
             vec!["unlink".into(), s(&f)],
@@ -406,6 +407,16 @@ fn raw_legacy_calls_and_io_uring_are_blocked() {
         assert_eq!(sb.probe(mode, &[], &["openat2", "/etc/passwd"]), "err 38");
         assert_eq!(sb.probe(mode, &[], &["ptrace"]), "err 1");
         assert_eq!(sb.probe(mode, &[], &["unshare-user"]), "err 1");
+        // Another architecture's entry, or x32: the process is killed (SIGSYS).
+        for op in ["int80", "x32"] {
+            let out = sb.run(mode, &[], &[s(&sb.probe), op.into()]);
+            assert_eq!(
+                out.status.code(),
+                Some(128 + libc::SIGSYS),
+                "{mode:?} {op}: {out:?}"
+            );
+            assert!(out.stdout.is_empty(), "{mode:?} {op}: the call returned");
+        }
         // A memfd cannot run, whichever path leads to it.
         assert_eq!(sb.probe(mode, &[], &["memfd-exec", "/bin/true"]), "err 13");
         let lines = sb.audit_lines();

@@ -128,6 +128,17 @@ fn run(args: &[String]) -> i32 {
                 }
                 report(fd as i64)
             }
+            "rdonly-trunc" => {
+                // Linux truncates on O_TRUNC even when opening read-only.
+                let fd = libc::open(
+                    p(1).as_ptr(),
+                    libc::O_RDONLY | libc::O_TRUNC | libc::O_CLOEXEC,
+                );
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+                report(fd as i64)
+            }
             "mkdir" => report(libc::mkdir(p(1).as_ptr(), 0o755) as i64),
             "rmdir" => report(libc::rmdir(p(1).as_ptr()) as i64),
             "unlink" => report(libc::unlink(p(1).as_ptr()) as i64),
@@ -185,6 +196,13 @@ fn run(args: &[String]) -> i32 {
                 let mut params = [0u8; 120];
                 report(libc::syscall(425, 4u32, params.as_mut_ptr()))
             }
+            "int80" => {
+                // getpid through the i386 entry: another architecture to the filter.
+                let r: i64;
+                std::arch::asm!("int 0x80", inlateout("rax") 20i64 => r, options(nostack));
+                report(r)
+            }
+            "x32" => report(libc::syscall(0x4000_0000 | libc::SYS_getpid)),
             "ptrace" => report(libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0)),
             "unshare-user" => report(libc::unshare(libc::CLONE_NEWUSER) as i64),
             "connect-unix" | "connect-abstract" => {
