@@ -228,10 +228,13 @@ impl CompiledPolicy {
         policy.validate()?;
         let canon = |p: &Path| canon(&normalise(p));
         let writable = dedup(policy.writable.iter().map(|p| canon(p)).collect());
-        let mut no_exec: Vec<PathBuf> = policy.no_exec.iter().map(|p| canon(p)).collect();
-        no_exec.extend(writable.iter().cloned());
         let device_files = DEVICE_FILES.iter().map(|p| PathBuf::from(*p)).collect();
         let device_dirs: Vec<PathBuf> = DEVICE_DIRS.iter().map(|p| PathBuf::from(*p)).collect();
+        // Whatever the plugin can write it must not run: the writable dirs and /dev/shm are
+        // no-exec whatever the policy lists.
+        let mut no_exec: Vec<PathBuf> = policy.no_exec.iter().map(|p| canon(p)).collect();
+        no_exec.extend(writable.iter().cloned());
+        no_exec.extend(device_dirs.iter().cloned());
 
         let mut files = Vec::new();
         for (index, rule) in policy.gate.files.iter().enumerate() {
@@ -448,6 +451,12 @@ mod tests {
         .unwrap();
         let c = CompiledPolicy::compile(&policy, same).unwrap();
         assert!(c.no_exec.contains(&PathBuf::from("/opt/app/cache")));
+        let mut narrow = policy.clone();
+        narrow.no_exec = vec!["/srv".into()];
+        let c2 = CompiledPolicy::compile(&narrow, same).unwrap();
+        for d in ["/srv", "/data", "/tmp", "/dev/shm"] {
+            assert!(c2.no_exec.contains(&PathBuf::from(d)), "{d}");
+        }
         assert!(c.no_exec.contains(&PathBuf::from("/dev/shm")));
         let trapped = c.ops_needing_traps();
         assert!(trapped.contains(&Operation::Write) && trapped.contains(&Operation::Create));

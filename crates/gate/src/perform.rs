@@ -330,6 +330,8 @@ fn open(ctx: &Ctx, dirfd: i32, raw: &[u8], flags: i32, mode: u32) -> Outcome {
     let b = Builder::new(Operation::Write, Layer::Emulated);
     let creat = flags & libc::O_CREAT != 0;
     let tmpfile = flags & O_TMPFILE_BIT != 0;
+    // Never a controlling terminal for the supervisor (PID 1, a session leader in a pod).
+    let flags = flags | libc::O_NOCTTY;
     let follow = flags & libc::O_NOFOLLOW == 0 && !(creat && flags & libc::O_EXCL != 0);
     let mode = mode & 0o7777 & !ctx.umask;
     let resolved = match resolve(ctx.caller, dirfd, raw, follow) {

@@ -17,6 +17,21 @@ fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
+/// Symbolic links of the same path length to `targets` (in a dir of the image, outside the
+/// writable dirs), so a racing thread flips the exec path cleanly between them.
+fn same_length_links(sb: &Sandbox, targets: [&Path; 2]) -> (String, String) {
+    let dir = sb.root.join("links");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut out = Vec::new();
+    for (name, target) in ["a", "b"].iter().zip(targets) {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(target, &link).unwrap();
+        out.push(s(&link));
+    }
+    (out[0].clone(), out[1].clone())
+}
+
 #[test]
 fn exec_from_the_writable_dirs_is_denied_and_audited() {
     require_kernel!();
@@ -153,7 +168,10 @@ fn changes_outside_the_writable_dirs_fail_and_change_nothing() {
             vec!["rename".into(), s(&d.join("a")), s(&d.join("sub/b"))],
             vec!["link".into(), s(&d.join("sub/b")), s(&d.join("c"))],
             vec!["symlink".into(), "sub/b".into(), s(&d.join("sl"))],
-            vec!["chmod".into(), s(&d.join("c")), "600".into()],
+            vec!["chmod".into(), s(&d.join("c")), "640".into()],
+            vec!["fchmod".into(), s(&d.join("c")), "600".into()],
+            vec!["chown".into(), s(&d.join("c"))],
+            vec!["setxattr".into(), s(&d.join("c"))],
             vec!["utime".into(), s(&d.join("c"))],
             vec!["truncate".into(), s(&d.join("c"))],
             vec!["unlink".into(), s(&d.join("c"))],
@@ -317,6 +335,13 @@ fn the_manifests_rules_are_enforced_and_its_allows_honoured() {
             "err 13"
         );
         assert_eq!(run(&["exec", &s(&cmds.join("wget")), "tcp-socket"]), "ok");
+        // And curl stays denied in the kernel when a racing thread swaps the path after the
+        // supervisor let /bin/true through: Landlock never granted EXECUTE on that file.
+        let marker = sb.tmp.join("curl-ran");
+        let (t, c) = same_length_links(&sb, [Path::new("/bin/true"), &cmds.join("curl")]);
+        let out = run(&["race-exec", &t, &c, &s(&marker), "200"]);
+        assert!(out.starts_with("done 200"), "{out}");
+        assert!(!marker.exists(), "{mode:?}: a denied command ran");
 
         let lines = sb.audit_lines();
         let start = lines.iter().find(|l| l["event"] == "start").unwrap();
@@ -482,11 +507,8 @@ fn a_racing_thread_never_gets_a_denied_path_through() {
         let copy = sb.data.join("probe");
         sb.file(&copy, &std::fs::read(&sb.probe).unwrap(), 0o755);
         let marker = sb.tmp.join("marker");
-        let out = sb.probe(
-            mode,
-            &opts,
-            &["race-exec", "/bin/true", &s(&copy), &s(&marker), "300"],
-        );
+        let (t, c) = same_length_links(&sb, [Path::new("/bin/true"), &copy]);
+        let out = sb.probe(mode, &opts, &["race-exec", &t, &c, &s(&marker), "300"]);
         assert!(out.starts_with("done 300"), "{out}");
         assert!(!marker.exists(), "{mode:?}: a file from the data dir ran");
         // exec of a memfd through /proc/self/fd, raced the same way.

@@ -35,7 +35,9 @@ fn arg(args: &[String], i: usize) -> &str {
     })
 }
 
-/// A path buffer that another thread flips between two paths while this one calls.
+/// A path buffer that another thread flips between two paths while this one calls. Paths of
+/// the same length flip cleanly (every state is one path or the other, byte for byte), so
+/// the race is won as often as the timing allows.
 struct Flipper {
     buf: Arc<Vec<u8>>,
     stop: Arc<AtomicBool>,
@@ -60,8 +62,8 @@ impl Flipper {
                 // SAFETY: deliberately racy writes into a buffer the other thread passes
                 // to the kernel: that is the attack under test.
                 unsafe {
-                    std::ptr::write_bytes(p, 0, BUF);
                     std::ptr::copy_nonoverlapping(src.as_ptr(), p, src.len());
+                    *p.add(src.len()) = 0;
                 }
                 flip = !flip;
             }
