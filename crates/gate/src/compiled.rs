@@ -14,7 +14,8 @@ use globset::{GlobBuilder, GlobMatcher};
 
 use crate::policy::{AuditDestination, Decision, Operation, Policy, PolicyError};
 
-/// The usual `/dev` files: every file op on them is in the baseline.
+/// The usual `/dev` files: every file op on them is in the baseline. With them the
+/// container's termination message (Kubernetes mounts one file there per container).
 pub const DEVICE_FILES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
@@ -23,6 +24,7 @@ pub const DEVICE_FILES: &[&str] = &[
     "/dev/urandom",
     "/dev/tty",
     "/dev/ptmx",
+    "/dev/termination-log",
 ];
 
 /// `/dev` dirs whose contents are in the baseline: terminals and POSIX shared memory

@@ -27,6 +27,33 @@
 //! (ENOSYS); if the kernel lacks Landlock (ABI 2) or user notification, the gate refuses to
 //! start the plugin ([`kernel`]).
 //!
+//! # In a pod
+//!
+//! The gate is the plugin container's command, PID 1, with the plugin's command after `--`:
+//!
+//! ```text
+//! /loop-gate/loop-plugins gate --policy /loop-gate/policy.json \
+//!     --plugin echo --chat team-a/general -- /loop-plugin/echo-plugin
+//! ```
+//!
+//! - Files: the binary (the init container copies it into the shared emptyDir) and the
+//!   policy ([`Policy::to_json`], compiled at admission with [`Policy::from_rules`]), written
+//!   by the init container or mounted from a ConfigMap. The image needs nothing from us.
+//! - securityContext: Pod Security `restricted` is enough (runAsNonRoot, the plugin's uid,
+//!   drop ALL, allowPrivilegeEscalation false, seccompProfile RuntimeDefault). No
+//!   capability, no Localhost profile: the gate uses `seccomp`, `landlock_*`,
+//!   `process_vm_readv`, `memfd_create`, `signalfd`, which RuntimeDefault allows, and never
+//!   `pidfd_getfd` (which needs CAP_SYS_PTRACE there).
+//! - The node: Landlock ABI 2 or later enabled, seccomp user notification (Linux 5.19+),
+//!   Yama `ptrace_scope` 0 or 1. Otherwise the gate exits 125 with the reason and the plugin
+//!   does not run; HostConfig `gates.agentgate.enabled: false` runs the command directly.
+//! - Audit: `/data/.loop-audit/` by default (segments and `counters.json`), `--audit -` for
+//!   the container log. An audit dir inside `/data` is protected from the plugin, which
+//!   costs a trap on every file-changing call; a dir outside the writable ones (another
+//!   mount) is protected by Landlock for free.
+//! - Exit: the plugin's status (128 + signal when killed), 125 when the gate refused,
+//!   127 for a command that does not exist.
+//!
 //! # Modules, by job
 //!
 //! - [`policy`]: the policy file (serde), defaults, validation.

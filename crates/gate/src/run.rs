@@ -53,6 +53,10 @@ pub struct GateArgs {
     /// The chat's name, for the audit.
     #[arg(long)]
     pub chat: Option<String>,
+    /// At exit, append the denial counters as one JSON line to this file (in a pod,
+    /// /dev/termination-log: the counts then show in the Pod's status for the controller).
+    #[arg(long, value_name = "PATH")]
+    pub termination_log: Option<PathBuf>,
     /// Started as root: the uid the gate and the plugin run as.
     #[arg(long)]
     pub uid: Option<u32>,
@@ -234,6 +238,17 @@ fn cstring(bytes: Vec<u8>) -> Result<CString, GateError> {
     })
 }
 
+/// One line `{"gate":{...counters}}` appended to `path` (best effort: the plugin may have
+/// written its own message there, which stays first).
+fn append_counters(path: &Path, counters: &crate::audit::CountersSnapshot) {
+    use std::io::Write;
+    let mut line = serde_json::to_vec(&serde_json::json!({ "gate": counters })).expect("json");
+    line.push(b'\n');
+    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(path) {
+        let _ = f.write_all(&line);
+    }
+}
+
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 fn launch(args: GateArgs) -> Result<u8, GateError> {
@@ -313,6 +328,9 @@ fn launch(args: GateArgs) -> Result<u8, GateError> {
     let code = process::exit_code(status);
     let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
     audit.finish(&serde_json::json!({ "exit_code": code, "signal": signal }));
+    if let Some(path) = &args.termination_log {
+        append_counters(path, &audit.counters.snapshot());
+    }
     Ok(code)
 }
 

@@ -573,6 +573,26 @@ fn the_audit_parses_and_counts() {
     )
     .unwrap();
     assert_eq!(counters["denied"], summary["denied"]);
+    // The counters, as the controller would read them from the termination message.
+    let term = sb.data.join("termination-log");
+    sb.file(&term, b"plugin's own message\n", 0o644);
+    let mut with_term = opts.clone();
+    with_term.extend(["--termination-log".to_string(), s(&term)]);
+    let out = sb.run(
+        mode,
+        &with_term,
+        &[
+            "/bin/sh".into(),
+            "-c".into(),
+            "rm -f /etc/hostname; true".into(),
+        ],
+    );
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&term).unwrap();
+    let mut parts = text.lines();
+    assert_eq!(parts.next(), Some("plugin's own message"));
+    let gate: Value = serde_json::from_str(parts.next().unwrap()).unwrap();
+    assert!(gate["gate"]["denied"].as_u64().is_some(), "{text}");
     // The audit dir is the gate's: the plugin may read it, never change it.
     let seg = std::fs::read_dir(&sb.audit)
         .unwrap()
