@@ -75,12 +75,13 @@ pub fn read_value<T: Copy>(tid: i32, addr: u64) -> io::Result<T> {
 }
 
 /// The first arguments of an `argv` array, for the audit (at most `max_args`, each cut at 256
-/// bytes). Best effort: an unreadable array yields what was read.
+/// bytes, about 1 KiB in all). Best effort: an unreadable array yields what was read.
 pub fn read_argv(tid: i32, addr: u64, max_args: usize) -> Vec<String> {
     let mut out = Vec::new();
     if addr == 0 {
         return out;
     }
+    let mut total = 0;
     for i in 0..max_args {
         let Ok(ptr) = read_value::<u64>(tid, addr + 8 * i as u64) else {
             break;
@@ -91,7 +92,12 @@ pub fn read_argv(tid: i32, addr: u64, max_args: usize) -> Vec<String> {
         match read_cstring(tid, ptr, 1 << 16) {
             Ok(mut s) => {
                 s.truncate(256);
+                total += s.len();
                 out.push(String::from_utf8_lossy(&s).into_owned());
+                // Audit lines stay under a pipe's atomic write size.
+                if total > 1024 {
+                    break;
+                }
             }
             Err(_) => break,
         }
