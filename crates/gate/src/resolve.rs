@@ -90,6 +90,17 @@ pub fn fd_path(fd: RawFd) -> Option<PathBuf> {
     (there.st_dev == held.st_dev && there.st_ino == held.st_ino).then_some(path)
 }
 
+/// The path of a dir descriptor: what `/proc/self/fd` says, unless the dir was deleted.
+/// (A dir's name in the kernel is its path; no second look is needed, unlike a file's,
+/// which may be a pipe or a memfd.)
+fn dir_path(fd: RawFd) -> Option<PathBuf> {
+    let text = fd_text(fd).ok()?;
+    if !text.starts_with(b"/") || text.ends_with(b" (deleted)") {
+        return None;
+    }
+    Some(PathBuf::from(OsStr::from_bytes(&text)))
+}
+
 /// The caller, as /proc knows it.
 #[derive(Clone, Copy, Debug)]
 pub struct Caller {
@@ -228,11 +239,13 @@ pub fn resolve(caller: Caller, dirfd: i32, raw: &[u8], follow: bool) -> Result<R
         return Err(libc::ENOENT);
     }
     let mut path = rewrite_proc_self(raw, caller);
-    let mut base: OwnedFd = if path.starts_with(b"/") {
-        open_dir(libc::AT_FDCWD, b"/")?
+    // Where a relative path starts; an absolute one needs no descriptor.
+    let mut base: Option<OwnedFd> = if path.starts_with(b"/") {
+        None
     } else {
-        base_dir(caller, dirfd)?
+        Some(base_dir(caller, dirfd)?)
     };
+    let raw_base = |b: &Option<OwnedFd>| b.as_ref().map_or(libc::AT_FDCWD, |fd| fd.as_raw_fd());
     for _ in 0..MAX_LINKS {
         let mut end = path.len();
         while end > 1 && path[end - 1] == b'/' {
@@ -246,8 +259,8 @@ pub fn resolve(caller: Caller, dirfd: i32, raw: &[u8], follow: bool) -> Result<R
             None => (b"", trimmed),
         };
         if last.is_empty() || last == b"." || last == b".." {
-            let dir = open_dir(base.as_raw_fd(), trimmed)?;
-            let canonical = fd_path(dir.as_raw_fd()).ok_or(libc::ENOENT)?;
+            let dir = open_dir(raw_base(&base), trimmed)?;
+            let canonical = dir_path(dir.as_raw_fd()).ok_or(libc::ENOENT)?;
             return Ok(Resolved::Entry(Entry {
                 dir,
                 name: c".".to_owned(),
@@ -255,8 +268,8 @@ pub fn resolve(caller: Caller, dirfd: i32, raw: &[u8], follow: bool) -> Result<R
                 trailing_slash: true,
             }));
         }
-        let dir = open_dir(base.as_raw_fd(), parent)?;
-        let dir_path = fd_path(dir.as_raw_fd()).ok_or(libc::ENOENT)?;
+        let dir = open_dir(raw_base(&base), parent)?;
+        let dir_path = dir_path(dir.as_raw_fd()).ok_or(libc::ENOENT)?;
         let name = cstr(last)?;
         let st = fstatat(dir.as_raw_fd(), &name, libc::AT_SYMLINK_NOFOLLOW);
         let is_link = matches!(&st, Ok(st) if is_type(st, libc::S_IFLNK));
@@ -270,11 +283,7 @@ pub fn resolve(caller: Caller, dirfd: i32, raw: &[u8], follow: bool) -> Result<R
             if trailing_slash {
                 next.push(b'/');
             }
-            base = if next.starts_with(b"/") {
-                open_dir(libc::AT_FDCWD, b"/")?
-            } else {
-                dir
-            };
+            base = if next.starts_with(b"/") { None } else { Some(dir) };
             path = next;
             continue;
         }
