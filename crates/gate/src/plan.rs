@@ -11,13 +11,13 @@
 //! - `execve` and `execveat` are trapped to be audited and to deny early; Landlock holds the
 //!   exec limits whatever the supervisor answers.
 //! - Metadata calls Landlock cannot limit (chmod, chown, timestamps, xattrs) are always
-//!   trapped and performed by the supervisor; so is truncation (`truncate`, `creat`, opens
-//!   with `O_TRUNC`): Landlock could limit it (ABI 3), but handling its truncate right makes
-//!   the kernel walk the path on every open, reads included (measured: +15-30% on an
-//!   open/read loop), while truncating opens are few.
+//!   trapped and performed by the supervisor.
 //! - File calls (opens for writing, create, delete, rename, link, symlink, truncate) are
 //!   trapped only when a rule needs their path: a manifest rule that decides differently from
 //!   Landlock, or the audit dir's protection. Otherwise Landlock alone decides them.
+//!   Truncation is Landlock's where the kernel has ABI 3 (trapped before that): handling it
+//!   makes Landlock walk the path on every open, a few percent on an open/read loop here,
+//!   which buys a kernel-held limit instead of a round trip per truncating open.
 
 use std::collections::BTreeSet;
 
@@ -152,17 +152,23 @@ pub const MFD_EXEC: u32 = 0x0010;
 /// What the kernel lets the filter rely on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Features {
+    /// Landlock limits truncation (ABI 3); else the gate traps it.
+    pub landlock_truncate: bool,
     /// `memfd_create` takes `MFD_NOEXEC_SEAL` (Linux 6.3); then memfds are made without exec.
     pub memfd_noexec: bool,
 }
 
 impl Features {
     /// A kernel with everything (tests).
-    pub const ALL: Features = Features { memfd_noexec: true };
+    pub const ALL: Features = Features {
+        landlock_truncate: true,
+        memfd_noexec: true,
+    };
 }
 
 /// The filter for a policy whose rules need `ops` trapped, on a kernel with `features`.
 pub fn plan(ops: &BTreeSet<Operation>, features: Features) -> Plan {
+    let landlock_truncate = features.landlock_truncate;
     use Action::*;
     use Operation as O;
     let has = |o: O| ops.contains(&o);
@@ -290,9 +296,9 @@ pub fn plan(ops: &BTreeSet<Operation>, features: Features) -> Plan {
         if has(O::Create) {
             mask |= O_CREATE_FLAGS;
         }
-        // Truncation is the gate's, not Landlock's (see `ruleset`): O_TRUNC opens always
-        // reach the supervisor.
-        mask |= libc::O_TRUNC as u32;
+        if !landlock_truncate {
+            mask |= libc::O_TRUNC as u32;
+        }
         if mask == 0 {
             OpenTrap::None
         } else {
@@ -337,8 +343,11 @@ pub fn plan(ops: &BTreeSet<Operation>, features: Features) -> Plan {
             }
         }
     };
-    // Truncation always (`creat` truncates too).
-    trap(true, &[Call::Creat, Call::Truncate]);
+    trap(
+        has(O::Write) || has(O::Create) || !landlock_truncate,
+        &[Call::Creat],
+    );
+    trap(has(O::Write) || !landlock_truncate, &[Call::Truncate]);
     trap(
         has(O::Create),
         &[Call::Mkdir, Call::Mkdirat, Call::Mknod, Call::Mknodat],
@@ -391,10 +400,9 @@ mod tests {
     #[test]
     fn without_rules_only_exec_metadata_and_register_rules_are_trapped() {
         let p = plan(&ops(&[]), Features::ALL);
-        // Only truncating opens (truncation is the gate's).
-        assert_eq!(p.open_trap, OpenTrap::Flags(libc::O_TRUNC as u32));
+        assert_eq!(p.open_trap, OpenTrap::None);
+        assert!(p.rule(Call::Openat).is_none());
         assert!(p.rule(Call::Unlink).is_none());
-        assert!(p.rule(Call::Mkdir).is_none());
         assert!(p.rule(Call::Execve).is_some());
         assert!(p.rule(Call::Chmod).is_some());
         assert!(p.rule(Call::Socket).is_some());
@@ -407,7 +415,7 @@ mod tests {
     #[test]
     fn a_delete_rule_traps_deletes_and_renames_only() {
         let p = plan(&ops(&[Operation::Delete]), Features::ALL);
-        assert_eq!(p.open_trap, OpenTrap::Flags(libc::O_TRUNC as u32));
+        assert_eq!(p.open_trap, OpenTrap::None);
         for c in [
             Call::Unlink,
             Call::Unlinkat,
@@ -417,7 +425,7 @@ mod tests {
         ] {
             assert!(p.rule(c).is_some(), "{c:?}");
         }
-        for c in [Call::Mkdir, Call::Link, Call::Symlink] {
+        for c in [Call::Mkdir, Call::Link, Call::Creat, Call::Truncate] {
             assert!(p.rule(c).is_none(), "{c:?}");
         }
     }
@@ -427,11 +435,9 @@ mod tests {
         let p = plan(&ops(&[Operation::Write]), Features::ALL);
         assert_eq!(p.open_trap, OpenTrap::Flags(O_WRITE_FLAGS));
         let p = plan(&ops(&[Operation::Create]), Features::ALL);
-        assert_eq!(
-            p.open_trap,
-            OpenTrap::Flags(O_CREATE_FLAGS | libc::O_TRUNC as u32)
-        );
+        assert_eq!(p.open_trap, OpenTrap::Flags(O_CREATE_FLAGS));
         let old = Features {
+            landlock_truncate: false,
             memfd_noexec: false,
         };
         let p = plan(&ops(&[]), old);

@@ -283,7 +283,11 @@ pub fn resolve(caller: Caller, dirfd: i32, raw: &[u8], follow: bool) -> Result<R
             if trailing_slash {
                 next.push(b'/');
             }
-            base = if next.starts_with(b"/") { None } else { Some(dir) };
+            base = if next.starts_with(b"/") {
+                None
+            } else {
+                Some(dir)
+            };
             path = next;
             continue;
         }
