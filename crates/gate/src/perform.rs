@@ -28,7 +28,8 @@ use crate::resolve::{
 pub struct Ctx<'a> {
     pub policy: &'a CompiledPolicy,
     pub caller: Caller,
-    pub umask: u32,
+    /// The caller's umask (read from /proc when a call creates something).
+    pub umask: &'a dyn Fn() -> u32,
     /// The call is still pending (checked after resolving, before acting).
     pub pending: &'a dyn Fn() -> bool,
 }
@@ -333,7 +334,11 @@ fn open(ctx: &Ctx, dirfd: i32, raw: &[u8], flags: i32, mode: u32) -> Outcome {
     // Never a controlling terminal for the supervisor (PID 1, a session leader in a pod).
     let flags = flags | libc::O_NOCTTY;
     let follow = flags & libc::O_NOFOLLOW == 0 && !(creat && flags & libc::O_EXCL != 0);
-    let mode = mode & 0o7777 & !ctx.umask;
+    let mode = if creat || tmpfile {
+        mode & 0o7777 & !(ctx.umask)()
+    } else {
+        0
+    };
     let resolved = match resolve(ctx.caller, dirfd, raw, follow) {
         Ok(r) => r,
         Err(e) => return b.path(Some(raw_path(raw))).failed(e),
@@ -426,7 +431,7 @@ fn make(ctx: &Ctx, dirfd: i32, raw: &[u8], mode: u32, dev: u64, dir: bool) -> Ou
     if !v.allowed() {
         return b.decided(v, denied());
     }
-    let perm = mode & 0o7777 & !ctx.umask;
+    let perm = mode & 0o7777 & !(ctx.umask)();
     // SAFETY: plain syscalls on our own descriptor and name.
     let r = if dir {
         check(unsafe { libc::mkdirat(e.dir.as_raw_fd(), e.name.as_ptr(), perm) })

@@ -5,9 +5,10 @@
 //! The audit line is written before the answer, so a line exists for every call the plugin
 //! saw answered, even if the gate exits right after.
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::audit::{Audit, Event, Layer};
 use crate::compiled::CompiledPolicy;
@@ -29,6 +30,10 @@ pub struct Supervisor {
     audit: Arc<Audit>,
     idle: AtomicUsize,
     threads: AtomicUsize,
+    /// Thread → process, checked on each use (`/proc/<tgid>/task/<tid>` exists).
+    tgids: Mutex<HashMap<i32, i32>>,
+    /// The plugin's uid: the gate's (the plugin cannot change it: no_new_privs, no caps).
+    uid: u32,
 }
 
 fn text(p: &Path) -> String {
@@ -43,7 +48,28 @@ impl Supervisor {
             audit,
             idle: AtomicUsize::new(0),
             threads: AtomicUsize::new(0),
+            tgids: Mutex::new(HashMap::new()),
+            // SAFETY: plain call.
+            uid: unsafe { libc::getuid() },
         })
+    }
+
+    /// The process thread `tid` belongs to: from the cache when still true, else from
+    /// `/proc/<tid>/status`.
+    fn tgid(&self, tid: i32) -> Option<i32> {
+        let cached = self.tgids.lock().ok()?.get(&tid).copied();
+        if let Some(t) = cached
+            && remote::in_group(t, tid)
+        {
+            return Some(t);
+        }
+        let tgid = remote::status(tid).ok()?.tgid;
+        let mut cache = self.tgids.lock().ok()?;
+        if cache.len() > 4096 {
+            cache.clear();
+        }
+        cache.insert(tid, tgid);
+        Some(tgid)
     }
 
     /// Starts `n` workers.
@@ -93,15 +119,15 @@ impl Supervisor {
             let _ = self.listener.respond(n.id, Response::Error(libc::ENOSYS));
             return;
         };
-        let Ok(status) = remote::status(n.tid) else {
+        let Some(tgid) = self.tgid(n.tid) else {
             // Gone already.
             let _ = self.listener.respond(n.id, Response::Error(libc::ESRCH));
             return;
         };
         let mut event = Event {
-            pid: status.tgid,
+            pid: tgid,
             tid: n.tid,
-            uid: status.uid,
+            uid: self.uid,
             syscall: call.name(),
             nr: n.nr,
             ..Default::default()
@@ -126,13 +152,12 @@ impl Supervisor {
             event.argv = Some(argv.clone());
         }
         let pending = || self.listener.id_valid(n.id);
+        // Read only by calls that create something.
+        let umask = || remote::status(n.tid).map_or(0o022, |s| s.umask);
         let ctx = Ctx {
             policy: &self.policy,
-            caller: Caller {
-                tid: n.tid,
-                tgid: status.tgid,
-            },
-            umask: status.umask,
+            caller: Caller { tid: n.tid, tgid },
+            umask: &umask,
             pending: &pending,
         };
         let outcome = perform(&ctx, &req);

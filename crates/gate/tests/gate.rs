@@ -768,3 +768,32 @@ fn the_gate_refuses_what_it_cannot_do_safely() {
     let out = sb.run(mode, &[], &["no-such-command-anywhere".into()]);
     assert_eq!(out.status.code(), Some(127));
 }
+
+#[test]
+fn what_the_supervisor_creates_gets_the_plugins_umask_and_uid() {
+    require_kernel!();
+    for mode in modes() {
+        let sb = Sandbox::new("umask");
+        // The audit dir in the data dir: every create goes through the supervisor.
+        let opts = vec!["--audit".to_string(), s(&sb.data.join(".loop-audit"))];
+        let d = s(&sb.data);
+        let script = format!("umask 077; echo x > {d}/f; mkdir {d}/dir; umask 022; echo y > {d}/g");
+        let out = sb.run(mode, &opts, &["/bin/sh".into(), "-c".into(), script]);
+        assert!(out.status.success(), "{mode:?}: {out:?}");
+        let m = |p: &str| std::fs::metadata(sb.data.join(p)).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(m("f").mode() & 0o777, 0o600, "{mode:?}");
+        assert_eq!(m("dir").mode() & 0o777, 0o700, "{mode:?}");
+        assert_eq!(m("g").mode() & 0o777, 0o644, "{mode:?}");
+        if sandbox::is_root() {
+            assert_eq!(m("f").uid(), sandbox::UID, "{mode:?}");
+        }
+        let lines = sandbox::audit_lines_in(&sb.data.join(".loop-audit"));
+        assert!(
+            decisions(&lines, "openat", "allow")
+                .iter()
+                .any(|l| l["path"] == s(&sb.data.join("f")) && l["enforce"] == "emulated"),
+            "{mode:?}: the create was not the supervisor's"
+        );
+    }
+}

@@ -203,25 +203,7 @@ impl Sandbox {
 
     /// Every audit line so far, parsed (a line that is not JSON fails the test).
     pub fn audit_lines(&self) -> Vec<Value> {
-        let mut out = Vec::new();
-        let Ok(rd) = std::fs::read_dir(&self.audit) else {
-            return out;
-        };
-        let mut files: Vec<PathBuf> = rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-            .collect();
-        files.sort();
-        for f in files {
-            for line in std::fs::read_to_string(&f).unwrap().lines() {
-                out.push(
-                    serde_json::from_str(line)
-                        .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line}", f.display())),
-                );
-            }
-        }
-        out
+        audit_lines_in(&self.audit)
     }
 
     /// Writes a policy file and returns the options that name it.
@@ -230,6 +212,29 @@ impl Sandbox {
         std::fs::write(&path, serde_json::to_vec_pretty(json).unwrap()).unwrap();
         vec!["--policy".into(), path.display().to_string()]
     }
+}
+
+/// Every audit line in an audit dir, parsed, segments in order.
+pub fn audit_lines_in(dir: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let mut files: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    files.sort();
+    for f in files {
+        for line in std::fs::read_to_string(&f).unwrap().lines() {
+            out.push(
+                serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {line}", f.display())),
+            );
+        }
+    }
+    out
 }
 
 impl Drop for Sandbox {
