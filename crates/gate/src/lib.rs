@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | the plugin runs under the gate, which drops to the daemon's user | the gate as PID 1, non-root (root drops to `--uid`; the plugin never runs as root) | [`run`](crate::run()) (`drop_privileges`), [`process`] |
 //! | nobody answers a prompt, so what the policy doesn't allow is denied | [`decide`] ends in a deny; `approve` is refused when the policy loads | [`decide`], [`policy`] |
-//! | deny running files from /data, /tmp and /dev/shm | Landlock: EXECUTE granted everywhere else | [`ruleset`] (grants), [`decide::decide_exec`] (the audit's early answer) |
+//! | deny running files from /data, /tmp and /dev/shm | Landlock: EXECUTE granted everywhere else; memfds made with `MFD_NOEXEC_SEAL` (Landlock would let one run) | [`ruleset`] (grants), [`decide::decide_exec`] (the audit's early answer), [`perform`] (memfds) |
 //! | then the manifest's `gate` rules (files by glob and operation, commands by name) | files: the supervisor performs the call on a pinned object; commands: Landlock leaves the denied files out of EXECUTE, the supervisor denies by name | [`compiled`], [`decide`], [`perform`], [`ruleset::denied_executables`] |
 //! | baseline: every file op under /data and /tmp and on the usual /dev files | Landlock write grants; chmod/chown/timestamps/xattrs (which Landlock cannot limit) through the supervisor | [`ruleset`], [`perform`] |
 //! | baseline: reads, stats and listings anywhere else | never trapped (Landlock does not handle reads) | [`plan`] |
@@ -26,6 +26,22 @@
 //! calls newer than the table answer ENOSYS. If the supervisor dies, trapped calls fail
 //! (ENOSYS); if the kernel lacks Landlock (ABI 2) or user notification, the gate refuses to
 //! start the plugin ([`kernel`]).
+//!
+//! # What it does not stop (said so the audit is read right)
+//!
+//! - Code run without `execve`: `sh /data/s.sh`, `ld-linux.so /data/x`, an interpreter's
+//!   own loader mapping a file from /data executable. Only a `noexec` mount stops those, and
+//!   an emptyDir or PVC cannot be mounted so from the pod spec.
+//! - A command rule on a name that is a link to a multi-call binary (busybox): the supervisor
+//!   denies it by name, but Landlock cannot leave the binary out without denying every name
+//!   it answers to, so a racing thread or `busybox wget` gets through (the start line notes
+//!   each such command).
+//! - Stats, `access`, `readlink`, `getxattr` anywhere: the baseline allows them and no rule
+//!   can deny them without trapping every one.
+//! - Calls Landlock denies without a trap (a write outside the writable dirs when no rule
+//!   needs writes trapped) leave no audit line: the kernel says EACCES, nobody sees it.
+//! - glibc's nscd probe (a `socket(AF_UNIX)` before name lookups) shows as
+//!   `bpf.unix-socket` denials: two per process, then glibc stops asking for a while.
 //!
 //! # In a pod
 //!

@@ -381,6 +381,9 @@ mod tests {
                 .is_err()
         );
         assert!(Cli::try_parse_from(["gate", "--writable", "/x"]).is_err());
+        // The spelling of the manifest option.
+        let cli = Cli::try_parse_from(["gate", "--manifest", "plugin.json", "--", "x"]).unwrap();
+        assert_eq!(cli.gate.manifest_gate, Some(PathBuf::from("plugin.json")));
     }
 
     #[test]
