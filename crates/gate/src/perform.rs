@@ -458,6 +458,10 @@ fn unlink(ctx: &Ctx, dirfd: i32, raw: &[u8], dir: bool) -> Outcome {
     if e.is_dir_itself() {
         return b.failed(if dir { libc::EINVAL } else { libc::EISDIR });
     }
+    if e.trailing_slash && !dir {
+        // "name/" names a dir, which unlink refuses; a file there is not a dir at all.
+        return b.failed(if is_dir(&e) { libc::EISDIR } else { libc::ENOTDIR });
+    }
     if !(ctx.pending)() {
         return gone(b);
     }
@@ -489,6 +493,9 @@ fn rename(ctx: &Ctx, old: (i32, &[u8]), new: (i32, &[u8]), flags: u32) -> Outcom
     let b = b.path(Some(src.path.clone())).path2(Some(dst.path.clone()));
     if src.is_dir_itself() || dst.is_dir_itself() {
         return b.failed(libc::EBUSY);
+    }
+    if (src.trailing_slash || dst.trailing_slash) && src.exists() && !is_dir(&src) {
+        return b.failed(libc::ENOTDIR);
     }
     if !(ctx.pending)() {
         return gone(b);
