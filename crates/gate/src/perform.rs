@@ -380,11 +380,17 @@ fn open(ctx: &Ctx, dirfd: i32, raw: &[u8], flags: i32, mode: u32) -> Outcome {
             if e.trailing_slash && !tmpfile {
                 // "name/": it must be a dir, which is never opened for writing or created.
                 let is_dir = matches!(&st, Ok(st) if is_type(st, libc::S_IFDIR));
-                if !is_dir && (creat || !exists) {
-                    return b.decided(
-                        v,
-                        Response::Error(if exists { libc::ENOTDIR } else { libc::EISDIR }),
-                    );
+                let refused = if creat {
+                    Some(libc::EISDIR)
+                } else if !exists {
+                    Some(libc::ENOENT)
+                } else if !is_dir {
+                    Some(libc::ENOTDIR)
+                } else {
+                    None
+                };
+                if let Some(e) = refused {
+                    return b.decided(v, Response::Error(e));
                 }
                 let fd = openat(
                     e.dir.as_raw_fd(),
@@ -460,7 +466,11 @@ fn unlink(ctx: &Ctx, dirfd: i32, raw: &[u8], dir: bool) -> Outcome {
     }
     if e.trailing_slash && !dir {
         // "name/" names a dir, which unlink refuses; a file there is not a dir at all.
-        return b.failed(if is_dir(&e) { libc::EISDIR } else { libc::ENOTDIR });
+        return b.failed(if is_dir(&e) {
+            libc::EISDIR
+        } else {
+            libc::ENOTDIR
+        });
     }
     if !(ctx.pending)() {
         return gone(b);
