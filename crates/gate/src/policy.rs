@@ -176,6 +176,22 @@ impl Operation {
     }
 }
 
+impl std::str::FromStr for Operation {
+    type Err = String;
+
+    /// An operation by its manifest name; the error lists the names there are (for the
+    /// manifest check at admission, which must refuse what the gate would).
+    fn from_str(s: &str) -> Result<Operation, String> {
+        Operation::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Operation::ALL.iter().map(|o| o.as_str()).collect();
+                format!("unknown operation {s:?}: one of {}", names.join(", "))
+            })
+    }
+}
+
 impl fmt::Display for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -615,6 +631,17 @@ mod tests {
         ] {
             assert!(Policy::from_json(text, "p").is_err(), "{text}");
         }
+    }
+
+    #[test]
+    fn operations_parse_by_their_manifest_names() {
+        for op in Operation::ALL {
+            assert_eq!(op.as_str().parse::<Operation>(), Ok(op));
+            let json = serde_json::to_string(&op).unwrap();
+            assert_eq!(json, format!("\"{op}\""));
+        }
+        let err = "remove".parse::<Operation>().unwrap_err();
+        assert!(err.contains("delete") && err.contains("remove"), "{err}");
     }
 
     #[test]
