@@ -40,7 +40,7 @@ fn exec_from_the_writable_dirs_is_denied_and_audited() {
         let t_data = sb.data.join("true");
         let t_tmp = sb.tmp.join("true");
         for t in [&t_data, &t_tmp] {
-            sb.file(t, &std::fs::read("/bin/true").unwrap(), 0o755);
+            sb.exec_copy(Path::new("/bin/true"), t);
         }
         for t in [&t_data, &t_tmp] {
             assert_eq!(
@@ -51,7 +51,7 @@ fn exec_from_the_writable_dirs_is_denied_and_audited() {
         }
         // The same file outside the writable dirs runs.
         let t_bin = sb.bin.join("true");
-        std::fs::copy("/bin/true", &t_bin).unwrap();
+        sandbox::copy_exec(Path::new("/bin/true"), &t_bin);
         let out = sb.run(mode, &[], &[s(&t_bin)]);
         assert!(out.status.success(), "{mode:?}: {out:?}");
         // As the plugin's own command too.
@@ -86,11 +86,10 @@ fn a_script_in_a_writable_dir_is_denied() {
         let sb = Sandbox::new("script");
         let marker = sb.data.join("ran");
         let script = sb.data.join("s.sh");
-        sb.file(
-            &script,
-            format!("#!/bin/sh\necho > {}\n", s(&marker)).as_bytes(),
-            0o755,
-        );
+        // Written elsewhere and copied in by cp: see `copy_exec`.
+        let text = sb.root.join("s.sh.text");
+        std::fs::write(&text, format!("#!/bin/sh\necho > {}\n", s(&marker))).unwrap();
+        sb.exec_copy(&text, &script);
         assert_eq!(sb.probe(mode, &[], &["exec", &s(&script)]), "err 13");
         // An image interpreter named in the shebang does not help either.
         let out = sb.run(mode, &[], &[s(&script)]);
@@ -267,7 +266,7 @@ fn the_manifests_rules_are_enforced_and_its_allows_honoured() {
         let cmds = sb.root.join("cmds");
         std::fs::create_dir_all(&cmds).unwrap();
         for name in ["curl", "wget"] {
-            std::fs::copy(&sb.probe, cmds.join(name)).unwrap();
+            sandbox::copy_exec(&sb.probe, &cmds.join(name));
         }
         let opts = sb.policy("policy.json", &manifest_policy(&sb));
         // Run from a PATH that holds them, as a plugin image would.
@@ -313,12 +312,7 @@ fn the_manifests_rules_are_enforced_and_its_allows_honoured() {
         assert_eq!(run(&["write", &s(&extra)]), "ok");
         assert_eq!(std::fs::read(&extra).unwrap(), b"x");
         assert_eq!(run(&["unlink", &s(&extra)]), "err 13");
-        std::fs::copy("/bin/true", sb.outside.join("extra/t")).unwrap();
-        std::fs::set_permissions(
-            sb.outside.join("extra/t"),
-            std::fs::Permissions::from_mode(0o755),
-        )
-        .unwrap();
+        sandbox::copy_exec(Path::new("/bin/true"), &sb.outside.join("extra/t"));
         assert_eq!(run(&["exec", &s(&sb.outside.join("extra/t"))]), "err 13");
         for f in ["a", "sub/b"] {
             assert_eq!(
@@ -505,7 +499,7 @@ fn a_racing_thread_never_gets_a_denied_path_through() {
         assert_eq!(m, 0o644, "{mode:?}: chmod got through");
         // exec: /bin/true against a copy of the probe in the data dir that leaves a marker.
         let copy = sb.data.join("probe");
-        sb.file(&copy, &std::fs::read(&sb.probe).unwrap(), 0o755);
+        sb.exec_copy(&sb.probe, &copy);
         let marker = sb.tmp.join("marker");
         let (t, c) = same_length_links(&sb, [Path::new("/bin/true"), &copy]);
         let out = sb.probe(mode, &opts, &["race-exec", &t, &c, &s(&marker), "300"]);

@@ -97,9 +97,15 @@ impl Sandbox {
         for d in [&s.data, &s.tmp, &s.outside, &s.audit] {
             chown(d);
         }
-        std::fs::copy(env!("CARGO_BIN_EXE_loop-plugins-gate"), &s.gate).unwrap();
-        std::fs::copy(env!("CARGO_BIN_EXE_gate-probe"), &s.probe).unwrap();
+        copy_exec(Path::new(env!("CARGO_BIN_EXE_loop-plugins-gate")), &s.gate);
+        copy_exec(Path::new(env!("CARGO_BIN_EXE_gate-probe")), &s.probe);
         s
+    }
+
+    /// An executable copy of `src` at `dst`, owned by the plugin's uid.
+    pub fn exec_copy(&self, src: &Path, dst: &Path) {
+        copy_exec(src, dst);
+        chown(dst);
     }
 
     /// A file owned by the plugin's uid.
@@ -241,6 +247,20 @@ impl Drop for Sandbox {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
     }
+}
+
+/// Copies an executable with `cp`, so this (multi-threaded) test process never holds a
+/// descriptor open for writing on it: one inherited by a child another test forks at that
+/// moment would make running the file fail with ETXTBSY.
+pub fn copy_exec(src: &Path, dst: &Path) {
+    let st = Command::new("cp")
+        .arg("--")
+        .arg(src)
+        .arg(dst)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp {} {}", src.display(), dst.display());
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// Reads the probe's first line (it says `ready`) from a spawned gate.
