@@ -928,3 +928,39 @@ fn emulated_calls_answer_as_the_kernel_would() {
     };
     assert_eq!(strip(&bare), strip(&gated));
 }
+
+#[test]
+fn the_audit_can_go_to_standard_output() {
+    require_kernel!();
+    let sb = Sandbox::new("stdout");
+    let mode = modes()[0];
+    let opts = vec![
+        "--audit".to_string(),
+        "-".into(),
+        "--plugin".into(),
+        "echo".into(),
+    ];
+    let t = sb.data.join("true");
+    sb.exec_copy(Path::new("/bin/true"), &t);
+    let out = sb.run(mode, &opts, &[s(&sb.probe), "exec".into(), s(&t)]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The plugin's own output and the audit lines, each line whole.
+    let mut plugin = Vec::new();
+    let mut audit = Vec::new();
+    for line in text.lines() {
+        match serde_json::from_str::<Value>(line) {
+            Ok(v) => audit.push(v),
+            Err(_) => plugin.push(line),
+        }
+    }
+    assert_eq!(plugin, vec!["err 13"]);
+    let events: Vec<&str> = audit.iter().map(|l| l["event"].as_str().unwrap()).collect();
+    assert_eq!(events.first(), Some(&"start"));
+    assert_eq!(events.last(), Some(&"summary"));
+    assert!(audit.iter().all(|l| l["plugin"] == "echo"));
+    assert_eq!(decisions(&audit, "execve", "deny").len(), 1);
+    assert!(
+        std::fs::read_dir(&sb.audit).unwrap().next().is_none(),
+        "nothing in the audit dir"
+    );
+}
