@@ -3,7 +3,8 @@
 //!
 //! Workloads (the probe's `bench-*` ops, each timing its own loop):
 //! - open/fstat/read/close + stat over 64 files (reads: never trapped);
-//! - create/write/close/unlink in a writable dir;
+//! - create/write/close/unlink in a writable dir (on tmpfs, so the disk's journal does not
+//!   drown the difference);
 //! - fork + exec of /bin/true (exec: always trapped, for the audit).
 //!
 //! Configurations: bare; the gate with the audit outside the writable dirs (only exec and
@@ -43,7 +44,8 @@ fn setup() -> Setup {
     let root = std::env::temp_dir().join(format!("gate-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let s = Setup {
-        data: root.join("data"),
+        // On tmpfs: the loops measure the gate, not the disk's journal.
+        data: PathBuf::from(format!("/dev/shm/gate-bench-{}", std::process::id())),
         files: root.join("files"),
         gate: root.join("bin/loop-plugins-gate"),
         probe: root.join("bin/gate-probe"),
@@ -205,4 +207,5 @@ fn main() {
             .unwrap_or("?")
     );
     let _ = std::fs::remove_dir_all(&s.root);
+    let _ = std::fs::remove_dir_all(&s.data);
 }

@@ -238,6 +238,17 @@ mod tests {
         let rdonly = libc::O_RDONLY as u64;
         let p = prog(&[]);
         assert_eq!(call(&p, Call::Openat, [0, 0, creat, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(call(&p, Call::Openat, [0, 0, rdonly, 0, 0, 0]), RET_ALLOW);
+        // Truncating without opening for writing: the supervisor's; with it: Landlock's.
+        let trunc = libc::O_TRUNC as u64;
+        let wtrunc = (libc::O_WRONLY | libc::O_TRUNC) as u64;
+        assert_eq!(
+            call(&p, Call::Openat, [0, 0, trunc, 0, 0, 0]),
+            RET_USER_NOTIF
+        );
+        assert_eq!(call(&p, Call::Open, [0, trunc, 0, 0, 0, 0]), RET_USER_NOTIF);
+        assert_eq!(call(&p, Call::Openat, [0, 0, wtrunc, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(call(&p, Call::Truncate, [0; 6]), RET_USER_NOTIF);
         assert_eq!(call(&p, Call::Execve, [0; 6]), RET_USER_NOTIF);
         assert_eq!(call(&p, Call::Chmod, [0; 6]), RET_USER_NOTIF);
         let p = prog(&[Operation::Write]);

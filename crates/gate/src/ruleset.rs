@@ -5,8 +5,10 @@
 //!   with all beneath it, a file on its own), the excluded path itself is not. What appears
 //!   later in a dir on such a path (only possible in the writable dirs) is not granted.
 //!   Symbolic links are never granted: what they point to is, where it lies.
-//! - Writes (write, truncate, make, remove, refer) are granted beneath the writable dirs
-//!   and `/dev/shm`; write and truncate on the usual `/dev` files and `/dev/pts`.
+//! - Writes (write, make, remove, refer) are granted beneath the writable dirs and
+//!   `/dev/shm`; write on the usual `/dev` files and `/dev/pts`. Truncation is not handled
+//!   (it would cost a path walk on every open): the filter traps what truncates without the
+//!   write right (`plan`).
 //! - Reads are not handled: reading is allowed everywhere.
 //! - Where the kernel has it (ABI 6), the plugin may not connect to abstract unix sockets
 //!   outside its domain nor signal processes outside it (the gate).
@@ -187,7 +189,6 @@ pub fn denied_executables(p: &CompiledPolicy, path_env: &str) -> (Vec<PathBuf>, 
 /// The write rights granted beneath the writable dirs (and `/dev/shm`).
 fn write_rights() -> BitFlags<AccessFs> {
     AccessFs::WriteFile
-        | AccessFs::Truncate
         | AccessFs::RemoveDir
         | AccessFs::RemoveFile
         | AccessFs::MakeChar
@@ -252,7 +253,7 @@ pub fn build(g: &Grants) -> Result<RulesetCreated, RulesetError> {
         }
     }
     for p in &g.device_files {
-        if let Some(r) = rule(p, AccessFs::WriteFile | AccessFs::Truncate) {
+        if let Some(r) = rule(p, AccessFs::WriteFile.into()) {
             rs = rs.add_rule(r)?;
         }
     }

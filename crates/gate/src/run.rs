@@ -262,7 +262,6 @@ fn launch(args: GateArgs) -> Result<u8, GateError> {
 
     let compiled = CompiledPolicy::compile(&policy, canonical_on_host)?;
     let features = plan::Features {
-        landlock_truncate: k.landlock_abi >= 3,
         memfd_noexec: k.memfd_noexec,
     };
     let plan = plan::plan(&compiled.ops_needing_traps(), features);
