@@ -49,6 +49,12 @@ bench:
 	$(CARGO) bench --bench api_channel
 	$(CARGO) bench --bench host_calls
 
+# The gate's overhead: open/stat/read, create/write/unlink and fork+exec loops under the gate
+# against the same loops bare, interleaved in one run, as ratios (release build).
+.PHONY: bench-gate
+bench-gate:
+	$(CARGO) bench -p loop-plugins-gate --bench gate
+
 # A local cluster until Ctrl-C: control plane, kubelet stand-in, CRDs, examples/; writes
 # .dev/kubeconfig (KUBECONFIG=.dev/kubeconfig kubectl get plugins).
 dev:
