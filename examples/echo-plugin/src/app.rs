@@ -18,25 +18,11 @@ use crate::journal::Journal;
 use crate::loop_api::LoopApi;
 use crate::manifest::Manifest;
 use crate::settings::Settings;
+use crate::state::AppState;
 use crate::switches::Switches;
 
 /// How long shutdown waits for background work (actions) to finish.
 pub const BACKGROUND_GRACE: Duration = Duration::from_secs(5);
-
-/// What every handler shares.
-#[derive(Clone)]
-pub struct AppState {
-    pub manifest: Arc<Manifest>,
-    pub journal: Arc<Journal>,
-    pub hang: Arc<Hang>,
-    pub switches: Arc<Switches>,
-    pub settings: Arc<Settings>,
-    pub loop_api: Option<Arc<LoopApi>>,
-    /// Cancelled when the plugin shuts down.
-    pub shutdown: CancellationToken,
-    /// Background work (actions run after their 202).
-    pub background: TaskTracker,
-}
 
 /// What a plugin is made from; [`Plugin::from_config`] fills it from the environment.
 pub struct PluginOptions {

@@ -4,12 +4,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
 use serde::{Deserialize, Serialize};
-
-use crate::app::AppState;
 
 /// The kinds of call a hang can catch, by the route's first segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -115,21 +110,6 @@ impl Hang {
                 .map_or_else(|| kind.past_limit(), Duration::from_secs_f64),
         )
     }
-}
-
-/// Middleware: sleeps when a hang is armed for this call, then handles it as usual. The
-/// sleep ends early when the plugin shuts down.
-pub async fn delay(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if let Some(kind) = Kind::of(req.uri().path())
-        && let Some(sleep) = state.hang.take(kind)
-    {
-        tracing::info!(route = req.uri().path(), ?sleep, "hanging as asked");
-        tokio::select! {
-            () = tokio::time::sleep(sleep) => {}
-            () = state.shutdown.cancelled() => {}
-        }
-    }
-    next.run(req).await
 }
 
 #[cfg(test)]

@@ -13,16 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::http::StatusCode;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
-
-use crate::app::AppState;
-use crate::error::ApiError;
 
 /// The file's name in the data dir.
 pub const FILE_NAME: &str = "journal.jsonl";
@@ -143,32 +135,6 @@ impl Journal {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.file.set_len(0)
     }
-}
-
-/// Middleware: reads the body (up to [`MAX_BODY`], 413 past it), records the request, and
-/// hands it on with the same body. Reading the journal itself isn't recorded.
-pub async fn record(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let (parts, body) = req.into_parts();
-    let bytes: Bytes = match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(b) => b,
-        Err(_) => {
-            return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body: over 8 MB").into_response();
-        }
-    };
-    let route = parts.uri.path();
-    let reading_journal = parts.method == axum::http::Method::GET && route == "/x/journal";
-    if !reading_journal {
-        let entry = Entry::request(parts.method.as_str(), route, parts.uri.query(), &bytes);
-        if state.settings.verbose() {
-            tracing::info!(method = %entry.method, route, size = bytes.len(), "request");
-        }
-        if let Err(e) = state.journal.append(&entry) {
-            tracing::error!(error = %e, "writing the journal");
-            return ApiError::internal(format!("writing the journal: {e}")).into_response();
-        }
-    }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
 }
 
 #[cfg(test)]

@@ -8,12 +8,15 @@ pub mod config;
 pub mod error;
 pub mod hang;
 pub mod journal;
+pub mod layers;
 pub mod loop_api;
 pub mod manifest;
 pub mod routes;
 pub mod settings;
+pub mod state;
 pub mod switches;
 
-pub use app::{AppState, Plugin, PluginOptions};
+pub use app::{Plugin, PluginOptions};
 pub use config::Config;
 pub use manifest::Manifest;
+pub use state::AppState;

@@ -10,9 +10,9 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::app::AppState;
 use crate::error::{ApiError, parse_json};
 use crate::journal::{Entry, recorded_body};
+use crate::state::AppState;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::app::AppState;
 use crate::error::{ApiError, parse_json};
+use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
 pub struct Event {

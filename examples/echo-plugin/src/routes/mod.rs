@@ -15,10 +15,10 @@ use axum::http::{Method, Uri};
 use axum::middleware::from_fn_with_state;
 use axum::routing::{any, get, post};
 
-use crate::app::AppState;
 use crate::auth::{Secret, require_secret};
 use crate::error::ApiError;
 use crate::journal::MAX_BODY;
+use crate::state::AppState;
 
 /// The router. Layers, outermost first: the secret (401), the journal (records what got
 /// past it), the hang hook (sleeps when armed), then the route.
@@ -35,8 +35,8 @@ pub fn router(state: AppState, secret: Secret) -> Router {
         .route("/x/{*path}", any(x::echo))
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(from_fn_with_state(state.clone(), crate::hang::delay))
-        .layer(from_fn_with_state(state.clone(), crate::journal::record))
+        .layer(from_fn_with_state(state.clone(), crate::layers::delay))
+        .layer(from_fn_with_state(state.clone(), crate::layers::record))
         .layer(from_fn_with_state(secret, require_secret))
         .with_state(state)
 }

@@ -5,8 +5,8 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use serde::Deserialize;
 
-use crate::app::AppState;
 use crate::error::{ApiError, parse_json};
+use crate::state::AppState;
 use crate::switches::SwitchState;
 
 #[derive(Debug, Deserialize)]

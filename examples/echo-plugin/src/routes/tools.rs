@@ -7,8 +7,8 @@ use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::app::AppState;
 use crate::error::{ApiError, parse_json};
+use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
 pub struct ToolRequest {

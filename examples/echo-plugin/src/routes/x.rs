@@ -14,9 +14,9 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::app::AppState;
 use crate::error::{ApiError, parse_json};
 use crate::hang::{Armed, HangRequest};
+use crate::state::AppState;
 
 pub async fn journal(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let entries = state.journal.entries().map_err(ApiError::internal)?;
