@@ -19,6 +19,7 @@ trap report EXIT
 
 controlplane_dir() { LOOP_PLUGINS_CONTROLPLANE=$(hack/controlplane/build.sh | tail -n 1); export LOOP_PLUGINS_CONTROLPLANE; }
 phase "control plane binaries" controlplane_dir
+phase "import cycles" hack/import-cycles.py
 phase "cargo fmt --check" cargo fmt --all -- --check
 phase "cargo build" cargo build --workspace --all-targets
 phase "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings

@@ -42,6 +42,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (printf "%s-controller" (include "loop-plugins.fullname" .)) .Values.leaderElection.leaseName }}
 {{- end }}
 
+{{/* The API replicas' fan-out Lease. */}}
+{{- define "loop-plugins.fanoutLeaseName" -}}
+{{- printf "%s-api" (include "loop-plugins.fullname" .) }}
+{{- end }}
+
 {{/* Our image: repository@digest when a digest is given, else repository:tag. */}}
 {{- define "loop-plugins.image" -}}
 {{- if .Values.image.digest }}

@@ -54,7 +54,7 @@ enum Command {
         command: ManifestCommand,
     },
     /// Run the Plugin API server that plugin pods call (LOOP_API_URL).
-    Api(server::plugin_api::ApiArgs),
+    Api(server::serve::ApiArgs),
     /// Run a plugin's action once through the host API, as a schedule's CronJob does.
     Trigger(server::host_api::trigger::TriggerArgs),
 }
@@ -129,7 +129,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Trigger(args) => run_async(server::host_api::trigger::run(args)),
-        Command::Api(args) => run_async(server::plugin_api::serve(args)),
+        Command::Api(args) => run_async(server::serve::serve(args)),
         Command::Controller(args) => run_async(async move {
             let client = kube::Client::try_default().await?;
             let settings = controller::Settings {

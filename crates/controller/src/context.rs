@@ -47,8 +47,6 @@ pub struct Context {
     pub metrics: Metrics,
     pub stores: Stores,
     pub settings: Settings,
-    /// Calls to plugins (`/runs/{run_id}/done`).
-    pub http: reqwest::Client,
     /// Failures in a row by object, for the retry backoff.
     pub backoff: super::retry::Backoff,
     /// The chat statuses this controller wrote, until the cache shows them: see
@@ -68,13 +66,6 @@ impl Context {
             metrics,
             stores,
             settings,
-            http: {
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                reqwest::Client::builder()
-                    .no_proxy()
-                    .build()
-                    .expect("a plain HTTP client builds")
-            },
             backoff: Default::default(),
             written_chat_status: Mutex::default(),
         }

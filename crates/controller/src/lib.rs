@@ -12,7 +12,6 @@ mod chat;
 mod context;
 pub mod cronjob;
 pub mod demand;
-mod done;
 mod error;
 mod instance;
 pub mod metrics;
@@ -41,7 +40,7 @@ pub use context::{Context, Settings, Stores};
 pub use error::Error;
 
 use model::names;
-use model::resources::{AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project};
+use model::resources::{Channel, HostConfig, Plugin, PluginInstance, Project};
 use runtime::leader::LeaderArgs;
 use runtime::shutdown;
 
@@ -268,25 +267,12 @@ async fn reconcile_all(
         )
         .for_each(log_result("project"));
 
-    let run_controller = Controller::new(
-        Api::<AgentRun>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .shutdown_on_signal()
-    .run(
-        traced("run", done::reconcile),
-        error_policy("run"),
-        ctx.clone(),
-    )
-    .for_each(log_result("run"));
-
     tracing::info!("reconciling");
-    futures::future::join5(
+    futures::future::join4(
         plugin_controller,
         chat_controller,
         instance_controller,
         project_controller,
-        run_controller,
     )
     .await;
     Ok(())

@@ -34,11 +34,11 @@ use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
     HostPlugins, InstancePhase, Plugin, PluginInstance, Project, ProjectSpec, TrustedConfig,
 };
-use prometheus_client::registry::Registry;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use server::host_api::{HostSettings, HostState, PREFIX};
+use server::host_api::PREFIX;
+use server::serve::{Options, Server};
 
 const NS: &str = "bench";
 const PLUGIN: &str = "echo";
@@ -96,18 +96,26 @@ async fn bench(cluster: &DevCluster, calls: usize, rounds: usize) -> anyhow::Res
     let instance = names::instance_name(PLUGIN, CHAT);
     wait_phase(&client, &instance, InstancePhase::Stopped).await?;
 
-    let mut registry = Registry::default();
-    let state = HostState::new(client.clone(), HostSettings::default(), &mut registry).await?;
+    let server = Server::start(
+        client.clone(),
+        Options {
+            api: Default::default(),
+            calls: Default::default(),
+            review_ttl: server::host_api::state::REVIEW_TTL,
+            lease: None,
+        },
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!(
         "http://{}{PREFIX}/namespaces/{NS}/channels/{CHAT}/plugins/{PLUGIN}",
         listener.local_addr()?
     );
     let serve = tokio::spawn(async move {
-        let _ = axum::serve(listener, server::host_api::router(state)).await;
+        let _ = axum::serve(listener, server.router.clone()).await;
     });
     let token = caller_token(&client).await?;
-    server::host_api::call::install_crypto_provider();
+    server::calls::client::install_crypto_provider();
     let http = reqwest::Client::builder()
         .no_proxy()
         .pool_max_idle_per_host(4)
@@ -271,7 +279,7 @@ async fn pod_ready_ms(client: Client, instance: String) -> anyhow::Result<i64> {
     while let Some(pod) = stream.next().await {
         let pod = pod?;
         let ready =
-            pod.metadata.deletion_timestamp.is_none() && server::host_api::pods::pod_ready(&pod);
+            pod.metadata.deletion_timestamp.is_none() && server::index::pods::pod_ready(&pod);
         if ready {
             let now = SystemTime::now().duration_since(UNIX_EPOCH)?;
             return Ok(now.as_millis() as i64);
@@ -287,7 +295,7 @@ async fn direct(client: &Client, instance: &str) -> anyhow::Result<(String, Stri
     let list = pods
         .list(&kube::api::ListParams::default().labels(&selector))
         .await?;
-    let view = server::host_api::pods::pod_view(list.items.iter());
+    let view = server::index::pods::pod_view(list.items.iter());
     let endpoint = view.ready.context("no Ready Pod")?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     let secret = secrets.get(&names::secret_name(instance)).await?;

@@ -273,7 +273,7 @@ fn the_defaults_render_every_object() {
             "apiUrl": "http://loop-plugins-api.loop-plugins.svc:8080",
         })
     );
-    // The Lease the Role names is the Lease the controller is told to use.
+    // The Leases the Role names are the Leases the controller and the API are told to use.
     let role = find(&docs, "Role", "loop-plugins-leader-election");
     let named: Vec<String> = role["rules"]
         .as_array()
@@ -281,7 +281,11 @@ fn the_defaults_render_every_object() {
         .iter()
         .flat_map(|r| strings(&r["resourceNames"]))
         .collect();
-    assert_eq!(named, ["loop-plugins-controller"]);
+    assert_eq!(named, ["loop-plugins-controller", "loop-plugins-api"]);
+    let deployment = find(&docs, "Deployment", "loop-plugins");
+    let args = |c: &str| strings(&container(deployment, c)["args"]);
+    assert!(args("controller").contains(&"--lease-name=loop-plugins-controller".to_string()));
+    assert!(args("api").contains(&"--fanout-lease-name=loop-plugins-api".to_string()));
 }
 
 #[test]
@@ -472,11 +476,11 @@ fn the_chart_passes_only_flags_the_binary_takes() {
     // The API server's flags parse with its own definitions.
     let api_args = strings(&container(deployment, "api")["args"]);
     assert_eq!(api_args[0], "api");
-    let command = server::plugin_api::ApiArgs::augment_args(clap::Command::new("api"));
+    let command = server::serve::ApiArgs::augment_args(clap::Command::new("api"));
     let matches = command
         .try_get_matches_from(&api_args)
         .unwrap_or_else(|e| panic!("{api_args:?}: {e}"));
-    let parsed = server::plugin_api::ApiArgs::from_arg_matches(&matches).unwrap();
+    let parsed = server::serve::ApiArgs::from_arg_matches(&matches).unwrap();
     assert_eq!(parsed.listen.port(), 8080);
     assert_eq!(parsed.metrics_addr.port(), 9091);
     let api_help = help("api");

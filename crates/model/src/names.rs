@@ -8,6 +8,18 @@ use sha2::{Digest, Sha256};
 
 /// The one field manager for everything the controller applies.
 pub const FIELD_MANAGER: &str = "loop-plugins-controller";
+/// The API server's field managers, one per field it writes (`crates/server/src/status.rs`
+/// says which writes each): a PluginInstance's `status.lastActivity`,
+pub const FIELD_MANAGER_ACTIVITY: &str = "loop-plugins-api-activity";
+/// its `status.switches`,
+pub const FIELD_MANAGER_SWITCHES: &str = "loop-plugins-api-switches";
+/// its `status.liveHold`,
+pub const FIELD_MANAGER_LIVE: &str = "loop-plugins-api-live";
+/// its `status.breaker`;
+pub const FIELD_MANAGER_BREAKER: &str = "loop-plugins-api-breaker";
+/// what the API server creates (AgentRuns, inbox and memory ConfigMaps) and an AgentRun's
+/// `status.doneDelivered`.
+pub const FIELD_MANAGER_API: &str = "loop-plugins-api";
 /// `app.kubernetes.io/managed-by` on every object we make.
 pub const MANAGED_BY: &str = "loop-plugins";
 /// Selects every object the controller made.

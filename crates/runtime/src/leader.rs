@@ -503,6 +503,58 @@ fn is_forbidden(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(s) if s.is_forbidden())
 }
 
+/// Whether this replica holds the Lease `namespace/name` as `identity`, as it changes, for work
+/// that starts and stops with leading while the process goes on (the API server's fan-out).
+/// Waits again after a loss; releases the Lease once `stop` turns true.
+pub fn leading(
+    client: Client,
+    lease: Option<(String, String, String)>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::sync::watch::Receiver<bool> {
+    let Some((namespace, name, identity)) = lease else {
+        return tokio::sync::watch::channel(true).1;
+    };
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        loop {
+            let mut stopped = stop.clone();
+            let until_stop = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            let flag = tx.clone();
+            let work = async move {
+                flag.send_replace(true);
+                std::future::pending::<()>().await
+            };
+            let result = lead_until(
+                client.clone(),
+                &namespace,
+                &name,
+                &identity,
+                work,
+                until_stop,
+            )
+            .await;
+            tx.send_replace(false);
+            match result {
+                Ok(_) => return,
+                Err(err @ LeaderError::Forbidden { .. }) => {
+                    tracing::error!(error = %err, "cannot lead: retrying in a minute");
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "no longer leading; waiting for the Lease again");
+                    tokio::time::sleep(RETRY_EVERY).await;
+                }
+            }
+            if *stop.borrow() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

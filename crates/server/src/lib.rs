@@ -1,8 +1,24 @@
 //! The API server (`loop-plugins api`): the Plugin API that plugin pods call, and the host API
-//! through which the app, workflows and CronJobs call plugins, as one server.
+//! through which the app, workflows and CronJobs call plugins, as one server over one index.
+//!
+//! Layered from the bottom up; a module imports only those above it here:
+//! - [`index`]: the one set of reflector stores of the process (and the token, Pod and
+//!   manifest indexes fed by them);
+//! - [`status`]: the API server's writes of PluginInstance status, a field manager per field;
+//! - [`http`]: the one error body and the middleware stack;
+//! - [`calls`]: the one way to call a plugin (scale-from-zero, breaker, time limits, metrics);
+//! - [`plugin_api`], [`host_api`]: the two APIs' routes;
+//! - [`fanout`]: what must happen once across replicas, on the fan-out Lease's holder;
+//! - [`serve`]: the wiring; `records`: the replicas' shared ConfigMap records.
 
+pub mod calls;
+pub mod fanout;
 pub mod host_api;
+pub mod http;
+pub mod index;
 #[cfg(test)]
 mod openapi_spec;
 pub mod plugin_api;
 pub mod records;
+pub mod serve;
+pub mod status;

@@ -289,6 +289,12 @@ impl ApiServer {
                 format!("--listen=127.0.0.1:{port}"),
                 format!("--metrics-addr={metrics}"),
                 format!("--worktree-root={}", worktrees.display()),
+                format!("--leader-election-namespace={CONTROLLER_NAMESPACE}"),
+                format!(
+                    "--fanout-lease-name={}",
+                    crate::controller_support::FANOUT_LEASE
+                ),
+                format!("--leader-identity=e2e-api-{}-{port}", ns.name()),
             ]);
             let process = Process::spawn(&spec).await?;
             let mut server = Self {

@@ -140,6 +140,10 @@ pub async fn apply_host(client: Client, spec: HostConfigSpec) -> anyhow::Result<
 /// test, and the audit log tells its requests apart from the tests'.
 pub const CONTROLLER_NAMESPACE: &str = "loop-plugins-system";
 pub const RELEASE: &str = "e2e";
+/// The chart's fan-out Lease for that release (`loop-plugins.fanoutLeaseName`): every API
+/// server of the local suite, processes and in-process ones, elects the one that does the
+/// fan-out on it, as the chart's replicas do.
+pub const FANOUT_LEASE: &str = "e2e-loop-plugins-api";
 /// The chart's ServiceAccount for that release.
 pub const CONTROLLER_ACCOUNT: &str = "e2e-loop-plugins";
 

@@ -23,7 +23,9 @@ use model::schedule::ScheduleType;
 use prometheus_client::registry::Registry;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use server::host_api::{HostSettings, HostState, PREFIX};
+use server::calls::CallSettings;
+use server::host_api::PREFIX;
+use server::serve::{Options, Server};
 
 use crate::controller_support::*;
 use crate::support::{E2eTest, Ns, test, wait};
@@ -47,6 +49,11 @@ pub fn tests() -> Vec<E2eTest> {
         test(
             "host::events_reach_exactly_the_containers_the_rules_name",
             events,
+        )
+        .timeout(Duration::from_secs(180)),
+        test(
+            "host::a_click_and_the_plugins_put_that_arrive_together_both_survive",
+            switch_race,
         )
         .timeout(Duration::from_secs(180)),
         test(
@@ -75,16 +82,35 @@ pub struct HostServer {
 
 struct LocalHost {
     registry: Arc<Registry>,
+    /// Its watches and fan-out stop when it is dropped.
+    _server: Server,
     serve: tokio::task::JoinHandle<()>,
+}
+
+/// A server of the test's own, as the chart runs them: every server of the local suite (these
+/// and the API server processes) elects the one that does the fan-out on the same Lease.
+fn local_options(calls: CallSettings) -> Options {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    Options {
+        api: Default::default(),
+        calls,
+        review_ttl: server::host_api::state::REVIEW_TTL,
+        lease: Some((
+            crate::controller_support::CONTROLLER_NAMESPACE.to_string(),
+            crate::controller_support::FANOUT_LEASE.to_string(),
+            format!("e2e-host-{}-{n}", std::process::id()),
+        )),
+    }
 }
 
 /// Starts a host API (after the controller and the CRDs).
 pub async fn host(ns: &Ns) -> anyhow::Result<HostServer> {
-    host_with(ns, HostSettings::default()).await
+    host_with(ns, CallSettings::default()).await
 }
 
 /// Starts a host API with `settings` (on an existing cluster: the chart's, whatever they are).
-pub async fn host_with(ns: &Ns, settings: HostSettings) -> anyhow::Result<HostServer> {
+pub async fn host_with(ns: &Ns, settings: CallSettings) -> anyhow::Result<HostServer> {
     setup(ns).await?;
     if let Some(existing) = ns.cluster().existing() {
         return Ok(HostServer {
@@ -93,11 +119,10 @@ pub async fn host_with(ns: &Ns, settings: HostSettings) -> anyhow::Result<HostSe
             local: None,
         });
     }
-    let mut registry = Registry::default();
-    let state = HostState::new(ns.client(), settings, &mut registry).await?;
+    let server = Server::start(ns.client(), local_options(settings)).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
-    let app = server::host_api::router(state);
+    let app = server.router.clone();
     let serve = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
@@ -105,7 +130,8 @@ pub async fn host_with(ns: &Ns, settings: HostSettings) -> anyhow::Result<HostSe
         url: url.clone(),
         url_for_pods: Some(url),
         local: Some(LocalHost {
-            registry: Arc::new(registry),
+            registry: server.registry.clone(),
+            _server: server,
             serve,
         }),
     })
@@ -232,7 +258,7 @@ impl Answer {
 
 impl Caller {
     pub fn new(host: &HostServer, ns: &Ns, token: Option<String>) -> Self {
-        server::host_api::call::install_crypto_provider();
+        server::calls::client::install_crypto_provider();
         Self {
             http: reqwest::Client::builder()
                 .no_proxy()
@@ -587,7 +613,7 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
     // On the local control plane, a second host API stands for the chart's second replica
     // (an existing cluster's release runs one).
     let replica = match ns.cluster().existing() {
-        None => Some(host_with(&ns, HostSettings::default()).await?),
+        None => Some(host_with(&ns, CallSettings::default()).await?),
         Some(_) => None,
     };
     let id = plugin_id(&ns, "hb");
@@ -937,17 +963,13 @@ async fn events(ns: Ns) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Two host APIs (as the chart's two replicas, sharing a record in the test's namespace) both
-/// see the project's config write; the running container gets one `settings.changed`.
+/// Two host APIs (as the chart's two replicas, electing the fan-out on one Lease) both see
+/// the project's config write; the running container gets one `settings.changed`.
 async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
-    // Alone: every other test's host API (and API server) sends settings.changed for every
-    // project it sees, this one's included.
-    let _alone = exclusive().await;
-    let replicas = HostSettings {
-        replicas_namespace: Some(ns.name().to_string()),
-        ..HostSettings::default()
-    };
-    let (one, two) = tokio::try_join!(host_with(&ns, replicas.clone()), host_with(&ns, replicas))?;
+    let (one, two) = tokio::try_join!(
+        host_with(&ns, CallSettings::default()),
+        host_with(&ns, CallSettings::default())
+    )?;
     let plugin = plugin_id(&ns, "hw");
     world(
         &ns,
@@ -1007,24 +1029,8 @@ async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
         "the container got {} settings.changed, not one: {sent:#?}",
         sent.len()
     );
+    let _ = project;
 
-    // The record names the project's write.
-    let record = ns
-        .api::<k8s_openapi::api::core::v1::ConfigMap>()
-        .get(server::host_api::settings_sent::RECORD)
-        .await?;
-    let (uid, generation) = (
-        project.uid().context("the project's uid")?,
-        project
-            .metadata
-            .generation
-            .context("the project's generation")?,
-    );
-    ensure!(
-        record.data.as_ref().and_then(|d| d.get(&uid)) == Some(&generation.to_string()),
-        "the record holds {:?}, not {uid}: {generation}",
-        record.data
-    );
     Ok(())
 }
 
@@ -1100,5 +1106,85 @@ async fn run_cronjob(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
         ticks[0]["body"]["trigger"] == "schedule" && ticks[0]["body"]["task_id"] == task.as_str(),
         "{ticks:#?}"
     );
+    Ok(())
+}
+
+/// The echo plugin with a second composer switch, `sync`, that only the plugin sets (its own
+/// `mode` is what a click reaches).
+fn two_switch_plugin(id: &str) -> anyhow::Result<Plugin> {
+    let text = include_str!("../../../../examples/echo-plugin/plugin.json")
+        .replacen("\"id\": \"echo\"", &format!("\"id\": \"{id}\""), 1)
+        .replacen(
+            r#""composer_switches": [{"#,
+            r#""composer_switches": [{ "id": "sync", "label": "Sync", "icon": "ui/mode.svg" }, {"#,
+            1,
+        );
+    Ok(Plugin::from_manifest(
+        &text,
+        &echo_image(id),
+        vec!["/echo-plugin".into()],
+        true,
+    )?)
+}
+
+/// A click on `mode` (the host API, which records the plugin's answer) and the plugin's own
+/// `PUT /composer/switches/sync` (the Plugin API), sent together round after round: each
+/// round, both states are on the instance. Both write the one switch list; were either to
+/// write a list it read before the other's write, one state would be lost.
+async fn switch_race(ns: Ns) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    let _shared = shared().await;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "hs");
+    world(
+        &ns,
+        &[(two_switch_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let instance = names::instance_name(&id, "general");
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    let click = format!("/channels/general/plugins/{id}/switches/mode");
+    let warm = caller.send_ready("POST", &click, Some(json!({"on": false}))).await?;
+    ensure!(warm.status == StatusCode::OK, "{warm:?}");
+    // The plugin's token, as its Pod reads it.
+    let secret: Secret = ns.get(&names::secret_name(&instance)).await?;
+    let token = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(model::contract::TOKEN_KEY))
+        .map(|t| String::from_utf8_lossy(&t.0).trim().to_string())
+        .context("the instance's token")?;
+    let plugin_api = reqwest::Client::builder().no_proxy().build()?;
+    let put = format!("{}/api/plugin/v1/composer/switches/sync", host.url);
+    let instances = ns.api::<PluginInstance>();
+    for round in 0..8 {
+        let on = round % 2 == 0;
+        let title = format!("round {round}");
+        let (clicked, put) = tokio::join!(
+            caller.post(&click, json!({ "on": on })),
+            plugin_api
+                .put(&put)
+                .bearer_auth(&token)
+                .json(&json!({ "on": true, "title": title }))
+                .send()
+        );
+        let clicked = clicked?;
+        ensure!(clicked.status == StatusCode::OK, "round {round}: {clicked:?}");
+        let put = put?;
+        ensure!(put.status().is_success(), "round {round}: the plugin's PUT answered {}", put.status());
+        let now = instances.get_status(&instance).await?;
+        let switches = now.status.map(|s| s.switches).unwrap_or_default();
+        let mode = switches.iter().find(|s| s.id == "mode");
+        let sync = switches.iter().find(|s| s.id == "sync");
+        ensure!(
+            mode.is_some_and(|m| m.on == on) && sync.is_some_and(|s| s.title.as_deref() == Some(title.as_str())),
+            "round {round}: the instance shows {switches:?}"
+        );
+    }
     Ok(())
 }

@@ -60,9 +60,16 @@ pub struct AgentRunStatus {
     /// The run's final answer or error, as the agent runner reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
-    /// POST /runs/{run_id}/done reached the plugin.
+    /// POST /runs/{run_id}/done reached the plugin (written by the API server).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub done_delivered: bool,
+    /// How often /done was tried without the plugin taking it (written by the API server,
+    /// which gives up after a few).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub done_attempts: u32,
+    /// Why the last try of /done failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_error: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
@@ -81,4 +88,8 @@ impl AgentRunPhase {
     pub fn is_final(self) -> bool {
         matches!(self, Self::Succeeded | Self::Failed)
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::index::ContainerKey;
 use model::resources::BreakerState;
 
 /// The breaker's numbers.
@@ -192,20 +193,6 @@ impl Breaker {
     fn enter(&mut self, phase: Phase) {
         self.phase = phase;
         self.epoch += 1;
-    }
-}
-
-/// A container: its Pod's UID and how often it restarted in that Pod.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ContainerKey {
-    pub pod_uid: String,
-    pub restarts: i32,
-}
-
-impl ContainerKey {
-    /// How the status names it: `<Pod UID>/<restarts>`.
-    pub fn label(&self) -> String {
-        format!("{}/{}", self.pod_uid, self.restarts)
     }
 }
 

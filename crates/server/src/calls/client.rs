@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::breaker::Outcome;
 use super::config::CallKind;
-use super::pods::Endpoint;
+use crate::index::Endpoint;
 
 /// A request to a plugin.
 #[derive(Clone, Debug)]
@@ -85,7 +85,8 @@ pub enum CallFailure {
     TimedOut(Duration),
     /// The answer was over the cap.
     TooLarge { cap: usize },
-    /// The answer began but its body did not come whole (in time).
+    /// The answer began but its body broke off (the connection closed or failed); one that
+    /// stalls past the limit is `TimedOut`.
     Broken(String),
 }
 
@@ -174,12 +175,9 @@ impl PluginClient {
         loop {
             let chunk = tokio::time::timeout_at(deadline, response.chunk()).await;
             match chunk {
-                Err(_) => {
-                    return Err(CallFailure::Broken(format!(
-                        "the answer did not come whole within {}",
-                        seconds(request.timeout)
-                    )));
-                }
+                // The answer began but did not end within the limit: as unanswered as one that
+                // never began, for the caller and for the breaker.
+                Err(_) => return Err(CallFailure::TimedOut(request.timeout)),
                 Ok(Err(e)) => return Err(CallFailure::Broken(describe(&e))),
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(bytes))) => {

@@ -1,4 +1,4 @@
-//! How the host API is set up: the reference's time limits and size caps (the defaults are
+//! How calls to plugins are set up: the reference's time limits and size caps (the defaults are
 //! the spec's numbers; tests shorten them), the breaker's numbers, how long a call waits for a
 //! stopped container and how many may wait.
 
@@ -106,9 +106,9 @@ impl Limits {
     }
 }
 
-/// The host API's settings.
+/// How calls to plugins go.
 #[derive(Clone, Debug)]
-pub struct HostSettings {
+pub struct CallSettings {
     pub limits: Limits,
     pub breaker: BreakerConfig,
     /// How long a call waits for a stopped container to become Ready.
@@ -118,15 +118,9 @@ pub struct HostSettings {
     /// At most one `lastActivity` write per instance this often while its container runs
     /// (shortened to a quarter of the idle timeout when that is shorter).
     pub activity_every: Duration,
-    /// How long a TokenReview or SubjectAccessReview answer is reused.
-    pub review_ttl: Duration,
-    /// Where the API replicas record which of them sent each config write's
-    /// `settings.changed` (see [`super::settings_sent`]); None: this server sends every one
-    /// it sees, which is exact while it is the one replica.
-    pub replicas_namespace: Option<String>,
 }
 
-impl Default for HostSettings {
+impl Default for CallSettings {
     fn default() -> Self {
         Self {
             limits: Limits::default(),
@@ -134,8 +128,6 @@ impl Default for HostSettings {
             start_timeout: Duration::from_secs(90),
             max_waiting: 64,
             activity_every: Duration::from_secs(5),
-            review_ttl: Duration::from_secs(30),
-            replicas_namespace: None,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Demand: every call, event or schedule that needs a container records it on the instance as
+//! Demand: every call, event or schedule that needs a container, and the plugin's own accepted
+//! Plugin API writes (not its reads: a plugin that only polls still goes idle), record it on the instance as
 //! `status.lastActivity`, which keeps the controller running (or starts) its Pod until the
 //! idle timeout. The writes are rate-limited per instance: at once (but only once a second)
 //! for a container that must start, at most once every `activity_every` for a running one.
@@ -9,15 +10,10 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 
-use super::pods::InstanceKey;
+use crate::index::InstanceKey;
 
 /// Calls that need a stopped container start it with one write, not one each.
 pub const START_DEDUPE: Duration = Duration::from_secs(1);
-
-/// A timestamp as Kubernetes writes them: RFC 3339, whole seconds.
-pub fn rfc3339(t: Timestamp) -> String {
-    t.round(jiff::Unit::Second).unwrap_or(t).to_string()
-}
 
 /// How often a running container's activity is refreshed: `every`, or a quarter of the idle
 /// timeout when that is shorter (so a short idle timeout never stops a busy container).
@@ -143,13 +139,5 @@ mod tests {
         assert!(!l.claim(&key, false, None, 5 * S));
         l.release(&key);
         assert!(l.claim(&key, false, None, 5 * S));
-    }
-
-    #[test]
-    fn timestamps_have_whole_seconds() {
-        assert_eq!(
-            rfc3339(at("2026-01-01T10:00:00.2Z")),
-            "2026-01-01T10:00:00Z"
-        );
     }
 }

@@ -2,10 +2,10 @@
 //! with a machine-readable code from [`Code`] (each with its one status) and a message that
 //! names the field or the container and the reason.
 
-use axum::Json;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use axum::http::StatusCode;
+
+use crate::http::ErrorAnswer;
+pub use crate::http::ErrorCode;
 
 /// Every error code the host API answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -178,68 +178,30 @@ impl Code {
     }
 }
 
-/// An error answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostError {
-    pub code: Code,
-    pub message: String,
-    /// Seconds until trying again makes sense (`Retry-After`).
-    pub retry_after: Option<u64>,
-    /// The status the plugin answered, for `plugin_error`.
-    pub plugin_status: Option<u16>,
-}
+/// An error answer of the host API.
+pub type HostError = ErrorAnswer<Code>;
 
 pub type HostResult<T> = Result<T, HostError>;
 
-impl HostError {
-    pub fn new(code: Code, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            retry_after: None,
-            plugin_status: None,
-        }
+impl ErrorCode for Code {
+    fn as_str(self) -> &'static str {
+        Code::as_str(self)
     }
 
-    pub fn retry_after(mut self, seconds: u64) -> Self {
-        self.retry_after = Some(seconds.max(1));
-        self
+    fn status(self) -> StatusCode {
+        Code::status(self)
     }
 
-    pub fn status(&self) -> StatusCode {
-        self.code.status()
-    }
-}
-
-impl std::fmt::Display for HostError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code.as_str(), self.message)
-    }
-}
-
-impl IntoResponse for HostError {
-    fn into_response(self) -> Response {
-        let mut error = json!({ "code": self.code.as_str(), "message": self.message });
-        if let Some(s) = self.plugin_status {
-            error["plugin_status"] = json!(s);
-        }
-        let mut response = (self.code.status(), Json(json!({ "error": error }))).into_response();
-        if self.code.status() == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        if let Some(seconds) = self.retry_after
-            && let Ok(v) = HeaderValue::from_str(&seconds.to_string())
-        {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        response
+    fn for_status(status: StatusCode) -> Self {
+        Code::for_status(status)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use axum::http::header;
+    use axum::response::IntoResponse;
+
     use super::*;
 
     #[test]

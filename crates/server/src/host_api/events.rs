@@ -22,10 +22,19 @@ use serde::Serialize;
 use serde_json::Value;
 
 use model::manifest::{Capability, Manifest, ThreadEvents};
+use model::resolve::runs_plugins;
 use model::resources::{App, ChannelKind, ChannelSpec, SwitchState};
 
 /// The event a config write or a trust change sends.
 pub const SETTINGS_CHANGED: &str = "settings.changed";
+/// Sent when a plugin is installed, upgraded or removed, or a container stops.
+pub const PLUGINS_CHANGED: &str = "plugins.changed";
+
+/// The host's own events: they go only to containers already running, to the channel's
+/// container without a thread id, and start none.
+pub fn is_host_event(event: &str) -> bool {
+    event == SETTINGS_CHANGED || event == PLUGINS_CHANGED
+}
 /// The live session's system messages.
 pub const LIVE_SYSTEM: &str = "live.system";
 
@@ -143,19 +152,19 @@ pub fn route<'a>(
     container: impl Fn(&str, &str) -> Option<Container<'a>>,
 ) -> Routing {
     let mut routing = Routing::default();
-    if chat.spec.hidden {
-        routing.ignored = Some("events in hidden threads are not sent".into());
-        return routing;
-    }
-    if chat.spec.app != App::Desktop {
-        routing.ignored = Some(format!(
-            "plugins don't run in {} chats",
-            match chat.spec.app {
-                App::Slack => "Slack",
-                App::Discord => "Discord",
-                App::Desktop => "desktop",
-            }
-        ));
+    if !runs_plugins(chat.spec) {
+        routing.ignored = Some(if chat.spec.hidden {
+            "events in hidden threads are not sent".into()
+        } else {
+            format!(
+                "plugins don't run in {} chats",
+                match chat.spec.app {
+                    App::Slack => "Slack",
+                    App::Discord => "Discord",
+                    App::Desktop => "desktop",
+                }
+            )
+        });
         return routing;
     }
     let in_thread = chat.spec.kind != ChannelKind::Channel;
@@ -163,7 +172,7 @@ pub fn route<'a>(
         if !plugin.enabled || !plugin.manifest.events.iter().any(|e| e == event) {
             continue;
         }
-        let targets: Vec<(&str, Option<&str>)> = if event == SETTINGS_CHANGED || !in_thread {
+        let targets: Vec<(&str, Option<&str>)> = if is_host_event(event) || !in_thread {
             vec![(chat.name, None)]
         } else {
             let parent = chat.spec.parent.as_deref().unwrap_or(chat.name);
@@ -201,7 +210,7 @@ pub fn route<'a>(
                 routing.deliveries.push(deliver(false));
                 continue;
             }
-            if event == SETTINGS_CHANGED {
+            if is_host_event(event) {
                 routing.skipped.push(skip(target, SkipReason::NotRunning));
                 continue;
             }

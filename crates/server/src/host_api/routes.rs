@@ -14,21 +14,23 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::future::join_all;
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::actions::{self, ActionCall};
 use super::auth::Permission;
-use super::call::PluginRequest;
-use super::config::CallKind;
 use super::error::{Code, HostError, HostResult};
 use super::events::{self, Chat, Container, PluginFacts, SETTINGS_CHANGED};
-use super::state::{CallError, HostState, plugin_error};
+use super::state::{HostState, call_error, plugin_error};
 use super::switches::{self, Click};
-use super::target::{self, Target};
+use super::target;
 use super::tools::{self, ToolCall, ToolResult};
+use crate::calls::client::PluginRequest;
+use crate::calls::{CallError, CallKind, CallOptions, Target};
+use crate::http::Passthrough;
+use crate::index::{Compiled, InstanceKey};
+use crate::status::{SwitchChange, SwitchEdit};
 use model::manifest::Capability;
 use model::names;
 use model::resolve::resolve_settings;
@@ -82,7 +84,7 @@ pub const ROUTES: [(&str, &str); 10] = [
 
 /// The routes, relative to [`PREFIX`], with their body limits.
 pub fn routes(state: &HostState) -> Router<HostState> {
-    let limits = &state.settings().limits;
+    let limits = state.calls.limits();
     let small = DefaultBodyLimit::max(limits.body);
     let x = DefaultBodyLimit::max(limits.x_body);
     let x_methods = axum::routing::get(proxy)
@@ -111,10 +113,6 @@ pub fn routes(state: &HostState) -> Router<HostState> {
             post(event).layer(small),
         )
 }
-
-/// Marks an answer passed through from a plugin, which keeps its own status and body.
-#[derive(Clone, Copy, Debug)]
-pub struct Passthrough;
 
 /// The body as `T`, or 400 `invalid_body` naming what is wrong.
 fn json_body<T: DeserializeOwned>(body: &Bytes) -> HostResult<T> {
@@ -148,7 +146,7 @@ async fn action(
     let target = s.resolve(&ns, &chat, &plugin)?;
     let call: ActionCall = json_body(&body)?;
     actions::check(&target.compiled.manifest, &action, &call)?;
-    let limits = &s.settings().limits;
+    let limits = s.calls.limits();
     let request = PluginRequest::json(
         CallKind::Action,
         format!("/actions/{action}"),
@@ -160,7 +158,7 @@ async fn action(
     let answer = s
         .call_target(&target, &request)
         .await
-        .map_err(|e| e.into_host_error(&what))?;
+        .map_err(|e| call_error(&target, &what, e))?;
     if !answer.status.is_success() {
         return Err(plugin_error(&what, &answer));
     }
@@ -178,7 +176,7 @@ async fn tool(
         .await?;
     let target = s.resolve(&ns, &chat, &plugin)?;
     let call: ToolCall = json_body(&body)?;
-    let limits = &s.settings().limits;
+    let limits = s.calls.limits();
     let (_, limit) = tools::check_call(&target.compiled.manifest, &tool, &call, limits)?;
     let result = match tools::check_input(&target.compiled.inputs[&tool], &call.input) {
         Err(refused) => refused,
@@ -191,7 +189,9 @@ async fn tool(
                 limits.tool_answer,
             );
             match s.call_target(&target, &request).await {
-                Err(CallError::Host(e)) => ToolResult::from_error(&e),
+                Err(CallError::Start(e)) => {
+                    ToolResult::from_error(&super::state::start_error(&target, &e))
+                }
                 Err(CallError::Plugin(failure)) => {
                     tools::result_of(&tool, Err(failure), target.compiled.outputs.get(&tool))
                 }
@@ -280,7 +280,7 @@ async fn click(
     if let Some(t) = &target.thread_id {
         sent["thread_id"] = json!(t);
     }
-    let limits = &s.settings().limits;
+    let limits = s.calls.limits();
     let request = PluginRequest::json(
         CallKind::Switch,
         format!("/switches/{switch}"),
@@ -292,7 +292,7 @@ async fn click(
     let answer = s
         .call_target(&target, &request)
         .await
-        .map_err(|e| e.into_host_error(&what))?;
+        .map_err(|e| call_error(&target, &what, e))?;
     if !answer.status.is_success() {
         return Err(plugin_error(&what, &answer));
     }
@@ -303,17 +303,18 @@ async fn click(
         .and_then(|st| st.switches.iter().find(|k| k.id == switch));
     let state = switches::state_after(&switch, current, &answer.body)
         .map_err(|why| HostError::new(Code::InvalidAnswer, format!("{what}: {why}")))?;
-    s.inner
-        .writer
-        .switch(&target.key, &state)
-        .await
-        .map_err(|e| {
-            HostError::new(
-                Code::Unavailable,
-                format!("{what} took the click but its state could not be kept: {e}"),
-            )
-            .retry_after(1)
-        })?;
+    let edit = SwitchEdit::for_plugin(
+        SwitchChange::Set(state.clone()),
+        &target.compiled.manifest,
+        &target.approved,
+    );
+    s.status.switches(&target.key, &edit).await.map_err(|e| {
+        HostError::new(
+            Code::Unavailable,
+            format!("{what} took the click but its state could not be kept: {e}"),
+        )
+        .retry_after(1)
+    })?;
     Ok(Json(switches::to_json(&state)).into_response())
 }
 
@@ -335,7 +336,7 @@ async fn proxy(
         forward.push('?');
         forward.push_str(q);
     }
-    let limits = &s.settings().limits;
+    let limits = s.calls.limits();
     let request = PluginRequest {
         kind: CallKind::X,
         method,
@@ -349,7 +350,7 @@ async fn proxy(
     let answer = s
         .call_target(&target, &request)
         .await
-        .map_err(|e| e.into_host_error(&what))?;
+        .map_err(|e| call_error(&target, &what, e))?;
     let mut response = Response::new(Body::from(answer.body));
     *response.status_mut() = answer.status;
     if let Some(ct) = answer.content_type {
@@ -391,12 +392,20 @@ async fn event(
 ) -> Result<Response, HostError> {
     s.authorize(&headers, &Permission::events(&ns, &chat))
         .await?;
-    let channel = s.inner.stores.chat(&ns, &chat)?;
+    let channel = target::chat(s.index(), &ns, &chat)?;
     let post: EventPost = json_body(&body)?;
     if post.kind.is_empty() {
         return Err(HostError::new(Code::InvalidBody, "type: must not be empty"));
     }
-    let answer = deliver_event(&s, &ns, &channel, &post.kind, &post.data).await;
+    let answer = deliver_event(
+        &s,
+        &ns,
+        &channel,
+        &post.kind,
+        &post.data,
+        CallOptions::DEMAND,
+    )
+    .await;
     Ok(Json(answer).into_response())
 }
 
@@ -409,30 +418,28 @@ pub async fn deliver_event(
     channel: &model::resources::Channel,
     kind: &str,
     data: &Value,
+    options: CallOptions,
 ) -> Value {
-    let stores = &s.inner.stores;
-    let host = stores.host();
+    let index = s.index();
+    let host = index.host();
     let chat = channel.name_any();
     // Every installed plugin, as the chat's project sees it.
     struct Known {
         name: String,
-        compiled: Arc<tools::Compiled>,
+        compiled: Arc<Compiled>,
         approved: std::collections::BTreeSet<Capability>,
         enabled: bool,
         settings: BTreeMap<String, Value>,
     }
-    let project = stores
-        .projects
-        .get(&ObjectRef::new(&channel.spec.project).within(ns));
-    let known: Vec<Known> = stores
+    let project = index.project(ns, &channel.spec.project);
+    let known: Vec<Known> = index
         .plugins
         .state()
         .iter()
         .filter_map(|p| {
             let name = p.name_any();
-            let (plugin, compiled) =
-                target::installed(stores, &s.inner.manifests, &host, &name).ok()?;
-            let enabled = target::enabled_in(stores, &host, channel, &name).is_ok();
+            let (plugin, compiled) = target::installed(index, &host, &name).ok()?;
+            let enabled = target::enabled_in(index, &host, channel, &name).is_ok();
             let settings = resolve_settings(
                 &compiled.manifest,
                 host.plugins.defaults.get(&name),
@@ -464,9 +471,9 @@ pub async fn deliver_event(
     let mut containers: BTreeMap<(String, String), (Arc<PluginInstance>, bool)> = BTreeMap::new();
     for k in &known {
         for c in &chats {
-            let key = super::pods::InstanceKey::new(ns, &names::instance_name(&k.name, c));
-            if let Some(instance) = stores.instance(&key) {
-                let running = s.inner.pods.current(&key).running();
+            let key = InstanceKey::new(ns, &names::instance_name(&k.name, c));
+            if let Some(instance) = index.instance(&key) {
+                let running = s.calls.running(&key);
                 containers.insert((k.name.clone(), c.clone()), (instance, running));
             }
         }
@@ -511,7 +518,7 @@ pub async fn deliver_event(
             }
             let result = async {
                 let target = s.resolve(ns, &d.chat, &d.plugin)?;
-                let limits = &s.settings().limits;
+                let limits = s.calls.limits();
                 let request = PluginRequest::json(
                     CallKind::Event,
                     "/events".into(),
@@ -521,9 +528,10 @@ pub async fn deliver_event(
                 );
                 let what = what(&target, "the events route");
                 let answer = s
-                    .call_target(&target, &request)
+                    .calls
+                    .call_target(&target, &request, options)
                     .await
-                    .map_err(|e| e.into_host_error(&what))?;
+                    .map_err(|e| call_error(&target, &what, e))?;
                 if answer.status.is_success() {
                     Ok(answer.status)
                 } else {

@@ -6,60 +6,28 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 
 use super::error::{Code, HostError, HostResult};
-use super::pods::InstanceKey;
-use super::tools::{Compiled, ManifestCache};
+use crate::calls::Target;
+use crate::index::{Compiled, Index, InstanceKey};
 use model::contract::SECRET_KEY;
 use model::manifest::Capability;
 use model::names;
 use model::resolve::plugin_enabled;
-use model::resources::{
-    App, Channel, ChannelKind, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin,
-    PluginInstance, Project,
-};
+use model::resolve::runs_plugins;
+use model::resources::{App, Channel, ChannelKind, HostConfigSpec, Plugin};
 
-/// The stores every answer reads.
-#[derive(Clone)]
-pub struct Stores {
-    pub host: Store<HostConfig>,
-    pub plugins: Store<Plugin>,
-    pub projects: Store<Project>,
-    pub channels: Store<Channel>,
-    pub instances: Store<PluginInstance>,
-    /// The instances' token Secrets (label-selected).
-    pub secrets: Store<Secret>,
-}
-
-impl Stores {
-    /// The global config; its defaults while no HostConfig exists.
-    pub fn host(&self) -> HostConfigSpec {
-        self.host
-            .get(&ObjectRef::new(HOST_CONFIG_NAME))
-            .map(|h| h.spec.clone())
-            .unwrap_or_default()
-    }
-
-    pub fn chat(&self, namespace: &str, name: &str) -> HostResult<Arc<Channel>> {
-        self.channels
-            .get(&ObjectRef::new(name).within(namespace))
-            .ok_or_else(|| {
-                HostError::new(
-                    Code::ChannelNotFound,
-                    format!("no Channel {name} in namespace {namespace}"),
-                )
-            })
-    }
-
-    pub fn instance(&self, key: &InstanceKey) -> Option<Arc<PluginInstance>> {
-        self.instances
-            .get(&ObjectRef::new(&key.name).within(&key.namespace))
-    }
+/// The chat `namespace/name`, or 404 naming it.
+pub fn chat(index: &Index, namespace: &str, name: &str) -> HostResult<Arc<Channel>> {
+    index.channel(namespace, name).ok_or_else(|| {
+        HostError::new(
+            Code::ChannelNotFound,
+            format!("no Channel {name} in namespace {namespace}"),
+        )
+    })
 }
 
 /// The capabilities the owner approved that the manifest declares.
@@ -73,39 +41,38 @@ pub fn approved(plugin: &Plugin, compiled: &Compiled) -> BTreeSet<Capability> {
         .collect()
 }
 
-/// Why plugins don't run in a chat at all, if they don't.
+/// Why plugins don't run in a chat at all, if they don't (`model::resolve::runs_plugins`).
 pub fn chat_runs_no_plugins(chat: &Channel) -> Option<String> {
-    if chat.spec.hidden {
-        return Some(format!(
+    if runs_plugins(&chat.spec) {
+        return None;
+    }
+    Some(if chat.spec.hidden {
+        format!(
             "chat {} is a hidden thread: plugins are not called there",
             chat.name_any()
-        ));
-    }
-    match chat.spec.app {
-        App::Desktop => None,
-        App::Slack | App::Discord => Some(format!(
+        )
+    } else {
+        format!(
             "chat {} is a {} chat: plugins run only in desktop chats",
             chat.name_any(),
-            if chat.spec.app == App::Slack {
-                "Slack"
-            } else {
-                "Discord"
+            match chat.spec.app {
+                App::Slack => "Slack",
+                App::Discord => "Discord",
+                App::Desktop => "desktop",
             }
-        )),
-    }
+        )
+    })
 }
 
 /// An installed plugin, its compiled manifest and approved capabilities, whether or not any
 /// project enables it.
 pub fn installed(
-    stores: &Stores,
-    cache: &ManifestCache,
+    index: &Index,
     host: &HostConfigSpec,
     name: &str,
 ) -> HostResult<(Arc<Plugin>, Arc<Compiled>)> {
-    let plugin = stores
-        .plugins
-        .get(&ObjectRef::new(name))
+    let plugin = index
+        .plugin(name)
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .ok_or_else(|| {
             HostError::new(
@@ -119,7 +86,7 @@ pub fn installed(
             "plugins.enabled is off in HostConfig default: no plugin runs",
         ));
     }
-    let compiled = cache.get(&plugin).map_err(|e| {
+    let compiled = index.manifests.get(&plugin).map_err(|e| {
         HostError::new(
             Code::PluginNotEnabled,
             format!("Plugin {name} is not admitted: its manifest is invalid: {e}"),
@@ -130,7 +97,7 @@ pub fn installed(
 
 /// Whether the chat's project enables the plugin; the reason when it does not.
 pub fn enabled_in(
-    stores: &Stores,
+    index: &Index,
     host: &HostConfigSpec,
     chat: &Channel,
     plugin: &str,
@@ -139,10 +106,7 @@ pub fn enabled_in(
         return Err(why);
     }
     let ns = chat.namespace().unwrap_or_default();
-    let Some(project) = stores
-        .projects
-        .get(&ObjectRef::new(&chat.spec.project).within(&ns))
-    else {
+    let Some(project) = index.project(&ns, &chat.spec.project) else {
         return Err(format!(
             "chat {}'s project {} does not exist",
             chat.name_any(),
@@ -160,52 +124,17 @@ pub fn enabled_in(
     }
 }
 
-/// The instance a call goes to, with what the call needs.
-#[derive(Clone)]
-pub struct Target {
-    pub key: InstanceKey,
-    /// The chat (a channel, thread or worktree thread).
-    pub chat: String,
-    /// The chat's name when it is a thread or worktree thread.
-    pub thread_id: Option<String>,
-    pub plugin: Arc<Plugin>,
-    pub compiled: Arc<Compiled>,
-    pub approved: BTreeSet<Capability>,
-    pub instance: Arc<PluginInstance>,
-    /// The instance's secret, which every request to its container carries.
-    pub secret: String,
-    /// HostConfig's idle timeout.
-    pub idle_timeout: Option<Duration>,
-}
-
-impl std::fmt::Debug for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Target")
-            .field("key", &self.key)
-            .field("chat", &self.chat)
-            .field("plugin", &self.plugin.name_any())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Target {
-    pub fn plugin_name(&self) -> String {
-        self.plugin.name_any()
-    }
-}
-
 /// Resolves the plugin's instance in a chat.
 pub fn resolve(
-    stores: &Stores,
-    cache: &ManifestCache,
+    index: &Index,
     namespace: &str,
     chat_name: &str,
     plugin_name: &str,
 ) -> HostResult<Target> {
-    let chat = stores.chat(namespace, chat_name)?;
-    let host = stores.host();
-    let (plugin, compiled) = installed(stores, cache, &host, plugin_name)?;
-    enabled_in(stores, &host, &chat, plugin_name)
+    let chat = chat(index, namespace, chat_name)?;
+    let host = index.host();
+    let (plugin, compiled) = installed(index, &host, plugin_name)?;
+    enabled_in(index, &host, &chat, plugin_name)
         .map_err(|why| HostError::new(Code::PluginNotEnabled, why))?;
     let key = InstanceKey::new(namespace, &names::instance_name(plugin_name, chat_name));
     let pending = |what: &str| {
@@ -217,10 +146,10 @@ pub fn resolve(
         )
         .retry_after(1)
     };
-    let instance = stores
+    let instance = index
         .instance(&key)
         .ok_or_else(|| pending("the PluginInstance"))?;
-    let secret = stores
+    let secret = index
         .secrets
         .get(&ObjectRef::new(&names::secret_name(&key.name)).within(namespace))
         .and_then(|s| s.data.as_ref()?.get(SECRET_KEY).cloned())

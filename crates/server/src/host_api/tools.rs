@@ -5,19 +5,16 @@
 //!
 //! Pure: the compiled schemas come in as values.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jsonschema::Validator;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::call::{CallFailure, PluginAnswer, seconds};
-use super::config::Limits;
 use super::error::{Code, HostError, HostResult};
+use crate::calls::Limits;
+use crate::calls::client::{CallFailure, PluginAnswer, seconds};
 use model::manifest::{Manifest, json_schema};
-use model::resources::Plugin;
 
 /// `POST .../tools/{tool}`'s body.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -322,73 +319,12 @@ pub fn failure_result(tool: &str, failure: &CallFailure) -> ToolResult {
     }
 }
 
-/// A plugin's manifest with its tools' schemas compiled.
-pub struct Compiled {
-    pub manifest: Manifest,
-    pub inputs: HashMap<String, Result<Validator, String>>,
-    pub outputs: HashMap<String, Result<Validator, String>>,
-}
-
-impl Compiled {
-    pub fn new(manifest: Manifest) -> Self {
-        let inputs = manifest
-            .tools
-            .iter()
-            .map(|t| (t.name.clone(), json_schema::compile(&t.input_schema)))
-            .collect();
-        let outputs = manifest
-            .tools
-            .iter()
-            .filter_map(|t| {
-                let schema = t.output_schema.as_ref()?;
-                Some((t.name.clone(), json_schema::compile(schema)))
-            })
-            .collect();
-        Self {
-            manifest,
-            inputs,
-            outputs,
-        }
-    }
-}
-
-/// Each Plugin's compiled manifest, made again when its spec changes.
-#[derive(Default)]
-pub struct ManifestCache {
-    map: Mutex<HashMap<String, (String, Arc<Compiled>)>>,
-}
-
-impl ManifestCache {
-    /// The plugin's compiled manifest, or why its manifest does not parse.
-    pub fn get(&self, plugin: &Plugin) -> Result<Arc<Compiled>, String> {
-        let name = plugin.metadata.name.clone().unwrap_or_default();
-        let version = format!(
-            "{}/{}",
-            plugin.metadata.uid.as_deref().unwrap_or_default(),
-            plugin.metadata.generation.unwrap_or_default()
-        );
-        if let Some((v, compiled)) = self.map.lock().expect("manifest cache lock").get(&name)
-            && *v == version
-            && plugin.metadata.generation.is_some()
-        {
-            return Ok(compiled.clone());
-        }
-        let manifest = model::manifest::from_value(&plugin.spec.manifest.to_json())
-            .map_err(|e| e.to_string())?;
-        let compiled = Arc::new(Compiled::new(manifest));
-        self.map
-            .lock()
-            .expect("manifest cache lock")
-            .insert(name, (version, compiled.clone()));
-        Ok(compiled)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use axum::http::StatusCode;
 
     use super::*;
+    use crate::index::Compiled;
 
     /// The echo plugin's manifest, with a second tool no agent gets.
     fn manifest() -> Manifest {

@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::json;
 
-use super::call::install_crypto_provider;
 use super::routes::PREFIX;
+use crate::calls::client::install_crypto_provider;
 
 /// Where a Pod finds its ServiceAccount's token.
 pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";

@@ -3,7 +3,6 @@
 //! stopped container wakes the moment the watch sees its Pod Ready — no polling.
 //!
 //! [`pod_view`] is the pure part: the Pods of an instance to where its container answers.
-//! [`Waiting`] bounds how many calls may wait for one container.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -14,7 +13,6 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use tokio::sync::watch;
 
-use super::breaker::ContainerKey;
 use model::contract::PLUGIN_PORT;
 use model::names::LABEL_INSTANCE;
 
@@ -37,6 +35,20 @@ impl InstanceKey {
 impl std::fmt::Display for InstanceKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A container: its Pod's UID and how often it restarted in that Pod.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ContainerKey {
+    pub pod_uid: String,
+    pub restarts: i32,
+}
+
+impl ContainerKey {
+    /// How the status names it: `<Pod UID>/<restarts>`.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.pod_uid, self.restarts)
     }
 }
 
@@ -140,6 +152,8 @@ pub fn instance_of(pod: &Pod) -> Option<InstanceKey> {
 pub struct PodIndex {
     store: Store<Pod>,
     senders: Mutex<HashMap<InstanceKey, watch::Sender<PodView>>>,
+    /// The UIDs of Pods that went away, for whoever keeps per-container state (the breakers).
+    gone: tokio::sync::broadcast::Sender<String>,
 }
 
 impl PodIndex {
@@ -147,7 +161,36 @@ impl PodIndex {
         Self {
             store,
             senders: Mutex::new(HashMap::new()),
+            gone: tokio::sync::broadcast::channel(1024).0,
         }
+    }
+
+    /// Takes one event of the plugin Pods' watch, once the store holds it: publishes the
+    /// views it changes, and the UID of a Pod that went away.
+    pub fn apply_watcher_event(&self, event: &kube::runtime::watcher::Event<Pod>) {
+        use kube::runtime::watcher::Event;
+        match event {
+            Event::Apply(pod) | Event::InitApply(pod) => {
+                if let Some(key) = instance_of(pod) {
+                    self.refresh(&key);
+                }
+            }
+            Event::Delete(pod) => {
+                if let Some(key) = instance_of(pod) {
+                    self.refresh(&key);
+                }
+                if let Some(uid) = pod.metadata.uid.clone() {
+                    let _ = self.gone.send(uid);
+                }
+            }
+            Event::InitDone => self.refresh_all(),
+            Event::Init => {}
+        }
+    }
+
+    /// The UIDs of Pods that go away from now on.
+    pub fn gone(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.gone.subscribe()
     }
 
     /// The view of an instance now, from the store.
@@ -207,56 +250,6 @@ impl PodIndex {
             .collect();
         for key in keys {
             self.refresh(&key);
-        }
-    }
-}
-
-/// How many calls wait for each container to start.
-#[derive(Default)]
-pub struct Waiting {
-    counts: Mutex<HashMap<InstanceKey, usize>>,
-}
-
-/// A place in the queue of calls waiting for a container; leaving it frees the place.
-pub struct Place<'a> {
-    waiting: &'a Waiting,
-    key: InstanceKey,
-}
-
-impl Waiting {
-    /// A place for one more call, unless `max` already wait.
-    pub fn enter(&self, key: &InstanceKey, max: usize) -> Option<Place<'_>> {
-        let mut counts = self.counts.lock().expect("waiting lock");
-        let n = counts.entry(key.clone()).or_default();
-        if *n >= max {
-            return None;
-        }
-        *n += 1;
-        Some(Place {
-            waiting: self,
-            key: key.clone(),
-        })
-    }
-
-    /// How many calls wait for the container now.
-    pub fn count(&self, key: &InstanceKey) -> usize {
-        self.counts
-            .lock()
-            .expect("waiting lock")
-            .get(key)
-            .copied()
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Place<'_> {
-    fn drop(&mut self) {
-        let mut counts = self.waiting.counts.lock().expect("waiting lock");
-        if let Some(n) = counts.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                counts.remove(&self.key);
-            }
         }
     }
 }
@@ -368,17 +361,5 @@ mod tests {
         index.refresh(&key);
         let view = waiter.await.unwrap();
         assert_eq!(view.ready.unwrap().pod, "p1");
-    }
-
-    #[test]
-    fn the_queue_is_bounded_and_places_free_up() {
-        let w = Waiting::default();
-        let key = InstanceKey::new("ns", "i");
-        let a = w.enter(&key, 2).unwrap();
-        let _b = w.enter(&key, 2).unwrap();
-        assert!(w.enter(&key, 2).is_none());
-        drop(a);
-        assert_eq!(w.count(&key), 1);
-        assert!(w.enter(&key, 2).is_some());
     }
 }

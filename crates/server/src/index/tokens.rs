@@ -1,5 +1,4 @@
-//! Bearer tokens: parsing the `Authorization` header, and the index from a token's SHA-256 to
-//! the instance whose Secret holds it.
+//! The index from a plugin token's SHA-256 to the instance whose Secret holds it.
 //!
 //! The index is fed by the watch of the instances' Secrets (label-selected, only those the
 //! controller made), the way a reflector store is, but keeps only each token's digest and where
@@ -16,7 +15,6 @@ use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::error::{ApiError, Code};
 use model::contract::TOKEN_KEY;
 use model::names;
 
@@ -25,39 +23,6 @@ pub type TokenDigest = [u8; 32];
 
 pub fn digest(token: &str) -> TokenDigest {
     Sha256::digest(token.as_bytes()).into()
-}
-
-/// The longest token we look at; the controller's are 64 hex digits.
-const MAX_TOKEN: usize = 512;
-
-/// The token of an `Authorization` header value: `Bearer <token>`, the scheme in any case,
-/// the token a run of visible ASCII.
-pub fn bearer(header: Option<&[u8]>) -> Result<&str, ApiError> {
-    let Some(raw) = header else {
-        return Err(ApiError::new(
-            Code::MissingToken,
-            "no Authorization header: send Authorization: Bearer <contents of LOOP_PLUGIN_TOKEN_FILE>",
-        ));
-    };
-    let malformed = |why: &str| {
-        ApiError::new(
-            Code::MalformedToken,
-            format!("the Authorization header {why}; send Bearer <token>"),
-        )
-    };
-    let text = std::str::from_utf8(raw).map_err(|_| malformed("is not text"))?;
-    let text = text.trim();
-    let (scheme, token) = text
-        .split_once(' ')
-        .ok_or_else(|| malformed("has no token"))?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return Err(malformed("does not use the Bearer scheme"));
-    }
-    let token = token.trim_start();
-    if token.is_empty() || token.len() > MAX_TOKEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(malformed("holds no well-formed token"));
-    }
-    Ok(token)
 }
 
 /// Where a token belongs: the instance its Secret was made for.
@@ -201,19 +166,6 @@ fn entry_of(secret: &Secret) -> Option<Entry> {
 mod tests {
     use super::*;
     use crate::plugin_api::tests::fixtures::token_secret;
-
-    #[test]
-    fn bearer_headers() {
-        assert_eq!(bearer(Some(b"Bearer abc")).unwrap(), "abc");
-        assert_eq!(bearer(Some(b"bearer   abc  ")).unwrap(), "abc");
-        let code = |h: Option<&[u8]>| bearer(h).unwrap_err().code;
-        assert_eq!(code(None), Code::MissingToken);
-        assert_eq!(code(Some(b"Basic abc")), Code::MalformedToken);
-        assert_eq!(code(Some(b"Bearer")), Code::MalformedToken);
-        assert_eq!(code(Some(b"Bearer a b")), Code::MalformedToken);
-        assert_eq!(code(Some(b"Bearer \xff")), Code::MalformedToken);
-        assert_eq!(code(Some(b"abc")), Code::MalformedToken);
-    }
 
     #[test]
     fn the_index_follows_the_watch() {

@@ -1,5 +1,5 @@
-//! The thin parts that write: each goes through the [`Writer`](super::writes::Writer), counts
-//! itself, remembers what it wrote (so the next request reads it) and turns a failure into a
+//! The thin parts that write: each goes through the [`Writer`](super::writes::Writer) or the
+//! [`StatusWriter`](crate::status::StatusWriter), counts itself, remembers what it wrote (so the next request reads it) and turns a failure into a
 //! 503 `unavailable`.
 
 use std::sync::Arc;
@@ -9,10 +9,10 @@ use kube::ResourceExt;
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult, Code};
-use super::instance_state::{self, ApiPart, Change};
 use super::state::AppState;
 use super::writes::{DataPatch, WriteError};
-use model::resources::AgentRun;
+use crate::status::{SwitchChange, SwitchEdit};
+use model::resources::{AgentRun, PluginInstance, SwitchState};
 
 fn unavailable(err: WriteError) -> ApiError {
     tracing::warn!(error = %err, "a write failed");
@@ -22,60 +22,61 @@ fn unavailable(err: WriteError) -> ApiError {
     )
 }
 
-/// Records the caller's activity, at most once per instance every few seconds. A failure is
-/// logged and counted, never answered: the call itself goes on.
-pub async fn touch(state: &AppState, caller: &Caller) {
-    let now = state.clock.now();
-    let recorded = caller
-        .instance
-        .status
-        .as_ref()
-        .and_then(|s| s.last_activity.as_deref())
-        .and_then(|t| t.parse().ok());
-    if !state.activity.claim(&caller.instance_uid(), recorded, now) {
-        return;
-    }
-    if let Err(err) = update_instance(state, caller, Change::Touch).await {
-        tracing::warn!(instance = %caller.instance_name(), error = %err, "could not record activity");
-    }
+/// The caller's instance as this process knows it newest: what it wrote itself, until the
+/// store shows it, else the store's.
+fn newest_instance(state: &AppState, caller: &Caller) -> Arc<PluginInstance> {
+    state
+        .fresh_instances
+        .get(
+            &state.index.instances,
+            &caller.namespace,
+            &caller.instance_name(),
+            state.clock.now(),
+        )
+        .unwrap_or_else(|| caller.instance.clone())
 }
 
-/// Applies `change` to the API server's part of the caller's instance status, under the
-/// instance's lock, from the newest status this process knows.
-pub async fn update_instance(
+/// Edits the chat's switches (see [`crate::status`]); answers them as written.
+pub async fn edit_switches(
     state: &AppState,
     caller: &Caller,
-    change: Change,
-) -> ApiResult<ApiPart> {
-    let ns = &caller.namespace;
-    let name = caller.instance_name();
-    let _guard = state.locks.lock(&format!("instance/{ns}/{name}")).await;
-    let now = state.clock.now();
-    let current = state
-        .fresh_instances
-        .get(&state.stores.instances, ns, &name, now)
-        .unwrap_or_else(|| caller.instance.clone());
-    let part = ApiPart::of(current.status.as_ref());
-    let next = instance_state::apply(&part, &change, &caller.manifest, &caller.approved, now);
-    let result = state
-        .writer
-        .apply_instance_status(ns, &name, &next.to_status())
-        .await;
+    change: SwitchChange,
+) -> ApiResult<Vec<SwitchState>> {
+    let edit = SwitchEdit::for_plugin(change, &caller.manifest, &caller.approved);
+    let result = state.status.switches(&caller.key(), &edit).await;
     state.metrics.write("PluginInstance/status", result.is_ok());
-    let written = result.map_err(unavailable)?;
-    state.fresh_instances.remember(written, now);
-    state.activity.wrote(&caller.instance_uid(), now);
-    Ok(next)
+    let written = result.map_err(|e| unavailable(WriteError::Failed(e.to_string())))?;
+    let switches = written
+        .status
+        .as_ref()
+        .map(|s| s.switches.clone())
+        .unwrap_or_default();
+    state.fresh_instances.remember(written, state.clock.now());
+    Ok(switches)
+}
+
+/// Sets the chat's live hold; answers it as written.
+pub async fn set_live_hold(state: &AppState, caller: &Caller, hold: bool) -> ApiResult<bool> {
+    let current = newest_instance(state, caller)
+        .status
+        .as_ref()
+        .is_some_and(|s| s.live_hold);
+    if current == hold {
+        return Ok(hold);
+    }
+    let result = state.status.live_hold(&caller.key(), hold).await;
+    state.metrics.write("PluginInstance/status", result.is_ok());
+    let written = result.map_err(|e| unavailable(WriteError::Failed(e.to_string())))?;
+    let held = written.status.as_ref().is_some_and(|s| s.live_hold);
+    state.fresh_instances.remember(written, state.clock.now());
+    Ok(held)
 }
 
 /// The newest copy of a ConfigMap this server keeps.
 pub fn config_map(state: &AppState, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
-    state.fresh_maps.get(
-        &state.stores.config_maps,
-        namespace,
-        name,
-        state.clock.now(),
-    )
+    state
+        .fresh_maps
+        .get(&state.index.config_maps, namespace, name, state.clock.now())
 }
 
 /// Merges `data` into the ConfigMap `template` names.

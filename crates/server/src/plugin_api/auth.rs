@@ -19,13 +19,45 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use kube::{Resource, ResourceExt};
 
-use super::apply::touch;
 use super::error::{ApiError, ApiResult, Code};
 use super::state::AppState;
-use super::tokens::{TokenOwner, bearer};
+use crate::index::{InstanceKey, TokenOwner};
 use model::manifest::{Capability, Manifest};
 use model::resolve;
-use model::resources::{App, Channel, HostConfigSpec, Plugin, PluginInstance, Project};
+use model::resources::{Channel, HostConfigSpec, Plugin, PluginInstance, Project};
+
+/// The longest token we look at; the controller's are 64 hex digits.
+const MAX_TOKEN: usize = 512;
+
+/// The token of an `Authorization` header value: `Bearer <token>`, the scheme in any case,
+/// the token a run of visible ASCII.
+pub fn bearer(header: Option<&[u8]>) -> Result<&str, ApiError> {
+    let Some(raw) = header else {
+        return Err(ApiError::new(
+            Code::MissingToken,
+            "no Authorization header: send Authorization: Bearer <contents of LOOP_PLUGIN_TOKEN_FILE>",
+        ));
+    };
+    let malformed = |why: &str| {
+        ApiError::new(
+            Code::MalformedToken,
+            format!("the Authorization header {why}; send Bearer <token>"),
+        )
+    };
+    let text = std::str::from_utf8(raw).map_err(|_| malformed("is not text"))?;
+    let text = text.trim();
+    let (scheme, token) = text
+        .split_once(' ')
+        .ok_or_else(|| malformed("has no token"))?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(malformed("does not use the Bearer scheme"));
+    }
+    let token = token.trim_start();
+    if token.is_empty() || token.len() > MAX_TOKEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(malformed("holds no well-formed token"));
+    }
+    Ok(token)
+}
 
 /// The (plugin, chat) a request speaks for, with everything its routes read.
 #[derive(Clone, Debug)]
@@ -56,6 +88,10 @@ impl Caller {
 
     pub fn instance_name(&self) -> String {
         self.instance.name_any()
+    }
+
+    pub fn key(&self) -> InstanceKey {
+        InstanceKey::new(&self.namespace, &self.instance_name())
     }
 
     pub fn instance_uid(&self) -> String {
@@ -132,7 +168,7 @@ pub fn decide(found: Found<'_>) -> ApiResult<Caller> {
 
     let not_enabled = |why: String| ApiError::new(Code::PluginNotEnabled, why);
     let plugin_id = plugin.name_any();
-    if channel.spec.app != App::Desktop || channel.spec.hidden {
+    if !resolve::runs_plugins(&channel.spec) {
         return Err(not_enabled(format!(
             "plugins do not run in chat {}: it is hidden or not a desktop chat",
             channel.name_any()
@@ -183,29 +219,48 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         state: &Arc<AppState>,
     ) -> Result<Self, Self::Rejection> {
         let token = bearer(parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes()))?;
-        let owner = state.tokens.lookup(token).ok_or_else(|| {
+        let owner = state.index.tokens.lookup(token).ok_or_else(|| {
             ApiError::new(
                 Code::InvalidToken,
                 "the token is not one this host issued, or no longer valid",
             )
         })?;
-        let stores = &state.stores;
-        let plugin = stores.plugin(&owner.plugin);
-        let channel = stores.channel(&owner.namespace, &owner.channel);
+        let index = &state.index;
+        let plugin = index.plugin(&owner.plugin);
+        let channel = index.channel(&owner.namespace, &owner.channel);
         let project = channel
             .as_ref()
-            .and_then(|c| stores.project(&owner.namespace, &c.spec.project));
-        let manifest = plugin.as_ref().map(|p| state.manifests.of(p));
+            .and_then(|c| index.project(&owner.namespace, &c.spec.project));
+        let manifest = plugin
+            .as_ref()
+            .map(|p| index.manifests.get(p).map(|c| c.manifest.clone()));
         let caller = decide(Found {
             owner: &owner,
-            instance: stores.instance(&owner.namespace, &owner.instance),
+            instance: index.instance(&InstanceKey::new(&owner.namespace, &owner.instance)),
             plugin,
             channel,
             project,
-            host: stores.host(),
+            host: index.host(),
             manifest,
         })?;
-        touch(state, &caller).await;
         Ok(caller)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_headers() {
+        assert_eq!(bearer(Some(b"Bearer abc")).unwrap(), "abc");
+        assert_eq!(bearer(Some(b"bearer   abc  ")).unwrap(), "abc");
+        let code = |h: Option<&[u8]>| bearer(h).unwrap_err().code;
+        assert_eq!(code(None), Code::MissingToken);
+        assert_eq!(code(Some(b"Basic abc")), Code::MalformedToken);
+        assert_eq!(code(Some(b"Bearer")), Code::MalformedToken);
+        assert_eq!(code(Some(b"Bearer a b")), Code::MalformedToken);
+        assert_eq!(code(Some(b"Bearer \xff")), Code::MalformedToken);
+        assert_eq!(code(Some(b"abc")), Code::MalformedToken);
     }
 }

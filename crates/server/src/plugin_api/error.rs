@@ -1,10 +1,10 @@
 //! The one error shape of the Plugin API: `{"error": {"code": "...", "message": "..."}}`, with a
 //! machine-readable code from [`Code`] and a message that names the field and the reason.
 
-use axum::Json;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use axum::http::StatusCode;
+
+use crate::http::ErrorAnswer;
+pub use crate::http::ErrorCode;
 
 /// Every error code the Plugin API answers, each with its one status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -175,62 +175,25 @@ impl Code {
     }
 }
 
-/// An error answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApiError {
-    pub code: Code,
-    pub message: String,
-    /// Seconds until trying again makes sense (`Retry-After`).
-    pub retry_after: Option<u64>,
-}
-
-impl ApiError {
-    pub fn new(code: Code, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            retry_after: None,
-        }
-    }
-
-    pub fn with_retry_after(mut self, seconds: u64) -> Self {
-        self.retry_after = Some(seconds);
-        self
-    }
-
-    pub fn status(&self) -> StatusCode {
-        self.code.status()
-    }
-}
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code.as_str(), self.message)
-    }
-}
-
-impl std::error::Error for ApiError {}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = json!({ "error": { "code": self.code.as_str(), "message": self.message } });
-        let mut response = (self.status(), Json(body)).into_response();
-        if self.status() == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        if let Some(seconds) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-        }
-        response
-    }
-}
+/// An error answer of the Plugin API.
+pub type ApiError = ErrorAnswer<Code>;
 
 /// What a handler answers.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ErrorCode for Code {
+    fn as_str(self) -> &'static str {
+        Code::as_str(self)
+    }
+
+    fn status(self) -> StatusCode {
+        Code::status(self)
+    }
+
+    fn for_status(status: StatusCode) -> Self {
+        Code::for_status(status)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -10,13 +10,14 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::clock::Clock;
 use super::files::MAX_FILE_BYTES;
-use super::instance_state::ActivityLimiter;
 use super::live::LiveSessions;
 use super::metrics::Metrics;
 use super::quota::Ledger;
-use super::tokens::TokenIndex;
-use super::view::{Fresh, Manifests, Stores};
+use super::view::Fresh;
 use super::writes::Writer;
+use crate::calls::Calls;
+use crate::index::Index;
+use crate::status::StatusWriter;
 use model::resources::{AgentRun, PluginInstance};
 
 /// How the API server is set up.
@@ -56,10 +57,13 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The shared state of the Plugin API.
 pub struct AppState {
     pub config: ApiConfig,
-    pub stores: Stores,
-    pub tokens: Arc<TokenIndex>,
-    pub manifests: Manifests,
+    /// The process's one index of the cluster.
+    pub index: Arc<Index>,
+    /// Calls to plugins, and the activity that keeps their containers up.
+    pub calls: Calls,
     pub writer: Arc<dyn Writer>,
+    /// The instances' status fields the Plugin API changes (switches, live hold).
+    pub status: Arc<dyn StatusWriter>,
     pub clock: Arc<dyn Clock>,
     pub live: Arc<dyn LiveSessions>,
     pub metrics: Arc<Metrics>,
@@ -70,7 +74,6 @@ pub struct AppState {
     pub ledger: Ledger,
     /// The runs record shared with the other replicas, when there is a namespace for it.
     pub shared_runs: Option<super::shared_runs::SharedRuns>,
-    pub activity: ActivityLimiter,
     pub locks: KeyedLocks,
 }
 
@@ -78,19 +81,19 @@ impl AppState {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: ApiConfig,
-        stores: Stores,
-        tokens: Arc<TokenIndex>,
+        calls: Calls,
         writer: Arc<dyn Writer>,
+        status: Arc<dyn StatusWriter>,
         clock: Arc<dyn Clock>,
         live: Arc<dyn LiveSessions>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             config,
-            stores,
-            tokens,
-            manifests: Manifests::default(),
+            index: calls.index().clone(),
+            calls,
             writer,
+            status,
             clock,
             live,
             metrics,
@@ -99,7 +102,6 @@ impl AppState {
             fresh_maps: Fresh::default(),
             ledger: Ledger::default(),
             shared_runs: None,
-            activity: ActivityLimiter::default(),
             locks: KeyedLocks::default(),
         }
     }

@@ -1,36 +1,14 @@
-//! What the API server reads: reflector stores, one per kind, and a short-lived overlay of the
-//! objects this process just wrote, so a plugin reads its own writes before the watch brings
-//! them back. Nothing here calls the API server.
+//! A short-lived overlay of the objects this process just wrote over the index's stores, so a
+//! plugin reads its own writes before the watch brings them back. Nothing here calls the API
+//! server.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
-
-use model::manifest::{self, Manifest};
-use model::resources::{
-    AgentRun, Channel, HOST_CONFIG_NAME, HostConfigSpec, Plugin, PluginInstance, Project,
-    WorkingTree,
-};
-
-/// The reflector stores the API server answers from.
-#[derive(Clone)]
-pub struct Stores {
-    pub host: Store<model::resources::HostConfig>,
-    pub plugins: Store<Plugin>,
-    pub projects: Store<Project>,
-    pub channels: Store<Channel>,
-    /// Label-selected: the instances the controller made.
-    pub instances: Store<PluginInstance>,
-    /// Label-selected: the runs this server made.
-    pub runs: Store<AgentRun>,
-    /// Label-selected: the inbox and memory ConfigMaps this server made.
-    pub config_maps: Store<ConfigMap>,
-}
 
 /// How long an object this process wrote is preferred over a store that has not seen it yet.
 pub const FRESH_FOR: Duration = Duration::from_secs(30);
@@ -110,74 +88,6 @@ fn newer<K: Resource>(stored: Option<Arc<K>>, written: Option<Arc<K>>) -> Option
             _ => Some(s),
         },
         (s, w) => s.or(w),
-    }
-}
-
-impl Stores {
-    /// The global config; its defaults while no HostConfig exists.
-    pub fn host(&self) -> HostConfigSpec {
-        self.host
-            .get(&ObjectRef::new(HOST_CONFIG_NAME))
-            .map(|h| h.spec.clone())
-            .unwrap_or_default()
-    }
-
-    pub fn plugin(&self, name: &str) -> Option<Arc<Plugin>> {
-        self.plugins.get(&ObjectRef::new(name))
-    }
-
-    pub fn channel(&self, namespace: &str, name: &str) -> Option<Arc<Channel>> {
-        self.channels.get(&ObjectRef::new(name).within(namespace))
-    }
-
-    pub fn project(&self, namespace: &str, name: &str) -> Option<Arc<Project>> {
-        self.projects.get(&ObjectRef::new(name).within(namespace))
-    }
-
-    pub fn instance(&self, namespace: &str, name: &str) -> Option<Arc<PluginInstance>> {
-        self.instances.get(&ObjectRef::new(name).within(namespace))
-    }
-
-    /// The chat's working tree: its own, or for a thread without one, its channel's.
-    pub fn working_tree(&self, channel: &Channel) -> Option<WorkingTree> {
-        if let Some(tree) = &channel.spec.working_tree {
-            return Some(tree.clone());
-        }
-        let parent = channel.spec.parent.as_ref()?;
-        let ns = channel.namespace()?;
-        self.channel(&ns, parent)?.spec.working_tree.clone()
-    }
-}
-
-/// Parsed manifests by Plugin, reparsed only when the Plugin changes.
-#[derive(Default)]
-pub struct Manifests {
-    parsed: Mutex<HashMap<String, (String, Arc<Manifest>)>>,
-}
-
-impl Manifests {
-    /// The Plugin's manifest, or why it does not parse.
-    pub fn of(&self, plugin: &Plugin) -> Result<Arc<Manifest>, String> {
-        let version = format!(
-            "{}/{}",
-            plugin.uid().unwrap_or_default(),
-            plugin.resource_version().unwrap_or_default()
-        );
-        let name = plugin.name_any();
-        if let Some((v, m)) = self.parsed.lock().expect("manifests lock").get(&name)
-            && *v == version
-            && !version.ends_with('/')
-        {
-            return Ok(m.clone());
-        }
-        let m = Arc::new(
-            manifest::from_value(&plugin.spec.manifest.to_json()).map_err(|e| e.to_string())?,
-        );
-        self.parsed
-            .lock()
-            .expect("manifests lock")
-            .insert(name, (version, m.clone()));
-        Ok(m)
     }
 }
 

@@ -1,22 +1,21 @@
-//! Every write the API server makes, behind [`Writer`], so request-level tests record them and
-//! the server itself writes through `kube::Api`. Three kinds of write:
+//! The Plugin API's writes of objects it makes, behind [`Writer`], so request-level tests
+//! record them and the server itself writes through `kube::Api` (status fields of instances
+//! go through [`crate::status`]):
 //! - creating an AgentRun (`POST /runs`);
-//! - applying the API server's part of a PluginInstance's status (server-side apply, field
-//!   manager `loop-plugins-api`: switches, live hold, last activity);
-//! - merging keys into an inbox or memory ConfigMap (a JSON merge patch, so concurrent writers
-//!   of different keys never undo each other), creating it first when it is missing.
+//! - merging keys into an inbox or memory ConfigMap (a JSON merge patch of `data`, an object
+//!   only the API server writes, so concurrent writers of different keys never undo each
+//!   other), creating it first when it is missing.
 
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-use serde_json::value::RawValue;
 
-use super::instance_state::FIELD_MANAGER;
-use model::resources::{AgentRun, PluginInstance, PluginInstanceStatus};
+use model::names::FIELD_MANAGER_API as FIELD_MANAGER;
+use model::resources::AgentRun;
 
 /// A write that did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -35,14 +34,6 @@ pub trait Writer: Send + Sync {
     /// Creates the run; answers it as the API server stored it.
     fn create_run<'a>(&'a self, run: &'a AgentRun) -> BoxFuture<'a, Result<AgentRun, WriteError>>;
 
-    /// Applies the API server's part of an instance's status.
-    fn apply_instance_status<'a>(
-        &'a self,
-        namespace: &'a str,
-        name: &'a str,
-        status: &'a PluginInstanceStatus,
-    ) -> BoxFuture<'a, Result<PluginInstance, WriteError>>;
-
     /// Merges `data` into the ConfigMap `template` names, creating it from `template` first
     /// when missing.
     fn merge_config_map<'a>(
@@ -50,24 +41,6 @@ pub trait Writer: Send + Sync {
         template: &'a ConfigMap,
         data: &'a DataPatch,
     ) -> BoxFuture<'a, Result<ConfigMap, WriteError>>;
-}
-
-/// JSON text the API server's YAML decoder takes. Server-side apply bodies are sent as
-/// `application/apply-patch+yaml`, and YAML refuses characters JSON carries raw (DEL, the C1
-/// controls but NEL, U+FFFE and U+FFFF): a switch title holding one would fail the write. They
-/// can only stand inside JSON strings, so writing them as `\u` escapes keeps the same JSON.
-pub fn yaml_safe_json(value: &serde_json::Value) -> Box<RawValue> {
-    use std::fmt::Write as _;
-    let text = value.to_string();
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '\u{7f}'..='\u{84}' | '\u{86}'..='\u{9f}' | '\u{fffe}' | '\u{ffff}') {
-            let _ = write!(out, "\\u{:04x}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    RawValue::from_string(out).expect("escaping characters within strings keeps the JSON valid")
 }
 
 /// The writes, made through the Kubernetes API.
@@ -105,30 +78,6 @@ impl Writer for KubeWriter {
             api.create(&params, run)
                 .await
                 .map_err(|e| failed("creating AgentRun", &run.name_any(), e))
-        })
-    }
-
-    fn apply_instance_status<'a>(
-        &'a self,
-        namespace: &'a str,
-        name: &'a str,
-        status: &'a PluginInstanceStatus,
-    ) -> BoxFuture<'a, Result<PluginInstance, WriteError>> {
-        Box::pin(async move {
-            let api: Api<PluginInstance> = Api::namespaced(self.client.clone(), namespace);
-            let patch = json!({
-                "apiVersion": PluginInstance::api_version(&()),
-                "kind": PluginInstance::kind(&()),
-                "status": status,
-            });
-            let patch = yaml_safe_json(&patch);
-            api.patch_status(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map_err(|e| failed("applying the status of PluginInstance", name, e))
         })
     }
 
@@ -174,27 +123,5 @@ impl Writer for KubeWriter {
                 "ConfigMap {name} kept changing"
             )))
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::{Value, json};
-
-    use super::*;
-
-    #[test]
-    fn apply_bodies_carry_no_character_yaml_refuses() {
-        let value = json!({ "title": "a\u{7f}b\u{9b}c\u{85}d\u{ffff}\n\u{1}é" });
-        let raw = yaml_safe_json(&value);
-        let text = raw.get();
-        assert!(
-            !text
-                .chars()
-                .any(|c| matches!(c, '\u{7f}'..='\u{84}' | '\u{86}'..='\u{9f}' | '\u{ffff}')),
-            "{text}"
-        );
-        assert!(text.contains("\\u009b") && text.contains('\u{85}') && text.contains('é'));
-        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), value);
     }
 }

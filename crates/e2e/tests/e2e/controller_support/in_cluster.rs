@@ -115,7 +115,7 @@ pub async fn api_metrics(client: Client, existing: &Existing) -> anyhow::Result<
             // stand-in gives Pods 127.x addresses, which this machine reaches directly.
             Some(ip) if ip.is_loopback() => {
                 let url = format!("http://{ip}:{port}/metrics");
-                server::host_api::call::install_crypto_provider();
+                server::calls::client::install_crypto_provider();
                 reqwest::Client::builder()
                     .no_proxy()
                     .build()?

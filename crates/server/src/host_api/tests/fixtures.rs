@@ -12,25 +12,26 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Method, Request, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus, Secret,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+use crate::calls::breaker::BreakerConfig;
+use crate::calls::metrics::CallMetrics;
+use crate::calls::{CallSettings, Calls, Limits};
 use crate::host_api::auth::{Permission, Reviewer, User};
-use crate::host_api::breaker::BreakerConfig;
-use crate::host_api::config::{HostSettings, Limits};
 use crate::host_api::metrics::HostMetrics;
-use crate::host_api::pods::{InstanceKey, PodIndex};
-use crate::host_api::state::HostState;
-use crate::host_api::status::RecordingWriter;
-use crate::host_api::target::Stores;
+use crate::host_api::state::{HostState, REVIEW_TTL};
+use crate::index::{Index, InstanceKey, PodIndex, Writers};
+use crate::status::RecordingWriter;
 use model::config::{PluginConfig, config_hash};
 use model::names::{self, LABEL_INSTANCE};
 use model::resources::{
@@ -189,6 +190,16 @@ async fn answer(
         "/events" => StatusCode::NO_CONTENT.into_response(),
         "/x/missing" => (StatusCode::NOT_FOUND, "nope").into_response(),
         "/x/big" => Response::new(Body::from(vec![b'x'; big])),
+        // Headers and a first chunk at once, then nothing for a minute.
+        "/x/stall" => {
+            let chunks =
+                futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"partial"))])
+                    .chain(futures::stream::once(async {
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        Ok(Bytes::from_static(b"rest"))
+                    }));
+            Response::new(Body::from_stream(chunks))
+        }
         _ => {
             let mut r = Response::new(Body::from(body));
             if let Some(ct) = headers.get(header::CONTENT_TYPE) {
@@ -232,8 +243,8 @@ impl Reviewer for TestReviewer {
 }
 
 /// Short limits, so tests of time limits and the breaker take milliseconds.
-pub fn settings() -> HostSettings {
-    HostSettings {
+pub fn settings() -> CallSettings {
+    CallSettings {
         limits: Limits {
             action: Duration::from_millis(300),
             tool: Duration::from_millis(300),
@@ -253,21 +264,7 @@ pub fn settings() -> HostSettings {
         start_timeout: Duration::from_millis(800),
         max_waiting: 3,
         activity_every: Duration::from_secs(5),
-        review_ttl: Duration::from_secs(30),
-        replicas_namespace: None,
     }
-}
-
-/// The stores' writers: tests change the world through them.
-#[allow(dead_code)]
-pub struct Writers {
-    pub host: Writer<HostConfig>,
-    pub plugins: Writer<Plugin>,
-    pub projects: Writer<Project>,
-    pub channels: Writer<Channel>,
-    pub instances: Writer<PluginInstance>,
-    pub secrets: Writer<Secret>,
-    pub pods: Writer<Pod>,
 }
 
 /// The world: the state, its writers, the plugin process and the recorded writes.
@@ -371,7 +368,7 @@ impl World {
         Self::with_settings(settings()).await
     }
 
-    pub async fn with_settings(settings: HostSettings) -> Self {
+    pub async fn with_settings(settings: CallSettings) -> Self {
         Self::with(settings, Arc::new(TestReviewer)).await
     }
 
@@ -379,14 +376,8 @@ impl World {
         Self::with(settings(), reviewer).await
     }
 
-    pub async fn with(settings: HostSettings, reviewer: Arc<dyn Reviewer>) -> Self {
-        let (host, mut host_w) = reflector::store::<HostConfig>();
-        let (plugins, mut plugins_w) = reflector::store::<Plugin>();
-        let (projects, mut projects_w) = reflector::store::<Project>();
-        let (channels, mut channels_w) = reflector::store::<Channel>();
-        let (instances, mut instances_w) = reflector::store::<PluginInstance>();
-        let (secrets, mut secrets_w) = reflector::store::<Secret>();
-        let (pods_store, pods_w) = reflector::store::<Pod>();
+    pub async fn with(settings: CallSettings, reviewer: Arc<dyn Reviewer>) -> Self {
+        let (index, mut writers) = Index::in_memory();
 
         let mut hc = HostConfig::new(
             HOST_CONFIG_NAME,
@@ -399,7 +390,7 @@ impl World {
             },
         );
         hc.metadata = meta(HOST_CONFIG_NAME, None);
-        apply(&mut host_w, hc);
+        apply(&mut writers.host, hc);
 
         let mut plugin = Plugin::from_manifest(
             MANIFEST,
@@ -409,7 +400,7 @@ impl World {
         )
         .unwrap();
         plugin.metadata = meta("echo", None);
-        apply(&mut plugins_w, plugin);
+        apply(&mut writers.plugins, plugin);
 
         let plugins_config = BTreeMap::from([(
             "echo".to_string(),
@@ -429,20 +420,20 @@ impl World {
             },
         );
         project.metadata = meta("proj", Some(NS));
-        apply(&mut projects_w, project);
+        apply(&mut writers.projects, project);
 
         for c in [
             chat("general", ChannelKind::Channel, None, false),
             chat("general-t1", ChannelKind::Thread, Some("general"), false),
             chat("general-h", ChannelKind::Thread, Some("general"), true),
         ] {
-            apply(&mut channels_w, c);
+            apply(&mut writers.channels, c);
         }
         for c in ["general", "general-t1"] {
-            apply(&mut instances_w, instance(c));
+            apply(&mut writers.instances, instance(c));
             let name = names::secret_name(&names::instance_name("echo", c));
             apply(
-                &mut secrets_w,
+                &mut writers.secrets,
                 Secret {
                     metadata: meta(&name, Some(NS)),
                     data: Some(
@@ -457,34 +448,24 @@ impl World {
             );
         }
 
-        let pods = Arc::new(PodIndex::new(pods_store));
+        let pods = index.pods.clone();
         let recorded = Arc::new(RecordingWriter::default());
-        let state = HostState::from_parts(
+        let calls = Calls::new(
             settings,
-            Stores {
-                host,
-                plugins,
-                projects,
-                channels,
-                instances,
-                secrets,
-            },
-            pods.clone(),
-            reviewer,
+            index,
             recorded.clone(),
+            Arc::new(CallMetrics::unregistered()),
+        );
+        let state = HostState::new(
+            calls,
+            recorded.clone(),
+            reviewer,
+            REVIEW_TTL,
             Arc::new(HostMetrics::unregistered()),
         );
         Self {
             state,
-            writers: Writers {
-                host: host_w,
-                plugins: plugins_w,
-                projects: projects_w,
-                channels: channels_w,
-                instances: instances_w,
-                secrets: secrets_w,
-                pods: pods_w,
-            },
+            writers,
             pods,
             plugin: FakePlugin::start().await,
             recorded,

@@ -8,7 +8,7 @@ use axum::http::{StatusCode, header};
 use serde_json::{Value, json};
 
 use super::fixtures::*;
-use crate::host_api::config::HostSettings;
+use crate::calls::CallSettings;
 
 const SAY: &str =
     r#"{"input": {"text": "hi"}, "agent": "say", "thread_id": "th", "run_id": "run-1"}"#;
@@ -68,7 +68,7 @@ async fn calls_that_arrive_meanwhile_wait_together_in_a_bounded_queue() {
     }
     let state = w.state.clone();
     eventually("three waiting", || {
-        state.inner.waiting.count(&key("general")) == 3
+        state.calls.waiting(&key("general")) == 3
     })
     .await;
     let full = w
@@ -557,12 +557,12 @@ async fn a_switch_click_goes_to_the_chats_container_and_its_state_is_kept() {
         w.plugin.seen("/switches/mode")[0].body,
         json!({"on": true, "thread_id": "general-t1"})
     );
-    let kept = w.recorded.of("switch");
+    let kept = w.recorded.of("switches");
     assert_eq!(
         kept,
         vec![(
             key("general-t1"),
-            json!({"id": "mode", "on": true, "title": "Mode is on"})
+            json!([{"id": "mode", "on": true, "title": "Mode is on"}])
         )]
     );
     let a = w
@@ -655,7 +655,7 @@ async fn events_reach_the_containers_the_rules_name() {
 
 #[tokio::test]
 async fn a_plugin_that_refuses_the_connection_counts_as_unanswered() {
-    let s = HostSettings {
+    let s = CallSettings {
         start_timeout: Duration::from_millis(500),
         ..Default::default()
     };
@@ -683,4 +683,30 @@ async fn a_plugin_that_refuses_the_connection_counts_as_unanswered() {
         .await;
     assert_eq!(a.code(), "breaker_open");
     let _: Value = a.json;
+}
+
+#[tokio::test]
+async fn an_answer_that_stalls_past_its_limit_counts_as_unanswered() {
+    // Before, a body that stopped coming was "broken" but answered, so a container that sends
+    // its headers and then hangs never opened the breaker.
+    let mut w = World::new().await;
+    w.start("general", "uid-1");
+    for _ in 0..3 {
+        let a = w
+            .send("GET", &at("general", "/x/stall"), Some(TOKEN), "")
+            .await;
+        assert_eq!(
+            (a.status, a.code()),
+            (StatusCode::GATEWAY_TIMEOUT, "plugin_timeout"),
+            "{}",
+            a.json
+        );
+    }
+    let a = w
+        .send("GET", &at("general", "/x/stall"), Some(TOKEN), "")
+        .await;
+    assert_eq!(
+        (a.status, a.code()),
+        (StatusCode::SERVICE_UNAVAILABLE, "breaker_open")
+    );
 }

@@ -21,7 +21,7 @@ pub async fn get(
     let rel = check_path(&path)?;
     let no_tree = |why: &str| ApiError::new(Code::NoWorkingTree, why.to_string());
     let tree = state
-        .stores
+        .index
         .working_tree(&caller.channel)
         .ok_or_else(|| no_tree("the chat has no working tree"))?;
     let root = state

@@ -9,10 +9,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{check_length, json_body};
-use crate::plugin_api::apply::update_instance;
+use crate::plugin_api::apply::set_live_hold;
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
-use crate::plugin_api::instance_state::Change;
 use crate::plugin_api::live::ChatRef;
 use crate::plugin_api::state::AppState;
 use model::manifest::Capability;
@@ -76,6 +75,6 @@ pub async fn hold(
 ) -> ApiResult<Json<Value>> {
     caller.require(Capability::LiveControl)?;
     let req: HoldRequest = json_body(&body)?;
-    let part = update_instance(&state, &caller, Change::Hold(req.hold)).await?;
-    Ok(Json(json!({ "hold": part.live_hold })))
+    let hold = set_live_hold(&state, &caller, req.hold).await?;
+    Ok(Json(json!({ "hold": hold })))
 }

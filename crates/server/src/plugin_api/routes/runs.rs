@@ -119,7 +119,7 @@ pub async fn create(
     let _quota = state.locks.lock(&format!("quota/{plugin}")).await;
     let now = state.clock.now();
     let in_store: Vec<Started> = state
-        .stores
+        .index
         .runs
         .state()
         .iter()
@@ -158,7 +158,7 @@ pub async fn create(
                 "plugin {plugin} started {started} runs in the last 24 hours; plugins.daily_runs allows {limit}"
             ),
         )
-        .with_retry_after(retry_after.as_secs()));
+        .retry_after(retry_after.as_secs()));
     }
 
     // 64 random bits: a name taken already is not worth a retry (and the shared record holds
@@ -196,7 +196,7 @@ pub async fn get(
     let run = state
         .fresh_runs
         .get(
-            &state.stores.runs,
+            &state.index.runs,
             &caller.namespace,
             &run_id,
             state.clock.now(),

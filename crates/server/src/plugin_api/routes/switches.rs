@@ -10,11 +10,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{check_length, json_body};
-use crate::plugin_api::apply::update_instance;
+use crate::plugin_api::apply::edit_switches;
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
-use crate::plugin_api::instance_state::{ApiPart, Change, MAX_SWITCH_TITLE};
+use crate::plugin_api::instance_state::MAX_SWITCH_TITLE;
 use crate::plugin_api::state::AppState;
+use crate::status::SwitchChange;
 use model::manifest::{Capability, ComposerSwitch};
 use model::resources::SwitchState;
 
@@ -57,8 +58,8 @@ pub async fn put(
         error: req.error,
         busy: req.busy,
     };
-    let part = update_instance(&state, &caller, Change::SetSwitch(state_now)).await?;
-    Ok(Json(view(&declared, &part)))
+    let switches = edit_switches(&state, &caller, SwitchChange::Set(state_now)).await?;
+    Ok(Json(view(&declared, &switches)))
 }
 
 pub async fn delete(
@@ -67,13 +68,13 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let declared = declared(&caller, &id)?.clone();
-    let part = update_instance(&state, &caller, Change::ResetSwitch(id)).await?;
-    Ok(Json(view(&declared, &part)))
+    let switches = edit_switches(&state, &caller, SwitchChange::Reset(id)).await?;
+    Ok(Json(view(&declared, &switches)))
 }
 
 /// The pill as the chat shows it: the plugin's state, or off with the manifest's title.
-pub fn view(declared: &ComposerSwitch, part: &ApiPart) -> Value {
-    let set = part.switch(&declared.id);
+pub fn view(declared: &ComposerSwitch, switches: &[SwitchState]) -> Value {
+    let set = switches.iter().find(|s| s.id == declared.id);
     let title = set
         .and_then(|s| s.title.clone())
         .or_else(|| declared.title.clone());

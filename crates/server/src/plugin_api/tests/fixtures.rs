@@ -15,27 +15,30 @@ use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-use kube::runtime::reflector::{self, store::Writer as StoreWriter};
+use kube::runtime::reflector::store::Writer as StoreWriter;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+use crate::calls::metrics::CallMetrics;
+use crate::calls::{CallSettings, Calls};
+use crate::http::RequestMetrics;
+use crate::index::{Index, InstanceKey, TokenIndex};
 use crate::plugin_api::clock::{Clock, ManualClock};
 use crate::plugin_api::live::{ChatRef, LiveSessions};
 use crate::plugin_api::metrics::Metrics;
 use crate::plugin_api::state::{ApiConfig, AppState};
-use crate::plugin_api::tokens::TokenIndex;
-use crate::plugin_api::view::Stores;
 use crate::plugin_api::writes::{DataPatch, WriteError, Writer};
 use crate::plugin_api::{PREFIX, router};
+use crate::status::RecordingWriter as StatusRecorder;
 use model::config::config_hash;
-use model::manifest::{Capability, Manifest};
+use model::manifest::Capability;
 use model::names;
 use model::resources::{
     AgentRun, AgentRunSpec, App, Channel, ChannelKind, ChannelSpec, HostConfig, HostConfigSpec,
-    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, PluginInstanceStatus,
-    PluginManifestSpec, PluginSpec, Project, ProjectSpec, TrustedConfig, WorkingTree,
+    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, PluginManifestSpec, PluginSpec,
+    Project, ProjectSpec, TrustedConfig, WorkingTree,
 };
 
 pub const NS: &str = "team";
@@ -47,11 +50,6 @@ pub const TOKEN_B: &str = "token-of-chat-b-0123456789abcdef";
 pub const T0: &str = "2026-03-01T12:00:00Z";
 
 const FULL: &str = include_str!("../../../../../examples/manifests/full.json");
-
-/// The manifest that uses every field.
-pub fn full_manifest() -> Manifest {
-    model::manifest::parse_str(FULL).expect("full.json is valid")
-}
 
 /// A temporary folder, removed on drop.
 pub struct TempDir(PathBuf);
@@ -236,14 +234,7 @@ pub fn run(name: &str, chat: &str, at: Timestamp) -> AgentRun {
 #[derive(Clone, Debug)]
 pub enum Write {
     Run(Box<AgentRun>),
-    InstanceStatus {
-        name: String,
-        status: PluginInstanceStatus,
-    },
-    ConfigMap {
-        name: String,
-        data: DataPatch,
-    },
+    ConfigMap { name: String, data: DataPatch },
 }
 
 /// Records every write and answers as the API server would.
@@ -252,23 +243,16 @@ pub struct RecordingWriter {
     pub fail: AtomicBool,
     version: AtomicU64,
     clock: Arc<ManualClock>,
-    instances: Mutex<HashMap<(String, String), PluginInstance>>,
     maps: Mutex<HashMap<(String, String), ConfigMap>>,
 }
 
 impl RecordingWriter {
-    fn new(clock: Arc<ManualClock>, instances: &[PluginInstance]) -> Self {
+    fn new(clock: Arc<ManualClock>) -> Self {
         Self {
             writes: Mutex::new(vec![]),
             fail: AtomicBool::new(false),
             version: AtomicU64::new(1000),
             clock,
-            instances: Mutex::new(
-                instances
-                    .iter()
-                    .map(|i| ((i.namespace().unwrap(), i.name_any()), i.clone()))
-                    .collect(),
-            ),
             maps: Mutex::new(HashMap::new()),
         }
     }
@@ -293,16 +277,6 @@ impl RecordingWriter {
             .into_iter()
             .filter_map(|w| match w {
                 Write::Run(r) => Some(*r),
-                _ => None,
-            })
-            .collect()
-    }
-
-    pub fn statuses(&self) -> Vec<(String, PluginInstanceStatus)> {
-        self.all()
-            .into_iter()
-            .filter_map(|w| match w {
-                Write::InstanceStatus { name, status, .. } => Some((name, status)),
                 _ => None,
             })
             .collect()
@@ -338,32 +312,6 @@ impl Writer for RecordingWriter {
                 k8s_openapi::jiff::Timestamp::from_second(self.clock.now().as_second()).unwrap();
             created.metadata.creation_timestamp = Some(Time(now));
             Ok(created)
-        })
-    }
-
-    fn apply_instance_status<'a>(
-        &'a self,
-        namespace: &'a str,
-        name: &'a str,
-        status: &'a PluginInstanceStatus,
-    ) -> BoxFuture<'a, Result<PluginInstance, WriteError>> {
-        Box::pin(async move {
-            self.check()?;
-            self.writes.lock().unwrap().push(Write::InstanceStatus {
-                name: name.into(),
-                status: status.clone(),
-            });
-            let mut instances = self.instances.lock().unwrap();
-            let instance = instances
-                .get_mut(&(namespace.to_string(), name.to_string()))
-                .ok_or_else(|| WriteError::Failed(format!("no instance {name}")))?;
-            let mut s = instance.status.clone().unwrap_or_default();
-            s.last_activity = status.last_activity.clone();
-            s.switches = status.switches.clone();
-            s.live_hold = status.live_hold;
-            instance.status = Some(s);
-            instance.metadata.resource_version = Some(self.next_version());
-            Ok(instance.clone())
         })
     }
 
@@ -473,60 +421,46 @@ impl World {
 
     pub fn build(self) -> Harness {
         let clock = Arc::new(ManualClock::at(T0.parse().unwrap()));
-        let writer = Arc::new(RecordingWriter::new(clock.clone(), &self.instances));
+        let writer = Arc::new(RecordingWriter::new(clock.clone()));
         let live = Arc::new(FakeLive::default());
-        let (host, mut host_w) = reflector::store();
-        let (plugins, mut plugins_w) = reflector::store();
-        let (projects, mut projects_w) = reflector::store();
-        let (channels, mut channels_w) = reflector::store();
-        let (instances, mut instances_w) = reflector::store();
-        let (runs, mut runs_w) = reflector::store();
-        let (config_maps, mut maps_w) = reflector::store();
-        apply(&mut host_w, [self.host]);
-        apply(&mut plugins_w, [self.plugin]);
-        apply(&mut projects_w, [self.project]);
-        apply(&mut channels_w, self.channels);
-        apply(&mut instances_w, self.instances);
-        apply(&mut runs_w, self.runs);
-        apply(&mut maps_w, self.maps);
-        // Reflector stores keep their objects when their writers go.
-        drop((runs_w, maps_w));
-        let tokens = Arc::new(TokenIndex::new());
+        let status = Arc::new(StatusRecorder::with_instances(&self.instances));
+        let (index, mut writers) = Index::in_memory();
+        apply(&mut writers.host, [self.host]);
+        apply(&mut writers.plugins, [self.plugin]);
+        apply(&mut writers.projects, [self.project]);
+        apply(&mut writers.channels, self.channels);
+        apply(&mut writers.instances, self.instances);
+        apply(&mut writers.runs, self.runs);
+        apply(&mut writers.config_maps, self.maps);
+        let tokens = index.tokens.clone();
         for s in self.secrets {
             tokens.apply_watcher_event(&watcher::Event::Apply(s));
         }
-        let stores = Stores {
-            host,
-            plugins,
-            projects,
-            channels,
-            instances,
-            runs,
-            config_maps,
-        };
+        let calls = Calls::new(
+            CallSettings::default(),
+            index,
+            status.clone(),
+            Arc::new(CallMetrics::unregistered()),
+        );
         let state = Arc::new(AppState::new(
             self.config,
-            stores,
-            tokens.clone(),
+            calls,
             writer.clone(),
+            status.clone(),
             clock.clone(),
             live.clone(),
             Arc::new(Metrics::unregistered()),
         ));
+        let requests = Arc::new(RequestMetrics::unregistered());
         Harness {
-            router: router(state.clone()),
-            state,
+            router: crate::http::stack(router(state.clone()), requests.clone()),
+            requests,
             writer,
+            status,
             clock,
             live,
             tokens,
-            writers: Writers {
-                host: host_w,
-                plugins: plugins_w,
-                projects: projects_w,
-                channels: channels_w,
-                instances: instances_w,
-            },
+            writers,
         }
     }
 }
@@ -540,24 +474,23 @@ where
     }
 }
 
-/// The store writers, to change the world while it runs.
-pub struct Writers {
-    pub host: StoreWriter<HostConfig>,
-    pub plugins: StoreWriter<Plugin>,
-    pub projects: StoreWriter<Project>,
-    pub channels: StoreWriter<Channel>,
-    pub instances: StoreWriter<PluginInstance>,
-}
-
 /// A running world.
 pub struct Harness {
     pub router: Router,
-    pub state: Arc<AppState>,
+    /// The server's request metrics.
+    pub requests: Arc<RequestMetrics>,
     pub writer: Arc<RecordingWriter>,
+    /// The instances' status writes (switches, live hold, activity).
+    pub status: Arc<StatusRecorder>,
     pub clock: Arc<ManualClock>,
     pub live: Arc<FakeLive>,
     pub tokens: Arc<TokenIndex>,
-    pub writers: Writers,
+    pub writers: crate::index::Writers,
+}
+
+/// The instance of `chat`.
+pub fn key(chat: &str) -> InstanceKey {
+    InstanceKey::new(NS, &names::instance_name(PLUGIN, chat))
 }
 
 /// An answer.
@@ -584,6 +517,12 @@ impl Answer {
 }
 
 impl Harness {
+    /// Makes every write fail (the API server is down), or succeed again.
+    pub fn api_down(&self, down: bool) {
+        self.writer.fail.store(down, Ordering::SeqCst);
+        self.status.fail.store(down, Ordering::SeqCst);
+    }
+
     /// Calls `method path` (relative to the prefix unless it starts with `//`) with the token
     /// and a JSON body.
     pub async fn call(

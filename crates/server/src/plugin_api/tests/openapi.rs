@@ -547,9 +547,7 @@ async fn the_routes_other_answers_are_documented_too() {
     }
 
     // A failing write is a documented 503 on every route that writes.
-    h.writer
-        .fail
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    h.api_down(true);
     h.clock.advance(Duration::from_secs(25 * 3600));
     for (method, path, url, body) in [
         (

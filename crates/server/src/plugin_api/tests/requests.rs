@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 
 use super::fixtures::*;
 use crate::plugin_api::inbox;
-use crate::plugin_api::instance_state::ACTIVITY_EVERY;
 use model::manifest::Capability;
 use model::resources::SwitchState;
 
@@ -210,6 +209,7 @@ async fn ids_of_another_chat_are_not_found() {
         (StatusCode::NOT_FOUND, "switch_not_found")
     );
     h.writer.clear();
+    h.status.clear();
     let a = h
         .call(
             "PUT",
@@ -219,7 +219,12 @@ async fn ids_of_another_chat_are_not_found() {
         )
         .await;
     assert_eq!(a.status, StatusCode::OK);
-    let written: Vec<String> = h.writer.statuses().into_iter().map(|(n, _)| n).collect();
+    let written: Vec<String> = h
+        .status
+        .of("switches")
+        .into_iter()
+        .map(|(k, _)| k.name)
+        .collect();
     assert_eq!(written, ["cogtest-a"]);
 }
 
@@ -579,7 +584,7 @@ async fn switches_are_set_and_reset_per_chat() {
         a.json(),
         json!({ "id": "sync", "on": true, "title": ok_title, "error": false, "busy": true })
     );
-    let (_, status) = h.writer.statuses().pop().unwrap();
+    let status = h.status.status(&key("a"));
     assert_eq!(
         status.switches,
         vec![SwitchState {
@@ -590,9 +595,8 @@ async fn switches_are_set_and_reset_per_chat() {
             busy: true
         }]
     );
-    assert_eq!(status.last_activity.as_deref(), Some(T0));
 
-    // A second switch keeps the first (the API server's part is applied whole).
+    // A second switch keeps the first.
     let a = h
         .call(
             "PUT",
@@ -602,7 +606,7 @@ async fn switches_are_set_and_reset_per_chat() {
         )
         .await;
     assert_eq!(a.status, StatusCode::OK);
-    let (_, status) = h.writer.statuses().pop().unwrap();
+    let status = h.status.status(&key("a"));
     assert_eq!(
         status
             .switches
@@ -620,7 +624,7 @@ async fn switches_are_set_and_reset_per_chat() {
         a.json(),
         json!({ "id": "sync", "on": false, "title": "Sync is off", "error": false, "busy": false })
     );
-    let (_, status) = h.writer.statuses().pop().unwrap();
+    let status = h.status.status(&key("a"));
     assert_eq!(
         status
             .switches
@@ -685,7 +689,7 @@ async fn live_control_takes_only_listed_subtypes_and_hold_is_recorded() {
         )
         .await;
     assert_eq!(a.json(), json!({ "hold": true }));
-    assert!(h.writer.statuses().pop().unwrap().1.live_hold);
+    assert!(h.status.status(&key("a")).live_hold);
     let a = h
         .call(
             "PUT",
@@ -695,7 +699,7 @@ async fn live_control_takes_only_listed_subtypes_and_hold_is_recorded() {
         )
         .await;
     assert_eq!(a.json(), json!({ "hold": false }));
-    assert!(!h.writer.statuses().pop().unwrap().1.live_hold);
+    assert!(!h.status.status(&key("a")).live_hold);
 }
 
 #[tokio::test]
@@ -999,32 +1003,85 @@ async fn get_channel_answers_the_chat_and_its_resolved_settings() {
     assert_eq!(body["settings"]["sync_all"], false);
 }
 
+/// Waits (a little) for the background activity write of accepted work.
+async fn activity_of(h: &Harness, chat: &str) -> Option<String> {
+    for _ in 0..50 {
+        if let Some(at) = h.status.status(&key(chat)).last_activity {
+            return Some(at);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    None
+}
+
 #[tokio::test]
-async fn activity_is_recorded_at_most_every_few_seconds() {
-    let h = World::new().build();
-    h.call("GET", "/channel", Some(TOKEN_A), None).await;
-    h.call("GET", "/channel", Some(TOKEN_A), None).await;
-    assert_eq!(h.writer.statuses().len(), 1);
-    assert_eq!(h.writer.statuses()[0].1.last_activity.as_deref(), Some(T0));
-    h.clock.advance(ACTIVITY_EVERY);
-    h.call("GET", "/channel", Some(TOKEN_A), None).await;
-    h.call("GET", "/channel", Some(TOKEN_B), None).await;
-    let statuses = h.writer.statuses();
-    assert_eq!(statuses.len(), 3);
-    assert_eq!(statuses[1].0, "cogtest-a");
-    assert_eq!(statuses[2].0, "cogtest-b");
-    // A switch set earlier is carried along, never dropped by an activity write.
-    h.call(
-        "PUT",
-        "/composer/switches/sync",
-        Some(TOKEN_A),
-        Some(json!({ "on": true })),
-    )
-    .await;
-    h.clock.advance(ACTIVITY_EVERY);
-    h.call("GET", "/channel", Some(TOKEN_A), None).await;
-    let (_, last) = h.writer.statuses().pop().unwrap();
-    assert_eq!(last.switches.len(), 1);
+async fn only_accepted_work_keeps_the_container_up() {
+    // Polling (reads) and refused calls record no activity: before, every call that got past
+    // the token (a 403, a 404, GET /channel) refreshed lastActivity, so a plugin polling its
+    // own API never went idle.
+    let h = World::new()
+        .approve(&[Capability::UiComposerSwitch])
+        .build();
+    let refused = [
+        ("GET", "/channel", Some(TOKEN_A), None, StatusCode::OK),
+        (
+            "GET",
+            "/runs/nope",
+            Some(TOKEN_A),
+            None,
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            "GET",
+            "/memory/k",
+            Some(TOKEN_A),
+            None,
+            StatusCode::FORBIDDEN,
+        ),
+        (
+            "PUT",
+            "/composer/switches/nope",
+            Some(TOKEN_A),
+            Some(json!({ "on": true })),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "PUT",
+            "/composer/switches/sync",
+            Some("wrong"),
+            Some(json!({ "on": true })),
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "PUT",
+            "/composer/switches/sync",
+            Some(TOKEN_A),
+            Some(json!({ "on": "yes" })),
+            StatusCode::BAD_REQUEST,
+        ),
+    ];
+    for (method, path, token, body, want) in refused {
+        let a = h.call(method, path, token, body).await;
+        assert_eq!(a.status, want, "{method} {path}: {:?}", a.bytes);
+    }
+    assert_eq!(
+        activity_of(&h, "a").await,
+        None,
+        "{:?}",
+        h.status.of("last_activity")
+    );
+    // Accepted work does.
+    let a = h
+        .call(
+            "PUT",
+            "/composer/switches/sync",
+            Some(TOKEN_A),
+            Some(json!({ "on": true })),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(activity_of(&h, "a").await.is_some());
+    assert_eq!(activity_of(&h, "b").await, None);
 }
 
 #[tokio::test]
@@ -1070,9 +1127,7 @@ async fn every_error_has_the_one_shape() {
     );
 
     // A write that fails is a 503, never a panic.
-    h.writer
-        .fail
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    h.api_down(true);
     let a = h
         .call(
             "POST",
@@ -1086,9 +1141,7 @@ async fn every_error_has_the_one_shape() {
         (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
     );
     // ...and a run that was not made does not count against the quota.
-    h.writer
-        .fail
-        .store(false, std::sync::atomic::Ordering::SeqCst);
+    h.api_down(false);
     let a = h
         .call(
             "POST",
@@ -1111,7 +1164,7 @@ async fn requests_are_counted_by_route_template_and_status() {
     h.call("GET", "/runs/def", Some(TOKEN_A), None).await;
     h.call("GET", "/nope", Some(TOKEN_A), None).await;
     let mut registry = prometheus_client::registry::Registry::default();
-    registry.register("requests", "", h.state.metrics.requests.clone());
+    registry.register("requests", "", h.requests.requests.clone());
     let text = runtime::metrics::encode(&registry);
     assert!(
         text.contains(

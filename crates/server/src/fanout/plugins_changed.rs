@@ -1,0 +1,125 @@
+//! `plugins.changed` to the containers already running (those whose manifest subscribes to
+//! it), when a plugin is installed, upgraded or removed, and when a container stops (the
+//! reference: "Installing, removing and stopping send a plugins.changed event ..., and so do
+//! ... the idle or disabled containers the daemon stops on its own").
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::ResourceExt;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::calls::CallOptions;
+use crate::host_api::events::PLUGINS_CHANGED;
+use crate::host_api::{HostState, deliver_event};
+use crate::index::InstanceKey;
+
+/// What happened to a plugin, between two looks at the installed Plugins (name → generation).
+pub fn changes(
+    before: &BTreeMap<String, i64>,
+    now: &BTreeMap<String, i64>,
+) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    for (name, generation) in now {
+        match before.get(name) {
+            None => out.push((name.clone(), "installed")),
+            Some(g) if g != generation => out.push((name.clone(), "upgraded")),
+            Some(_) => {}
+        }
+    }
+    for name in before.keys().filter(|n| !now.contains_key(*n)) {
+        out.push((name.clone(), "removed"));
+    }
+    out
+}
+
+fn installed(host: &HostState) -> BTreeMap<String, i64> {
+    host.index()
+        .plugins
+        .state()
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| (p.name_any(), p.metadata.generation.unwrap_or_default()))
+        .collect()
+}
+
+/// Sends the event for each change, while leading.
+pub async fn run(host: HostState, mut leading: watch::Receiver<bool>) {
+    let mut known = installed(&host);
+    let mut gone = host.index().pods.gone();
+    let mut plugins = host.index().changed.plugins.subscribe();
+    loop {
+        let data = tokio::select! {
+            _ = plugins.changed() => {
+                let now = installed(&host);
+                let found = changes(&known, &now);
+                known = now;
+                found
+                    .into_iter()
+                    .map(|(plugin, what)| json!({ "plugin": plugin, "change": what }))
+                    .collect::<Vec<_>>()
+            }
+            uid = gone.recv() => match uid {
+                Ok(_) => vec![json!({ "change": "stopped" })],
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => vec![json!({ "change": "stopped" })],
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            },
+        };
+        if data.is_empty() || !*leading.borrow_and_update() {
+            continue;
+        }
+        for d in data {
+            send(&host, &d).await;
+        }
+    }
+}
+
+/// Sends `data` to every chat with a running container.
+async fn send(host: &HostState, data: &Value) {
+    let index = host.index();
+    let chats: BTreeSet<(String, String)> = index
+        .instances
+        .state()
+        .iter()
+        .filter(|i| {
+            host.calls.running(&InstanceKey::new(
+                &i.namespace().unwrap_or_default(),
+                &i.name_any(),
+            ))
+        })
+        .map(|i| (i.namespace().unwrap_or_default(), i.spec.channel.clone()))
+        .collect();
+    for (ns, chat) in chats {
+        if let Some(channel) = index.channel(&ns, &chat) {
+            deliver_event(
+                host,
+                &ns,
+                &channel,
+                PLUGINS_CHANGED,
+                data,
+                CallOptions::IF_RUNNING,
+            )
+            .await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn installs_upgrades_and_removals_are_told_apart() {
+        let before = BTreeMap::from([("a".to_string(), 1), ("b".to_string(), 1)]);
+        let now = BTreeMap::from([("b".to_string(), 2), ("c".to_string(), 1)]);
+        assert_eq!(
+            changes(&before, &now),
+            [
+                ("b".to_string(), "upgraded"),
+                ("c".to_string(), "installed"),
+                ("a".to_string(), "removed")
+            ]
+        );
+        assert!(changes(&now, &now).is_empty());
+    }
+}

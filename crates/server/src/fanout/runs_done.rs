@@ -1,0 +1,312 @@
+//! `POST /runs/{run_id}/done`: once a run ended, the plugin's container in the run's chat is
+//! told, once, through the one way to call a plugin (the breaker, the 10 s limit, the secret).
+//!
+//! - `status.doneDelivered` is written only after the plugin answered 2xx, so a run that ended
+//!   while no replica led is delivered when one leads again, and a delivered one never again;
+//! - a try that fails (the container could not be had, it did not answer, or it refused) is
+//!   counted in `status.doneAttempts` with the reason in `status.doneError`, and tried again
+//!   after a backoff that doubles ([`retry_after`]); after [`DONE_ATTEMPTS`] it gives up;
+//! - a try may start the plugin's stopped container, but records no demand on a running one: a
+//!   delivery that keeps failing wakes a container at most [`DONE_ATTEMPTS`] times, and never
+//!   keeps one from going idle.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::calls::client::PluginRequest;
+use crate::calls::{CallError, CallKind, CallOptions};
+use crate::host_api::HostState;
+use crate::host_api::state::call_error;
+use model::names::FIELD_MANAGER_API;
+use model::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
+
+/// How many tries before giving up.
+pub const DONE_ATTEMPTS: u32 = 5;
+/// The wait after the first failed try; it doubles with each further one.
+pub const FIRST_RETRY: Duration = Duration::from_secs(2);
+/// The longest wait between tries.
+pub const MAX_RETRY: Duration = Duration::from_secs(60);
+
+/// The body the plugin gets for a run that ended in `phase`.
+pub fn done_body(phase: AgentRunPhase, result: Option<&str>) -> Value {
+    match phase {
+        AgentRunPhase::Succeeded => {
+            json!({ "status": "done", "result": result.unwrap_or_default() })
+        }
+        _ => json!({ "status": "failed", "error": result.unwrap_or("the run failed") }),
+    }
+}
+
+/// The wait after `attempts` failed tries.
+pub fn retry_after(attempts: u32) -> Duration {
+    FIRST_RETRY
+        .saturating_mul(1 << attempts.saturating_sub(1).min(10))
+        .min(MAX_RETRY)
+}
+
+/// What to do about a run now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing: it has not ended, /done reached the plugin, or the tries are used up.
+    Nothing,
+    /// Try now.
+    Deliver,
+    /// Try after this long.
+    Wait(Duration),
+}
+
+/// Decides for a run with `status`, whose last failed try this process made `since` ago.
+pub fn next(status: &AgentRunStatus, since: Option<Duration>) -> Next {
+    let ended = status.phase.is_some_and(AgentRunPhase::is_final);
+    if !ended || status.done_delivered || status.done_attempts >= DONE_ATTEMPTS {
+        return Next::Nothing;
+    }
+    match since {
+        // The last try is unknown here (another replica, or before a restart): try now.
+        None => Next::Deliver,
+        Some(since) => {
+            let wait = retry_after(status.done_attempts);
+            if since >= wait {
+                Next::Deliver
+            } else {
+                Next::Wait(wait - since)
+            }
+        }
+    }
+}
+
+/// What a try came to, for the run's status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered,
+    Failed { attempts: u32, error: String },
+}
+
+/// Records a try on the run.
+pub trait DoneRecorder: Send + Sync {
+    fn record<'a>(
+        &'a self,
+        run: &'a AgentRun,
+        outcome: &'a Outcome,
+    ) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// Records through the Kubernetes API: server-side apply of the run's delivery fields.
+pub struct KubeDoneRecorder {
+    client: Client,
+}
+
+impl KubeDoneRecorder {
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+/// The status part the API server applies on a run.
+pub fn status_patch(outcome: &Outcome) -> Value {
+    let status = match outcome {
+        Outcome::Delivered => json!({ "doneDelivered": true }),
+        Outcome::Failed { attempts, error } => {
+            json!({ "doneAttempts": attempts, "doneError": error })
+        }
+    };
+    json!({
+        "apiVersion": AgentRun::api_version(&()),
+        "kind": AgentRun::kind(&()),
+        "status": status,
+    })
+}
+
+impl DoneRecorder for KubeDoneRecorder {
+    fn record<'a>(
+        &'a self,
+        run: &'a AgentRun,
+        outcome: &'a Outcome,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let api: Api<AgentRun> =
+                Api::namespaced(self.client.clone(), &run.namespace().unwrap_or_default());
+            api.patch_status(
+                &run.name_any(),
+                &PatchParams::apply(FIELD_MANAGER_API).force(),
+                &Patch::Apply(&status_patch(outcome)),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("recording /done on AgentRun {}: {e}", run.name_any()))
+        })
+    }
+}
+
+/// Delivers /done for every run that ended, while leading.
+pub async fn run(
+    host: HostState,
+    recorder: Arc<dyn DoneRecorder>,
+    mut leading: watch::Receiver<bool>,
+) {
+    // When this process last tried each run (by uid), and the count it then recorded.
+    let mut tried: HashMap<String, Instant> = HashMap::new();
+    let mut runs_changed = host.index().changed.runs.subscribe();
+    loop {
+        super::until_leading(&mut leading).await;
+        let mut soonest: Option<Duration> = None;
+        let runs = host.index().runs.state();
+        tried.retain(|uid, _| runs.iter().any(|r| r.uid().as_deref() == Some(uid)));
+        for run in runs {
+            let uid = run.uid().unwrap_or_default();
+            let status = run.status.clone().unwrap_or_default();
+            match next(&status, tried.get(&uid).map(Instant::elapsed)) {
+                Next::Nothing => {}
+                Next::Wait(wait) => soonest = Some(soonest.map_or(wait, |s| s.min(wait))),
+                Next::Deliver => {
+                    let outcome = deliver(&host, &run, &status).await;
+                    if let Outcome::Failed { attempts, error } = &outcome {
+                        tracing::warn!(run = %run.name_any(), attempts, %error, "/done not delivered");
+                        tried.insert(uid.clone(), Instant::now());
+                        if *attempts < DONE_ATTEMPTS {
+                            let wait = retry_after(*attempts);
+                            soonest = Some(soonest.map_or(wait, |s| s.min(wait)));
+                        }
+                    } else {
+                        tracing::info!(run = %run.name_any(), "/done delivered");
+                    }
+                    if let Err(e) = recorder.record(&run, &outcome).await {
+                        tracing::warn!(error = %e, "could not record /done");
+                        soonest = Some(Duration::from_secs(1));
+                    }
+                }
+            }
+        }
+        let wake = runs_changed.changed();
+        let lost = leading.wait_for(|l| !*l);
+        match soonest {
+            Some(wait) => tokio::select! {
+                _ = wake => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = lost => {}
+            },
+            None => tokio::select! {
+                _ = wake => {}
+                _ = lost => {}
+            },
+        }
+    }
+}
+
+/// One try.
+async fn deliver(host: &HostState, run: &AgentRun, status: &AgentRunStatus) -> Outcome {
+    let attempts = status.done_attempts + 1;
+    let failed = |error: String| Outcome::Failed { attempts, error };
+    let ns = run.namespace().unwrap_or_default();
+    let target = match host.resolve(&ns, &run.spec.channel, &run.spec.plugin) {
+        Ok(t) => t,
+        Err(e) => return failed(e.message),
+    };
+    let limits = host.calls.limits();
+    let request = PluginRequest::json(
+        CallKind::RunDone,
+        format!("/runs/{}/done", run.name_any()),
+        &done_body(
+            status.phase.unwrap_or(AgentRunPhase::Failed),
+            status.result.as_deref(),
+        ),
+        limits.run_done,
+        limits.body,
+    );
+    let options = CallOptions {
+        start: true,
+        touch: false,
+    };
+    let what = format!(
+        "/runs/{}/done of plugin {}",
+        run.name_any(),
+        run.spec.plugin
+    );
+    match host.calls.call_target(&target, &request, options).await {
+        Ok(answer) if answer.status.is_success() => Outcome::Delivered,
+        Ok(answer) => failed(format!(
+            "{what} answered {}: {}",
+            answer.status.as_u16(),
+            answer.error_text()
+        )),
+        Err(e @ (CallError::Start(_) | CallError::Plugin(_))) => {
+            failed(call_error(&target, &what, e).message)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(attempts: u32) -> AgentRunStatus {
+        AgentRunStatus {
+            phase: Some(AgentRunPhase::Succeeded),
+            done_attempts: attempts,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_body_says_how_the_run_ended() {
+        let done = done_body(AgentRunPhase::Succeeded, Some("42"));
+        assert_eq!(
+            (done["status"].as_str(), done["result"].as_str()),
+            (Some("done"), Some("42"))
+        );
+        let failed = done_body(AgentRunPhase::Failed, None);
+        assert_eq!(failed["status"], "failed");
+        assert!(failed["error"].is_string());
+    }
+
+    #[test]
+    fn only_an_ended_undelivered_run_is_tried_a_few_times_with_backoff() {
+        let s = Duration::from_secs;
+        let running = AgentRunStatus {
+            phase: Some(AgentRunPhase::Running),
+            ..Default::default()
+        };
+        let delivered = AgentRunStatus {
+            done_delivered: true,
+            ..ended(0)
+        };
+        let rows = [
+            (running, None, Next::Nothing),
+            (delivered, None, Next::Nothing),
+            (ended(0), None, Next::Deliver),
+            (ended(1), None, Next::Deliver),
+            (ended(1), Some(s(1)), Next::Wait(s(1))),
+            (ended(1), Some(s(2)), Next::Deliver),
+            (ended(3), Some(s(2)), Next::Wait(s(6))),
+            (ended(DONE_ATTEMPTS), None, Next::Nothing),
+        ];
+        for (status, since, want) in rows {
+            assert_eq!(next(&status, since), want, "{status:?} {since:?}");
+        }
+        let waits: Vec<u64> = (1..=8).map(|n| retry_after(n).as_secs()).collect();
+        assert_eq!(waits, [2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+
+    #[test]
+    fn the_status_patch_names_only_the_delivery_fields() {
+        assert_eq!(
+            status_patch(&Outcome::Delivered)["status"],
+            json!({ "doneDelivered": true })
+        );
+        let failed = status_patch(&Outcome::Failed {
+            attempts: 2,
+            error: "refused".into(),
+        });
+        assert_eq!(
+            failed["status"],
+            json!({ "doneAttempts": 2, "doneError": "refused" })
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! `loop-plugins api`: the server. One index of the cluster, one router serving the Plugin API
+//! and the host API behind one stack of layers, one metrics registry, and the fan-out, which
+//! only the holder of the fan-out Lease runs. Stops on SIGTERM or Ctrl-C, finishing the
+//! requests in flight.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+
+use kube::Client;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+
+use crate::calls::{CallSettings, Calls};
+use crate::fanout::runs_done::KubeDoneRecorder;
+use crate::host_api::HostState;
+use crate::host_api::auth::KubeReviewer;
+use crate::host_api::state::REVIEW_TTL;
+use crate::http::RequestMetrics;
+use crate::index::Index;
+use crate::plugin_api::files::MAX_FILE_BYTES;
+use crate::plugin_api::state::{MAX_BODY_BYTES, REQUEST_TIMEOUT};
+use crate::plugin_api::{ApiConfig, AppState, shared_runs};
+use crate::status::KubeStatusWriter;
+use runtime::shutdown;
+
+/// The fan-out's Lease unless told otherwise (the chart passes `<release>-api`).
+pub const DEFAULT_FANOUT_LEASE: &str = "loop-plugins-api";
+
+/// Flags of `loop-plugins api`.
+#[derive(clap::Args, Debug)]
+pub struct ApiArgs {
+    /// Where plugin pods (LOOP_API_URL) and callers of the host API reach the server.
+    #[arg(long, env = "LOOP_PLUGINS_API_ADDR", default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// Where /metrics and /healthz answer.
+    #[arg(
+        long,
+        env = "LOOP_PLUGINS_API_METRICS_ADDR",
+        default_value = "0.0.0.0:9091"
+    )]
+    pub metrics_addr: SocketAddr,
+    /// The folder holding each chat's working tree as DIR/<namespace>/<claimName>/<subPath>;
+    /// without it, GET /files answers 404 no_working_tree.
+    #[arg(long, env = "LOOP_PLUGINS_WORKTREE_ROOT")]
+    pub worktree_root: Option<PathBuf>,
+    /// Where the replicas count each plugin's runs together (the chart: the release's
+    /// namespace), so `plugins.daily_runs` holds across them. Without it, each server counts
+    /// alone, which is exact for one replica.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub replicas_namespace: Option<String>,
+    /// Elect the replica that does the fan-out (settings.changed, /runs/{id}/done, ...) on a
+    /// Lease in this namespace; without it, this server does it.
+    #[arg(long, env = "LOOP_PLUGINS_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// The fan-out Lease's name.
+    #[arg(long, env = "LOOP_PLUGINS_FANOUT_LEASE_NAME", default_value = DEFAULT_FANOUT_LEASE)]
+    pub fanout_lease_name: String,
+    /// Our holderIdentity; default: $POD_NAME, else the hostname.
+    #[arg(long)]
+    pub leader_identity: Option<String>,
+}
+
+/// Runs the server with the cluster's default client.
+pub async fn serve(args: ApiArgs) -> anyhow::Result<()> {
+    let client = Client::try_default().await?;
+    run(client, args).await
+}
+
+/// How a server is set up.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub api: ApiConfig,
+    pub calls: CallSettings,
+    pub review_ttl: Duration,
+    /// The fan-out Lease (namespace, name, our identity); None: this server does it alone.
+    pub lease: Option<(String, String, String)>,
+}
+
+impl Options {
+    /// From the flags of `loop-plugins api`.
+    pub fn from_args(args: &ApiArgs) -> Self {
+        let lease = args
+            .leader_election_namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .map(|ns| {
+                let identity = args
+                    .leader_identity
+                    .clone()
+                    .unwrap_or_else(runtime::leader::default_identity);
+                (ns, args.fanout_lease_name.clone(), identity)
+            });
+        Self {
+            api: ApiConfig {
+                worktree_root: args.worktree_root.clone(),
+                replicas_namespace: args.replicas_namespace.clone().filter(|n| !n.is_empty()),
+                max_file_bytes: MAX_FILE_BYTES,
+                max_body_bytes: MAX_BODY_BYTES,
+                request_timeout: REQUEST_TIMEOUT,
+            },
+            calls: CallSettings::default(),
+            review_ttl: REVIEW_TTL,
+            lease,
+        }
+    }
+}
+
+/// A started server: its router (both APIs, every layer) and metrics registry, its index's
+/// watches and its fan-out, which stop with it.
+pub struct Server {
+    pub router: Router,
+    pub registry: Arc<Registry>,
+    stop: watch::Sender<bool>,
+    fanout: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Starts the index (resolving once its caches are full) and the fan-out.
+    pub async fn start(client: Client, options: Options) -> anyhow::Result<Self> {
+        let (stop, stopped) = watch::channel(false);
+        let started = Index::start(client.clone(), stopped.clone()).await?;
+        let index = started.index;
+
+        let mut registry = Registry::default();
+        let requests = Arc::new(RequestMetrics::new(&mut registry));
+        let call_metrics = Calls::register_metrics(&mut registry);
+        let host_metrics = HostState::register_metrics(&mut registry);
+        let api_metrics = Arc::new(crate::plugin_api::metrics::Metrics::new(&mut registry));
+
+        let status = Arc::new(KubeStatusWriter::new(client.clone()));
+        let calls = Calls::new(options.calls, index.clone(), status.clone(), call_metrics);
+        let host = HostState::new(
+            calls.clone(),
+            status.clone(),
+            Arc::new(KubeReviewer::new(client.clone())),
+            options.review_ttl,
+            host_metrics,
+        );
+        let replicas_namespace = options.api.replicas_namespace.clone();
+        let mut app = AppState::new(
+            options.api,
+            calls,
+            Arc::new(crate::plugin_api::writes::KubeWriter::new(client.clone())),
+            status,
+            Arc::new(crate::plugin_api::clock::SystemClock),
+            Arc::new(crate::plugin_api::live::NoLiveSessions),
+            api_metrics,
+        );
+        match &replicas_namespace {
+            Some(namespace) => {
+                tracing::info!(%namespace, "replicas count plugins.daily_runs together");
+                app.shared_runs = Some(shared_runs::SharedRuns::new(client.clone(), namespace));
+            }
+            None => tracing::warn!(
+                "no --replicas-namespace (POD_NAMESPACE): this server counts plugins.daily_runs \
+                 alone, exact only while it is the one replica"
+            ),
+        }
+
+        if options.lease.is_none() {
+            tracing::warn!("no --leader-election-namespace: this server does the fan-out alone");
+        }
+        let leading = runtime::leader::leading(client.clone(), options.lease, stopped.clone());
+        let fanout = tokio::spawn(crate::fanout::run(
+            host.clone(),
+            started.config_writes,
+            Arc::new(KubeDoneRecorder::new(client)),
+            leading,
+            stopped,
+        ));
+        let router = crate::http::stack(
+            crate::plugin_api::router(Arc::new(app)).merge(crate::host_api::router(host)),
+            requests,
+        );
+        Ok(Self {
+            router,
+            registry: Arc::new(registry),
+            stop,
+            fanout: Some(fanout),
+        })
+    }
+
+    /// Stops the watches and the fan-out (releasing the fan-out Lease).
+    pub async fn stop(mut self) {
+        self.stop.send_replace(true);
+        if let Some(fanout) = self.fanout.take() {
+            let _ = fanout.await;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+/// Runs the server until SIGTERM or Ctrl-C.
+pub async fn run(client: Client, args: ApiArgs) -> anyhow::Result<()> {
+    let server = Server::start(client, Options::from_args(&args)).await?;
+    let api_listener = tokio::net::TcpListener::bind(args.listen).await?;
+    tracing::info!(listen = %args.listen, metrics_addr = %args.metrics_addr, "API server serving");
+    let api =
+        axum::serve(api_listener, server.router.clone()).with_graceful_shutdown(shutdown::signal());
+    let metrics = runtime::metrics::serve(
+        args.metrics_addr,
+        server.registry.clone(),
+        shutdown::signal(),
+    );
+    let (a, m) = tokio::join!(api, metrics);
+    server.stop().await;
+    a?;
+    m?;
+    tracing::info!("API server stopped");
+    Ok(())
+}
