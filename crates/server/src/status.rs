@@ -133,11 +133,15 @@ pub trait StatusWriter: Send + Sync {
     ) -> BoxFuture<'a, Result<PluginInstance, StatusError>>;
 }
 
-/// The status part a manager applies: apiVersion, kind and the one field.
-fn apply_body(status: Value, resource_version: Option<&str>) -> Value {
+/// The status part a manager applies to a `K`: apiVersion, kind and its fields, under the
+/// resourceVersion read when there is one.
+pub fn status_body<K: Resource<DynamicType = ()>>(
+    status: Value,
+    resource_version: Option<&str>,
+) -> Value {
     let mut body = json!({
-        "apiVersion": PluginInstance::api_version(&()),
-        "kind": PluginInstance::kind(&()),
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
         "status": status,
     });
     if let Some(rv) = resource_version {
@@ -200,6 +204,19 @@ impl KubeStatusWriter {
             .await
     }
 
+    /// Applies one field of the status with its manager.
+    async fn apply_field(
+        &self,
+        key: &InstanceKey,
+        manager: &str,
+        field: Value,
+    ) -> Result<(), StatusError> {
+        self.apply(key, manager, &status_body::<PluginInstance>(field, None))
+            .await
+            .map(|_| ())
+            .map_err(|e| Self::failed(key, e))
+    }
+
     fn failed(key: &InstanceKey, err: kube::Error) -> StatusError {
         match err {
             kube::Error::Api(s) if s.is_not_found() => StatusError::NotFound(key.clone()),
@@ -217,13 +234,7 @@ impl StatusWriter for KubeStatusWriter {
         key: &'a InstanceKey,
         at: String,
     ) -> BoxFuture<'a, Result<(), StatusError>> {
-        Box::pin(async move {
-            let body = apply_body(json!({ "lastActivity": at }), None);
-            self.apply(key, FIELD_MANAGER_ACTIVITY, &body)
-                .await
-                .map(|_| ())
-                .map_err(|e| Self::failed(key, e))
-        })
+        Box::pin(self.apply_field(key, FIELD_MANAGER_ACTIVITY, json!({ "lastActivity": at })))
     }
 
     fn breaker<'a>(
@@ -231,13 +242,11 @@ impl StatusWriter for KubeStatusWriter {
         key: &'a InstanceKey,
         state: &'a BreakerState,
     ) -> BoxFuture<'a, Result<(), StatusError>> {
-        Box::pin(async move {
-            let body = apply_body(json!({ "breaker": breaker_json(state) }), None);
-            self.apply(key, FIELD_MANAGER_BREAKER, &body)
-                .await
-                .map(|_| ())
-                .map_err(|e| Self::failed(key, e))
-        })
+        Box::pin(self.apply_field(
+            key,
+            FIELD_MANAGER_BREAKER,
+            json!({ "breaker": breaker_json(state) }),
+        ))
     }
 
     fn switches<'a>(
@@ -261,7 +270,7 @@ impl StatusWriter for KubeStatusWriter {
                 if next == now {
                     return Ok(current);
                 }
-                let body = apply_body(
+                let body = status_body::<PluginInstance>(
                     json!({ "switches": next }),
                     current.metadata.resource_version.as_deref(),
                 );
@@ -281,7 +290,7 @@ impl StatusWriter for KubeStatusWriter {
         hold: bool,
     ) -> BoxFuture<'a, Result<PluginInstance, StatusError>> {
         Box::pin(async move {
-            let body = apply_body(json!({ "liveHold": hold }), None);
+            let body = status_body::<PluginInstance>(json!({ "liveHold": hold }), None);
             self.apply(key, FIELD_MANAGER_LIVE, &body)
                 .await
                 .map_err(|e| Self::failed(key, e))
@@ -512,7 +521,7 @@ mod tests {
 
     #[test]
     fn each_field_has_its_own_manager_and_a_switch_write_carries_the_version_read() {
-        let body = apply_body(json!({ "switches": [] }), Some("42"));
+        let body = status_body::<PluginInstance>(json!({ "switches": [] }), Some("42"));
         assert_eq!(body["metadata"]["resourceVersion"], "42");
         assert_eq!(body["kind"], "PluginInstance");
         let managers = [

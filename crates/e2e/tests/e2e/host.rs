@@ -1149,7 +1149,9 @@ async fn switch_race(ns: Ns) -> anyhow::Result<()> {
         Some(caller_token(&ns, "app", Grant::All).await?),
     );
     let click = format!("/channels/general/plugins/{id}/switches/mode");
-    let warm = caller.send_ready("POST", &click, Some(json!({"on": false}))).await?;
+    let warm = caller
+        .send_ready("POST", &click, Some(json!({"on": false})))
+        .await?;
     ensure!(warm.status == StatusCode::OK, "{warm:?}");
     // The plugin's token, as its Pod reads it.
     let secret: Secret = ns.get(&names::secret_name(&instance)).await?;
@@ -1174,15 +1176,23 @@ async fn switch_race(ns: Ns) -> anyhow::Result<()> {
                 .send()
         );
         let clicked = clicked?;
-        ensure!(clicked.status == StatusCode::OK, "round {round}: {clicked:?}");
+        ensure!(
+            clicked.status == StatusCode::OK,
+            "round {round}: {clicked:?}"
+        );
         let put = put?;
-        ensure!(put.status().is_success(), "round {round}: the plugin's PUT answered {}", put.status());
+        ensure!(
+            put.status().is_success(),
+            "round {round}: the plugin's PUT answered {}",
+            put.status()
+        );
         let now = instances.get_status(&instance).await?;
         let switches = now.status.map(|s| s.switches).unwrap_or_default();
         let mode = switches.iter().find(|s| s.id == "mode");
         let sync = switches.iter().find(|s| s.id == "sync");
         ensure!(
-            mode.is_some_and(|m| m.on == on) && sync.is_some_and(|s| s.title.as_deref() == Some(title.as_str())),
+            mode.is_some_and(|m| m.on == on)
+                && sync.is_some_and(|s| s.title.as_deref() == Some(title.as_str())),
             "round {round}: the instance shows {switches:?}"
         );
     }

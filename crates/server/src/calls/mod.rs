@@ -524,25 +524,25 @@ impl Calls {
     }
 }
 
-/// Why the controller cannot run the instance's container, when its Ready condition says so.
-fn cannot_run(instance: &PluginInstance) -> Option<String> {
-    let c = instance
+/// The instance's Ready condition, as the controller writes it.
+fn ready_condition(instance: &PluginInstance) -> Option<&model::resources::Condition> {
+    instance
         .status
         .as_ref()?
         .conditions
         .iter()
-        .find(|c| c.r#type == "Ready")?;
-    (c.reason == "CannotRun").then(|| c.message.clone())
+        .find(|c| c.r#type == "Ready")
+}
+
+/// Why the controller cannot run the instance's container, when its Ready condition says so.
+fn cannot_run(instance: &PluginInstance) -> Option<String> {
+    ready_condition(instance)
+        .filter(|c| c.reason == "CannotRun")
+        .map(|c| c.message.clone())
 }
 
 fn ready_message(instance: &PluginInstance) -> Option<String> {
-    let c = instance
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.r#type == "Ready")?;
-    Some(format!("{}: {}", c.reason, c.message))
+    ready_condition(instance).map(|c| format!("{}: {}", c.reason, c.message))
 }
 
 /// Runs `task` until the stop channel closes.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use kube::api::{Patch, PatchParams};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -24,6 +24,7 @@ use crate::calls::client::PluginRequest;
 use crate::calls::{CallError, CallKind, CallOptions};
 use crate::host_api::HostState;
 use crate::host_api::state::call_error;
+use crate::status::status_body;
 use model::names::FIELD_MANAGER_API;
 use model::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
 
@@ -117,11 +118,7 @@ pub fn status_patch(outcome: &Outcome) -> Value {
             json!({ "doneAttempts": attempts, "doneError": error })
         }
     };
-    json!({
-        "apiVersion": AgentRun::api_version(&()),
-        "kind": AgentRun::kind(&()),
-        "status": status,
-    })
+    status_body::<AgentRun>(status, None)
 }
 
 impl DoneRecorder for KubeDoneRecorder {

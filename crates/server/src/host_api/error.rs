@@ -4,6 +4,7 @@
 
 use axum::http::StatusCode;
 
+use crate::calls::client::{CallFailure, seconds};
 use crate::http::ErrorAnswer;
 pub use crate::http::ErrorCode;
 
@@ -96,8 +97,10 @@ impl Code {
         Code::Unavailable,
         Code::Internal,
     ];
+}
 
-    pub const fn as_str(self) -> &'static str {
+impl ErrorCode for Code {
+    fn as_str(self) -> &'static str {
         match self {
             Code::MissingToken => "missing_token",
             Code::InvalidToken => "invalid_token",
@@ -131,7 +134,7 @@ impl Code {
         }
     }
 
-    pub const fn status(self) -> StatusCode {
+    fn status(self) -> StatusCode {
         match self {
             Code::MissingToken | Code::InvalidToken => StatusCode::UNAUTHORIZED,
             Code::Forbidden | Code::ToolNotGiven => StatusCode::FORBIDDEN,
@@ -163,7 +166,7 @@ impl Code {
     }
 
     /// The code for an error status made outside the handlers (a rejection, a layer).
-    pub fn for_status(status: StatusCode) -> Code {
+    fn for_status(status: StatusCode) -> Code {
         match status {
             StatusCode::UNAUTHORIZED => Code::MissingToken,
             StatusCode::FORBIDDEN => Code::Forbidden,
@@ -183,17 +186,34 @@ pub type HostError = ErrorAnswer<Code>;
 
 pub type HostResult<T> = Result<T, HostError>;
 
-impl ErrorCode for Code {
-    fn as_str(self) -> &'static str {
-        Code::as_str(self)
-    }
-
-    fn status(self) -> StatusCode {
-        Code::status(self)
-    }
-
-    fn for_status(status: StatusCode) -> Self {
-        Code::for_status(status)
+/// The error answer for a call the container left without an answer.
+pub fn failure_error(what: &str, failure: &CallFailure) -> HostError {
+    match failure {
+        CallFailure::BreakerOpen { retry_after } => HostError::new(
+            Code::BreakerOpen,
+            format!(
+                "{what} was not called: its container left 3 calls in a row unanswered, so \
+                 the host stops calling it for a while (next try in {})",
+                seconds(*retry_after)
+            ),
+        )
+        .retry_after(retry_after.as_secs_f64().ceil() as u64),
+        CallFailure::TimedOut(limit) => HostError::new(
+            Code::PluginTimeout,
+            format!("{what} did not answer within {}", seconds(*limit)),
+        ),
+        CallFailure::Refused(why) => HostError::new(
+            Code::PluginUnreachable,
+            format!("{what} could not be reached: {why}"),
+        ),
+        CallFailure::TooLarge { cap } => HostError::new(
+            Code::AnswerTooLarge,
+            format!("{what} answered more than {cap} bytes; the host refuses it"),
+        ),
+        CallFailure::Broken(why) => HostError::new(
+            Code::InvalidAnswer,
+            format!("{what}'s answer broke off: {why}"),
+        ),
     }
 }
 

@@ -2,6 +2,7 @@
 //! checks the caller first (401, then 403), then finds the chat, plugin and instance (404,
 //! 409, 503), then reads its body (400), then calls the plugin.
 
+use crate::http::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -134,16 +135,43 @@ fn what(target: &Target, thing: &str) -> String {
     )
 }
 
+/// Checks the caller (401, 403) for `permission` on the plugin's instance in the chat, then
+/// finds the instance (404, 409, 503).
+async fn authorized_target(
+    s: &HostState,
+    headers: &HeaderMap,
+    (ns, chat, plugin): (&str, &str, &str),
+    permission: impl FnOnce(&str, &str) -> Permission,
+) -> HostResult<Target> {
+    let instance = names::instance_name(plugin, chat);
+    s.authorize(headers, &permission(ns, &instance)).await?;
+    s.resolve(ns, chat, plugin)
+}
+
+/// Calls the target (starting it), and answers its 2xx answer or the error.
+async fn call_accepted(
+    s: &HostState,
+    target: &Target,
+    request: &PluginRequest,
+    what: &str,
+) -> HostResult<crate::calls::client::PluginAnswer> {
+    let answer = s
+        .call_target(target, request)
+        .await
+        .map_err(|e| call_error(target, what, e))?;
+    if !answer.status.is_success() {
+        return Err(plugin_error(what, &answer));
+    }
+    Ok(answer)
+}
+
 async fn action(
     State(s): State<HostState>,
     Path((ns, chat, plugin, action)): Path<(String, String, String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, HostError> {
-    let instance = names::instance_name(&plugin, &chat);
-    s.authorize(&headers, &Permission::action(&ns, &instance))
-        .await?;
-    let target = s.resolve(&ns, &chat, &plugin)?;
+    let target = authorized_target(&s, &headers, (&ns, &chat, &plugin), Permission::action).await?;
     let call: ActionCall = json_body(&body)?;
     actions::check(&target.compiled.manifest, &action, &call)?;
     let limits = s.calls.limits();
@@ -154,14 +182,13 @@ async fn action(
         limits.action,
         limits.body,
     );
-    let what = what(&target, &format!("action {action}"));
-    let answer = s
-        .call_target(&target, &request)
-        .await
-        .map_err(|e| call_error(&target, &what, e))?;
-    if !answer.status.is_success() {
-        return Err(plugin_error(&what, &answer));
-    }
+    call_accepted(
+        &s,
+        &target,
+        &request,
+        &what(&target, &format!("action {action}")),
+    )
+    .await?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }
 
@@ -171,10 +198,7 @@ async fn tool(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, HostError> {
-    let instance = names::instance_name(&plugin, &chat);
-    s.authorize(&headers, &Permission::tool(&ns, &instance))
-        .await?;
-    let target = s.resolve(&ns, &chat, &plugin)?;
+    let target = authorized_target(&s, &headers, (&ns, &chat, &plugin), Permission::tool).await?;
     let call: ToolCall = json_body(&body)?;
     let limits = s.calls.limits();
     let (_, limit) = tools::check_call(&target.compiled.manifest, &tool, &call, limits)?;
@@ -230,10 +254,10 @@ async fn list_switches(
     Path((ns, chat, plugin)): Path<InstancePath>,
     headers: HeaderMap,
 ) -> Result<Response, HostError> {
-    let instance = names::instance_name(&plugin, &chat);
-    s.authorize(&headers, &Permission::switch("get", &ns, &instance))
-        .await?;
-    let target = s.resolve(&ns, &chat, &plugin)?;
+    let target = authorized_target(&s, &headers, (&ns, &chat, &plugin), |ns, i| {
+        Permission::switch("get", ns, i)
+    })
+    .await?;
     let kept = target
         .instance
         .status
@@ -270,10 +294,10 @@ async fn click(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, HostError> {
-    let instance = names::instance_name(&plugin, &chat);
-    s.authorize(&headers, &Permission::switch("create", &ns, &instance))
-        .await?;
-    let target = s.resolve(&ns, &chat, &plugin)?;
+    let target = authorized_target(&s, &headers, (&ns, &chat, &plugin), |ns, i| {
+        Permission::switch("create", ns, i)
+    })
+    .await?;
     declared_switch(&target, &switch)?;
     let click: Click = json_body(&body)?;
     let mut sent = json!({ "on": click.on });
@@ -289,13 +313,7 @@ async fn click(
         limits.body,
     );
     let what = what(&target, &format!("switch {switch}"));
-    let answer = s
-        .call_target(&target, &request)
-        .await
-        .map_err(|e| call_error(&target, &what, e))?;
-    if !answer.status.is_success() {
-        return Err(plugin_error(&what, &answer));
-    }
+    let answer = call_accepted(&s, &target, &request, &what).await?;
     let current = target
         .instance
         .status
@@ -326,10 +344,10 @@ async fn proxy(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, HostError> {
-    let instance = names::instance_name(&plugin, &chat);
-    s.authorize(&headers, &Permission::x(&method, &ns, &instance))
-        .await?;
-    let target = s.resolve(&ns, &chat, &plugin)?;
+    let target = authorized_target(&s, &headers, (&ns, &chat, &plugin), |ns, i| {
+        Permission::x(&method, ns, i)
+    })
+    .await?;
     let rest = x_rest(uri.path(), &ns, &chat, &plugin, &path);
     let mut forward = format!("/x/{rest}");
     if let Some(q) = uri.query() {

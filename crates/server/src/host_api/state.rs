@@ -8,10 +8,10 @@ use std::time::Duration;
 use prometheus_client::registry::Registry;
 
 use super::auth::{Auth, Lookup, Permission, Reviewer};
-use super::error::{Code, HostError, HostResult};
+use super::error::{Code, HostError, HostResult, failure_error};
 use super::metrics::{HostMetrics, ResultLabels};
 use super::target;
-use crate::calls::client::{CallFailure, PluginAnswer, PluginRequest, seconds};
+use crate::calls::client::{PluginAnswer, PluginRequest, seconds};
 use crate::calls::{CallError, CallOptions, Calls, StartError, Target};
 use crate::index::Index;
 use crate::status::StatusWriter;
@@ -136,37 +136,6 @@ pub fn call_error(target: &Target, what: &str, e: CallError) -> HostError {
     match e {
         CallError::Start(e) => start_error(target, &e),
         CallError::Plugin(failure) => failure_error(what, &failure),
-    }
-}
-
-/// The error answer for a call the container left without an answer.
-pub fn failure_error(what: &str, failure: &CallFailure) -> HostError {
-    match failure {
-        CallFailure::BreakerOpen { retry_after } => HostError::new(
-            Code::BreakerOpen,
-            format!(
-                "{what} was not called: its container left 3 calls in a row unanswered, so \
-                 the host stops calling it for a while (next try in {})",
-                seconds(*retry_after)
-            ),
-        )
-        .retry_after(retry_after.as_secs_f64().ceil() as u64),
-        CallFailure::TimedOut(limit) => HostError::new(
-            Code::PluginTimeout,
-            format!("{what} did not answer within {}", seconds(*limit)),
-        ),
-        CallFailure::Refused(why) => HostError::new(
-            Code::PluginUnreachable,
-            format!("{what} could not be reached: {why}"),
-        ),
-        CallFailure::TooLarge { cap } => HostError::new(
-            Code::AnswerTooLarge,
-            format!("{what} answered more than {cap} bytes; the host refuses it"),
-        ),
-        CallFailure::Broken(why) => HostError::new(
-            Code::InvalidAnswer,
-            format!("{what}'s answer broke off: {why}"),
-        ),
     }
 }
 

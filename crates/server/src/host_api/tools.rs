@@ -5,13 +5,14 @@
 //!
 //! Pure: the compiled schemas come in as values.
 
+use crate::http::ErrorCode;
 use std::time::Duration;
 
 use jsonschema::Validator;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::error::{Code, HostError, HostResult};
+use super::error::{Code, HostError, HostResult, failure_error};
 use crate::calls::Limits;
 use crate::calls::client::{CallFailure, PluginAnswer, seconds};
 use model::manifest::{Manifest, json_schema};
@@ -291,32 +292,7 @@ fn parse_result(v: &Value) -> Option<ToolResult> {
 
 /// The `is_error` result for a call that brought no answer.
 pub fn failure_result(tool: &str, failure: &CallFailure) -> ToolResult {
-    match failure {
-        CallFailure::BreakerOpen { retry_after } => ToolResult::host_error(
-            Code::BreakerOpen,
-            format!(
-                "tool {tool} was not called: its container left 3 calls in a row unanswered, \
-                 so the host stops calling it for a while (next try in {})",
-                seconds(*retry_after)
-            ),
-        ),
-        CallFailure::TimedOut(limit) => ToolResult::host_error(
-            Code::PluginTimeout,
-            format!("tool {tool} did not answer within {}", seconds(*limit)),
-        ),
-        CallFailure::Refused(why) => ToolResult::host_error(
-            Code::PluginUnreachable,
-            format!("tool {tool} could not be reached: {why}"),
-        ),
-        CallFailure::TooLarge { cap } => ToolResult::host_error(
-            Code::AnswerTooLarge,
-            format!("tool {tool} answered more than {cap} bytes; the host refuses it"),
-        ),
-        CallFailure::Broken(why) => ToolResult::host_error(
-            Code::InvalidAnswer,
-            format!("tool {tool}'s answer broke off: {why}"),
-        ),
-    }
+    ToolResult::from_error(&failure_error(&format!("tool {tool}"), failure))
 }
 
 #[cfg(test)]

@@ -129,38 +129,22 @@ impl Index {
         let (on_plugins, on_instances, on_runs) =
             (changed.clone(), changed.clone(), changed.clone());
         let index = Index {
-            host: reflect(
-                Api::all(client.clone()),
-                watcher::Config::default(),
-                &stop,
-                move |e| config_writes::on_host(&mut host_gens, e, &host_tx),
-            ),
-            plugins: reflect(
-                Api::all(client.clone()),
-                watcher::Config::default(),
-                &stop,
-                move |_| bump(&on_plugins.plugins),
-            ),
-            projects: reflect(
-                Api::all(client.clone()),
-                watcher::Config::default(),
-                &stop,
-                move |e| config_writes::on_project(&mut project_gens, e, &writes_tx),
-            ),
-            channels: reflect(
-                Api::all(client.clone()),
-                watcher::Config::default(),
-                &stop,
-                |_| {},
-            ),
-            instances: reflect(Api::all(client.clone()), managed(), &stop, move |_| {
+            host: reflect(&client, watcher::Config::default(), &stop, move |e| {
+                config_writes::on_host(&mut host_gens, e, &host_tx)
+            }),
+            plugins: reflect(&client, watcher::Config::default(), &stop, move |_| {
+                bump(&on_plugins.plugins)
+            }),
+            projects: reflect(&client, watcher::Config::default(), &stop, move |e| {
+                config_writes::on_project(&mut project_gens, e, &writes_tx)
+            }),
+            channels: reflect(&client, watcher::Config::default(), &stop, |_| {}),
+            instances: reflect(&client, managed(), &stop, move |_| {
                 bump(&on_instances.instances)
             }),
-            runs: reflect(Api::all(client.clone()), managed(), &stop, move |_| {
-                bump(&on_runs.runs)
-            }),
+            runs: reflect(&client, managed(), &stop, move |_| bump(&on_runs.runs)),
             config_maps: reflect(
-                Api::all(client.clone()),
+                &client,
                 watcher::Config::default().labels(&config_maps_selector()),
                 &stop,
                 |_| {},
@@ -240,10 +224,10 @@ fn slim<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-/// Fills a store from a watch in the background, showing each event (once the store holds it)
-/// to `on_event`.
+/// Fills a store from a cluster-wide watch in the background, showing each event (once the
+/// store holds it) to `on_event`.
 fn reflect<K>(
-    api: Api<K>,
+    client: &Client,
     config: watcher::Config,
     stop: &stop_watch::Receiver<bool>,
     on_event: impl FnMut(&watcher::Event<K>) + Send + 'static,
@@ -258,7 +242,14 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    spawn_watch(api, config, writer, stop, on_event, |_| {});
+    spawn_watch(
+        Api::all(client.clone()),
+        config,
+        writer,
+        stop,
+        on_event,
+        |_| {},
+    );
     store
 }
 

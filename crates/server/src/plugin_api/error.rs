@@ -94,8 +94,10 @@ impl Code {
         Code::Timeout,
         Code::Internal,
     ];
+}
 
-    pub const fn as_str(self) -> &'static str {
+impl ErrorCode for Code {
+    fn as_str(self) -> &'static str {
         match self {
             Code::InvalidBody => "invalid_body",
             Code::InvalidPath => "invalid_path",
@@ -129,7 +131,7 @@ impl Code {
         }
     }
 
-    pub const fn status(self) -> StatusCode {
+    fn status(self) -> StatusCode {
         match self {
             Code::InvalidBody | Code::InvalidPath | Code::InvalidKey => StatusCode::BAD_REQUEST,
             Code::MissingToken | Code::MalformedToken | Code::InvalidToken => {
@@ -161,7 +163,7 @@ impl Code {
 
     /// The code a bare status stands for, for answers made outside a handler (a timeout, a
     /// body limit, an unknown route).
-    pub fn for_status(status: StatusCode) -> Code {
+    fn for_status(status: StatusCode) -> Code {
         match status {
             StatusCode::NOT_FOUND => Code::NotFound,
             StatusCode::METHOD_NOT_ALLOWED => Code::MethodNotAllowed,
@@ -180,20 +182,6 @@ pub type ApiError = ErrorAnswer<Code>;
 
 /// What a handler answers.
 pub type ApiResult<T> = Result<T, ApiError>;
-
-impl ErrorCode for Code {
-    fn as_str(self) -> &'static str {
-        Code::as_str(self)
-    }
-
-    fn status(self) -> StatusCode {
-        Code::status(self)
-    }
-
-    fn for_status(status: StatusCode) -> Self {
-        Code::for_status(status)
-    }
-}
 
 #[cfg(test)]
 mod tests {

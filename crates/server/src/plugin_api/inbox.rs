@@ -8,10 +8,8 @@
 //! notification drawer. A chat keeps the newest [`MAX_ENTRIES`] entries of each plugin; writing
 //! one more drops the oldest.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -109,17 +107,7 @@ pub fn template(
 ) -> ConfigMap {
     let mut labels = names::labels(plugin, project, channel, "inbox");
     labels.insert(names::LABEL_INSTANCE.into(), instance.into());
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(inbox_name(instance)),
-            namespace: Some(namespace.into()),
-            labels: Some(labels),
-            owner_references: owner.map(|o| vec![o]),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::new()),
-        ..Default::default()
-    }
+    super::writes::empty_config_map(inbox_name(instance), namespace, labels, owner)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::error::{ApiError, Code};
 use model::names;
@@ -68,17 +68,7 @@ pub fn template(
         (names::LABEL_PLUGIN.to_string(), plugin.to_string()),
         (names::LABEL_PROJECT.to_string(), project.to_string()),
     ]);
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(memory_name(plugin, project)),
-            namespace: Some(namespace.into()),
-            labels: Some(labels),
-            owner_references: owner.map(|o| vec![o]),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::new()),
-        ..Default::default()
-    }
+    super::writes::empty_config_map(memory_name(plugin, project), namespace, labels, owner)
 }
 
 #[cfg(test)]

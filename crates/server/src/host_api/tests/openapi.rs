@@ -3,6 +3,7 @@
 //! RBAC for, and the answers to the spec's own request examples (and to a caller without the
 //! grant) have a status the operation documents and a body of its schema.
 
+use crate::http::ErrorCode;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 

@@ -3,6 +3,7 @@
 //! the router gives (successes from the spec's own examples, and 400, 401, 403, 409, 413 and
 //! the routes' other errors) has a status the operation documents and a body of its schema.
 
+use crate::http::ErrorCode;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
