@@ -379,113 +379,162 @@ async fn actions_carry_their_trigger_and_the_thread() {
     assert_eq!(a.code(), "invalid_body");
 }
 
+/// One request and what it must answer.
+struct Row {
+    method: &'static str,
+    path: String,
+    token: Option<&'static str>,
+    body: String,
+    status: StatusCode,
+    code: &'static str,
+    /// A part of the error message, when it matters.
+    says: &'static str,
+}
+
+fn row(
+    method: &'static str,
+    path: String,
+    token: Option<&'static str>,
+    body: &str,
+    (status, code, says): (StatusCode, &'static str, &'static str),
+) -> Row {
+    Row {
+        method,
+        path,
+        token,
+        body: body.to_string(),
+        status,
+        code,
+        says,
+    }
+}
+
+async fn check_rows(w: &World, rows: &[Row]) {
+    for r in rows {
+        let a = w.send(r.method, &r.path, r.token, &r.body).await;
+        let what = format!("{} {} with {:?}", r.method, r.path, r.token);
+        assert_eq!(
+            (a.status, a.code()),
+            (r.status, r.code),
+            "{what}: {}",
+            a.json
+        );
+        let message = a.json["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(r.says), "{what}: {message}");
+    }
+}
+
 #[tokio::test]
 async fn callers_need_a_token_the_cluster_accepts_and_the_rbac_grant() {
     let mut w = World::new().await;
     w.start("general", "uid-1");
-    let a = w
-        .send("POST", &at("general", "/tools/echo"), None, SAY)
-        .await;
-    assert_eq!(
-        (a.status, a.code()),
-        (StatusCode::UNAUTHORIZED, "missing_token")
-    );
+    let tool = at("general", "/tools/echo");
+    let manual = r#"{"trigger": "manual"}"#;
+    use StatusCode as S;
+    check_rows(
+        &w,
+        &[
+            row(
+                "POST",
+                tool.clone(),
+                None,
+                SAY,
+                (S::UNAUTHORIZED, "missing_token", ""),
+            ),
+            row(
+                "POST",
+                tool.clone(),
+                Some("stolen"),
+                SAY,
+                (S::UNAUTHORIZED, "invalid_token", ""),
+            ),
+            row(
+                "POST",
+                tool.clone(),
+                Some(LIMITED),
+                SAY,
+                (S::FORBIDDEN, "forbidden", "create plugininstances/tools"),
+            ),
+            // RBAC comes before anything about the chat: no way to probe what exists.
+            row(
+                "POST",
+                at("nowhere", "/tools/echo"),
+                Some(LIMITED),
+                SAY,
+                (S::FORBIDDEN, "forbidden", ""),
+            ),
+            row(
+                "POST",
+                at("general", "/actions/ping"),
+                Some(LIMITED),
+                manual,
+                (S::ACCEPTED, "", ""),
+            ),
+        ],
+    )
+    .await;
+    let a = w.send("POST", &tool, None, SAY).await;
     assert_eq!(a.headers[header::WWW_AUTHENTICATE], "Bearer");
-    let a = w
-        .send("POST", &at("general", "/tools/echo"), Some("stolen"), SAY)
-        .await;
-    assert_eq!(
-        (a.status, a.code()),
-        (StatusCode::UNAUTHORIZED, "invalid_token")
-    );
-    let a = w
-        .send("POST", &at("general", "/tools/echo"), Some(LIMITED), SAY)
-        .await;
-    assert_eq!((a.status, a.code()), (StatusCode::FORBIDDEN, "forbidden"));
-    assert!(
-        a.json["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("create plugininstances/tools")
-    );
     assert!(w.plugin.seen("/tools").is_empty());
-    // RBAC comes before anything about the chat: no way to probe what exists.
-    let a = w
-        .send("POST", &at("nowhere", "/tools/echo"), Some(LIMITED), SAY)
-        .await;
-    assert_eq!(a.status, StatusCode::FORBIDDEN);
-    let a = w
-        .send(
-            "POST",
-            &at("general", "/actions/ping"),
-            Some(LIMITED),
-            r#"{"trigger": "manual"}"#,
-        )
-        .await;
-    assert_eq!(a.status, StatusCode::ACCEPTED);
 }
 
 #[tokio::test]
 async fn chats_and_plugins_that_do_not_exist_or_run_nothing_are_refused() {
     let w = World::new().await;
     let manual = r#"{"trigger": "manual"}"#;
-    let a = w
-        .send("POST", &at("nowhere", "/actions/ping"), Some(TOKEN), manual)
-        .await;
-    assert_eq!(
-        (a.status, a.code()),
-        (StatusCode::NOT_FOUND, "channel_not_found")
-    );
-    let a = w
-        .send(
-            "POST",
-            "/channels/general/plugins/other/actions/ping",
-            Some(TOKEN),
-            manual,
-        )
-        .await;
-    assert_eq!(
-        (a.status, a.code()),
-        (StatusCode::NOT_FOUND, "plugin_not_found")
-    );
-    let a = w
-        .send(
-            "POST",
-            &at("general-h", "/actions/ping"),
-            Some(TOKEN),
-            manual,
-        )
-        .await;
-    assert_eq!(
-        (a.status, a.code()),
-        (StatusCode::CONFLICT, "plugin_not_enabled")
-    );
-    assert!(
-        a.json["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("hidden")
-    );
-    let a = w
-        .send("GET", &at("general", "/actions/ping"), Some(TOKEN), "")
-        .await;
-    assert_eq!(
-        (a.status, a.code()),
-        (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
-    );
-    let a = w.send("GET", "/nothing/here", Some(TOKEN), "").await;
-    assert_eq!(a.status, StatusCode::NOT_FOUND);
     let big = format!(
         r#"{{"trigger": "manual", "input": "{}"}}"#,
         "x".repeat(3000)
     );
-    let a = w
-        .send("POST", &at("general", "/actions/ping"), Some(TOKEN), &big)
-        .await;
-    assert_eq!(
-        (a.status, a.code()),
-        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
-    );
+    use StatusCode as S;
+    check_rows(
+        &w,
+        &[
+            row(
+                "POST",
+                at("nowhere", "/actions/ping"),
+                Some(TOKEN),
+                manual,
+                (S::NOT_FOUND, "channel_not_found", "nowhere"),
+            ),
+            row(
+                "POST",
+                "/channels/general/plugins/other/actions/ping".into(),
+                Some(TOKEN),
+                manual,
+                (S::NOT_FOUND, "plugin_not_found", "other"),
+            ),
+            row(
+                "POST",
+                at("general-h", "/actions/ping"),
+                Some(TOKEN),
+                manual,
+                (S::CONFLICT, "plugin_not_enabled", "hidden"),
+            ),
+            row(
+                "GET",
+                at("general", "/actions/ping"),
+                Some(TOKEN),
+                "",
+                (S::METHOD_NOT_ALLOWED, "method_not_allowed", ""),
+            ),
+            row(
+                "GET",
+                "/nothing/here".into(),
+                Some(TOKEN),
+                "",
+                (S::NOT_FOUND, "not_found", ""),
+            ),
+            row(
+                "POST",
+                at("general", "/actions/ping"),
+                Some(TOKEN),
+                &big,
+                (S::PAYLOAD_TOO_LARGE, "body_too_large", ""),
+            ),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
