@@ -8,49 +8,37 @@
 # State lives in the folder $KIND_HOST_STATE (one per run).
 # shellcheck shell=bash
 
-# Host-wide sysctls the kubelets in the nodes set (pkg/kubelet/cm setupKernelTunables) and the
-# ones dockerd sets; put back after the run.
-KIND_HOST_SYSCTLS=(kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom
-  kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward
-  net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables
-  net.netfilter.nf_conntrack_max)
+# Host-wide sysctls a kind run changes, seen here: the kubelets in the nodes set kernel.panic,
+# kernel.panic_on_oops and vm.overcommit_memory (pkg/kubelet/cm setupKernelTunables); systemd
+# in the nodes sets fs.file-max and fs.protected_*; dockerd sets net.ipv4.ip_forward and the
+# IPv6 forwarding switches. All of them, and any other that moves, are put back; only these,
+# which move on their own, are left alone:
+KIND_VOLATILE_SYSCTLS='^(kernel\.(random\.|ns_last_pid|pty\.nr|sched_domain|tainted)|fs\.(dentry-state|file-nr|inode-(nr|state)|quota\.|binfmt_misc\.)|net\.netfilter\.nf_conntrack_count|net\.ipv[46]\.(route\.|neigh\.)|dev\.|vm\.stat|net\.ipv[46]\.conf\.(veth|br-|docker))'
 
-# Records what the run may change: the sysctls (all of them, to report others that move),
-# whether /lib/modules exists.
+# Records every sysctl's value and whether /lib/modules exists.
 host_snapshot() {
   mkdir -p "$KIND_HOST_STATE"
-  local k
-  for k in "${KIND_HOST_SYSCTLS[@]}"; do
-    [[ -e /proc/sys/${k//.//} ]] && printf '%s=%s\n' "$k" "$(cat "/proc/sys/${k//.//}")"
-  done >"$KIND_HOST_STATE/sysctls"
-  sysctl -a 2>/dev/null | sort >"$KIND_HOST_STATE/sysctl-all" || true
+  sysctl -a 2>/dev/null | sort >"$KIND_HOST_STATE/sysctls" || true
   [[ -e /lib/modules ]] && touch "$KIND_HOST_STATE/lib-modules-existed"
   return 0
 }
 
-# Puts back the recorded sysctls and removes /lib/modules when the run made it (and it is
-# empty); names any other sysctl whose value moved, for the note.
+# Puts back every recorded sysctl that moved (but the volatile ones), and removes /lib/modules
+# when the run made it (and it is empty).
 host_restore() {
-  [[ -f $KIND_HOST_STATE/sysctls ]] || return 0
-  local line k v now moved=()
+  [[ -s $KIND_HOST_STATE/sysctls ]] || return 0
+  local line k v now file put=() failed=()
   while IFS= read -r line; do
-    k=${line%%=*} v=${line#*=}
-    now=$(cat "/proc/sys/${k//.//}" 2>/dev/null) || continue
-    if [[ $now != "$v" ]]; then
-      if printf '%s' "$v" >"/proc/sys/${k//.//}" 2>/dev/null; then
-        say "host: put back $k = $v (was $now)"
-      else
-        say "host: could not put back $k = $v (is $now)"
-      fi
-    fi
-  done <"$KIND_HOST_STATE/sysctls"
-  if [[ -f $KIND_HOST_STATE/sysctl-all ]]; then
-    # Counters and per-boot randomness move on their own; anything else is worth knowing.
-    mapfile -t moved < <(sysctl -a 2>/dev/null | sort |
-      comm -13 "$KIND_HOST_STATE/sysctl-all" - |
-      grep -vE '^(kernel\.(random|ns_last_pid|pty\.nr|sched_domain)|fs\.(dentry-state|file-nr|inode-(nr|state)|quota)|net\.netfilter\.nf_conntrack_count|net\.ipv[46]\.(route\.|neigh\.)|dev\.|vm\.stat|kernel\.tainted|fs\.binfmt_misc|net\.(ipv4|ipv6)\.conf\.(veth|br-|docker))' || true)
-    ((${#moved[@]})) && say "host: other sysctls that differ now (not restored): ${moved[*]}"
-  fi
+    k=${line%% = *} v=${line#* = }
+    [[ $k =~ $KIND_VOLATILE_SYSCTLS ]] && continue
+    file=/proc/sys/${k//.//}
+    [[ -w $file ]] || continue
+    now=$(sysctl -n "$k" 2>/dev/null) || continue
+    [[ $now == "$v" ]] && continue
+    if printf '%s\n' "$v" >"$file" 2>/dev/null; then put+=("$k=$v"); else failed+=("$k"); fi
+  done < <(sysctl -a 2>/dev/null | sort | comm -23 "$KIND_HOST_STATE/sysctls" -)
+  ((${#put[@]})) && say "host: put back ${put[*]}"
+  ((${#failed[@]})) && say "host: could not put back ${failed[*]}"
   if [[ ! -f $KIND_HOST_STATE/lib-modules-existed && -d /lib/modules ]]; then
     if rmdir /lib/modules 2>/dev/null; then
       say "host: removed /lib/modules (made for kind's bind mount)"
@@ -72,7 +60,7 @@ engine_up() {
     say "engine: using the running Docker engine ($("$docker" version -f '{{.Server.Version}}' 2>/dev/null))"
     return 0
   fi
-  if ! command -v dockerd >/dev/null || ! command -v "$docker" >/dev/null; then
+  if ! type -P dockerd >/dev/null || ! type -P "$docker" >/dev/null; then
     need_debian_packages "the Docker engine: none answers and dockerd is missing" docker.io
   fi
   command -v dockerd >/dev/null || die "no Docker engine answers and dockerd is not installed"
@@ -122,7 +110,13 @@ engine_down() {
     # Tables dockerd added are emptied; the ones that existed get their old rules back.
     local t
     for t in $(iptables-save 2>/dev/null | sed -n 's/^\*//p'); do
-      grep -qx "\*$t" "$KIND_HOST_STATE/iptables" || { iptables -t "$t" -F && iptables -t "$t" -X; } 2>/dev/null || true
+      grep -qx "\*$t" "$KIND_HOST_STATE/iptables" && continue
+      iptables -t "$t" -F 2>/dev/null || true
+      iptables -t "$t" -X 2>/dev/null || true
+      local chain
+      for chain in $(iptables-save -t "$t" 2>/dev/null | sed -n 's/^:\([A-Z]*\) [A-Z]*.*/\1/p'); do
+        iptables -t "$t" -P "$chain" ACCEPT 2>/dev/null || true
+      done
     done
     iptables-restore <"$KIND_HOST_STATE/iptables" 2>/dev/null || say "engine: could not restore iptables"
   fi
@@ -157,7 +151,8 @@ privileged_docker_dir() {
   missing=$(missing_capabilities)
   [[ -n $missing ]] || return 0
   local dir=$KIND_HOST_STATE/docker-bin real
-  real=$(command -v "${DOCKER:-docker}")
+  # type -P: the program, not a shell function of the same name (a wrapper calling itself).
+  real=$(type -P "${DOCKER:-docker}") || die "no ${DOCKER:-docker} program on PATH"
   mkdir -p "$dir"
   cat >"$dir/docker" <<WRAP
 #!/usr/bin/env bash
