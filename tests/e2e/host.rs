@@ -58,6 +58,8 @@ pub fn tests() -> Vec<E2eTest> {
             cronjob,
         )
         .timeout(Duration::from_secs(240)),
+        test("host::a_plugins_data_outlives_its_pod", data_outlives_pod)
+            .timeout(Duration::from_secs(180)),
         test(
             "host::the_charts_network_policy_lets_a_plugin_pod_reach_only_the_api_and_dns",
             network_policy,
@@ -1336,4 +1338,69 @@ async fn ping_via(
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// `/data` is the instance's PersistentVolumeClaim (on kind bound by local-path, the default
+/// StorageClass): what the plugin wrote there (its journal) is there again when its Pod is
+/// deleted and the next call starts a new one.
+async fn data_outlives_pod(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "hd");
+    world(
+        &ns,
+        &[(echo_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let instance = names::instance_name(&id, "general");
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    let ping = format!("/channels/general/plugins/{id}/actions/ping");
+    let a = caller
+        .send_ready("POST", &ping, Some(json!({"trigger": "manual"})))
+        .await?;
+    ensure!(a.status == StatusCode::ACCEPTED, "{a:?}");
+    let before = caller.journal("general", &id, "/actions/ping").await?;
+    ensure!(before.len() == 1, "one ping in the journal: {before:?}");
+    let claim = ns
+        .api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>()
+        .get(&format!("data-{instance}"))
+        .await?;
+    ensure!(
+        claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"),
+        "the instance's claim: {:?}",
+        claim.status
+    );
+    let old = pods_of(&ns, &instance).await?;
+    ensure!(old.len() == 1, "one Pod: {}", old.len());
+    let old_uid = old[0].metadata.uid.clone();
+    ns.api::<Pod>()
+        .delete(&old[0].name_any(), &kube::api::DeleteParams::default())
+        .await?;
+    let until = Instant::now() + WAIT;
+    while pods_of(&ns, &instance)
+        .await?
+        .iter()
+        .any(|p| p.metadata.uid == old_uid)
+    {
+        ensure!(Instant::now() < until, "the old Pod is still there");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The next call starts a new Pod on the same claim.
+    let after = caller.journal("general", &id, "/actions/ping").await?;
+    let now = pods_of(&ns, &instance).await?;
+    ensure!(
+        now.iter().all(|p| p.metadata.uid != old_uid) && !now.is_empty(),
+        "a new Pod: {:?}",
+        now.iter().map(|p| &p.metadata.uid).collect::<Vec<_>>()
+    );
+    ensure!(
+        after.first() == before.first(),
+        "the journal after the restart: {after:?}, before: {before:?}"
+    );
+    Ok(())
 }
