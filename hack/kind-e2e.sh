@@ -122,8 +122,8 @@ finish() {
       with_kind_docker "$kind_bin" delete cluster --name "$cluster" >/dev/null 2>&1 ||
         say "could not delete cluster $cluster"
     fi
-    ((made_registry)) && docker rm -f -v "$reg_name" >/dev/null 2>&1
-    ((made_network)) && docker network rm kind >/dev/null 2>&1
+    if ((made_registry)); then docker rm -f -v "$reg_name" >/dev/null 2>&1 || true; fi
+    if ((made_network)); then docker network rm kind >/dev/null 2>&1 || true; fi
     local v
     for v in $(docker volume ls -q 2>/dev/null); do
       grep -qx "$v" <<<"$volumes_before" || docker volume rm "$v" >/dev/null 2>&1 || true
@@ -133,15 +133,13 @@ finish() {
   if [[ $keep != 1 ]]; then
     host_restore
   else
-    host_restore_sysctls_only
+    host_restore --keep-engine
   fi
   rm -rf "$KIND_HOST_STATE"
   phases+=("$(printf '%-14s %5ss' cleanup "$((SECONDS - start))")")
   report
   exit "$status"
 }
-# With the cluster kept its nodes still bind-mount /lib/modules: only the sysctls go back.
-host_restore_sysctls_only() { touch "$KIND_HOST_STATE/lib-modules-existed"; host_restore; }
 trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM

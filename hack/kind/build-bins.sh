@@ -146,5 +146,9 @@ if want pause; then
   say "built pause"
 fi
 rm -rf "$staging"
+# Folders of other keys are stale builds of the same programs.
+for old in "$(kind_cache_root)"/kind-bin-*; do
+  [[ $old == "$out" || ! -d $old ]] || rm -rf "$old"
+done
 say "all built in $((SECONDS - total))s"
 echo "$out"

@@ -13,6 +13,8 @@
 # KIND_DROP_CAPS (the missing capabilities, space-separated names without CAP_).
 set -euo pipefail
 real=${KIND_REAL_DOCKER:?the docker program to run}
+# A name would be looked up on PATH, where this wrapper comes first.
+[[ $real == /* ]] || { echo "docker-privileged: KIND_REAL_DOCKER=$real is not an absolute path" >&2; exit 2; }
 read -r -a drop <<<"${KIND_DROP_CAPS:-}"
 
 args=()

@@ -24,13 +24,17 @@ host_snapshot() {
 }
 
 # Puts back every recorded sysctl that moved (but the volatile ones), and removes /lib/modules
-# when the run made it (and it is empty).
+# when the run made it (and it is empty). `host_restore --keep-engine`, for a cluster that
+# stays: the network ones (dockerd's forwarding, which the cluster needs) and /lib/modules (the
+# nodes mount it) stay too.
 host_restore() {
   [[ -s $KIND_HOST_STATE/sysctls ]] || return 0
-  local line k v now file put=() failed=()
+  local keep_engine=0 line k v now file put=() failed=()
+  [[ ${1:-} == --keep-engine ]] && keep_engine=1
   while IFS= read -r line; do
     k=${line%% = *} v=${line#* = }
     [[ $k =~ $KIND_VOLATILE_SYSCTLS ]] && continue
+    ((keep_engine)) && [[ $k == net.* ]] && continue
     file=/proc/sys/${k//.//}
     [[ -w $file ]] || continue
     now=$(sysctl -n "$k" 2>/dev/null) || continue
@@ -39,7 +43,7 @@ host_restore() {
   done < <(sysctl -a 2>/dev/null | sort | comm -23 "$KIND_HOST_STATE/sysctls" -)
   ((${#put[@]})) && say "host: put back ${put[*]}"
   ((${#failed[@]})) && say "host: could not put back ${failed[*]}"
-  if [[ ! -f $KIND_HOST_STATE/lib-modules-existed && -d /lib/modules ]]; then
+  if ((!keep_engine)) && [[ ! -f $KIND_HOST_STATE/lib-modules-existed && -d /lib/modules ]]; then
     if rmdir /lib/modules 2>/dev/null; then
       say "host: removed /lib/modules (made for kind's bind mount)"
     else

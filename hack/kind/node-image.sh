@@ -21,7 +21,8 @@
 # the image hack/kind/debian-base.sh printed. The image is tagged
 # loop-plugins.local/kind-node:<kubernetes>-<key> (key: those inputs and every file this
 # uses) and saved to ~/.cache/loop-plugins/kind-node-<key>/node.tar, so a Docker engine
-# without it loads it instead of building (KIND_SAVE_NODE_IMAGE=0 skips the save).
+# without it loads it instead of building (KIND_SAVE_NODE_IMAGE=0 skips the save). A new build
+# removes the node images and tarballs of other keys.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=hack/kind/lib.sh
@@ -161,4 +162,11 @@ if [[ ${KIND_SAVE_NODE_IMAGE:-1} == 1 ]]; then
   mv "$cache/node.tar.tmp" "$cache/node.tar"
   say "saved to $cache/node.tar ($(du -h "$cache/node.tar" | cut -f1)) in $((SECONDS - start))s"
 fi
+# Node images of other keys are 1.6 GB each, in Docker and in the cache: only this one stays.
+for old in $("$docker" images --format '{{.Repository}}:{{.Tag}}' loop-plugins.local/kind-node); do
+  [[ $old == "$image" ]] || "$docker" rmi "$old" >/dev/null 2>&1 || true
+done
+for old in "$(kind_cache_root)"/kind-node-*; do
+  [[ $old == "$cache" || ! -d $old ]] || rm -rf "$old"
+done
 echo "$image"
