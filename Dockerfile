@@ -7,7 +7,9 @@
 #   docker build -t loop-plugins:dev .                                  # the default target
 #   docker build --target echo-plugin -t loop-plugins-echo:dev .        # the example plugin
 #
-# Needs BuildKit (the default builder since Docker 23) for the cache mounts.
+# Needs BuildKit (the default builder since Docker 23) for the cache mounts, and its base images
+# pulled. Where neither is there, Dockerfile.prebuilt makes the same two images from binaries
+# built on the host (hack/kind/app-images.sh).
 
 ARG RUST_VERSION=1.95
 ARG BASE_IMAGE=gcr.io/distroless/static-debian13:nonroot

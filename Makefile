@@ -57,16 +57,22 @@ bench-gate:
 
 # A local cluster until Ctrl-C: control plane, kubelet stand-in, CRDs, examples/; writes
 # .dev/kubeconfig (KUBECONFIG=.dev/kubeconfig kubectl get plugins).
+# `make dev CLUSTER=kind`: the kind cluster of kind-config.yaml instead, with real containers:
+# the chart installed from our image, examples/ applied with the echo plugin's real image
+# (hack/kind-e2e.sh --dev; .dev/kind.kubeconfig); Ctrl-C removes it (KEEP_CLUSTER=1 keeps it).
+CLUSTER ?= local
 dev:
-	@hack/dev.sh
+	@CLUSTER=$(CLUSTER) hack/dev.sh
 
-# On a machine with Docker and kind (v0.24 or later): kind's local registry (localhost:5001), a
-# kind cluster from kind-config.yaml, our image and the echo plugin's built and pushed there,
-# the chart installed with the built helm (API Service on node port 30080 = the host's
-# 127.0.0.1:30080), then the e2e suite against that cluster instead of the local control plane
-# (LOOP_PLUGINS_E2E_CLUSTER=kind). Reuses the registry and the cluster when they exist;
-# `kind delete cluster --name loop-plugins` removes it. Settings: KIND, DOCKER, KIND_CLUSTER,
-# KIND_KUBECONFIG (environment or make's command line); see hack/kind-e2e.sh.
+# The e2e suite on a kind cluster with real containers, from a fresh machine: starts Docker if
+# none answers (installing Debian's docker.io when missing), builds kind and, where nothing can
+# be pulled, the node image and every cluster image from Go modules and Debian packages (cached
+# under ~/.cache/loop-plugins/kind-*), starts a local registry, pushes our image and the echo
+# plugin's, installs the chart (two replicas) with the built helm, runs the suite with
+# LOOP_PLUGINS_E2E_CLUSTER=kind, then removes what it made and puts back the host's sysctls.
+# Settings (environment or make's command line): KIND_OFFLINE, KIND_NODE_IMAGE,
+# KIND_REGISTRY_IMAGE, KIND_APP_IMAGES, KEEP_CLUSTER=1, KIND_CLUSTER, KIND_KUBECONFIG; see
+# hack/kind-e2e.sh.
 .PHONY: kind-e2e
 kind-e2e:
 	@hack/kind-e2e.sh

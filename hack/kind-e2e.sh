@@ -1,104 +1,257 @@
 #!/usr/bin/env bash
-# `make kind-e2e`: the e2e suite against a kind cluster with the chart installed, on a machine
-# with Docker and kind (v0.24 or later). The suite's side of it is LOOP_PLUGINS_E2E_CLUSTER=kind
-# (tests/e2e/support/target.rs); this script makes the cluster it expects:
+# `make kind-e2e`: the e2e suite against a kind cluster with the chart installed, from a fresh
+# machine: nothing needs to be installed first but Go, Rust and (on Debian, as root) apt.
+# Where no image can be pulled (here), every image is built locally from Go modules and Debian
+# packages; on a machine with internet the same steps take kind's default node image and
+# registry:2 instead (KIND_OFFLINE). Phases, each timed (a table at the end):
 #
-#   1. the local registry of kind's docs (https://kind.sigs.k8s.io/docs/user/local-registry/):
-#      a registry:2 container `kind-registry` published on 127.0.0.1:5001, started or reused;
-#   2. the kind cluster of kind-config.yaml, created or reused (kept after the run;
-#      `kind delete cluster --name loop-plugins` removes it), with containerd on each node told
-#      that localhost:5001 is the registry container, the registry on the `kind` network, and
-#      the `local-registry-hosting` ConfigMap that documents it;
-#   3. our image (the Dockerfile's default target) and the echo plugin's (`--target
-#      echo-plugin`) built, pushed to localhost:5001 and named by the digests the push gave;
-#   4. the chart installed with the built helm: that image by digest, one replica (the breaker
-#      test needs one API replica's breaker), no HostConfig (the tests own it), and the API
-#      Service on node port 30080, which kind-config.yaml maps to the host's 127.0.0.1:30080;
-#   5. `cargo test --test e2e -- "$@"` against it.
+#   engine        a Docker engine that answers: the running one, or dockerd started (Debian's
+#                 docker.io installed first when missing; root on Debian only); stopped again
+#                 at the end when this run started it
+#   controlplane  hack/controlplane/build.sh: kubectl, helm, kube-apiserver, etcd, ...
+#   e2e build     the suite compiled first, so a compile error shows before the image builds
+#   kind          hack/kind/build-bins.sh: kind from its Go module (offline: every program of
+#                 the node too, see that script)
+#   node image    offline: hack/kind/debian-base.sh and hack/kind/node-image.sh, cached under
+#                 ~/.cache/loop-plugins/kind-* and in Docker; online: kind's default node image
+#   cluster       kind-config.yaml's cluster (1 control plane, 2 workers, node port 30080 on
+#                 127.0.0.1:30080); where the host cannot grant --privileged, kind runs through
+#                 hack/kind/docker-privileged.sh
+#   registry      the local registry `kind-registry` on the `kind` network and 127.0.0.1:5001
+#                 (offline: distribution's registry built by hack/registry/build.sh, in an
+#                 image of its own; online: registry:2), each node's containerd sending
+#                 localhost:5001 to it
+#   images        hack/kind/app-images.sh: our image and the echo plugin's, pushed there and
+#                 named by digest
+#   chart         charts/loop-plugins with the built helm: two replicas (spread over the
+#                 workers), the API Service on node port 30080 with ClientIP session affinity
+#                 (the suite's calls reach one replica, whose breaker the breaker test counts),
+#                 no HostConfig (the tests own it)
+#   e2e           cargo test --test e2e -- "$@" with LOOP_PLUGINS_E2E_CLUSTER=kind
+#   cleanup       unless KEEP_CLUSTER=1: the cluster, the registry, the `kind` network and new
+#                 volumes removed (only what this run made); the engine stopped if this run
+#                 started it; the host-wide sysctls the kubelets set put back; /lib/modules
+#                 removed if Docker made it for kind
 #
-# Environment (all optional): KIND, DOCKER (the programs), KIND_CLUSTER (loop-plugins),
-# KIND_KUBECONFIG (.dev/kind.kubeconfig), KIND_REGISTRY_IMAGE (registry:2),
-# LOOP_PLUGINS_E2E_RELEASE and LOOP_PLUGINS_E2E_RELEASE_NAMESPACE (both loop-plugins).
+# Usage: hack/kind-e2e.sh [--dev] [-- e2e arguments...]
+#   --dev   (make dev CLUSTER=kind) instead of the suite: the chart with its HostConfig off,
+#           examples/ applied with the echo plugin's pinned image, then wait until Ctrl-C
+# Environment (all optional):
+#   KIND_OFFLINE          auto (default: offline unless registry-1.docker.io answers), 1 or 0
+#   KIND_NODE_IMAGE       the node image to use (default: built offline, kind's own online)
+#   KIND_REGISTRY_IMAGE   the registry's image (default: built offline, registry:2 online)
+#   KIND_APP_IMAGES       prebuilt or dockerfile (hack/kind/app-images.sh; default: dockerfile
+#                         online when BuildKit's buildx is there, else prebuilt)
+#   KEEP_CLUSTER=1        keep the cluster, the registry and the engine after the run
+#   KIND_CLUSTER (loop-plugins), KIND_KUBECONFIG (.dev/kind.kubeconfig),
+#   LOOP_PLUGINS_E2E_RELEASE, LOOP_PLUGINS_E2E_RELEASE_NAMESPACE (both loop-plugins), DOCKER
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 export GOTOOLCHAIN=local
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/loop-plugins/target}
+# shellcheck source=hack/kind/lib.sh
+source hack/kind/lib.sh
+# shellcheck source=hack/kind/host.sh
+source hack/kind/host.sh
+# shellcheck source=hack/kind/versions.sh
+source hack/kind/versions.sh
+KIND_LOG_PREFIX=kind-e2e
 
-KIND=${KIND:-kind}
+dev=0
+if [[ ${1:-} == --dev ]]; then
+  dev=1
+  shift
+fi
+[[ ${1:-} == -- ]] && shift
+
 DOCKER=${DOCKER:-docker}
+export DOCKER
 cluster=${KIND_CLUSTER:-loop-plugins}
-kubeconfig=${KIND_KUBECONFIG:-$PWD/.dev/kind.kubeconfig}
+kubeconfig=${KIND_KUBECONFIG:-$root/.dev/kind.kubeconfig}
 release=${LOOP_PLUGINS_E2E_RELEASE:-loop-plugins}
 namespace=${LOOP_PLUGINS_E2E_RELEASE_NAMESPACE:-loop-plugins}
-# The registry as kind's docs make it; the name and port are what the nodes' hosts.toml and
-# every image reference below use.
+keep=${KEEP_CLUSTER:-0}
+# The registry as kind's docs make it: the name and port the nodes' hosts.toml and every image
+# reference use; localhost:5001 works for `docker push` here and, through hosts.toml, in nodes.
 reg_name=kind-registry
 reg_port=5001
-reg_image=${KIND_REGISTRY_IMAGE:-registry:2}
 registry=localhost:$reg_port
 # kind-config.yaml's extraPortMappings: node port 30080 is the host's 127.0.0.1:30080.
 node_port=30080
 api_url=http://127.0.0.1:$node_port
 tag=kind
 
-say() { echo "kind-e2e: $*" >&2; }
-die() { say "$*"; exit 1; }
-started=$SECONDS
-elapsed() { echo "$((SECONDS - started))s"; }
-
-command -v "$DOCKER" >/dev/null ||
-  die "needs Docker (https://docs.docker.com/engine/install/); without it, run make e2e-existing"
-"$DOCKER" info >/dev/null 2>&1 ||
-  die "$DOCKER is installed but its engine does not answer ($DOCKER info fails): start Docker"
-command -v "$KIND" >/dev/null ||
-  die "needs kind v0.24 or later (https://kind.sigs.k8s.io/docs/user/quick-start/#installation)"
-command -v curl >/dev/null || die "needs curl (to wait for the API)"
-# `command`: when DOCKER=docker, "$DOCKER" would otherwise name this function again.
+KIND_HOST_STATE=$(mktemp -d "${TMPDIR:-/tmp}/loop-plugins-kind.XXXXXX")
+export KIND_HOST_STATE
 docker() { command "$DOCKER" "$@"; }
-kind() { command "$KIND" "$@"; }
 
-bin=$(hack/controlplane/build.sh | tail -n 1)
-export LOOP_PLUGINS_CONTROLPLANE=$bin
+# --- phases, timed -------------------------------------------------------------------------
+phases=()
+started=$SECONDS
+current="" current_start=0
+phase() { # name function args... (a failure ends the run: set -e; finish names the phase)
+  current=$1 current_start=$SECONDS
+  shift
+  say "==> $current"
+  "$@"
+  phases+=("$(printf '%-14s %5ss' "$current" "$((SECONDS - current_start))")")
+  current=""
+}
+report() {
+  say "phase times (total $((SECONDS - started))s):"
+  printf '    %s\n' "${phases[@]}" >&2
+}
+
+# --- cleanup: only what this run made ------------------------------------------------------
+made_cluster=0 made_registry=0 made_network=0
+volumes_before=""
+finish() {
+  local status=$?
+  trap - EXIT INT TERM
+  local job
+  for job in $(jobs -p); do kill "$job" 2>/dev/null || true; done
+  [[ -n $current ]] && phases+=("$(printf '%-14s %5ss  FAILED' "$current" "$((SECONDS - current_start))")")
+  local start=$SECONDS
+  if [[ $keep == 1 ]]; then
+    say "KEEP_CLUSTER=1: cluster $cluster, registry $reg_name and the engine stay; KUBECONFIG=$kubeconfig"
+    say "  remove them with: kind delete cluster --name $cluster; docker rm -f $reg_name; docker network rm kind"
+    rm -f "$KIND_HOST_STATE/engine-started"
+  elif docker info >/dev/null 2>&1; then
+    if ((made_cluster)); then
+      with_kind_docker "$kind_bin" delete cluster --name "$cluster" >/dev/null 2>&1 ||
+        say "could not delete cluster $cluster"
+    fi
+    if ((made_registry)); then docker rm -f -v "$reg_name" >/dev/null 2>&1 || true; fi
+    if ((made_network)); then docker network rm kind >/dev/null 2>&1 || true; fi
+    local v
+    for v in $(docker volume ls -q 2>/dev/null); do
+      grep -qx "$v" <<<"$volumes_before" || docker volume rm "$v" >/dev/null 2>&1 || true
+    done
+  fi
+  engine_down
+  if [[ $keep != 1 ]]; then
+    host_restore
+  else
+    host_restore --keep-engine
+  fi
+  rm -rf "$KIND_HOST_STATE"
+  phases+=("$(printf '%-14s %5ss' cleanup "$((SECONDS - start))")")
+  report
+  exit "$status"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- what the phases do --------------------------------------------------------------------
+kind_bin=""
+bins=""
+kind_path=""
+# kind, with the `docker` it must call on this host first on its PATH.
+with_kind_docker() {
+  if [[ -n $kind_path ]]; then PATH="$kind_path:$PATH" "$@"; else "$@"; fi
+}
+kind() { with_kind_docker "$kind_bin" "$@"; }
+
+decide_offline() {
+  case ${KIND_OFFLINE:-auto} in
+    1 | true) offline=1 ;;
+    0 | false) offline=0 ;;
+    auto)
+      local code
+      code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 https://registry-1.docker.io/v2/ 2>/dev/null || true)
+      if [[ $code == 200 || $code == 401 ]]; then offline=0; else offline=1; fi
+      ;;
+    *) die "KIND_OFFLINE=${KIND_OFFLINE}: use auto, 1 or 0" ;;
+  esac
+  if ((offline)); then
+    say "offline: every image is built here (KIND_OFFLINE=0 takes kind's node image and registry:2)"
+  else
+    say "online: kind's default node image and registry:2 are pulled (KIND_OFFLINE=1 builds them)"
+  fi
+}
+
+engine() {
+  host_snapshot
+  engine_up
+  volumes_before=$(docker volume ls -q)
+  kind_path=$(privileged_docker_dir)
+}
+
+controlplane() {
+  bin=$(hack/controlplane/build.sh | tail -n 1)
+  export LOOP_PLUGINS_CONTROLPLANE=$bin
+}
 kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 helm() { "$bin/helm" --kubeconfig "$kubeconfig" "$@"; }
-# The suite first: a compile error shows before minutes of image builds.
-cargo test --test e2e --no-run
 
-# 1. The registry, unless it runs already.
-case "$(docker inspect -f '{{.State.Running}}' "$reg_name" 2>/dev/null || echo missing)" in
-  true) ;;
-  false) docker start "$reg_name" >/dev/null ;;
-  *)
-    docker run -d --restart=always -p "127.0.0.1:$reg_port:5000" --network bridge \
-      --name "$reg_name" "$reg_image" >/dev/null
-    ;;
-esac
+e2e_build() { cargo test --test e2e --no-run; }
 
-# 2. The cluster, unless it exists (kind-config.yaml carries the containerd registry patch and
-# the port mapping; a cluster made from an older kind-config.yaml has neither).
-mkdir -p "$(dirname "$kubeconfig")"
-if ! kind get clusters | grep -qx "$cluster"; then
-  kind create cluster --name "$cluster" --config kind-config.yaml --kubeconfig "$kubeconfig" --wait 5m
-fi
-kind export kubeconfig --name "$cluster" --kubeconfig "$kubeconfig"
-mapped=$(docker port "$cluster-control-plane" "$node_port/tcp" 2>/dev/null || true)
-grep -qx "127.0.0.1:$node_port" <<<"$mapped" ||
-  die "cluster $cluster does not map 127.0.0.1:$node_port to its node port $node_port (made from an older kind-config.yaml?): kind delete cluster --name $cluster, then run again"
+kind_programs() {
+  if ((offline)); then
+    bins=$(hack/kind/build-bins.sh | tail -n 1)
+  else
+    bins=$(hack/kind/build-bins.sh kind | tail -n 1)
+  fi
+  kind_bin=$bins/kind
+}
 
-# Each node's containerd sends localhost:5001 to the registry container: localhost in a node
-# is the node's own, so the same name works for `docker push` here and pulls there.
-registry_dir=/etc/containerd/certs.d/$registry
-for node in $(kind get nodes --name "$cluster"); do
-  docker exec "$node" mkdir -p "$registry_dir"
-  printf '[host."http://%s:5000"]\n' "$reg_name" |
-    docker exec -i "$node" cp /dev/stdin "$registry_dir/hosts.toml"
-done
-# On the `kind` network, so nodes reach it by name.
-if [[ $(docker inspect -f '{{json .NetworkSettings.Networks.kind}}' "$reg_name") == null ]]; then
-  docker network connect kind "$reg_name"
-fi
-# The local registry, documented where tools look for it (KEP-1755).
-kubectl apply --server-side -f - >/dev/null <<EOF
+node_image=""
+node() {
+  if [[ -n ${KIND_NODE_IMAGE:-} ]]; then
+    node_image=$KIND_NODE_IMAGE
+  elif ((offline)); then
+    local base
+    base=$(hack/kind/debian-base.sh | tail -n 1)
+    node_image=$(hack/kind/node-image.sh "$bins" "$bin" "$base" | tail -n 1)
+  fi
+  say "node image: ${node_image:-the default of kind $KIND_VERSION}"
+}
+
+create_cluster() {
+  mkdir -p "$(dirname "$kubeconfig")"
+  docker network inspect kind >/dev/null 2>&1 || made_network=1
+  if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
+    say "reusing cluster $cluster (made before this run: it stays)"
+  else
+    made_cluster=1
+    kind create cluster --name "$cluster" --config kind-config.yaml --kubeconfig "$kubeconfig" \
+      ${node_image:+--image "$node_image"} --wait 5m
+  fi
+  kind export kubeconfig --name "$cluster" --kubeconfig "$kubeconfig" 2>/dev/null
+  local mapped
+  mapped=$(docker port "$cluster-control-plane" "$node_port/tcp" 2>/dev/null || true)
+  grep -qx "127.0.0.1:$node_port" <<<"$mapped" ||
+    die "cluster $cluster does not map 127.0.0.1:$node_port to its node port $node_port (made from an older kind-config.yaml?): kind delete cluster --name $cluster, then run again"
+  kubectl get nodes -o wide >&2
+}
+
+local_registry() {
+  local image=${KIND_REGISTRY_IMAGE:-}
+  if [[ -z $image ]]; then
+    if ((offline)); then image=$(hack/kind/registry/image.sh | tail -n 1); else image=registry:2; fi
+  fi
+  case "$(docker inspect -f '{{.State.Running}}' "$reg_name" 2>/dev/null || echo missing)" in
+    true) say "reusing the running registry $reg_name" ;;
+    false) docker start "$reg_name" >/dev/null ;;
+    *)
+      made_registry=1
+      docker run -d --network kind -p "127.0.0.1:$reg_port:5000" --name "$reg_name" "$image" >/dev/null
+      ;;
+  esac
+  if [[ $(docker inspect -f '{{json .NetworkSettings.Networks.kind}}' "$reg_name") == null ]]; then
+    docker network connect kind "$reg_name"
+  fi
+  # Each node's containerd sends localhost:5001 to the registry container (localhost in a node
+  # is the node's own).
+  local node dir=/etc/containerd/certs.d/$registry
+  for node in $(kind get nodes --name "$cluster"); do
+    docker exec "$node" mkdir -p "$dir"
+    printf '[host."http://%s:5000"]\n' "$reg_name" | docker exec -i "$node" cp /dev/stdin "$dir/hosts.toml"
+  done
+  # The local registry, documented where tools look for it (KEP-1755).
+  kubectl apply --server-side -f - >/dev/null <<EOF
 apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -109,51 +262,99 @@ data:
     host: "$registry"
     help: "https://kind.sigs.k8s.io/docs/user/local-registry/"
 EOF
-say "cluster $cluster and registry $registry ready ($(elapsed))"
-
-# 3. The images, pushed and named by digest (Plugin resources refuse unpinned images, and the
-# chart's CronJobs and gate run the same image as its Deployment).
-image=$registry/loop-plugins
-echo_image=$registry/loop-plugins-echo
-docker build -t "$image:$tag" .
-docker build --target echo-plugin -t "$echo_image:$tag" .
-docker push "$image:$tag"
-docker push "$echo_image:$tag"
-pinned() { # repository → repository@sha256:<digest>, as the registry knows it
-  local digests
-  digests=$(docker inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$1:$tag")
-  grep -m1 "^$1@sha256:" <<<"$digests" || die "no digest of $1 after the push"
+  local deadline=$((SECONDS + 30))
+  until curl -fsS --max-time 2 "http://$registry/v2/" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "the registry does not answer at http://$registry/v2/"
+    sleep 0.5
+  done
+  say "registry $reg_name ($image) answers at $registry"
 }
-image_pinned=$(pinned "$image")
-echo_pinned=$(pinned "$echo_image")
-say "pushed $image_pinned and $echo_pinned ($(elapsed))"
 
-# 4. The release namespace (deploy/namespace.yaml: restricted Pod Security), then the chart.
-if [[ $namespace == loop-plugins ]]; then
-  kubectl apply --server-side -f deploy/namespace.yaml >/dev/null
+image_pinned=""
+echo_pinned=""
+app_images() {
+  local how=${KIND_APP_IMAGES:-}
+  if [[ -z $how ]]; then
+    if ((!offline)) && docker buildx version >/dev/null 2>&1; then how=dockerfile; else how=prebuilt; fi
+  fi
+  local out
+  out=$(KIND_APP_IMAGES=$how hack/kind/app-images.sh "$registry" "$tag")
+  image_pinned=$(tail -n 2 <<<"$out" | head -n 1)
+  echo_pinned=$(tail -n 1 <<<"$out")
+}
+
+chart() {
+  # The release namespace (deploy/namespace.yaml: restricted Pod Security).
+  if [[ $namespace == loop-plugins ]]; then
+    kubectl apply --server-side -f deploy/namespace.yaml >/dev/null
+  else
+    kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply --server-side -f - >/dev/null
+    kubectl label --overwrite namespace "$namespace" \
+      app.kubernetes.io/part-of=loop-plugins pod-security.kubernetes.io/enforce=restricted >/dev/null
+  fi
+  local image=${image_pinned%@*} digest=${image_pinned#*@}
+  if ! helm upgrade --install "$release" charts/loop-plugins --namespace "$namespace" \
+    --set image.repository="$image" --set image.digest="$digest" \
+    --set replicas=2 --set hostConfig.create=false \
+    --set service.type=NodePort --set service.nodePort="$node_port" \
+    --set service.sessionAffinity=ClientIP \
+    --wait --timeout 5m; then
+    kubectl -n "$namespace" get pods -o wide >&2 || true
+    kubectl -n "$namespace" describe pods >&2 || true
+    die "helm install did not finish"
+  fi
+  kubectl -n "$namespace" get pods -o wide >&2
+  # kube-proxy may take a moment after the Service.
+  local deadline=$((SECONDS + 60))
+  until curl -fsS --max-time 3 "$api_url/healthz" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "$api_url/healthz does not answer (the chart's Service on node port $node_port)"
+    sleep 1
+  done
+  say "the API answers at $api_url"
+}
+
+suite_env() {
+  export KUBECONFIG=$kubeconfig
+  export LOOP_PLUGINS_E2E_CLUSTER=kind
+  export LOOP_PLUGINS_E2E_RELEASE=$release LOOP_PLUGINS_E2E_RELEASE_NAMESPACE=$namespace
+  export LOOP_PLUGINS_E2E_ECHO_IMAGE=$echo_pinned
+  export LOOP_PLUGINS_E2E_API_URL=$api_url
+}
+e2e() { suite_env; cargo test --test e2e -- "$@"; }
+
+# make dev CLUSTER=kind: examples/ with the echo plugin's real image, until Ctrl-C.
+dev_examples() {
+  local placeholder='registry.local/loop-plugins/echo@sha256:0000000000000000000000000000000000000000000000000000000000000000'
+  local f
+  # Files that make namespaces first.
+  for f in $(grep -l '^kind: Namespace' examples/*.yaml) $(grep -L '^kind: Namespace' examples/*.yaml); do
+    sed "s#$placeholder#$echo_pinned#" "$f" | kubectl apply --server-side --force-conflicts -f - >&2
+  done
+  say "examples/ applied (the echo plugin as $echo_pinned)"
+  say "in another shell: export KUBECONFIG=$kubeconfig PATH=$bin:\$PATH; kubectl get plugins,plugininstances -A"
+  say "Ctrl-C stops it all (KEEP_CLUSTER=1 keeps the cluster)"
+  trap 'exit 0' INT TERM
+  # In the background, so a signal runs the trap at once.
+  while true; do
+    sleep 3600 &
+    wait $!
+  done
+}
+
+# --- the run -------------------------------------------------------------------------------
+command -v curl >/dev/null || need_debian_packages "talking to the registry and the API" curl
+decide_offline
+phase engine engine
+phase controlplane controlplane
+((dev)) || phase "e2e build" e2e_build
+phase kind kind_programs
+phase "node image" node
+phase cluster create_cluster
+phase registry local_registry
+phase images app_images
+phase chart chart
+if ((dev)); then
+  dev_examples
 else
-  kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply --server-side -f - >/dev/null
-  kubectl label --overwrite namespace "$namespace" \
-    app.kubernetes.io/part-of=loop-plugins pod-security.kubernetes.io/enforce=restricted >/dev/null
+  phase e2e e2e "$@"
 fi
-helm upgrade --install "$release" charts/loop-plugins --namespace "$namespace" \
-  --set image.repository="$image" --set image.digest="${image_pinned#*@}" \
-  --set replicas=1 --set hostConfig.create=false \
-  --set service.type=NodePort --set service.nodePort="$node_port" \
-  --wait --timeout 5m
-# kube-proxy may take a moment after the Service.
-deadline=$((SECONDS + 60))
-until curl -fsS --max-time 3 "$api_url/healthz" >/dev/null 2>&1; do
-  ((SECONDS < deadline)) || die "$api_url/healthz does not answer (the chart's Service on node port $node_port)"
-  sleep 1
-done
-say "chart installed; the API answers at $api_url ($(elapsed))"
-
-# 5. The suite, against this cluster.
-export KUBECONFIG=$kubeconfig
-export LOOP_PLUGINS_E2E_CLUSTER=kind
-export LOOP_PLUGINS_E2E_RELEASE=$release LOOP_PLUGINS_E2E_RELEASE_NAMESPACE=$namespace
-export LOOP_PLUGINS_E2E_ECHO_IMAGE=$echo_pinned
-export LOOP_PLUGINS_E2E_API_URL=$api_url
-cargo test --test e2e -- "$@"
-say "done ($(elapsed))"

@@ -51,7 +51,54 @@ pub fn tests() -> Vec<E2eTest> {
             the_controller_releases_its_lease_on_sigterm,
         )
         .local_only("runs the controller binary on this machine with the local CA"),
+        test(
+            "chart::the_installed_replicas_run_on_different_nodes",
+            the_installed_replicas_run_on_different_nodes,
+        )
+        .cluster_only("the local control plane has one node"),
     ]
+}
+
+/// The installed release's replicas (two on kind) are Ready on as many nodes: the chart's
+/// topology spread puts them apart, so a node drain takes one at a time.
+async fn the_installed_replicas_run_on_different_nodes(ns: Ns) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    let existing = ns.cluster().existing().context("an existing cluster")?;
+    let pods: Api<Pod> = Api::namespaced(ns.client(), &existing.namespace);
+    let selector = format!(
+        "app.kubernetes.io/name=loop-plugins,app.kubernetes.io/instance={}",
+        existing.release
+    );
+    let listed = pods
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await?;
+    let ready: Vec<(String, String)> = listed
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .map(|p| {
+            (
+                p.metadata.name.clone().unwrap_or_default(),
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    ensure!(ready.len() >= 2, "two Ready replicas: {ready:?}");
+    let nodes: std::collections::BTreeSet<&str> = ready.iter().map(|(_, n)| n.as_str()).collect();
+    ensure!(
+        nodes.len() == ready.len(),
+        "replicas share a node: {ready:?}"
+    );
+    Ok(())
 }
 
 /// `helm template <release> charts/loop-plugins --namespace <namespace>` with `--set` for

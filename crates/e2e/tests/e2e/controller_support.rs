@@ -36,6 +36,11 @@ pub const ECHO_IMAGE: &str = "e2e.local/echo";
 pub const SELF_IMAGE: &str = "e2e.local/loop-plugins";
 /// How long an instance stays up after its last activity, in these tests.
 pub const IDLE_TIMEOUT: &str = "8s";
+/// The same on an existing cluster: a first start there waits for the instance's volume
+/// (local-path provisions it in 8 to 20 s on 2 cores), and an idle timeout that runs out first
+/// stops the Pod before it is Ready (the controller counts idleness from the last activity,
+/// not from the Pod's readiness).
+pub const IDLE_TIMEOUT_EXISTING: &str = "45s";
 pub const WAIT: Duration = Duration::from_secs(60);
 
 /// Tests that change cluster-wide state (HostConfig, the controller process) take it for
@@ -115,7 +120,11 @@ pub fn host_spec(enabled: bool) -> HostConfigSpec {
     HostConfigSpec {
         plugins: HostPlugins {
             enabled,
-            idle_timeout: IDLE_TIMEOUT.into(),
+            idle_timeout: match target() {
+                Target::Local => IDLE_TIMEOUT,
+                Target::Existing(_) => IDLE_TIMEOUT_EXISTING,
+            }
+            .into(),
             ..Default::default()
         },
         api_url,

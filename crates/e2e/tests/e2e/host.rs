@@ -66,6 +66,14 @@ pub fn tests() -> Vec<E2eTest> {
             cronjob,
         )
         .timeout(Duration::from_secs(240)),
+        test("host::a_plugins_data_outlives_its_pod", data_outlives_pod)
+            .timeout(Duration::from_secs(180)),
+        test(
+            "host::the_charts_network_policy_lets_a_plugin_pod_reach_only_the_api_and_dns",
+            network_policy,
+        )
+        .timeout(Duration::from_secs(300))
+        .cluster_only("the kubelet stand-in's Pods share this machine's network: no NetworkPolicy"),
     ]
 }
 
@@ -1196,5 +1204,300 @@ async fn switch_race(ns: Ns) -> anyhow::Result<()> {
             "round {round}: the instance shows {switches:?}"
         );
     }
+    Ok(())
+}
+
+/// The chart's NetworkPolicy for plugin pods, enforced by the cluster's CNI: a plugin pod
+/// reaches the API Service by its DNS name, but neither another plugin pod nor the Kubernetes
+/// API, and the API still reaches it. Each probe is a real plugin pod: the echo plugin's `ping`
+/// action calls `GET $LOOP_API_URL/api/plugin/v1/channel` and journals the answer's status or
+/// the error, and HostConfig `apiUrl` (read when a Pod is made) aims each probe's
+/// `LOOP_API_URL`. The peer is a Pod of the echo plugin's image with a plugin pod's labels
+/// (HostConfig changes replace instances' Pods, not it). Without the policy a probe reaches the
+/// peer (which answers 401: not its secret), so the policy is what stops it.
+async fn network_policy(ns: Ns) -> anyhow::Result<()> {
+    // HostConfig `apiUrl` is cluster-wide.
+    let _alone = exclusive().await;
+    let existing = ns.cluster().existing().context("an existing cluster")?;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "np");
+    let chats: Vec<(&str, ChannelKind, Option<&str>, bool)> = ["open", "peer", "kube", "api"]
+        .into_iter()
+        .map(|c| (c, ChannelKind::Channel, None, false))
+        .collect();
+    world(&ns, &[(echo_plugin(&id)?, enabled())], &chats).await?;
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    let peer_url = peer_pod(&ns, &existing.echo_image).await?;
+    let probes = async {
+        let open = ping_via(&ns, &caller, &id, "open", Some(&peer_url)).await?;
+        ensure!(
+            open["status"] == 401,
+            "without a policy the peer answers: {open}"
+        );
+
+        let docs = crate::chart::render(
+            &existing.release,
+            &existing.namespace,
+            &[&format!("projectNamespaces={{{}}}", ns.name())],
+        )
+        .await?;
+        let policies: Vec<Value> = docs
+            .into_iter()
+            .filter(|d| d["kind"] == "NetworkPolicy" && d["metadata"]["namespace"] == ns.name())
+            .collect();
+        ensure!(
+            policies.len() == 1,
+            "the chart's policy for {}: {policies:?}",
+            ns.name()
+        );
+        crate::chart::apply(ns.cluster(), &policies, false).await?;
+        // The CNI's policy engine applies it within seconds.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+
+        let peer = ping_via(&ns, &caller, &id, "peer", Some(&peer_url)).await?;
+        ensure!(
+            peer["status"].is_null() && peer["error"].is_string(),
+            "a plugin pod reached another plugin pod: {peer}"
+        );
+        // Plain HTTP to the HTTPS port: answered (400) if reached at all.
+        let kube = ping_via(
+            &ns,
+            &caller,
+            &id,
+            "kube",
+            Some("http://kubernetes.default.svc:443"),
+        )
+        .await?;
+        ensure!(
+            kube["status"].is_null() && kube["error"].is_string(),
+            "a plugin pod reached the Kubernetes API: {kube}"
+        );
+        let api = ping_via(&ns, &caller, &id, "api", None).await?;
+        ensure!(
+            api["status"] == 200,
+            "a plugin pod did not reach the API Service: {api}"
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    // The other tests' HostConfig, whatever happened.
+    apply_host(ns.client(), host_spec(true)).await?;
+    probes
+}
+
+/// A Pod of the echo plugin's image labelled as a plugin pod, serving on 8080 with a secret
+/// of its own; returns its URL once it runs.
+async fn peer_pod(ns: &Ns, image: &str) -> anyhow::Result<String> {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "peer" },
+        "stringData": { "secret": "peer-secret" }
+    }))?;
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "peer", "labels": { "app.kubernetes.io/name": "loop-plugin" } },
+        "spec": {
+            "automountServiceAccountToken": false,
+            "securityContext": {
+                "runAsNonRoot": true,
+                "seccompProfile": { "type": "RuntimeDefault" }
+            },
+            "containers": [{
+                "name": "plugin",
+                "image": image,
+                "env": [
+                    { "name": "LOOP_PLUGIN_SECRET_FILE", "value": "/secret/secret" },
+                    { "name": "LOOP_PLUGIN_PORT", "value": "8080" }
+                ],
+                "ports": [{ "containerPort": 8080 }],
+                "readinessProbe": { "tcpSocket": { "port": 8080 }, "periodSeconds": 1 },
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "capabilities": { "drop": ["ALL"] }
+                },
+                "volumeMounts": [{ "name": "secret", "mountPath": "/secret", "readOnly": true }]
+            }],
+            "volumes": [{ "name": "secret", "secret": { "secretName": "peer" } }]
+        }
+    }))?;
+    ns.api::<Pod>().create(&PostParams::default(), &pod).await?;
+    let pod = wait::matches(
+        &ns.api::<Pod>(),
+        "peer",
+        "the peer Ready",
+        WAIT,
+        |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        },
+    )
+    .await?;
+    let ip = pod.status.and_then(|s| s.pod_ip).context("the peer's IP")?;
+    Ok(format!("http://{ip}:8080"))
+}
+
+/// Aims `LOOP_API_URL` of the next plugin pods at `api_url` (None: the run's own), starts the
+/// chat's pod (its switch keeps it up), checks the Pod got that URL, and returns the Pod.
+async fn switch_on(
+    ns: &Ns,
+    caller: &Caller,
+    plugin: &str,
+    chat: &str,
+    api_url: Option<&str>,
+) -> anyhow::Result<Pod> {
+    let spec = loop_plugins::resources::HostConfigSpec {
+        api_url: api_url.map(String::from),
+        ..host_spec(true)
+    };
+    let want = spec.api_url.clone();
+    apply_host(ns.client(), spec).await?;
+    // The controller makes the Pod from its cached HostConfig.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let a = caller
+        .send_ready(
+            "POST",
+            &format!("/channels/{chat}/plugins/{plugin}/switches/mode"),
+            Some(json!({"on": true})),
+        )
+        .await?;
+    ensure!(
+        a.status == StatusCode::OK,
+        "turning {chat}'s switch on: {a:?}"
+    );
+    let pod = pods_of(ns, &names::instance_name(plugin, chat))
+        .await?
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .with_context(|| format!("{chat}'s Pod"))?;
+    if let Some(want) = want {
+        let got = pod
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .flat_map(|c| c.env.iter().flatten())
+            .find(|e| e.name == "LOOP_API_URL")
+            .and_then(|e| e.value.clone());
+        ensure!(
+            got.as_deref() == Some(want.as_str()),
+            "{chat}'s Pod has LOOP_API_URL {got:?}, not {want}"
+        );
+    }
+    Ok(pod)
+}
+
+/// Runs `ping` in the chat's pod, its `LOOP_API_URL` aimed at `api_url`, and returns the
+/// journal's `loop_api` entry: `status` when something answered, `error` when not.
+async fn ping_via(
+    ns: &Ns,
+    caller: &Caller,
+    plugin: &str,
+    chat: &str,
+    api_url: Option<&str>,
+) -> anyhow::Result<Value> {
+    switch_on(ns, caller, plugin, chat, api_url).await?;
+    // The policy engine (kube-router) programs a new Pod's rules a moment after it starts;
+    // until then its traffic is not filtered.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let at = |rest: &str| format!("/channels/{chat}/plugins/{plugin}{rest}");
+    let a = caller
+        .post(&at("/actions/ping"), json!({"trigger": "manual"}))
+        .await?;
+    ensure!(a.status == StatusCode::ACCEPTED, "ping in {chat}: {a:?}");
+    // The plugin's own call gives up after 10 s.
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let a = caller.send_ready("GET", &at("/x/journal"), None).await?;
+        ensure!(a.status == StatusCode::OK, "{chat}'s journal: {a:?}");
+        let entry = a.json["entries"]
+            .as_array()
+            .context("a journal")?
+            .iter()
+            .find(|e| e["kind"] == "loop_api")
+            .cloned();
+        if let Some(entry) = entry {
+            // Its Pod may go once idle.
+            caller
+                .post(&at("/switches/mode"), json!({"on": false}))
+                .await?;
+            return Ok(entry);
+        }
+        ensure!(
+            Instant::now() < until,
+            "no ping answer in {chat}'s journal: {}",
+            a.json
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// `/data` is the instance's PersistentVolumeClaim (on kind bound by local-path, the default
+/// StorageClass): what the plugin wrote there (its journal) is there again when its Pod is
+/// deleted and the next call starts a new one.
+async fn data_outlives_pod(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "hd");
+    world(
+        &ns,
+        &[(echo_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let instance = names::instance_name(&id, "general");
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    let ping = format!("/channels/general/plugins/{id}/actions/ping");
+    let a = caller
+        .send_ready("POST", &ping, Some(json!({"trigger": "manual"})))
+        .await?;
+    ensure!(a.status == StatusCode::ACCEPTED, "{a:?}");
+    let before = caller.journal("general", &id, "/actions/ping").await?;
+    ensure!(before.len() == 1, "one ping in the journal: {before:?}");
+    let claim = ns
+        .api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>()
+        .get(&format!("data-{instance}"))
+        .await?;
+    ensure!(
+        claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"),
+        "the instance's claim: {:?}",
+        claim.status
+    );
+    let old = pods_of(&ns, &instance).await?;
+    ensure!(old.len() == 1, "one Pod: {}", old.len());
+    let old_uid = old[0].metadata.uid.clone();
+    ns.api::<Pod>()
+        .delete(&old[0].name_any(), &kube::api::DeleteParams::default())
+        .await?;
+    let until = Instant::now() + WAIT;
+    while pods_of(&ns, &instance)
+        .await?
+        .iter()
+        .any(|p| p.metadata.uid == old_uid)
+    {
+        ensure!(Instant::now() < until, "the old Pod is still there");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The next call starts a new Pod on the same claim.
+    let after = caller.journal("general", &id, "/actions/ping").await?;
+    let now = pods_of(&ns, &instance).await?;
+    ensure!(
+        now.iter().all(|p| p.metadata.uid != old_uid) && !now.is_empty(),
+        "a new Pod: {:?}",
+        now.iter().map(|p| &p.metadata.uid).collect::<Vec<_>>()
+    );
+    ensure!(
+        after.first() == before.first(),
+        "the journal after the restart: {after:?}, before: {before:?}"
+    );
     Ok(())
 }

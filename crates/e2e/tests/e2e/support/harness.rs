@@ -1,7 +1,7 @@
 //! The libtest-mimic harness: starts (or connects to) one cluster on the main thread's runtime,
 //! runs every test in a fresh namespace with a timeout, and tears the cluster down before
-//! exiting. On an existing cluster, tests marked [`E2eTest::local_only`] are ignored, and the
-//! run says why for each.
+//! exiting. On an existing cluster, tests marked [`E2eTest::local_only`] are ignored, on the
+//! local control plane those marked [`E2eTest::cluster_only`], and the run says why for each.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,6 +31,8 @@ pub struct E2eTest {
     body: Body,
     /// Why the test needs the local control plane, if it does.
     local_only: Option<&'static str>,
+    /// Why the test needs a real cluster (kind), if it does.
+    cluster_only: Option<&'static str>,
 }
 
 enum Body {
@@ -51,6 +53,22 @@ impl E2eTest {
         self.local_only = Some(reason);
         self
     }
+
+    /// The test needs what only a real cluster has, such as a CNI that enforces
+    /// NetworkPolicy (`reason` says what); on the local control plane it is ignored.
+    pub fn cluster_only(mut self, reason: &'static str) -> Self {
+        self.cluster_only = Some(reason);
+        self
+    }
+
+    /// Whether the run ignores the test on this target.
+    fn ignored(&self, existing: bool) -> bool {
+        if existing {
+            self.local_only.is_some()
+        } else {
+            self.cluster_only.is_some()
+        }
+    }
 }
 
 /// A test of the harness that needs no cluster (it runs even when the cluster cannot start).
@@ -60,6 +78,7 @@ pub fn plain(name: &str, body: fn() -> anyhow::Result<()>) -> E2eTest {
         timeout: DEFAULT_TIMEOUT,
         body: Body::Plain(body),
         local_only: None,
+        cluster_only: None,
     }
 }
 
@@ -74,6 +93,7 @@ where
         timeout: DEFAULT_TIMEOUT,
         body: Body::InNamespace(Box::new(move |ns| Box::pin(body(ns)))),
         local_only: None,
+        cluster_only: None,
     }
 }
 
@@ -133,10 +153,14 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
         Err(reason) if needed => eprintln!("e2e: the cluster could not start: {reason}"),
         Err(_) => {}
     }
-    if existing && !listing {
+    if !listing {
         for t in &tests {
-            if let Some(reason) = t.local_only {
-                eprintln!("e2e: {} is local-only: {reason}", t.name);
+            match (existing, t.local_only, t.cluster_only) {
+                (true, Some(reason), _) => eprintln!("e2e: {} is local-only: {reason}", t.name),
+                (false, _, Some(reason)) => {
+                    eprintln!("e2e: {} needs a real cluster: {reason}", t.name)
+                }
+                _ => {}
             }
         }
     }
@@ -147,7 +171,7 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
             let cluster = cluster.clone();
             let handle = runtime.handle().clone();
             let name = t.name.clone();
-            let ignored = existing && t.local_only.is_some();
+            let ignored = t.ignored(existing);
             let trial = match t.body {
                 Body::Plain(body) => Trial::test(t.name, move || {
                     body().map_err(|e| Failed::from(format!("{e:#}")))
@@ -194,7 +218,7 @@ fn wanted(args: &Arguments, test: &E2eTest, existing: bool) -> bool {
     if matches!(test.body, Body::Plain(_)) {
         return false;
     }
-    let ignored = existing && test.local_only.is_some();
+    let ignored = test.ignored(existing);
     if (args.ignored && !ignored) || (ignored && !args.ignored && !args.include_ignored) {
         return false;
     }

@@ -22,7 +22,8 @@
 //! | `LOOP_PLUGINS_E2E_PLUGIN_API_URL` | HostConfig `apiUrl` for plugin pods | the chart's |
 //!
 //! The release must be installed with `hostConfig.create=false` (the tests own the HostConfig)
-//! and `replicas=1` (the breaker test needs one API replica's breaker).
+//! and, with more than one replica, `service.sessionAffinity=ClientIP` (the breaker test needs
+//! its calls to reach one API replica, which counts them; `make kind-e2e` installs two).
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
