@@ -1352,7 +1352,7 @@ async fn switch_on(
     chat: &str,
     api_url: Option<&str>,
 ) -> anyhow::Result<Pod> {
-    let spec = loop_plugins::resources::HostConfigSpec {
+    let spec = model::resources::HostConfigSpec {
         api_url: api_url.map(String::from),
         ..host_spec(true)
     };
