@@ -24,15 +24,23 @@ pub const ANNOTATION_APPLIED: &str = "plugins.loop.dev/applied-hash";
 /// The longest name a label value or a Pod's hostname may have.
 const MAX_NAME: usize = 63;
 
+/// The longest name a CronJob may have: its Jobs add 11 characters to it.
+const MAX_CRONJOB_NAME: usize = 52;
+
 /// A DNS-1123 label made of `parts`, shortened with a hash of the whole when too long, so
 /// distinct inputs keep distinct names.
 pub fn join_name(parts: &[&str]) -> String {
+    join_name_within(parts, MAX_NAME)
+}
+
+/// [`join_name`] for names of at most `max` characters.
+fn join_name_within(parts: &[&str], max: usize) -> String {
     let full = parts.join("-");
-    if full.len() <= MAX_NAME - 11 {
+    if full.len() <= max - 11 {
         return full;
     }
     let hash = short_hash(full.as_bytes());
-    let keep = &full[..MAX_NAME - 11];
+    let keep = &full[..max - 11];
     format!("{}-{hash}", keep.trim_end_matches('-'))
 }
 
@@ -57,9 +65,10 @@ pub fn secret_name(instance: &str) -> String {
     join_name(&[instance, "token"])
 }
 
-/// The CronJob of `action` of `plugin` in channel `channel`.
+/// The CronJob of `action` of `plugin` in channel `channel`: at most 52 characters, which the
+/// API server allows a CronJob (it refuses a longer one as invalid).
 pub fn cronjob_name(plugin: &str, channel: &str, action: &str) -> String {
-    join_name(&[plugin, channel, action])
+    join_name_within(&[plugin, channel, action], MAX_CRONJOB_NAME)
 }
 
 /// Labels every child of a (plugin, chat) carries.
@@ -107,5 +116,23 @@ mod tests {
         assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
         assert_ne!(a, b);
         assert!(!a.contains("--"));
+    }
+
+    #[test]
+    fn cronjob_names_fit_what_a_cronjob_may_be_called() {
+        // Short ones stay whole, as before.
+        assert_eq!(cronjob_name("echo", "general", "tick"), "echo-general-tick");
+        let long = cronjob_name(
+            "ebi-6a96af",
+            "a-chat-whose-name-is-long-enough-to-cut",
+            "tick",
+        );
+        let other = cronjob_name(
+            "ebi-6a96af",
+            "a-chat-whose-name-is-long-enough-to-cut",
+            "ping",
+        );
+        assert!(long.len() <= 52 && other.len() <= 52, "{long} {other}");
+        assert_ne!(long, other);
     }
 }

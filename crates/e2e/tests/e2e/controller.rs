@@ -54,6 +54,10 @@ pub fn tests() -> Vec<E2eTest> {
             hand_deleted_cronjob,
         ),
         test(
+            "controller::a_bad_interval_stops_nothing_else_and_disabling_still_pauses",
+            bad_interval_then_disabled,
+        ),
+        test(
             "controller::removing_a_plugin_keeps_data_unless_purged",
             removal,
         ),
@@ -487,6 +491,133 @@ async fn schedules(ns: Ns) -> anyhow::Result<()> {
     .await?;
     ensure!(chat.status.is_some());
     wait::deleted(&ns.api::<CronJob>(), &ping, WAIT).await?;
+    Ok(())
+}
+
+/// Tried as a new user would: a trusted config changes a task to an interval cron cannot
+/// express, then stops enabling the plugin. The broken entry is reported, the rest of the
+/// chat's reconcile goes on (its other task follows the config), the task the broken entry
+/// left behind is paused with the plugin, and the chat's status keeps following.
+async fn bad_interval_then_disabled(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let good = cron_entry(None, ScheduleType::Cron, "0 9 * * *");
+    let other = cron_entry(None, ScheduleType::Cron, "0 10 * * *");
+    let id = world(&ns, "bi", &[("tick", good), ("ping", other.clone())]).await?;
+    let tick = format!("{id}-general-tick");
+    let ping = format!("{id}-general-ping");
+    let suspended = |c: &CronJob| c.spec.suspend == Some(true);
+    cronjob(&ns, &tick, "tick running at 9", |c| !suspended(c)).await?;
+    cronjob(&ns, &ping, "ping running at 10", |c| !suspended(c)).await?;
+    // A chat whose name makes long task names gets its tasks too (a CronJob's name has at
+    // most 52 characters), and its status.
+    let long = "a-chat-whose-name-is-long-enough-to-cut";
+    apply(&ns, &channel(long, "proj", ChannelKind::Channel, None)).await?;
+    let label = format!("plugins.loop.dev/channel={long}");
+    let tasks = list_until(
+        &ns.api::<CronJob>(),
+        Some(&label),
+        &format!("2 CronJobs of {long}"),
+        WAIT,
+        |all| all.len() == 2,
+    )
+    .await?;
+    ensure!(
+        tasks.iter().all(|c| c.name_any().len() <= 52),
+        "{:?}",
+        tasks.iter().map(|c| c.name_any()).collect::<Vec<_>>()
+    );
+    wait::matches(
+        &ns.api::<Channel>(),
+        long,
+        "the long-named chat's status",
+        WAIT,
+        |c: &Channel| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.plugins == [id.clone()] && s.applied_schedules.len() == 2)
+        },
+    )
+    .await?;
+    let config = |enabled: bool, tick: &str, ping: &str| {
+        trusted_project(
+            "proj",
+            BTreeMap::from([(
+                id.clone(),
+                entry(
+                    enabled,
+                    &[
+                        ("tick", cron_entry(None, ScheduleType::Interval, tick)),
+                        ("ping", cron_entry(None, ScheduleType::Interval, ping)),
+                    ],
+                ),
+            )]),
+        )
+    };
+    // tick's entry breaks (7m), ping's changes: ping follows, tick is reported.
+    apply(&ns, &config(true, "7m", "30m")).await?;
+    cronjob(&ns, &ping, "ping every 30m", |c| {
+        c.spec.schedule == "*/30 * * * *" && !suspended(c)
+    })
+    .await?;
+    let invalid = |what: &'static str| {
+        move |c: &Channel| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.r#type == "SchedulesValid"
+                        && c.status == model::resources::ConditionStatus::False
+                        && c.message.contains(what)
+                })
+            })
+        }
+    };
+    wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "SchedulesValid False naming 7m",
+        WAIT,
+        invalid("7m"),
+    )
+    .await?;
+    // The project stops enabling the plugin (with a second bad interval, 90s): every task of
+    // the chat pauses, the broken one too, and the status says the plugin no longer runs.
+    apply(&ns, &config(false, "7m", "90s")).await?;
+    instances_of(&ns, &id, 0).await?;
+    wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "status: no plugin runs, SchedulesValid False naming 90s",
+        WAIT,
+        |c: &Channel| invalid("90s")(c) && c.status.as_ref().is_some_and(|s| s.plugins.is_empty()),
+    )
+    .await?;
+    cronjob(&ns, &tick, "tick paused", suspended).await?;
+    cronjob(&ns, &ping, "ping paused", suspended).await?;
+    // Fixed and enabled again: both run at their new schedules, and the status says so.
+    apply(&ns, &config(true, "10m", "1h")).await?;
+    cronjob(&ns, &tick, "tick every 10m", |c| {
+        c.spec.schedule == "*/10 * * * *" && !suspended(c)
+    })
+    .await?;
+    cronjob(&ns, &ping, "ping hourly", |c| {
+        c.spec.schedule == "0 * * * *" && !suspended(c)
+    })
+    .await?;
+    wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "SchedulesValid True",
+        WAIT,
+        |c: &Channel| {
+            c.status.as_ref().is_some_and(|s| {
+                s.plugins == [id.clone()]
+                    && s.conditions.iter().any(|c| {
+                        c.r#type == "SchedulesValid"
+                            && c.status == model::resources::ConditionStatus::True
+                    })
+            })
+        },
+    )
+    .await?;
     Ok(())
 }
 
