@@ -19,7 +19,7 @@ use super::apply;
 use super::cronjob::{ANNOTATION_ENTRY, CronJobInputs, build_cronjob};
 use super::error::{Error, Failures, Result};
 use super::plan::{ChatInputs, ChatPlan, ExistingTask, PluginView, plan_chat};
-use super::pod::{build_data_claim, with_applied_hash};
+use super::pod::build_data_claim;
 use model::manifest::Manifest;
 use model::names;
 use model::resources::{
@@ -390,5 +390,5 @@ fn desired_instance(
     instance.metadata.namespace = Some(ns.into());
     instance.metadata.labels = Some(names::labels(plugin, project, channel, "instance"));
     instance.metadata.owner_references = Some(vec![owner]);
-    with_applied_hash(instance)
+    instance
 }

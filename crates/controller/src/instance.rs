@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -16,6 +16,7 @@ use super::apply;
 use super::demand::{self, Demand};
 use super::error::{Error, Result};
 use super::pod::{PodInputs, build_pod, build_secret};
+use model::contract::{SECRET_KEY, TOKEN_KEY};
 use model::names;
 use model::resources::{
     Channel, Condition, ConditionStatus, InstancePhase, Plugin, PluginInstance,
@@ -48,10 +49,7 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         .pods
         .state()
         .into_iter()
-        .filter(|p| {
-            p.namespace().as_deref() == Some(&ns)
-                && p.labels().get(names::LABEL_INSTANCE) == Some(&name)
-        })
+        .filter(|p| p.namespace().as_deref() == Some(&ns) && owned_by(p, &instance))
         .collect();
 
     let idle = model::schedule::parse_interval(&host.plugins.idle_timeout).unwrap_or(DEFAULT_IDLE);
@@ -101,32 +99,57 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         (_, None) => Err(format!("Channel {} does not exist", instance.spec.channel)),
     };
 
-    // Make the Pods match: the desired one while wanted, none otherwise.
+    // Make the Pods match: the desired one while wanted, none otherwise. A Pod that failed
+    // (evicted by its node, or ended) is deleted, and a new one replaces it once it is gone.
     let keep = match (&desired, want.wanted()) {
         (Ok(pod), true) => pod.metadata.name.clone(),
         _ => None,
     };
     let mut stopped = false;
     for pod in &pods {
-        if Some(pod.name_any()) != keep {
+        if let Some(why) = failed(pod) {
+            if apply::delete(&ctx, pod.as_ref()).await? {
+                let next = if keep.is_some() {
+                    "a new one replaces it"
+                } else {
+                    "none is needed now"
+                };
+                let note = format!("Pod {} {why}; {next}", pod.name_any());
+                ctx.event(instance.as_ref(), true, "PodFailed", "ReplacePod", note)
+                    .await;
+            }
+        } else if Some(pod.name_any()) != keep {
             stopped |= apply::delete(&ctx, pod.as_ref()).await?;
         }
     }
     let running = match (&desired, want.wanted()) {
         (Ok(pod), true) => {
-            let live = pods.iter().find(|p| p.metadata.name == pod.metadata.name);
-            if live.is_none() {
-                apply::create(&ctx, pod).await?;
-                ctx.event(
-                    instance.as_ref(),
-                    false,
-                    "Started",
-                    "StartPod",
-                    format!("started Pod {}: {}", pod.name_any(), reason(want)),
-                )
-                .await;
+            let same_name = pods.iter().find(|p| p.metadata.name == pod.metadata.name);
+            match same_name {
+                None => {
+                    if apply::create(&ctx, pod).await? {
+                        ctx.event(
+                            instance.as_ref(),
+                            false,
+                            "Started",
+                            "StartPod",
+                            format!("started Pod {}: {}", pod.name_any(), reason(want)),
+                        )
+                        .await;
+                    }
+                    None
+                }
+                // Failed (deleted above) or going away: its replacement comes once it is gone.
+                Some(live)
+                    if failed(live).is_some() || live.metadata.deletion_timestamp.is_some() =>
+                {
+                    None
+                }
+                Some(live) => {
+                    put_right(&ctx, pod, live).await?;
+                    Some(live.clone())
+                }
             }
-            live.cloned()
         }
         _ => None,
     };
@@ -243,6 +266,50 @@ fn desired_status(
     }
 }
 
+/// Why a Pod will not run again, if it will not: its node evicted it, or it ended. Its
+/// containers restart in place otherwise.
+pub fn failed(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let phase = status.phase.as_deref().unwrap_or_default();
+    let evicted = status.reason.as_deref() == Some("Evicted");
+    if !evicted && phase != "Failed" && phase != "Succeeded" {
+        return None;
+    }
+    let how = if evicted {
+        "was evicted".to_string()
+    } else {
+        format!("ended ({phase})")
+    };
+    Some(match status.message.as_deref().filter(|m| !m.is_empty()) {
+        Some(message) => format!("{how}: {message}"),
+        None => how,
+    })
+}
+
+/// Applies the desired Pod over a live one that differs in a field we set (a hand edit): only
+/// mutable fields can differ under the same name, as the name carries the spec's hash. Should
+/// the API server refuse it anyway, the Pod is replaced.
+async fn put_right(ctx: &Context, desired: &Pod, live: &Pod) -> Result<()> {
+    match apply::apply(ctx, desired, Some(live)).await {
+        Err(err) if err.is_permanent() => {
+            tracing::warn!(pod = %live.name_any(), error = %err, "replacing a Pod that cannot be put right");
+            apply::delete(ctx, live).await.map(|_| ())
+        }
+        other => other.map(|_| ()),
+    }
+}
+
+/// Whether a Pod is the instance's: by its label, or by its owner (should the label be edited
+/// away by hand, the Pod is still found and put right).
+fn owned_by(pod: &Pod, instance: &PluginInstance) -> bool {
+    let uid = instance.uid();
+    pod.labels().get(names::LABEL_INSTANCE) == Some(&instance.name_any())
+        || pod
+            .owner_references()
+            .iter()
+            .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
+}
+
 /// Whether a Pod's Ready condition is True.
 pub fn pod_ready(pod: &Pod) -> bool {
     pod.status
@@ -266,20 +333,32 @@ fn channel_working_tree(ctx: &Context, channel: &Channel) -> Option<model::resou
         .clone()
 }
 
-/// Makes the instance's Secret once, with a fresh random token and secret.
+/// Makes the instance's Secret once, with a fresh random token and secret; afterwards puts
+/// right a hand edit of what we set (its labels), keeping its token and secret.
 async fn ensure_secret(ctx: &Context, inputs: &PodInputs<'_>) -> Result<()> {
     let name = names::secret_name(inputs.instance);
-    let exists = ctx
+    let live = ctx
         .stores
         .secrets
-        .state()
-        .iter()
-        .any(|s| s.name_any() == name && s.namespace().as_deref() == Some(inputs.namespace));
-    if exists {
-        return Ok(());
+        .get(&ObjectRef::<Secret>::new(&name).within(inputs.namespace));
+    let Some(live) = live else {
+        let secret = build_secret(inputs, &random_token(), &random_token());
+        return apply::create(ctx, &secret).await.map(|_| ());
+    };
+    let value = |key: &str| {
+        let bytes = &live.data.as_ref()?.get(key)?.0;
+        String::from_utf8(bytes.clone()).ok()
+    };
+    match (value(TOKEN_KEY), value(SECRET_KEY)) {
+        (Some(token), Some(secret)) => {
+            let desired = build_secret(inputs, &token, &secret);
+            apply::apply(ctx, &desired, Some(live.as_ref()))
+                .await
+                .map(|_| ())
+        }
+        // Not ours to fill in: a Secret without them fails the Pod's mount, which shows.
+        _ => Ok(()),
     }
-    let secret = build_secret(inputs, &random_token(), &random_token());
-    apply::create(ctx, &secret).await
 }
 
 /// 32 random bytes, hex-encoded.

@@ -13,6 +13,7 @@ mod context;
 pub mod cronjob;
 pub mod demand;
 mod done;
+mod drift;
 mod error;
 mod instance;
 pub mod metrics;
@@ -21,6 +22,8 @@ mod plugin;
 pub mod pod;
 mod project;
 mod retry;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 use std::net::SocketAddr;

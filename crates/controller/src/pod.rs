@@ -217,7 +217,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
         volumes: Some(volumes),
         ..Default::default()
     };
-    let hash = names::applied_hash(&spec);
+    let hash = names::content_hash(&spec);
     let mut labels = names::labels(input.plugin, input.project, input.channel, "plugin");
     labels.insert(names::LABEL_INSTANCE.into(), input.instance.into());
     Ok(Pod {
@@ -225,7 +225,6 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
             name: Some(names::join_name(&[input.instance, &hash[..8]])),
             namespace: Some(input.namespace.into()),
             labels: Some(labels),
-            annotations: Some(BTreeMap::from([(names::ANNOTATION_APPLIED.into(), hash)])),
             owner_references: Some(vec![input.owner.clone()]),
             ..Default::default()
         },
@@ -266,7 +265,7 @@ pub fn build_data_claim(
     namespace: &str,
     owner: OwnerReference,
 ) -> PersistentVolumeClaim {
-    let claim = PersistentVolumeClaim {
+    PersistentVolumeClaim {
         metadata: ObjectMeta {
             name: Some(names::data_claim_name(plugin, channel)),
             namespace: Some(namespace.into()),
@@ -286,19 +285,7 @@ pub fn build_data_claim(
             ..Default::default()
         }),
         status: None,
-    };
-    with_applied_hash(claim)
-}
-
-/// Sets the applied-hash annotation of an object from its content.
-pub fn with_applied_hash<K: kube::Resource + serde::Serialize>(mut object: K) -> K {
-    let hash = names::applied_hash(&object);
-    object
-        .meta_mut()
-        .annotations
-        .get_or_insert_with(BTreeMap::new)
-        .insert(names::ANNOTATION_APPLIED.into(), hash);
-    object
+    }
 }
 
 fn container_security() -> SecurityContext {

@@ -18,8 +18,6 @@ pub const LABEL_PROJECT: &str = "plugins.loop.dev/project";
 pub const LABEL_CHANNEL: &str = "plugins.loop.dev/channel";
 pub const LABEL_INSTANCE: &str = "plugins.loop.dev/instance";
 pub const LABEL_ACTION: &str = "plugins.loop.dev/action";
-/// The hash of what was applied, so an unchanged object is never written again.
-pub const ANNOTATION_APPLIED: &str = "plugins.loop.dev/applied-hash";
 
 /// The longest name a label value or a Pod's hostname may have.
 const MAX_NAME: usize = 63;
@@ -88,8 +86,9 @@ pub fn labels(
     ])
 }
 
-/// The hash of an object as we would apply it.
-pub fn applied_hash<T: serde::Serialize>(object: &T) -> String {
+/// A short hash of a value's content (a Pod's name carries its spec's, so a changed spec makes
+/// a new Pod).
+pub fn content_hash<T: serde::Serialize>(object: &T) -> String {
     let bytes = serde_json::to_vec(object).expect("objects serialize");
     short_hash(&bytes)
 }

@@ -20,7 +20,8 @@ use crate::controller_support::*;
 use crate::support::{E2eTest, Ns, test, wait};
 
 pub fn tests() -> Vec<E2eTest> {
-    vec![
+    let mut tests = crate::controller_repair::tests();
+    tests.extend([
         test(
             "controller::an_enabled_plugin_gets_one_instance_per_chat_and_no_pod_until_needed",
             enable,
@@ -80,15 +81,16 @@ pub fn tests() -> Vec<E2eTest> {
         test("controller::a_steady_state_makes_no_write", steady_state)
             .timeout(Duration::from_secs(240))
             .local_only("counts the controller's writes in the audit log of the API server the suite started"),
-    ]
+    ]);
+    tests
 }
 
-fn instance_name(plugin: &str, channel: &str) -> String {
+pub(crate) fn instance_name(plugin: &str, channel: &str) -> String {
     model::names::instance_name(plugin, channel)
 }
 
 /// A plugin of the test's own, a project enabling it (trusted) and one channel.
-async fn world(
+pub(crate) async fn world(
     ns: &Ns,
     suffix: &str,
     schedules: &[(&str, ScheduleEntry)],
@@ -108,7 +110,11 @@ async fn world(
     Ok(id)
 }
 
-async fn instances_of(ns: &Ns, plugin: &str, count: usize) -> anyhow::Result<Vec<PluginInstance>> {
+pub(crate) async fn instances_of(
+    ns: &Ns,
+    plugin: &str,
+    count: usize,
+) -> anyhow::Result<Vec<PluginInstance>> {
     let label = format!("plugins.loop.dev/plugin={plugin}");
     list_until(
         &ns.api::<PluginInstance>(),
@@ -120,7 +126,12 @@ async fn instances_of(ns: &Ns, plugin: &str, count: usize) -> anyhow::Result<Vec
     .await
 }
 
-async fn pods_of(ns: &Ns, instance: &str, count: usize, ready: bool) -> anyhow::Result<Vec<Pod>> {
+pub(crate) async fn pods_of(
+    ns: &Ns,
+    instance: &str,
+    count: usize,
+    ready: bool,
+) -> anyhow::Result<Vec<Pod>> {
     let label = format!("plugins.loop.dev/instance={instance}");
     list_until(
         &ns.api::<Pod>(),
@@ -399,7 +410,11 @@ async fn switch_keeps_pod(ns: Ns) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn cron_entry(enabled: Option<bool>, kind: ScheduleType, schedule: &str) -> ScheduleEntry {
+pub(crate) fn cron_entry(
+    enabled: Option<bool>,
+    kind: ScheduleType,
+    schedule: &str,
+) -> ScheduleEntry {
     ScheduleEntry {
         enabled,
         kind: Some(kind),
@@ -407,7 +422,7 @@ fn cron_entry(enabled: Option<bool>, kind: ScheduleType, schedule: &str) -> Sche
     }
 }
 
-async fn cronjob(
+pub(crate) async fn cronjob(
     ns: &Ns,
     name: &str,
     what: &str,

@@ -1,0 +1,258 @@
+//! The PluginInstance reconciler against a mocked API server: the Secret made once, a Pod only
+//! on demand, no write once converged, a hand edit undone, and a failed or evicted Pod
+//! replaced.
+
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus, Secret};
+use model::resources::PluginInstanceStatus;
+use serde_json::Value;
+
+use super::fixtures::*;
+use super::verifier::Call;
+use crate::instance::reconcile;
+
+fn now() -> String {
+    model::time::now_rfc3339()
+}
+
+/// The instance, with demand recorded a moment ago when `wanted`.
+fn world_with_instance(wanted: bool) -> World {
+    let mut world = World::echo();
+    let mut instance = instance();
+    if wanted {
+        instance.status = Some(PluginInstanceStatus {
+            last_activity: Some(now()),
+            ..Default::default()
+        });
+    }
+    world.instances = vec![instance];
+    world
+}
+
+fn phase(status: &Value) -> &str {
+    status["status"]["phase"].as_str().unwrap_or_default()
+}
+
+/// Puts the controller's part of the status it wrote back on the instance, keeping the API
+/// server's part (its last activity).
+fn record_status(world: &mut World, body: &Value) {
+    let written: PluginInstanceStatus =
+        serde_json::from_value(body["status"].clone()).expect("an instance status");
+    let instance = &mut world.instances[0];
+    let last_activity = instance
+        .status
+        .as_ref()
+        .and_then(|s| s.last_activity.clone());
+    instance.status = Some(PluginInstanceStatus {
+        last_activity,
+        ..written
+    });
+}
+
+fn ready(mut pod: Pod) -> Pod {
+    pod.status = Some(PodStatus {
+        phase: Some("Running".into()),
+        conditions: Some(vec![PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    pod
+}
+
+/// A wanted instance whose Secret and Ready Pod exist and whose status says so.
+async fn running() -> World {
+    let mut world = world_with_instance(true);
+    let instance = to_json(&world.instances[0]);
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::create(collection("secrets")),
+        Call::create(collection("pods")),
+        Call::event(NS, "Started"),
+        Call::status(path("plugininstances", "echo-general"), instance.clone()),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    let bodies = verifier.done().await;
+    world.secrets = vec![from_body::<Secret>(&bodies[0])];
+    world.pods = vec![ready(from_body::<Pod>(&bodies[1]))];
+    record_status(&mut world, &bodies[3]);
+    // The Pod became Ready: the next reconcile says so.
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::status(path("plugininstances", "echo-general"), instance)
+            .body(|b| assert_eq!(phase(b), "Running")),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    let bodies = verifier.done().await;
+    record_status(&mut world, &bodies[0]);
+    world
+}
+
+#[tokio::test]
+async fn the_first_reconcile_makes_the_secret_and_no_pod_until_needed() {
+    let world = world_with_instance(false);
+    let instance = to_json(&world.instances[0]);
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::create(collection("secrets")).body(|b| {
+            assert_eq!(b["metadata"]["name"], "echo-general-token");
+            assert_eq!(b["immutable"], true);
+            for key in ["token", "secret"] {
+                let value = b["data"][key].as_str().expect("base64");
+                assert_eq!(value.len(), 88, "32 random bytes, hex, base64: {key}");
+            }
+        }),
+        Call::status(path("plugininstances", "echo-general"), instance).body(|b| {
+            assert_eq!(phase(b), "Stopped");
+            assert!(
+                b["status"].get("lastActivity").is_none(),
+                "not ours to write"
+            );
+        }),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
+
+#[tokio::test]
+async fn demand_starts_a_pod_running_the_image_by_digest() {
+    let world = world_with_instance(true);
+    let instance = to_json(&world.instances[0]);
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::create(collection("secrets")),
+        Call::create(collection("pods")).body(|b| {
+            let container = &b["spec"]["containers"][0];
+            assert_eq!(
+                container["image"],
+                format!("registry.local/echo@sha256:{}", "0".repeat(64))
+            );
+            assert_eq!(
+                b["metadata"]["ownerReferences"][0]["kind"],
+                "PluginInstance"
+            );
+        }),
+        Call::event(NS, "Started"),
+        Call::status(path("plugininstances", "echo-general"), instance)
+            .body(|b| assert_eq!(phase(b), "Starting")),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
+
+#[tokio::test]
+async fn a_running_instance_makes_no_write() {
+    let world = running().await;
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .expect("no write, so nothing to fail");
+    verifier.done().await;
+}
+
+#[tokio::test]
+async fn a_hand_edited_pod_is_applied_again() {
+    let mut world = running().await;
+    let pod_name = world.pods[0].metadata.name.clone().unwrap();
+    let labels = world.pods[0].metadata.labels.as_mut().unwrap();
+    labels.insert("app.kubernetes.io/component".into(), "edited".into());
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![Call::apply(path("pods", &pod_name)).body(|b| {
+        assert_eq!(
+            b["metadata"]["labels"]["app.kubernetes.io/component"],
+            "plugin"
+        )
+    })]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
+
+#[tokio::test]
+async fn a_hand_edited_secret_label_is_applied_again_with_the_same_token() {
+    let mut world = running().await;
+    let token = serde_json::to_value(&world.secrets[0].data.as_ref().unwrap()["token"]).unwrap();
+    let labels = world.secrets[0].metadata.labels.as_mut().unwrap();
+    labels.remove("plugins.loop.dev/channel");
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::apply(path("secrets", "echo-general-token")).body(move |b| {
+            assert_eq!(
+                b["metadata"]["labels"]["plugins.loop.dev/channel"],
+                "general"
+            );
+            assert_eq!(b["data"]["token"], token, "the token stays");
+        }),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
+
+#[tokio::test]
+async fn an_evicted_pod_is_replaced() {
+    let mut world = running().await;
+    let pod_name = world.pods[0].metadata.name.clone().unwrap();
+    let instance = to_json(&world.instances[0]);
+    // What the kubelet writes when it evicts a Pod.
+    let status = world.pods[0].status.as_mut().unwrap();
+    status.phase = Some("Failed".into());
+    status.reason = Some("Evicted".into());
+    status.message = Some("The node was low on resource: memory.".into());
+    status.conditions = None;
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::delete(path("pods", &pod_name)),
+        Call::event(NS, "PodFailed"),
+        Call::status(path("plugininstances", "echo-general"), instance.clone()).body(|b| {
+            assert_eq!(phase(b), "Starting");
+            assert!(b["status"].get("pod").is_none(), "{b}");
+        }),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    let bodies = verifier.done().await;
+    record_status(&mut world, &bodies[2]);
+    // Once it is gone, a new one starts.
+    world.pods.clear();
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::create(collection("pods")),
+        Call::event(NS, "Started"),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
+
+#[tokio::test]
+async fn a_pod_that_failed_is_replaced() {
+    let mut world = running().await;
+    let pod_name = world.pods[0].metadata.name.clone().unwrap();
+    let instance = to_json(&world.instances[0]);
+    world.pods[0].status.as_mut().unwrap().phase = Some("Failed".into());
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::delete(path("pods", &pod_name)),
+        Call::event(NS, "PodFailed"),
+        Call::status(path("plugininstances", "echo-general"), instance),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
