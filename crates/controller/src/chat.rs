@@ -20,8 +20,9 @@ use super::cronjob::{ANNOTATION_ENTRY, CronJobInputs, build_cronjob};
 use super::error::{Error, Failures, Result};
 use super::plan::{ChatInputs, ChatPlan, ExistingTask, PluginView, plan_chat};
 use super::pod::build_data_claim;
-use model::manifest::Manifest;
+use model::manifest::{Capability, Manifest};
 use model::names;
+use model::resolve;
 use model::resources::{
     AppliedSchedule, Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance,
     PluginInstanceSpec, Project, set_condition,
@@ -52,20 +53,24 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .into_iter()
         .filter(|p| p.meta().deletion_timestamp.is_none())
         .collect();
-    let admissions: Vec<(String, Option<Manifest>, bool)> = plugins
+    let admissions: Vec<(String, Option<Manifest>, bool, bool)> = plugins
         .iter()
         .map(|p| {
             let parsed = model::manifest::from_value(&p.spec.manifest.to_json()).ok();
             let admitted = admission::admit(&host, p).is_ok();
-            (p.name_any(), parsed, admitted)
+            let may_schedule = parsed.as_ref().is_some_and(|m| {
+                resolve::approved_capabilities(p, m).contains(&Capability::Schedule)
+            });
+            (p.name_any(), parsed, admitted, may_schedule)
         })
         .collect();
     let views: Vec<PluginView> = admissions
         .iter()
-        .map(|(name, manifest, admitted)| PluginView {
+        .map(|(name, manifest, admitted, may_schedule)| PluginView {
             name,
             manifest: manifest.as_ref(),
             admitted: *admitted,
+            may_schedule: *may_schedule,
         })
         .collect();
 

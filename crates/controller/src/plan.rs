@@ -12,7 +12,9 @@
 //! - a broken entry (an interval cron cannot express, an action the manifest lacks) is
 //!   reported and leaves its task at the last good schedule, never started by it; the task
 //!   still pauses with the plugin when the project stops enabling it;
-//! - only desktop channels get them: threads run their channel's, Slack and Discord none.
+//! - only desktop channels get them: threads run their channel's, Slack and Discord none;
+//! - only a plugin whose `schedule` capability is approved (and declared) gets them: without
+//!   it, its entries make no task and its tasks go, and the status says why.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,6 +30,9 @@ pub struct PluginView<'a> {
     pub manifest: Option<&'a Manifest>,
     /// Whether it passed admission.
     pub admitted: bool,
+    /// Whether its `schedule` capability is approved (and declared): only then does it get
+    /// scheduled tasks.
+    pub may_schedule: bool,
 }
 
 /// Everything the plan of one chat depends on.
@@ -115,6 +120,20 @@ fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &m
     let global = input.host.plugins.defaults.get(view.name);
     let approved = input.project.map(resolve::approved_plugins);
     let project_entry = approved.as_ref().and_then(|a| a.plugins().get(view.name));
+    if !view.may_schedule {
+        // No task, and none kept: every CronJob of the plugin goes.
+        let entries = [global, project_entry]
+            .into_iter()
+            .flatten()
+            .any(|c| !c.schedules.is_empty());
+        if entries {
+            plan.problems.push(format!(
+                "plugin {}: its schedule entries make no task: the schedule capability is not approved",
+                view.name
+            ));
+        }
+        return;
+    }
     let resolved = resolve::resolve_schedules(manifest, global, project_entry);
     let mut broken = BTreeSet::new();
     for problem in &resolved.problems {
@@ -265,6 +284,7 @@ mod tests {
         existing: BTreeMap<(String, String), ExistingTask>,
         applied: Vec<AppliedSchedule>,
         admitted: bool,
+        may_schedule: bool,
     }
 
     impl Case {
@@ -276,6 +296,7 @@ mod tests {
                 existing: BTreeMap::new(),
                 applied: vec![],
                 admitted: true,
+                may_schedule: true,
             }
         }
 
@@ -285,6 +306,7 @@ mod tests {
                 name: "echo",
                 manifest: Some(&manifest),
                 admitted: self.admitted,
+                may_schedule: self.may_schedule,
             }];
             plan_chat(&ChatInputs {
                 channel: &self.channel,
@@ -523,6 +545,26 @@ mod tests {
         let plan = case.plan();
         assert_eq!(plan.problems.len(), 2, "{:?}", plan.problems);
         assert_eq!(plan.applied, case.applied);
+    }
+
+    #[test]
+    fn no_task_without_the_schedule_capability_approved() {
+        let mut case = Case::new(project(true, &[("tick", entry(None, None))])).converge();
+        assert!(case.existing.contains_key(&key("tick")));
+        // The owner withdraws the approval (or never gave it): the task goes, and why shows.
+        case.may_schedule = false;
+        let plan = case.plan();
+        assert_eq!(plan.enabled, ["echo"], "the plugin still runs");
+        assert!(plan.schedules.is_empty() && plan.keep.is_empty() && plan.applied.is_empty());
+        assert_eq!(
+            plan.problems,
+            [
+                "plugin echo: its schedule entries make no task: the schedule capability is not approved"
+            ]
+        );
+        // Without entries there is nothing to say.
+        case.project = project(true, &[]);
+        assert!(case.plan().problems.is_empty());
     }
 
     #[test]

@@ -118,6 +118,33 @@ async fn a_hand_edited_claim_label_is_applied_again() {
 }
 
 #[tokio::test]
+async fn a_plugin_without_the_schedule_capability_approved_gets_no_task() {
+    let mut world = World::echo();
+    world.plugins = vec![plugin_with(echo_manifest(), &["ui.composer_switch"])];
+    let channel = to_json(world.channel("general").as_ref());
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::apply(path("persistentvolumeclaims", "data-echo-general")),
+        Call::apply(path("plugininstances", "echo-general")),
+        Call::event(NS, "PluginEnabled"),
+        Call::status(path("channels", "general"), channel).body(|b| {
+            let valid = condition(&b["status"], "SchedulesValid");
+            assert_eq!(valid["status"], "False");
+            assert!(
+                valid["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("the schedule capability is not approved"),
+                "{valid}"
+            );
+        }),
+        Call::event(NS, "InvalidSchedule"),
+    ]);
+    reconcile(world.channel("general"), ctx).await.unwrap();
+    verifier.done().await;
+}
+
+#[tokio::test]
 async fn a_refused_task_stops_nothing_else_and_the_status_names_it() {
     let world = World::echo();
     let channel = to_json(world.channel("general").as_ref());
