@@ -51,6 +51,9 @@ pub struct Context {
     pub http: reqwest::Client,
     /// Failures in a row by object, for the retry backoff.
     pub backoff: super::retry::Backoff,
+    /// When this controller started reconciling (it leads from then on): a composer switch
+    /// that is on starts the plugin's container once after it (see `demand`).
+    pub started: jiff::Timestamp,
     /// The chat statuses this controller wrote, until the cache shows them: see
     /// [`Context::chat_status`].
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
@@ -76,6 +79,7 @@ impl Context {
                     .expect("a plain HTTP client builds")
             },
             backoff: Default::default(),
+            started: jiff::Timestamp::now(),
             written_chat_status: Mutex::default(),
         }
     }

@@ -13,11 +13,13 @@ use rand::Rng;
 use super::Context;
 use super::admission;
 use super::apply;
-use super::demand::{self, Demand};
+use super::demand::{self, Demand, DemandInputs};
 use super::error::{Error, Result};
 use super::pod::{PodInputs, build_pod, build_secret};
 use model::contract::{SECRET_KEY, TOKEN_KEY};
+use model::manifest::Capability;
 use model::names;
+use model::resolve;
 use model::resources::{
     Channel, Condition, ConditionStatus, InstancePhase, Plugin, PluginInstance,
     PluginInstanceStatus, set_condition,
@@ -52,51 +54,81 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         .filter(|p| p.namespace().as_deref() == Some(&ns) && owned_by(p, &instance))
         .collect();
 
-    let idle = model::schedule::parse_interval(&host.plugins.idle_timeout).unwrap_or(DEFAULT_IDLE);
-    let now = jiff::Timestamp::now();
-    let want = demand::demand(instance.status.as_ref(), idle, now);
-
-    // The Pod we would run, or why none can run.
-    let desired = match (&plugin, &channel) {
-        (Some(plugin), Some(channel)) => match admission::admit(&host, plugin) {
-            Ok(manifest) => {
-                let (memory, cpu) = manifest.resources_as_quantities();
-                let owner = instance
-                    .controller_owner_ref(&())
-                    .expect("instances have a uid");
-                let working_tree = channel_working_tree(&ctx, channel);
-                let api_url = ctx.api_url(&host);
-                let inputs = PodInputs {
-                    instance: &name,
-                    namespace: &ns,
-                    owner,
-                    plugin: &instance.spec.plugin,
-                    project: &instance.spec.project,
-                    channel: &instance.spec.channel,
-                    image: &plugin.spec.image,
-                    command: &plugin.spec.command,
-                    memory,
-                    cpu,
-                    api_url: &api_url,
-                    working_tree: working_tree.as_ref(),
-                    gate_image: host.gates.agentgate.enabled.then(|| {
-                        host.gates
-                            .agentgate
-                            .image
-                            .as_deref()
-                            .unwrap_or(&ctx.settings.self_image)
-                    }),
-                };
-                ensure_secret(&ctx, &inputs).await?;
-                build_pod(&inputs).map_err(|e| e.to_string())
-            }
-            Err(refusal) => Err(format!(
-                "Plugin {} is not admitted: {}",
-                instance.spec.plugin, refusal.message
-            )),
-        },
+    // What the instance runs, or why it cannot run.
+    let runnable = match (&plugin, &channel) {
+        (Some(plugin), Some(channel)) => admission::admit(&host, plugin)
+            .map(|manifest| (plugin, channel, manifest))
+            .map_err(|refusal| {
+                format!(
+                    "Plugin {} is not admitted: {}",
+                    instance.spec.plugin, refusal.message
+                )
+            }),
         (None, _) => Err(format!("Plugin {} is not installed", instance.spec.plugin)),
         (_, None) => Err(format!("Channel {} does not exist", instance.spec.channel)),
+    };
+
+    let idle = model::schedule::parse_interval(&host.plugins.idle_timeout).unwrap_or(DEFAULT_IDLE);
+    let now = jiff::Timestamp::now();
+    let want = match &runnable {
+        Ok((plugin, _, manifest)) => {
+            let approved = resolve::approved_capabilities(plugin, manifest);
+            let switches: Vec<&str> = if approved.contains(&Capability::UiComposerSwitch) {
+                manifest
+                    .ui
+                    .composer_switches
+                    .iter()
+                    .map(|s| s.id.as_str())
+                    .collect()
+            } else {
+                vec![]
+            };
+            demand::demand(&DemandInputs {
+                status: instance.status.as_ref(),
+                switches: &switches,
+                live_control: approved.contains(&Capability::LiveControl),
+                idle_timeout: idle,
+                started: ctx.started,
+                now,
+            })
+        }
+        Err(_) => Demand::Idle,
+    };
+
+    // The Pod we would run, or why none can run.
+    let desired = match &runnable {
+        Ok((plugin, channel, manifest)) => {
+            let (memory, cpu) = manifest.resources_as_quantities();
+            let owner = instance
+                .controller_owner_ref(&())
+                .expect("instances have a uid");
+            let working_tree = channel_working_tree(&ctx, channel);
+            let api_url = ctx.api_url(&host);
+            let inputs = PodInputs {
+                instance: &name,
+                namespace: &ns,
+                owner,
+                plugin: &instance.spec.plugin,
+                project: &instance.spec.project,
+                channel: &instance.spec.channel,
+                image: &plugin.spec.image,
+                command: &plugin.spec.command,
+                memory,
+                cpu,
+                api_url: &api_url,
+                working_tree: working_tree.as_ref(),
+                gate_image: host.gates.agentgate.enabled.then(|| {
+                    host.gates
+                        .agentgate
+                        .image
+                        .as_deref()
+                        .unwrap_or(&ctx.settings.self_image)
+                }),
+            };
+            ensure_secret(&ctx, &inputs).await?;
+            build_pod(&inputs).map_err(|e| e.to_string())
+        }
+        Err(why) => Err(why.clone()),
     };
 
     // Make the Pods match: the desired one while wanted, none otherwise. A Pod that failed
@@ -190,7 +222,9 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
 fn reason(want: Demand) -> &'static str {
     match want {
         Demand::ActiveUntil(_) => "a call or an event needs it",
-        Demand::SwitchOn => "a composer switch is on",
+        Demand::SwitchOnAtStart(_) => {
+            "a composer switch is on, so the plugin can bring back what it stands for"
+        }
         Demand::LiveHold => "the plugin holds the live session",
         Demand::Idle => "idle",
     }

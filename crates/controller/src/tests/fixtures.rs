@@ -56,6 +56,11 @@ impl World {
 
     /// A Context over stores holding this world, and the mocked API server its client calls.
     pub fn context(&self) -> (Arc<Context>, ApiServer) {
+        self.context_started(jiff::Timestamp::now())
+    }
+
+    /// [`World::context`] for a controller that started reconciling at `started`.
+    pub fn context_started(&self, started: jiff::Timestamp) -> (Arc<Context>, ApiServer) {
         let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "default");
         let stores = Stores {
@@ -74,7 +79,8 @@ impl World {
             api_url: "http://api.loop-plugins-system:8080".into(),
         };
         let metrics = Metrics::new(&mut Registry::default());
-        let ctx = Context::new(client, metrics, stores, settings);
+        let mut ctx = Context::new(client, metrics, stores, settings);
+        ctx.started = started;
         (Arc::new(ctx), ApiServer(handle))
     }
 

@@ -3,7 +3,7 @@
 //! replaced.
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus, Secret};
-use model::resources::PluginInstanceStatus;
+use model::resources::{PluginInstanceStatus, SwitchState};
 use serde_json::Value;
 
 use super::fixtures::*;
@@ -251,6 +251,110 @@ async fn a_pod_that_failed_is_replaced() {
         Call::event(NS, "PodFailed"),
         Call::status(path("plugininstances", "echo-general"), instance),
     ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
+
+/// The instance with only these switches on: no activity recorded.
+fn world_with_switches(on: &[&str]) -> World {
+    let mut world = world_with_instance(false);
+    world.instances[0].status = Some(PluginInstanceStatus {
+        switches: on
+            .iter()
+            .map(|id| SwitchState {
+                id: (*id).into(),
+                on: true,
+                title: None,
+                error: false,
+                busy: false,
+            })
+            .collect(),
+        ..Default::default()
+    });
+    world
+}
+
+/// The calls of a reconcile that starts no Pod: the Secret, and the status Stopped.
+fn no_pod(world: &World) -> Vec<Call> {
+    vec![
+        Call::create(collection("secrets")),
+        Call::status(
+            path("plugininstances", "echo-general"),
+            to_json(&world.instances[0]),
+        )
+        .body(|b| assert_eq!(phase(b), "Stopped")),
+    ]
+}
+
+#[tokio::test]
+async fn a_switch_that_is_on_starts_a_pod_when_the_controller_starts() {
+    let world = world_with_switches(&["mode"]);
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::create(collection("secrets")),
+        Call::create(collection("pods")),
+        Call::event(NS, "Started"),
+        Call::status(
+            path("plugininstances", "echo-general"),
+            to_json(&world.instances[0]),
+        ),
+    ]);
+    let action = reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    // It looks again when the start window closes.
+    assert_ne!(action, kube::runtime::controller::Action::await_change());
+    verifier.done().await;
+}
+
+#[tokio::test]
+async fn a_switch_that_is_on_no_longer_keeps_a_pod_past_the_start_window() {
+    let world = world_with_switches(&["mode"]);
+    let started = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(601);
+    let (ctx, server) = world.context_started(started);
+    let verifier = server.expect(no_pod(&world));
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
+
+#[tokio::test]
+async fn stale_switch_state_starts_nothing() {
+    // A switch the manifest does not declare.
+    let world = world_with_switches(&["ghost"]);
+    let (ctx, server) = world.context();
+    let verifier = server.expect(no_pod(&world));
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+    // ui.composer_switch no longer approved.
+    let mut world = world_with_switches(&["mode"]);
+    world.plugins = vec![plugin_with(echo_manifest(), &["schedule", "live.control"])];
+    let (ctx, server) = world.context();
+    let verifier = server.expect(no_pod(&world));
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
+
+#[tokio::test]
+async fn a_live_hold_counts_only_while_live_control_is_approved() {
+    let mut world = world_with_instance(false);
+    world.instances[0].status = Some(PluginInstanceStatus {
+        live_hold: true,
+        ..Default::default()
+    });
+    world.plugins = vec![plugin_with(
+        echo_manifest(),
+        &["schedule", "ui.composer_switch"],
+    )];
+    let (ctx, server) = world.context();
+    let verifier = server.expect(no_pod(&world));
     reconcile(world.instance("echo-general"), ctx)
         .await
         .unwrap();
