@@ -19,10 +19,10 @@ use super::pod::{PodInputs, build_pod, build_secret};
 use model::contract::{SECRET_KEY, TOKEN_KEY};
 use model::manifest::Capability;
 use model::names;
-use model::resolve;
+use model::resolve::{self, LeftOut};
 use model::resources::{
     Channel, Condition, ConditionStatus, InstancePhase, Plugin, PluginInstance,
-    PluginInstanceStatus, set_condition,
+    PluginInstanceStatus, Project, set_condition,
 };
 use model::time::now_rfc3339;
 
@@ -196,22 +196,56 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
             .await;
     }
 
+    // The settings the plugin sees here, and the values left out: shown, never dropped
+    // silently. A project's settings apply without trust, so its current config counts.
+    let settings = runnable.as_ref().ok().map(|(_, _, manifest)| {
+        let plugin = &instance.spec.plugin;
+        let project = ctx
+            .stores
+            .projects
+            .get(&ObjectRef::<Project>::new(&instance.spec.project).within(&ns));
+        resolve::resolve_settings(
+            manifest,
+            host.plugins.defaults.get(plugin),
+            project.as_ref().and_then(|p| p.spec.plugins.get(plugin)),
+        )
+    });
+
     let status = desired_status(
         &instance,
         running.as_deref(),
         keep.is_some(),
         &desired.as_ref().err(),
+        settings.as_ref().map(|s| s.left_out.as_slice()),
         &now_rfc3339(),
     );
     let api: Api<PluginInstance> = Api::namespaced(ctx.client.clone(), &ns);
-    apply::status(
-        &ctx,
-        &api,
-        &name,
-        instance.status.as_ref().map(observed_part).as_ref(),
-        &status,
-    )
-    .await?;
+    let before = instance
+        .status
+        .as_ref()
+        .map(observed_part)
+        .unwrap_or_default();
+    if apply::status(&ctx, &api, &name, Some(&before), &status).await?
+        && before.refused_settings != status.refused_settings
+    {
+        match status
+            .conditions
+            .iter()
+            .find(|c| c.r#type == SETTINGS_VALID)
+        {
+            Some(c) if c.status == ConditionStatus::False => {
+                let note = c.message.clone();
+                ctx.event(instance.as_ref(), true, &c.reason, "ResolveSettings", note)
+                    .await;
+            }
+            Some(c) => {
+                let note = c.message.clone();
+                ctx.event(instance.as_ref(), false, &c.reason, "ResolveSettings", note)
+                    .await;
+            }
+            None => {}
+        }
+    }
 
     Ok(match want.recheck_after(now) {
         Some(after) => Action::requeue(after),
@@ -236,10 +270,14 @@ fn observed_part(status: &PluginInstanceStatus) -> PluginInstanceStatus {
         observed_generation: status.observed_generation,
         phase: status.phase,
         pod: status.pod.clone(),
+        refused_settings: status.refused_settings.clone(),
         conditions: status.conditions.clone(),
         ..Default::default()
     }
 }
+
+/// The condition that says whether every configured setting value applies.
+const SETTINGS_VALID: &str = "SettingsValid";
 
 /// The controller's part of an instance's status.
 fn desired_status(
@@ -247,6 +285,7 @@ fn desired_status(
     pod: Option<&Pod>,
     want_pod: bool,
     problem: &Option<&String>,
+    left_out: Option<&[LeftOut]>,
     now: &str,
 ) -> PluginInstanceStatus {
     let current = instance
@@ -291,10 +330,43 @@ fn desired_status(
             message,
         },
     );
+    // Without a manifest to check them against, what was shown stays.
+    let refused_settings = match left_out {
+        Some(left_out) => {
+            let (status, reason, message) = if left_out.is_empty() {
+                (
+                    ConditionStatus::True,
+                    "SettingsApplied",
+                    "every configured setting value applies".to_string(),
+                )
+            } else {
+                let each: Vec<String> = left_out.iter().map(|l| l.to_string()).collect();
+                (
+                    ConditionStatus::False,
+                    "SettingsLeftOut",
+                    format!("{}; the value below each applies", each.join("; ")),
+                )
+            };
+            set_condition(
+                &mut conditions,
+                Condition {
+                    r#type: SETTINGS_VALID.into(),
+                    status,
+                    observed_generation: instance.metadata.generation,
+                    last_transition_time: now.into(),
+                    reason: reason.into(),
+                    message,
+                },
+            );
+            left_out.iter().map(LeftOut::to_refused).collect()
+        }
+        None => current.refused_settings.clone(),
+    };
     PluginInstanceStatus {
         observed_generation: instance.metadata.generation,
         phase: Some(phase),
         pod: pod.map(|p| p.name_any()),
+        refused_settings,
         conditions,
         ..Default::default()
     }

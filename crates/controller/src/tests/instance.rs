@@ -360,3 +360,93 @@ async fn a_live_hold_counts_only_while_live_control_is_approved() {
         .unwrap();
     verifier.done().await;
 }
+
+#[tokio::test]
+async fn refused_settings_are_shown_with_their_source_and_why() {
+    let mut world = world_with_instance(false);
+    let mut config = model::config::PluginConfig {
+        enabled: Some(true),
+        ..Default::default()
+    };
+    config
+        .settings
+        .insert("count".into(), serde_json::json!(11));
+    config
+        .settings
+        .insert("colour".into(), serde_json::json!("red"));
+    world.projects = vec![project_with(config)];
+    let global = model::config::PluginConfig {
+        settings: [("count".to_string(), serde_json::json!("many"))].into(),
+        ..Default::default()
+    };
+    world.host.as_mut().unwrap().spec.plugins.defaults = [("echo".to_string(), global)].into();
+    let instance = to_json(&world.instances[0]);
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::create(collection("secrets")),
+        Call::status(path("plugininstances", "echo-general"), instance.clone()).body(|b| {
+            let refused = &b["status"]["refusedSettings"];
+            let shown: Vec<(&str, &str, &Value)> = refused
+                .as_array()
+                .expect("refused settings")
+                .iter()
+                .map(|r| {
+                    (
+                        r["setting"].as_str().unwrap(),
+                        r["source"].as_str().unwrap(),
+                        &r["value"],
+                    )
+                })
+                .collect();
+            assert_eq!(
+                shown,
+                [
+                    ("count", "global", &serde_json::json!("many")),
+                    ("colour", "project", &serde_json::json!("red")),
+                    ("count", "project", &serde_json::json!(11)),
+                ]
+            );
+            assert_eq!(
+                refused[1]["reason"],
+                "the manifest declares no such setting"
+            );
+            assert!(
+                refused[2]["reason"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("its schema refuses it: "),
+                "{refused}"
+            );
+            let valid = b["status"]["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == "SettingsValid")
+                .expect("a SettingsValid condition");
+            assert_eq!(valid["status"], "False");
+            assert_eq!(valid["reason"], "SettingsLeftOut");
+        }),
+        Call::event(NS, "SettingsLeftOut"),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    let bodies = verifier.done().await;
+    record_status(&mut world, &bodies[1]);
+    world.secrets = vec![from_body::<Secret>(&bodies[0])];
+
+    // The project fixes its values and the global one goes: nothing is left out any more.
+    world.projects = vec![project(true)];
+    world.host.as_mut().unwrap().spec.plugins.defaults.clear();
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::status(path("plugininstances", "echo-general"), instance).body(|b| {
+            assert!(b["status"].get("refusedSettings").is_none(), "{b}");
+        }),
+        Call::event(NS, "SettingsApplied"),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}

@@ -43,6 +43,10 @@ pub fn tests() -> Vec<E2eTest> {
             settings_change,
         ),
         test(
+            "controller::refused_settings_are_shown_on_the_instance",
+            refused_settings,
+        ),
+        test(
             "controller::a_switch_that_is_on_starts_the_pod_at_start_then_idle_applies",
             switch_at_start,
         )
@@ -375,6 +379,94 @@ async fn settings_change(ns: Ns) -> anyhow::Result<()> {
 /// The reference: "When the daemon starts, it starts the plugin's container in each channel
 /// where one of its switches is on, so the plugin can bring back what the switch stands for";
 /// then the ordinary idle stop applies, the switch still on.
+/// The reference: a value the manifest doesn't declare, or one its schema refuses, "is left
+/// out, so the value below it applies, and Settings → Plugins says so". Here the instance's
+/// status says so, value by value, with its source and why; `kubectl get` and an Event too.
+async fn refused_settings(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let id = world(&ns, "rf", &[]).await?;
+    let name = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    let mut config = entry(true, &[]);
+    config.settings.insert("verbose".into(), "yes".into());
+    config.settings.insert("colour".into(), 1.into());
+    let mut project = trusted_project("proj", BTreeMap::from([(id.clone(), entry(true, &[]))]));
+    // Settings apply without trust: the current config counts.
+    project.spec.plugins.insert(id.clone(), config);
+    apply(&ns, &project).await?;
+    let shown = wait::matches(
+        &ns.api::<PluginInstance>(),
+        &name,
+        "two refused settings shown",
+        WAIT,
+        |i: &PluginInstance| {
+            i.status
+                .as_ref()
+                .is_some_and(|s| s.refused_settings.len() == 2)
+        },
+    )
+    .await?
+    .status
+    .unwrap_or_default();
+    let refused: Vec<(&str, String, &serde_json::Value)> = shown
+        .refused_settings
+        .iter()
+        .map(|r| (r.setting.as_str(), r.source.to_string(), &r.value))
+        .collect();
+    ensure!(
+        refused
+            == [
+                ("colour", "project".to_string(), &serde_json::json!(1)),
+                ("verbose", "project".to_string(), &serde_json::json!("yes")),
+            ],
+        "{refused:?}"
+    );
+    ensure!(
+        shown.refused_settings[0].reason == "the manifest declares no such setting"
+            && shown.refused_settings[1]
+                .reason
+                .starts_with("its schema refuses it"),
+        "{:?}",
+        shown.refused_settings
+    );
+    let table = ns.kubectl(["get", "plugininstances"]).await?;
+    ensure!(
+        table.contains("SETTINGS") && table.contains("SettingsLeftOut"),
+        "{table}"
+    );
+    let events = ns
+        .kubectl([
+            "get",
+            "events.events.k8s.io",
+            "-o",
+            "jsonpath={.items[*].reason}",
+        ])
+        .await?;
+    ensure!(events.contains("SettingsLeftOut"), "{events}");
+    // Fixed: nothing is left out, and the condition says so.
+    apply(
+        &ns,
+        &trusted_project("proj", BTreeMap::from([(id.clone(), entry(true, &[]))])),
+    )
+    .await?;
+    wait::matches(
+        &ns.api::<PluginInstance>(),
+        &name,
+        "SettingsValid True, nothing refused",
+        WAIT,
+        |i: &PluginInstance| {
+            i.status.as_ref().is_some_and(|s| {
+                s.refused_settings.is_empty()
+                    && s.conditions
+                        .iter()
+                        .any(|c| c.r#type == "SettingsValid" && c.reason == "SettingsApplied")
+            })
+        },
+    )
+    .await?;
+    Ok(())
+}
+
 async fn switch_at_start(ns: Ns) -> anyhow::Result<()> {
     let _exclusive = exclusive().await;
     let id = world(&ns, "sw", &[]).await?;
