@@ -15,7 +15,7 @@ use super::admission;
 use super::apply;
 use super::demand::{self, Demand, DemandInputs};
 use super::error::{Error, Result};
-use super::pod::{PodInputs, build_pod, build_secret};
+use super::pod::{PodInputs, RunAs, build_pod, build_secret};
 use model::contract::{SECRET_KEY, TOKEN_KEY};
 use model::manifest::Capability;
 use model::names;
@@ -124,6 +124,7 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
                         .as_deref()
                         .unwrap_or(&ctx.settings.self_image)
                 }),
+                run_as: RunAs::DEFAULT,
             };
             ensure_secret(&ctx, &inputs).await?;
             build_pod(&inputs).map_err(|e| e.to_string())

@@ -317,6 +317,35 @@ async fn demand_and_idle(ns: Ns) -> anyhow::Result<()> {
     let pod = &pods[0];
     let spec = pod.spec.as_ref().unwrap();
     ensure!(spec.automount_service_account_token == Some(false));
+    // Admitted where Pod Security's restricted level is enforced, locked down field by field.
+    let namespace = Api::<k8s_openapi::api::core::v1::Namespace>::all(ns.client())
+        .get(ns.name())
+        .await?;
+    ensure!(
+        namespace
+            .labels()
+            .get("pod-security.kubernetes.io/enforce")
+            .map(String::as_str)
+            == Some("restricted")
+    );
+    let psc = spec.security_context.clone().unwrap_or_default();
+    ensure!(
+        psc.run_as_non_root == Some(true) && psc.run_as_user == Some(65532),
+        "{psc:?}"
+    );
+    ensure!(psc.seccomp_profile.as_ref().map(|p| p.type_.as_str()) == Some("RuntimeDefault"));
+    let csc = spec.containers[0]
+        .security_context
+        .clone()
+        .unwrap_or_default();
+    ensure!(
+        csc.allow_privilege_escalation == Some(false)
+            && csc.read_only_root_filesystem == Some(true)
+            && csc.run_as_non_root == Some(true)
+            && csc.capabilities.and_then(|c| c.drop) == Some(vec!["ALL".to_string()]),
+        "{:?}",
+        spec.containers[0].security_context
+    );
     ensure!(spec.containers[0].image.as_deref() == Some(echo_plugin(&id)?.spec.image.as_str()));
     let ip = pod
         .status
