@@ -1,5 +1,6 @@
-//! The thin part that writes: server-side apply with one field manager, skipped when the live
-//! object already carries the hash of what we would apply, so a steady state makes no write.
+//! The thin part that writes: server-side apply with one field manager, skipped when every
+//! field we would apply already has its value in the live object (see `drift`), so a steady
+//! state makes no write and a hand edit of a field we set is undone.
 
 use std::fmt::Debug;
 
@@ -10,22 +11,18 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::Context;
+use super::drift;
 use super::error::{Error, Result};
-use model::names::{ANNOTATION_APPLIED, FIELD_MANAGER};
+use model::names::FIELD_MANAGER;
 
-/// Whether the live object already is what `desired` would make it.
-pub fn is_current<K: Resource>(desired: &K, live: Option<&K>) -> bool {
-    let hash = |k: &K| {
-        k.meta()
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_APPLIED))
-            .cloned()
+/// The first field we set whose live value differs (or "absent"); `None` when `live` already
+/// is what `desired` would make it.
+pub fn difference<K: Serialize>(desired: &K, live: Option<&K>) -> Option<String> {
+    let Some(live) = live else {
+        return Some("absent".into());
     };
-    match live {
-        Some(live) => hash(desired).is_some() && hash(desired) == hash(live),
-        None => false,
-    }
+    let json = |k: &K| serde_json::to_value(k).expect("objects serialize");
+    drift::difference(&json(desired), &json(live))
 }
 
 /// Applies `desired` unless `live` already matches it. Returns whether it wrote.
@@ -37,10 +34,13 @@ where
         + DeserializeOwned
         + Debug,
 {
-    if is_current(desired, live) {
+    let Some(field) = difference(desired, live) else {
         return Ok(false);
-    }
+    };
     let name = desired.name_any();
+    if live.is_some() {
+        tracing::info!(kind = kind::<K>(), %name, %field, "applying again: a field we set differs");
+    }
     let ns = desired
         .namespace()
         .ok_or_else(|| Error::NoNamespace(name.clone()))?;
@@ -60,8 +60,9 @@ where
     Ok(true)
 }
 
-/// Creates `object`; one that exists already (a cache behind the server) counts as made.
-pub async fn create<K>(ctx: &Context, object: &K) -> Result<()>
+/// Creates `object`; one that exists already (a cache behind the server, or one still going
+/// away under the same name) counts as made. Returns whether it made it.
+pub async fn create<K>(ctx: &Context, object: &K) -> Result<bool>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -85,8 +86,8 @@ where
         )
         .await
     {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(false),
         Err(source) => Err(Error::Create {
             kind: kind::<K>(),
             name,

@@ -1,7 +1,11 @@
 //! The Channel reconciler: keeps one PluginInstance (and its /data claim) per plugin the chat's
 //! project enables, and the CronJobs of a desktop channel's scheduled actions.
+//!
+//! Every write is tried: one that fails (a CronJob the API server refuses, a conflict) does not
+//! stop the others or the status, which names it; the reconcile then fails with it, so it is
+//! tried again (see `error::Failures`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::CronJob;
@@ -12,15 +16,16 @@ use kube::{Api, Resource, ResourceExt};
 use super::Context;
 use super::admission;
 use super::apply;
-use super::cronjob::{CronJobInputs, build_cronjob};
-use super::error::{Error, Result};
-use super::plan::{ChatInputs, PluginView, plan_chat};
-use super::pod::{build_data_claim, with_applied_hash};
-use model::manifest::Manifest;
+use super::cronjob::{ANNOTATION_ENTRY, CronJobInputs, build_cronjob};
+use super::error::{Error, Failures, Result};
+use super::plan::{ChatInputs, ChatPlan, ExistingTask, PluginView, plan_chat};
+use super::pod::build_data_claim;
+use model::manifest::{Capability, Manifest};
 use model::names;
+use model::resolve;
 use model::resources::{
-    Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance, PluginInstanceSpec,
-    Project, set_condition,
+    AppliedSchedule, Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance,
+    PluginInstanceSpec, Project, set_condition,
 };
 use model::time::now_rfc3339;
 
@@ -48,35 +53,41 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .into_iter()
         .filter(|p| p.meta().deletion_timestamp.is_none())
         .collect();
-    let admissions: Vec<(String, Option<Manifest>, bool)> = plugins
+    let admissions: Vec<(String, Option<Manifest>, bool, bool)> = plugins
         .iter()
         .map(|p| {
             let parsed = model::manifest::from_value(&p.spec.manifest.to_json()).ok();
             let admitted = admission::admit(&host, p).is_ok();
-            (p.name_any(), parsed, admitted)
+            let may_schedule = parsed.as_ref().is_some_and(|m| {
+                resolve::approved_capabilities(p, m).contains(&Capability::Schedule)
+            });
+            (p.name_any(), parsed, admitted, may_schedule)
         })
         .collect();
     let views: Vec<PluginView> = admissions
         .iter()
-        .map(|(name, manifest, admitted)| PluginView {
+        .map(|(name, manifest, admitted, may_schedule)| PluginView {
             name,
             manifest: manifest.as_ref(),
             admitted: *admitted,
+            may_schedule: *may_schedule,
         })
         .collect();
 
-    let mine = |labels: &std::collections::BTreeMap<String, String>, object_ns: Option<String>| {
-        object_ns.as_deref() == Some(ns.as_str()) && labels.get(names::LABEL_CHANNEL) == Some(&name)
-    };
     let cronjobs: Vec<Arc<CronJob>> = ctx
         .stores
         .cronjobs
         .state()
         .into_iter()
-        .filter(|c| mine(c.labels(), c.namespace()))
+        .filter(|c| {
+            c.namespace().as_deref() == Some(ns.as_str())
+                && c.labels().get(names::LABEL_CHANNEL) == Some(&name)
+        })
         .collect();
-    let existing: BTreeSet<(String, String)> =
-        cronjobs.iter().filter_map(|c| cronjob_key(c)).collect();
+    let existing: BTreeMap<(String, String), ExistingTask> = cronjobs
+        .iter()
+        .filter_map(|c| Some((cronjob_key(c)?, existing_task(c))))
+        .collect();
     let current_status = ctx.chat_status(&channel);
     let plan = plan_chat(&ChatInputs {
         channel: &channel.spec,
@@ -87,34 +98,87 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         applied: &current_status.applied_schedules,
     });
 
-    let chat_owner = channel
+    let mut failures = Failures::default();
+    sync_instances(&ctx, &channel, &ns, &plan, &mut failures).await;
+    let applied = sync_tasks(
+        &ctx,
+        &channel,
+        &ns,
+        &plan,
+        &cronjobs,
+        &current_status.applied_schedules,
+        &mut failures,
+    )
+    .await;
+
+    let status = desired_status(
+        &channel,
+        &current_status,
+        &plan,
+        applied,
+        &failures,
+        &now_rfc3339(),
+    );
+    let api: Api<Channel> = Api::namespaced(ctx.client.clone(), &ns);
+    if apply::status(&ctx, &api, &name, Some(&current_status), &status).await? {
+        ctx.wrote_chat_status(&channel, status.clone());
+    }
+    for (kind, warning, action) in [
+        ("SchedulesValid", true, "ApplySchedules"),
+        ("Applied", true, "Apply"),
+    ] {
+        if let Some(condition) = turned_false(&current_status, &status, kind) {
+            ctx.event(
+                channel.as_ref(),
+                warning,
+                &condition.reason,
+                action,
+                condition.message.clone(),
+            )
+            .await;
+        }
+    }
+    failures.into_result()?;
+    Ok(Action::await_change())
+}
+
+/// One PluginInstance and one /data claim per enabled plugin; instances of plugins no longer
+/// enabled go, with their containers.
+async fn sync_instances(
+    ctx: &Context,
+    channel: &Channel,
+    ns: &str,
+    plan: &ChatPlan,
+    failures: &mut Failures,
+) {
+    let name = channel.name_any();
+    let owner = channel
         .controller_owner_ref(&())
         .expect("channels have a uid");
-    let project_name = &channel.spec.project;
-
-    // Instances and their data volumes.
+    let project = &channel.spec.project;
     let instances: Vec<Arc<PluginInstance>> = ctx
         .stores
         .instances
         .state()
         .into_iter()
-        .filter(|i| i.namespace().as_deref() == Some(&ns) && i.spec.channel == name)
+        .filter(|i| i.namespace().as_deref() == Some(ns) && i.spec.channel == name)
         .collect();
     for plugin in &plan.enabled {
-        let claim = build_data_claim(plugin, project_name, &name, &ns, chat_owner.clone());
+        let claim = build_data_claim(plugin, project, &name, ns, owner.clone());
         let live_claim = ctx
             .stores
             .claims
-            .get(&ObjectRef::new(&names::data_claim_name(plugin, &name)).within(&ns));
-        apply::apply(&ctx, &claim, live_claim.as_deref()).await?;
+            .get(&ObjectRef::new(&names::data_claim_name(plugin, &name)).within(ns));
+        failures.check(apply::apply(ctx, &claim, live_claim.as_deref()).await);
 
-        let instance = desired_instance(plugin, project_name, &name, &ns, chat_owner.clone());
+        let instance = desired_instance(plugin, project, &name, ns, owner.clone());
         let live = instances
             .iter()
             .find(|i| i.name_any() == instance.name_any());
-        if apply::apply(&ctx, &instance, live.map(|i| i.as_ref())).await? && live.is_none() {
+        let wrote = failures.check(apply::apply(ctx, &instance, live.map(|i| i.as_ref())).await);
+        if wrote == Some(true) && live.is_none() {
             ctx.event(
-                channel.as_ref(),
+                channel,
                 false,
                 "PluginEnabled",
                 "CreateInstance",
@@ -124,112 +188,173 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         }
     }
     for instance in &instances {
-        if !plan.enabled.contains(&instance.spec.plugin) {
-            if !apply::delete(&ctx, instance.as_ref()).await? {
-                continue;
-            }
-            // Stop its container now rather than when garbage collection gets to it.
-            for pod in ctx.stores.pods.state() {
-                if pod.namespace().as_deref() == Some(&ns)
-                    && pod.labels().get(names::LABEL_INSTANCE) == Some(&instance.name_any())
-                {
-                    apply::delete(&ctx, pod.as_ref()).await?;
-                }
-            }
-            ctx.event(
-                channel.as_ref(),
-                false,
-                "PluginDisabled",
-                "DeleteInstance",
-                format!(
-                    "plugin {} no longer runs in this chat",
-                    instance.spec.plugin
-                ),
-            )
-            .await;
+        if plan.enabled.contains(&instance.spec.plugin) {
+            continue;
         }
+        if failures.check(apply::delete(ctx, instance.as_ref()).await) != Some(true) {
+            continue;
+        }
+        // Stop its container now rather than when garbage collection gets to it.
+        for pod in ctx.stores.pods.state() {
+            if pod.namespace().as_deref() == Some(ns)
+                && pod.labels().get(names::LABEL_INSTANCE) == Some(&instance.name_any())
+            {
+                failures.check(apply::delete(ctx, pod.as_ref()).await);
+            }
+        }
+        ctx.event(
+            channel,
+            false,
+            "PluginDisabled",
+            "DeleteInstance",
+            format!(
+                "plugin {} no longer runs in this chat",
+                instance.spec.plugin
+            ),
+        )
+        .await;
     }
+}
 
-    // CronJobs.
+/// Applies the planned CronJobs and deletes those not kept. Returns the entries to record as
+/// applied: the plan's, except that an entry whose CronJob could not be applied keeps the
+/// record it had, so it is applied again rather than counted as done.
+async fn sync_tasks(
+    ctx: &Context,
+    channel: &Channel,
+    ns: &str,
+    plan: &ChatPlan,
+    cronjobs: &[Arc<CronJob>],
+    applied_before: &[AppliedSchedule],
+    failures: &mut Failures,
+) -> Vec<AppliedSchedule> {
+    let name = channel.name_any();
+    let owner = channel
+        .controller_owner_ref(&())
+        .expect("channels have a uid");
+    let host = ctx.host();
     let api_url = ctx.api_url(&host);
+    let mut not_applied = BTreeSet::new();
     for schedule in &plan.schedules {
         let desired = build_cronjob(&CronJobInputs {
             plugin: &schedule.plugin,
-            project: project_name,
+            project: &channel.spec.project,
             channel: &name,
-            namespace: &ns,
+            namespace: ns,
             action: &schedule.action,
             cron: &schedule.cron,
             suspend: schedule.suspend,
             entry_hash: &schedule.entry_hash,
             self_image: &ctx.settings.self_image,
             api_url: &api_url,
-            owner: chat_owner.clone(),
+            owner: owner.clone(),
         });
         let live = cronjobs
             .iter()
             .find(|c| c.metadata.name == desired.metadata.name);
-        apply::apply(&ctx, &desired, live.map(|c| c.as_ref())).await?;
-    }
-    for cronjob in &cronjobs {
-        if cronjob_key(cronjob).is_none_or(|key| !plan.keep.contains(&key)) {
-            apply::delete(&ctx, cronjob.as_ref()).await?;
+        if failures
+            .check(apply::apply(ctx, &desired, live.map(|c| c.as_ref())).await)
+            .is_none()
+        {
+            not_applied.insert((schedule.plugin.clone(), schedule.action.clone()));
         }
     }
+    for cronjob in cronjobs {
+        if cronjob_key(cronjob).is_none_or(|key| !plan.keep.contains(&key)) {
+            failures.check(apply::delete(ctx, cronjob.as_ref()).await);
+        }
+    }
+    let key = |r: &AppliedSchedule| (r.plugin.clone(), r.action.clone());
+    let mut applied: Vec<AppliedSchedule> = plan
+        .applied
+        .iter()
+        .filter(|r| !not_applied.contains(&key(r)))
+        .chain(
+            applied_before
+                .iter()
+                .filter(|r| not_applied.contains(&key(r))),
+        )
+        .cloned()
+        .collect();
+    applied.sort();
+    applied.dedup();
+    applied
+}
 
-    // Status.
-    let mut conditions = current_status.conditions.clone();
-    let (status, reason, message) = if plan.problems.is_empty() {
-        (
-            ConditionStatus::True,
-            "SchedulesApplied",
-            "every schedule entry is applied".to_string(),
-        )
-    } else {
-        (
-            ConditionStatus::False,
-            "InvalidSchedule",
-            plan.problems.join("; "),
-        )
+/// The chat's status: the plugins that run in it, the entries applied, whether every entry
+/// is valid, and whether every write went through.
+fn desired_status(
+    channel: &Channel,
+    current: &ChannelStatus,
+    plan: &ChatPlan,
+    applied: Vec<AppliedSchedule>,
+    failures: &Failures,
+    now: &str,
+) -> ChannelStatus {
+    let mut conditions = current.conditions.clone();
+    let condition = |r#type: &str, ok: bool, reason: &str, message: String| Condition {
+        r#type: r#type.into(),
+        status: if ok {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        },
+        observed_generation: channel.metadata.generation,
+        last_transition_time: now.into(),
+        reason: reason.into(),
+        message,
     };
-    let flipped_to_invalid = !plan.problems.is_empty()
-        && !conditions.iter().any(|c| {
-            c.r#type == "SchedulesValid"
-                && c.status == ConditionStatus::False
-                && c.message == message
-        });
     set_condition(
         &mut conditions,
-        Condition {
-            r#type: "SchedulesValid".into(),
-            status,
-            observed_generation: channel.metadata.generation,
-            last_transition_time: now_rfc3339(),
-            reason: reason.into(),
-            message: message.clone(),
+        if plan.problems.is_empty() {
+            condition(
+                "SchedulesValid",
+                true,
+                "SchedulesApplied",
+                "every schedule entry is applied".into(),
+            )
+        } else {
+            condition(
+                "SchedulesValid",
+                false,
+                "InvalidSchedule",
+                plan.problems.join("; "),
+            )
         },
     );
-    let status = ChannelStatus {
+    set_condition(
+        &mut conditions,
+        if failures.is_empty() {
+            condition(
+                "Applied",
+                true,
+                "Applied",
+                "every instance, data volume and task of this chat is as planned".into(),
+            )
+        } else {
+            condition("Applied", false, "ApplyFailed", failures.to_string())
+        },
+    );
+    ChannelStatus {
         observed_generation: channel.metadata.generation,
         plugins: plan.enabled.clone(),
-        applied_schedules: plan.applied.clone(),
+        applied_schedules: applied,
         conditions,
-    };
-    let api: Api<Channel> = Api::namespaced(ctx.client.clone(), &ns);
-    if apply::status(&ctx, &api, &name, Some(&current_status), &status).await? {
-        ctx.wrote_chat_status(&channel, status.clone());
     }
-    if flipped_to_invalid {
-        ctx.event(
-            channel.as_ref(),
-            true,
-            "InvalidSchedule",
-            "ApplySchedules",
-            message,
-        )
-        .await;
-    }
-    Ok(Action::await_change())
+}
+
+/// The condition of type `kind` when it turned False or its message changed while False.
+fn turned_false<'a>(
+    before: &ChannelStatus,
+    after: &'a ChannelStatus,
+    kind: &str,
+) -> Option<&'a Condition> {
+    let find = |s: &ChannelStatus| s.conditions.iter().find(|c| c.r#type == kind).cloned();
+    let now = after.conditions.iter().find(|c| c.r#type == kind)?;
+    let was = find(before);
+    (now.status == ConditionStatus::False
+        && was.is_none_or(|w| w.status != ConditionStatus::False || w.message != now.message))
+    .then_some(now)
 }
 
 fn cronjob_key(cronjob: &CronJob) -> Option<(String, String)> {
@@ -238,6 +363,18 @@ fn cronjob_key(cronjob: &CronJob) -> Option<(String, String)> {
         labels.get(names::LABEL_PLUGIN)?.clone(),
         labels.get(names::LABEL_ACTION)?.clone(),
     ))
+}
+
+fn existing_task(cronjob: &CronJob) -> ExistingTask {
+    ExistingTask {
+        cron: cronjob.spec.schedule.clone(),
+        entry_hash: cronjob
+            .annotations()
+            .get(ANNOTATION_ENTRY)
+            .cloned()
+            .unwrap_or_default(),
+        suspended: cronjob.spec.suspend.unwrap_or(false),
+    }
 }
 
 fn desired_instance(
@@ -258,5 +395,5 @@ fn desired_instance(
     instance.metadata.namespace = Some(ns.into());
     instance.metadata.labels = Some(names::labels(plugin, project, channel, "instance"));
     instance.metadata.owner_references = Some(vec![owner]);
-    with_applied_hash(instance)
+    instance
 }

@@ -49,6 +49,9 @@ pub struct Context {
     pub settings: Settings,
     /// Failures in a row by object, for the retry backoff.
     pub backoff: super::retry::Backoff,
+    /// When this controller started reconciling (it leads from then on): a composer switch
+    /// that is on starts the plugin's container once after it (see `demand`).
+    pub started: jiff::Timestamp,
     /// The chat statuses this controller wrote, until the cache shows them: see
     /// [`Context::chat_status`].
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
@@ -67,6 +70,7 @@ impl Context {
             stores,
             settings,
             backoff: Default::default(),
+            started: jiff::Timestamp::now(),
             written_chat_status: Mutex::default(),
         }
     }

@@ -7,7 +7,6 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::pod::with_applied_hash;
 use model::contract::SERVICE_ACCOUNT_TOKEN;
 use model::names;
 
@@ -70,7 +69,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
         }),
         ..Default::default()
     };
-    let cronjob = CronJob {
+    CronJob {
         metadata: ObjectMeta {
             name: Some(name),
             namespace: Some(input.namespace.into()),
@@ -122,8 +121,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
             ..Default::default()
         },
         status: None,
-    };
-    with_applied_hash(cronjob)
+    }
 }
 
 #[cfg(test)]
@@ -165,15 +163,5 @@ mod tests {
         assert!(args.contains(&"--action=tick".to_string()));
         assert!(args.contains(&"--channel=general".to_string()));
         assert_eq!(cj.metadata.name.as_deref(), Some("echo-general-tick"));
-    }
-
-    #[test]
-    fn suspending_changes_the_applied_hash() {
-        let on = build_cronjob(&inputs(false));
-        let off = build_cronjob(&inputs(true));
-        let hash = |c: &CronJob| {
-            c.metadata.annotations.as_ref().unwrap()[names::ANNOTATION_APPLIED].clone()
-        };
-        assert_ne!(hash(&on), hash(&off));
     }
 }

@@ -1,5 +1,16 @@
 //! Whether an instance's container is wanted now: a pure decision from what the API server
-//! recorded on the instance and the host's idle timeout.
+//! recorded on the instance, what the plugin may still use, the host's idle timeout and when
+//! this controller started.
+//!
+//! - Activity (a call, an event, a schedule) keeps it up for the idle timeout.
+//! - A composer switch that is on starts it once when the controller starts ("When the daemon
+//!   starts, it starts the plugin's container in each channel where one of its switches is
+//!   on, so the plugin can bring back what the switch stands for"): it is wanted until the
+//!   start plus the idle timeout, then the ordinary idle rule applies. Counted from the
+//!   controller's start time, so it needs no write.
+//! - A live hold keeps it up while the plugin holds the chat's live session.
+//! - Switch state of a switch the manifest no longer declares, or while `ui.composer_switch`
+//!   is not approved, and a hold while `live.control` is not approved, count for nothing.
 
 use std::time::Duration;
 
@@ -12,12 +23,29 @@ use model::resources::PluginInstanceStatus;
 pub enum Demand {
     /// Recent activity keeps it up until this time.
     ActiveUntil(Timestamp),
-    /// One of its composer switches is on in the chat.
-    SwitchOn,
+    /// A composer switch was on when the controller started: it runs until this time, so the
+    /// plugin can bring back what the switch stands for.
+    SwitchOnAtStart(Timestamp),
     /// The plugin holds the chat's live session.
     LiveHold,
     /// Idle: stop it.
     Idle,
+}
+
+/// What the demand on an instance is decided from.
+#[derive(Clone, Copy, Debug)]
+pub struct DemandInputs<'a> {
+    /// What the API server recorded: last activity, switch states, live hold.
+    pub status: Option<&'a PluginInstanceStatus>,
+    /// The composer switches that count: those the manifest declares, while
+    /// `ui.composer_switch` is approved (none otherwise).
+    pub switches: &'a [&'a str],
+    /// Whether `live.control` is approved.
+    pub live_control: bool,
+    pub idle_timeout: Duration,
+    /// When this controller started reconciling.
+    pub started: Timestamp,
+    pub now: Timestamp,
 }
 
 impl Demand {
@@ -25,10 +53,10 @@ impl Demand {
         !matches!(self, Demand::Idle)
     }
 
-    /// When to look again: when the activity window closes.
+    /// When to look again: when the window that keeps it up closes.
     pub fn recheck_after(self, now: Timestamp) -> Option<Duration> {
         match self {
-            Demand::ActiveUntil(until) => {
+            Demand::ActiveUntil(until) | Demand::SwitchOnAtStart(until) => {
                 let left = until.duration_since(now);
                 Some(
                     Duration::try_from(left).unwrap_or(Duration::ZERO) + Duration::from_millis(500),
@@ -39,36 +67,34 @@ impl Demand {
     }
 }
 
-/// Decides the demand on an instance at `now`.
-pub fn demand(
-    status: Option<&PluginInstanceStatus>,
-    idle_timeout: Duration,
-    now: Timestamp,
-) -> Demand {
-    let Some(status) = status else {
+/// Decides the demand on an instance.
+pub fn demand(input: &DemandInputs) -> Demand {
+    let Some(status) = input.status else {
         return Demand::Idle;
     };
-    if status.switches.iter().any(|s| s.on) {
-        return Demand::SwitchOn;
-    }
-    if status.live_hold {
+    if status.live_hold && input.live_control {
         return Demand::LiveHold;
     }
-    let last = status
+    let activity = status
         .last_activity
         .as_deref()
-        .and_then(|t| t.parse::<Timestamp>().ok());
-    match last {
-        Some(last) => {
-            let until = last + idle_timeout;
-            if until > now {
-                Demand::ActiveUntil(until)
-            } else {
-                Demand::Idle
-            }
-        }
-        None => Demand::Idle,
-    }
+        .and_then(|t| t.parse::<Timestamp>().ok())
+        .map(|last| Demand::ActiveUntil(last + input.idle_timeout));
+    let switch_on = status
+        .switches
+        .iter()
+        .any(|s| s.on && input.switches.contains(&s.id.as_str()));
+    let at_start = switch_on.then(|| Demand::SwitchOnAtStart(input.started + input.idle_timeout));
+    let until = |d: &Demand| match d {
+        Demand::ActiveUntil(t) | Demand::SwitchOnAtStart(t) => *t,
+        _ => Timestamp::MIN,
+    };
+    [activity, at_start]
+        .into_iter()
+        .flatten()
+        .filter(|d| until(d) > input.now)
+        .max_by_key(until)
+        .unwrap_or(Demand::Idle)
 }
 
 #[cfg(test)]
@@ -77,60 +103,142 @@ mod tests {
     use model::resources::SwitchState;
 
     const TEN_MIN: Duration = Duration::from_secs(600);
+    const MODE: &[&str] = &["mode"];
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
     }
 
-    fn active(last: &str) -> PluginInstanceStatus {
+    fn status(
+        last: Option<&str>,
+        switches: &[(&str, bool)],
+        live_hold: bool,
+    ) -> PluginInstanceStatus {
         PluginInstanceStatus {
-            last_activity: Some(last.into()),
+            last_activity: last.map(Into::into),
+            switches: switches
+                .iter()
+                .map(|(id, on)| SwitchState {
+                    id: (*id).into(),
+                    on: *on,
+                    title: None,
+                    error: false,
+                    busy: false,
+                })
+                .collect(),
+            live_hold,
             ..Default::default()
         }
     }
 
+    /// The demand at `now` for a controller started at 10:00.
+    fn decide(
+        status: &PluginInstanceStatus,
+        switches: &[&str],
+        live_control: bool,
+        now: &str,
+    ) -> Demand {
+        demand(&DemandInputs {
+            status: Some(status),
+            switches,
+            live_control,
+            idle_timeout: TEN_MIN,
+            started: at("2026-01-01T10:00:00Z"),
+            now: at(now),
+        })
+    }
+
     #[test]
     fn recent_activity_keeps_it_up_until_the_idle_timeout() {
-        let d = demand(
-            Some(&active("2026-01-01T10:00:00Z")),
-            TEN_MIN,
-            at("2026-01-01T10:09:00Z"),
-        );
+        let active = status(Some("2026-01-01T10:00:00Z"), &[], false);
+        let d = decide(&active, MODE, true, "2026-01-01T10:09:00Z");
         assert_eq!(d, Demand::ActiveUntil(at("2026-01-01T10:10:00Z")));
         assert!(d.wanted());
+        assert_eq!(
+            d.recheck_after(at("2026-01-01T10:09:00Z")),
+            Some(Duration::from_millis(60_500))
+        );
     }
 
     #[test]
     fn idle_past_the_timeout_stops_it() {
-        let d = demand(
-            Some(&active("2026-01-01T10:00:00Z")),
-            TEN_MIN,
-            at("2026-01-01T10:10:01Z"),
-        );
-        assert_eq!(d, Demand::Idle);
+        let active = status(Some("2026-01-01T10:00:00Z"), &[], false);
         assert_eq!(
-            demand(None, TEN_MIN, at("2026-01-01T10:00:00Z")),
+            decide(&active, MODE, true, "2026-01-01T10:10:01Z"),
+            Demand::Idle
+        );
+        let none = demand(&DemandInputs {
+            status: None,
+            switches: MODE,
+            live_control: true,
+            idle_timeout: TEN_MIN,
+            started: at("2026-01-01T10:00:00Z"),
+            now: at("2026-01-01T10:00:00Z"),
+        });
+        assert_eq!(none, Demand::Idle);
+    }
+
+    #[test]
+    fn a_switch_that_is_on_starts_it_at_the_start_and_then_idle_applies() {
+        let on = status(None, &[("mode", true)], false);
+        // Right after the controller starts: wanted until the start plus the idle timeout.
+        let d = decide(&on, MODE, true, "2026-01-01T10:00:05Z");
+        assert_eq!(d, Demand::SwitchOnAtStart(at("2026-01-01T10:10:00Z")));
+        // Then the ordinary idle rule: the switch alone no longer keeps it.
+        assert_eq!(
+            decide(&on, MODE, true, "2026-01-01T10:10:01Z"),
+            Demand::Idle
+        );
+        // Activity after that keeps it up as usual.
+        let used = status(Some("2026-01-01T11:00:00Z"), &[("mode", true)], false);
+        assert_eq!(
+            decide(&used, MODE, true, "2026-01-01T11:05:00Z"),
+            Demand::ActiveUntil(at("2026-01-01T11:10:00Z"))
+        );
+        // A switch that is off starts nothing.
+        let off = status(None, &[("mode", false)], false);
+        assert_eq!(
+            decide(&off, MODE, true, "2026-01-01T10:00:05Z"),
             Demand::Idle
         );
     }
 
     #[test]
-    fn a_switch_that_is_on_keeps_it_up() {
-        let mut status = active("2020-01-01T00:00:00Z");
-        status.switches.push(SwitchState {
-            id: "mode".into(),
-            on: true,
-            title: None,
-            error: false,
-            busy: false,
-        });
+    fn the_later_of_activity_and_the_start_window_counts() {
+        let both = status(Some("2026-01-01T09:55:00Z"), &[("mode", true)], false);
         assert_eq!(
-            demand(Some(&status), TEN_MIN, at("2026-01-01T00:00:00Z")),
-            Demand::SwitchOn
+            decide(&both, MODE, true, "2026-01-01T10:01:00Z"),
+            Demand::SwitchOnAtStart(at("2026-01-01T10:10:00Z"))
         );
-        status.switches[0].on = false;
+        let both = status(Some("2026-01-01T10:05:00Z"), &[("mode", true)], false);
         assert_eq!(
-            demand(Some(&status), TEN_MIN, at("2026-01-01T00:00:00Z")),
+            decide(&both, MODE, true, "2026-01-01T10:06:00Z"),
+            Demand::ActiveUntil(at("2026-01-01T10:15:00Z"))
+        );
+    }
+
+    #[test]
+    fn stale_switch_state_counts_for_nothing() {
+        // The manifest no longer declares the switch that is on.
+        let ghost = status(None, &[("ghost", true), ("mode", false)], false);
+        assert_eq!(
+            decide(&ghost, MODE, true, "2026-01-01T10:00:05Z"),
+            Demand::Idle
+        );
+        // ui.composer_switch is no longer approved: no switch counts.
+        let on = status(None, &[("mode", true)], false);
+        assert_eq!(decide(&on, &[], true, "2026-01-01T10:00:05Z"), Demand::Idle);
+    }
+
+    #[test]
+    fn a_live_hold_keeps_it_only_while_live_control_is_approved() {
+        let held = status(Some("2020-01-01T00:00:00Z"), &[], true);
+        assert_eq!(
+            decide(&held, MODE, true, "2026-01-01T12:00:00Z"),
+            Demand::LiveHold
+        );
+        assert_eq!(
+            decide(&held, MODE, false, "2026-01-01T12:00:00Z"),
             Demand::Idle
         );
     }

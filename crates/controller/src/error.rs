@@ -68,10 +68,127 @@ impl Error {
     }
 }
 
+impl Error {
+    /// One line for a status message: the API server's own message rather than its whole
+    /// answer.
+    pub fn summary(&self) -> String {
+        let brief = |source: &kube::Error| match source {
+            kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+            other => other.to_string(),
+        };
+        match self {
+            Error::Apply { kind, name, source } => {
+                format!("applying {kind} {name}: {}", brief(source))
+            }
+            Error::Create { kind, name, source } => {
+                format!("creating {kind} {name}: {}", brief(source))
+            }
+            Error::Delete { kind, name, source } => {
+                format!("deleting {kind} {name}: {}", brief(source))
+            }
+            Error::Status { kind, name, source } => {
+                format!("writing the status of {kind} {name}: {}", brief(source))
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The writes of one reconcile that failed, while the others went on: the status names them,
+/// then the reconcile fails with the one that decides when to look again.
+#[derive(Debug, Default)]
+pub struct Failures(Vec<Error>);
+
+impl Failures {
+    /// The value of a write that worked; a failed one is kept.
+    pub fn check<T>(&mut self, result: Result<T>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(err) => {
+                self.0.push(err);
+                None
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Ok when every write worked. Otherwise the first failure that may pass by itself, so
+    /// the reconcile backs off and tries again; only when every one is permanent, the first,
+    /// so it waits for a change.
+    pub fn into_result(self) -> Result<()> {
+        let mut all = self.0.into_iter();
+        let Some(first) = all.next() else {
+            return Ok(());
+        };
+        if !first.is_permanent() {
+            return Err(first);
+        }
+        match all.find(|e| !e.is_permanent()) {
+            Some(transient) => Err(transient),
+            None => Err(first),
+        }
+    }
+}
+
+impl std::fmt::Display for Failures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, err) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            f.write_str(&err.summary())?;
+        }
+        Ok(())
+    }
+}
 
 /// The API server refused the object itself (422 Invalid, 400 Bad Request): only a change of
 /// what we build from can help.
 fn is_invalid(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(s) if s.code == 422 || s.code == 400)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: u16) -> Error {
+        Error::Apply {
+            kind: "CronJob",
+            name: "echo-general-tick".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("refused", "Invalid")
+                    .with_code(code)
+                    .boxed(),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_failure_that_may_pass_decides_over_a_permanent_one() {
+        let mut failures = Failures::default();
+        assert_eq!(failures.check(Ok::<_, Error>(1)), Some(1));
+        assert!(failures.is_empty() && Failures::default().into_result().is_ok());
+        failures.check::<()>(Err(refused(422)));
+        failures.check::<()>(Err(refused(409)));
+        assert_eq!(
+            failures.to_string(),
+            "applying CronJob echo-general-tick: refused (422); \
+             applying CronJob echo-general-tick: refused (409)"
+        );
+        let err = failures.into_result().unwrap_err();
+        assert!(
+            !err.is_permanent(),
+            "the conflict comes back by itself: {err}"
+        );
+
+        let mut permanent = Failures::default();
+        permanent.check::<()>(Err(refused(422)));
+        assert!(permanent.into_result().unwrap_err().is_permanent());
+    }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -13,13 +13,16 @@ use rand::Rng;
 use super::Context;
 use super::admission;
 use super::apply;
-use super::demand::{self, Demand};
+use super::demand::{self, Demand, DemandInputs};
 use super::error::{Error, Result};
-use super::pod::{PodInputs, build_pod, build_secret};
+use super::pod::{PodInputs, RunAs, build_pod, build_secret};
+use model::contract::{SECRET_KEY, TOKEN_KEY};
+use model::manifest::Capability;
 use model::names;
+use model::resolve::{self, LeftOut};
 use model::resources::{
     Channel, Condition, ConditionStatus, InstancePhase, Plugin, PluginInstance,
-    PluginInstanceStatus, set_condition,
+    PluginInstanceStatus, Project, set_condition,
 };
 use model::time::now_rfc3339;
 
@@ -48,85 +51,138 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         .pods
         .state()
         .into_iter()
-        .filter(|p| {
-            p.namespace().as_deref() == Some(&ns)
-                && p.labels().get(names::LABEL_INSTANCE) == Some(&name)
-        })
+        .filter(|p| p.namespace().as_deref() == Some(&ns) && owned_by(p, &instance))
         .collect();
 
-    let idle = model::schedule::parse_interval(&host.plugins.idle_timeout).unwrap_or(DEFAULT_IDLE);
-    let now = jiff::Timestamp::now();
-    let want = demand::demand(instance.status.as_ref(), idle, now);
-
-    // The Pod we would run, or why none can run.
-    let desired = match (&plugin, &channel) {
-        (Some(plugin), Some(channel)) => match admission::admit(&host, plugin) {
-            Ok(manifest) => {
-                let (memory, cpu) = manifest.resources_as_quantities();
-                let owner = instance
-                    .controller_owner_ref(&())
-                    .expect("instances have a uid");
-                let working_tree = channel_working_tree(&ctx, channel);
-                let api_url = ctx.api_url(&host);
-                let inputs = PodInputs {
-                    instance: &name,
-                    namespace: &ns,
-                    owner,
-                    plugin: &instance.spec.plugin,
-                    project: &instance.spec.project,
-                    channel: &instance.spec.channel,
-                    image: &plugin.spec.image,
-                    command: &plugin.spec.command,
-                    memory,
-                    cpu,
-                    api_url: &api_url,
-                    working_tree: working_tree.as_ref(),
-                    gate_image: host.gates.agentgate.enabled.then(|| {
-                        host.gates
-                            .agentgate
-                            .image
-                            .as_deref()
-                            .unwrap_or(&ctx.settings.self_image)
-                    }),
-                };
-                ensure_secret(&ctx, &inputs).await?;
-                build_pod(&inputs).map_err(|e| e.to_string())
-            }
-            Err(refusal) => Err(format!(
-                "Plugin {} is not admitted: {}",
-                instance.spec.plugin, refusal.message
-            )),
-        },
+    // What the instance runs, or why it cannot run.
+    let runnable = match (&plugin, &channel) {
+        (Some(plugin), Some(channel)) => admission::admit(&host, plugin)
+            .map(|manifest| (plugin, channel, manifest))
+            .map_err(|refusal| {
+                format!(
+                    "Plugin {} is not admitted: {}",
+                    instance.spec.plugin, refusal.message
+                )
+            }),
         (None, _) => Err(format!("Plugin {} is not installed", instance.spec.plugin)),
         (_, None) => Err(format!("Channel {} does not exist", instance.spec.channel)),
     };
 
-    // Make the Pods match: the desired one while wanted, none otherwise.
+    let idle = model::schedule::parse_interval(&host.plugins.idle_timeout).unwrap_or(DEFAULT_IDLE);
+    let now = jiff::Timestamp::now();
+    let want = match &runnable {
+        Ok((plugin, _, manifest)) => {
+            let approved = resolve::approved_capabilities(plugin, manifest);
+            let switches: Vec<&str> = if approved.contains(&Capability::UiComposerSwitch) {
+                manifest
+                    .ui
+                    .composer_switches
+                    .iter()
+                    .map(|s| s.id.as_str())
+                    .collect()
+            } else {
+                vec![]
+            };
+            demand::demand(&DemandInputs {
+                status: instance.status.as_ref(),
+                switches: &switches,
+                live_control: approved.contains(&Capability::LiveControl),
+                idle_timeout: idle,
+                started: ctx.started,
+                now,
+            })
+        }
+        Err(_) => Demand::Idle,
+    };
+
+    // The Pod we would run, or why none can run.
+    let desired = match &runnable {
+        Ok((plugin, channel, manifest)) => {
+            let (memory, cpu) = manifest.resources_as_quantities();
+            let owner = instance
+                .controller_owner_ref(&())
+                .expect("instances have a uid");
+            let working_tree = channel_working_tree(&ctx, channel);
+            let api_url = ctx.api_url(&host);
+            let inputs = PodInputs {
+                instance: &name,
+                namespace: &ns,
+                owner,
+                plugin: &instance.spec.plugin,
+                project: &instance.spec.project,
+                channel: &instance.spec.channel,
+                image: &plugin.spec.image,
+                command: &plugin.spec.command,
+                memory,
+                cpu,
+                api_url: &api_url,
+                working_tree: working_tree.as_ref(),
+                gate_image: host.gates.agentgate.enabled.then(|| {
+                    host.gates
+                        .agentgate
+                        .image
+                        .as_deref()
+                        .unwrap_or(&ctx.settings.self_image)
+                }),
+                run_as: RunAs::DEFAULT,
+            };
+            ensure_secret(&ctx, &inputs).await?;
+            build_pod(&inputs).map_err(|e| e.to_string())
+        }
+        Err(why) => Err(why.clone()),
+    };
+
+    // Make the Pods match: the desired one while wanted, none otherwise. A Pod that failed
+    // (evicted by its node, or ended) is deleted, and a new one replaces it once it is gone.
     let keep = match (&desired, want.wanted()) {
         (Ok(pod), true) => pod.metadata.name.clone(),
         _ => None,
     };
     let mut stopped = false;
     for pod in &pods {
-        if Some(pod.name_any()) != keep {
+        if let Some(why) = failed(pod) {
+            if apply::delete(&ctx, pod.as_ref()).await? {
+                let next = if keep.is_some() {
+                    "a new one replaces it"
+                } else {
+                    "none is needed now"
+                };
+                let note = format!("Pod {} {why}; {next}", pod.name_any());
+                ctx.event(instance.as_ref(), true, "PodFailed", "ReplacePod", note)
+                    .await;
+            }
+        } else if Some(pod.name_any()) != keep {
             stopped |= apply::delete(&ctx, pod.as_ref()).await?;
         }
     }
     let running = match (&desired, want.wanted()) {
         (Ok(pod), true) => {
-            let live = pods.iter().find(|p| p.metadata.name == pod.metadata.name);
-            if live.is_none() {
-                apply::create(&ctx, pod).await?;
-                ctx.event(
-                    instance.as_ref(),
-                    false,
-                    "Started",
-                    "StartPod",
-                    format!("started Pod {}: {}", pod.name_any(), reason(want)),
-                )
-                .await;
+            let same_name = pods.iter().find(|p| p.metadata.name == pod.metadata.name);
+            match same_name {
+                None => {
+                    if apply::create(&ctx, pod).await? {
+                        ctx.event(
+                            instance.as_ref(),
+                            false,
+                            "Started",
+                            "StartPod",
+                            format!("started Pod {}: {}", pod.name_any(), reason(want)),
+                        )
+                        .await;
+                    }
+                    None
+                }
+                // Failed (deleted above) or going away: its replacement comes once it is gone.
+                Some(live)
+                    if failed(live).is_some() || live.metadata.deletion_timestamp.is_some() =>
+                {
+                    None
+                }
+                Some(live) => {
+                    put_right(&ctx, pod, live).await?;
+                    Some(live.clone())
+                }
             }
-            live.cloned()
         }
         _ => None,
     };
@@ -141,22 +197,56 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
             .await;
     }
 
+    // The settings the plugin sees here, and the values left out: shown, never dropped
+    // silently. A project's settings apply without trust, so its current config counts.
+    let settings = runnable.as_ref().ok().map(|(_, _, manifest)| {
+        let plugin = &instance.spec.plugin;
+        let project = ctx
+            .stores
+            .projects
+            .get(&ObjectRef::<Project>::new(&instance.spec.project).within(&ns));
+        resolve::resolve_settings(
+            manifest,
+            host.plugins.defaults.get(plugin),
+            project.as_ref().and_then(|p| p.spec.plugins.get(plugin)),
+        )
+    });
+
     let status = desired_status(
         &instance,
         running.as_deref(),
         keep.is_some(),
         &desired.as_ref().err(),
+        settings.as_ref().map(|s| s.left_out.as_slice()),
         &now_rfc3339(),
     );
     let api: Api<PluginInstance> = Api::namespaced(ctx.client.clone(), &ns);
-    apply::status(
-        &ctx,
-        &api,
-        &name,
-        instance.status.as_ref().map(observed_part).as_ref(),
-        &status,
-    )
-    .await?;
+    let before = instance
+        .status
+        .as_ref()
+        .map(observed_part)
+        .unwrap_or_default();
+    if apply::status(&ctx, &api, &name, Some(&before), &status).await?
+        && before.refused_settings != status.refused_settings
+    {
+        match status
+            .conditions
+            .iter()
+            .find(|c| c.r#type == SETTINGS_VALID)
+        {
+            Some(c) if c.status == ConditionStatus::False => {
+                let note = c.message.clone();
+                ctx.event(instance.as_ref(), true, &c.reason, "ResolveSettings", note)
+                    .await;
+            }
+            Some(c) => {
+                let note = c.message.clone();
+                ctx.event(instance.as_ref(), false, &c.reason, "ResolveSettings", note)
+                    .await;
+            }
+            None => {}
+        }
+    }
 
     Ok(match want.recheck_after(now) {
         Some(after) => Action::requeue(after),
@@ -167,7 +257,9 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
 fn reason(want: Demand) -> &'static str {
     match want {
         Demand::ActiveUntil(_) => "a call or an event needs it",
-        Demand::SwitchOn => "a composer switch is on",
+        Demand::SwitchOnAtStart(_) => {
+            "a composer switch is on, so the plugin can bring back what it stands for"
+        }
         Demand::LiveHold => "the plugin holds the live session",
         Demand::Idle => "idle",
     }
@@ -179,10 +271,14 @@ fn observed_part(status: &PluginInstanceStatus) -> PluginInstanceStatus {
         observed_generation: status.observed_generation,
         phase: status.phase,
         pod: status.pod.clone(),
+        refused_settings: status.refused_settings.clone(),
         conditions: status.conditions.clone(),
         ..Default::default()
     }
 }
+
+/// The condition that says whether every configured setting value applies.
+const SETTINGS_VALID: &str = "SettingsValid";
 
 /// The controller's part of an instance's status.
 fn desired_status(
@@ -190,6 +286,7 @@ fn desired_status(
     pod: Option<&Pod>,
     want_pod: bool,
     problem: &Option<&String>,
+    left_out: Option<&[LeftOut]>,
     now: &str,
 ) -> PluginInstanceStatus {
     let current = instance
@@ -234,13 +331,90 @@ fn desired_status(
             message,
         },
     );
+    // Without a manifest to check them against, what was shown stays.
+    let refused_settings = match left_out {
+        Some(left_out) => {
+            let (status, reason, message) = if left_out.is_empty() {
+                (
+                    ConditionStatus::True,
+                    "SettingsApplied",
+                    "every configured setting value applies".to_string(),
+                )
+            } else {
+                let each: Vec<String> = left_out.iter().map(|l| l.to_string()).collect();
+                (
+                    ConditionStatus::False,
+                    "SettingsLeftOut",
+                    format!("{}; the value below each applies", each.join("; ")),
+                )
+            };
+            set_condition(
+                &mut conditions,
+                Condition {
+                    r#type: SETTINGS_VALID.into(),
+                    status,
+                    observed_generation: instance.metadata.generation,
+                    last_transition_time: now.into(),
+                    reason: reason.into(),
+                    message,
+                },
+            );
+            left_out.iter().map(LeftOut::to_refused).collect()
+        }
+        None => current.refused_settings.clone(),
+    };
     PluginInstanceStatus {
         observed_generation: instance.metadata.generation,
         phase: Some(phase),
         pod: pod.map(|p| p.name_any()),
+        refused_settings,
         conditions,
         ..Default::default()
     }
+}
+
+/// Why a Pod will not run again, if it will not: its node evicted it, or it ended. Its
+/// containers restart in place otherwise.
+pub fn failed(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let phase = status.phase.as_deref().unwrap_or_default();
+    let evicted = status.reason.as_deref() == Some("Evicted");
+    if !evicted && phase != "Failed" && phase != "Succeeded" {
+        return None;
+    }
+    let how = if evicted {
+        "was evicted".to_string()
+    } else {
+        format!("ended ({phase})")
+    };
+    Some(match status.message.as_deref().filter(|m| !m.is_empty()) {
+        Some(message) => format!("{how}: {message}"),
+        None => how,
+    })
+}
+
+/// Applies the desired Pod over a live one that differs in a field we set (a hand edit): only
+/// mutable fields can differ under the same name, as the name carries the spec's hash. Should
+/// the API server refuse it anyway, the Pod is replaced.
+async fn put_right(ctx: &Context, desired: &Pod, live: &Pod) -> Result<()> {
+    match apply::apply(ctx, desired, Some(live)).await {
+        Err(err) if err.is_permanent() => {
+            tracing::warn!(pod = %live.name_any(), error = %err, "replacing a Pod that cannot be put right");
+            apply::delete(ctx, live).await.map(|_| ())
+        }
+        other => other.map(|_| ()),
+    }
+}
+
+/// Whether a Pod is the instance's: by its label, or by its owner (should the label be edited
+/// away by hand, the Pod is still found and put right).
+fn owned_by(pod: &Pod, instance: &PluginInstance) -> bool {
+    let uid = instance.uid();
+    pod.labels().get(names::LABEL_INSTANCE) == Some(&instance.name_any())
+        || pod
+            .owner_references()
+            .iter()
+            .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
 }
 
 /// Whether a Pod's Ready condition is True.
@@ -266,20 +440,32 @@ fn channel_working_tree(ctx: &Context, channel: &Channel) -> Option<model::resou
         .clone()
 }
 
-/// Makes the instance's Secret once, with a fresh random token and secret.
+/// Makes the instance's Secret once, with a fresh random token and secret; afterwards puts
+/// right a hand edit of what we set (its labels), keeping its token and secret.
 async fn ensure_secret(ctx: &Context, inputs: &PodInputs<'_>) -> Result<()> {
     let name = names::secret_name(inputs.instance);
-    let exists = ctx
+    let live = ctx
         .stores
         .secrets
-        .state()
-        .iter()
-        .any(|s| s.name_any() == name && s.namespace().as_deref() == Some(inputs.namespace));
-    if exists {
-        return Ok(());
+        .get(&ObjectRef::<Secret>::new(&name).within(inputs.namespace));
+    let Some(live) = live else {
+        let secret = build_secret(inputs, &random_token(), &random_token());
+        return apply::create(ctx, &secret).await.map(|_| ());
+    };
+    let value = |key: &str| {
+        let bytes = &live.data.as_ref()?.get(key)?.0;
+        String::from_utf8(bytes.clone()).ok()
+    };
+    match (value(TOKEN_KEY), value(SECRET_KEY)) {
+        (Some(token), Some(secret)) => {
+            let desired = build_secret(inputs, &token, &secret);
+            apply::apply(ctx, &desired, Some(live.as_ref()))
+                .await
+                .map(|_| ())
+        }
+        // Not ours to fill in: a Secret without them fails the Pod's mount, which shows.
+        _ => Ok(()),
     }
-    let secret = build_secret(inputs, &random_token(), &random_token());
-    apply::create(ctx, &secret).await
 }
 
 /// 32 random bytes, hex-encoded.

@@ -12,6 +12,7 @@ mod chat;
 mod context;
 pub mod cronjob;
 pub mod demand;
+mod drift;
 mod error;
 mod instance;
 pub mod metrics;
@@ -20,6 +21,8 @@ mod plugin;
 pub mod pod;
 mod project;
 mod retry;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 use std::net::SocketAddr;
@@ -103,7 +106,7 @@ async fn reconcile_all(
     let mut projects = watch::watch(
         Api::<Project>::all(client.clone()),
         watcher::Config::default(),
-        2,
+        3,
     );
     let mut channels = watch::watch(
         Api::<Channel>::all(client.clone()),
@@ -233,6 +236,20 @@ async fn reconcile_all(
                 .collect::<Vec<_>>()
         }
     };
+    // A project's settings show on its instances (the values left out).
+    let instances_of_project = {
+        let store = stores.instances.clone();
+        move |project: Project| {
+            store
+                .state()
+                .iter()
+                .filter(|i| {
+                    i.namespace() == project.namespace() && i.spec.project == project.name_any()
+                })
+                .map(|i| ObjectRef::from(i.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
     let every_instance = {
         let store = stores.instances.clone();
         move |_: HostConfig| {
@@ -249,6 +266,7 @@ async fn reconcile_all(
             .owns_stream(secrets.subscribe())
             .watches_stream(plugins.subscribe(), instances_of_plugin)
             .watches_stream(channels.subscribe(), instances_of_channel)
+            .watches_stream(projects.subscribe(), instances_of_project)
             .watches_stream(host.subscribe(), every_instance)
             .shutdown_on_signal()
             .run(

@@ -9,9 +9,14 @@
 //!   resumes them, except those the owner turned off;
 //! - an entry is applied once per change: a CronJob deleted by hand comes back only when its
 //!   entry changes;
-//! - only desktop channels get them: threads run their channel's, Slack and Discord none.
+//! - a broken entry (an interval cron cannot express, an action the manifest lacks) is
+//!   reported and leaves its task at the last good schedule, never started by it; the task
+//!   still pauses with the plugin when the project stops enabling it;
+//! - only desktop channels get them: threads run their channel's, Slack and Discord none;
+//! - only a plugin whose `schedule` capability is approved (and declared) gets them: without
+//!   it, its entries make no task and its tasks go, and the status says why.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use model::manifest::Manifest;
 use model::resolve;
@@ -25,6 +30,9 @@ pub struct PluginView<'a> {
     pub manifest: Option<&'a Manifest>,
     /// Whether it passed admission.
     pub admitted: bool,
+    /// Whether its `schedule` capability is approved (and declared): only then does it get
+    /// scheduled tasks.
+    pub may_schedule: bool,
 }
 
 /// Everything the plan of one chat depends on.
@@ -34,10 +42,20 @@ pub struct ChatInputs<'a> {
     pub project: Option<&'a ProjectSpec>,
     pub host: &'a HostConfigSpec,
     pub plugins: &'a [PluginView<'a>],
-    /// (plugin, action) of the CronJobs this chat has now.
-    pub existing_cronjobs: &'a BTreeSet<(String, String)>,
+    /// The CronJobs this chat has now, by (plugin, action).
+    pub existing_cronjobs: &'a BTreeMap<(String, String), ExistingTask>,
     /// The entries applied so far (the chat's status).
     pub applied: &'a [AppliedSchedule],
+}
+
+/// A CronJob the chat has now, as the plan needs to know it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExistingTask {
+    /// Its 5-field schedule.
+    pub cron: String,
+    /// The hash of the entry it was made from.
+    pub entry_hash: String,
+    pub suspended: bool,
 }
 
 /// A CronJob to apply.
@@ -90,28 +108,46 @@ pub fn plan_chat(input: &ChatInputs) -> ChatPlan {
 fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &mut ChatPlan) {
     let Some(manifest) = view.manifest else {
         // A manifest that does not parse tells nothing: leave its CronJobs as they are.
-        keep_existing(input, view.name, plan);
+        for key in input
+            .existing_cronjobs
+            .keys()
+            .filter(|(p, _)| p == view.name)
+        {
+            keep_as_is(input, key, enabled, plan);
+        }
         return;
     };
     let global = input.host.plugins.defaults.get(view.name);
     let approved = input.project.map(resolve::approved_plugins);
     let project_entry = approved.as_ref().and_then(|a| a.plugins().get(view.name));
+    if !view.may_schedule {
+        // No task, and none kept: every CronJob of the plugin goes.
+        let entries = [global, project_entry]
+            .into_iter()
+            .flatten()
+            .any(|c| !c.schedules.is_empty());
+        if entries {
+            plan.problems.push(format!(
+                "plugin {}: its schedule entries make no task: the schedule capability is not approved",
+                view.name
+            ));
+        }
+        return;
+    }
     let resolved = resolve::resolve_schedules(manifest, global, project_entry);
+    let mut broken = BTreeSet::new();
     for problem in &resolved.problems {
         plan.problems
             .push(format!("plugin {}: {problem}", view.name));
-        // A broken entry leaves its task as it is: reported, never dropped silently.
-        let key = (view.name.to_string(), problem.action.clone());
-        if input.existing_cronjobs.contains(&key) {
-            plan.keep.insert(key);
+        // An action named at both levels is reported twice, and kept once.
+        if broken.insert(problem.action.clone()) {
+            keep_as_is(
+                input,
+                &(view.name.to_string(), problem.action.clone()),
+                enabled,
+                plan,
+            );
         }
-        plan.applied.extend(
-            input
-                .applied
-                .iter()
-                .filter(|r| r.plugin == view.name && r.action == problem.action)
-                .cloned(),
-        );
     }
     for schedule in resolved.schedules {
         let key = (view.name.to_string(), schedule.action.clone());
@@ -121,7 +157,7 @@ fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &m
             action: schedule.action.clone(),
             entry_hash: schedule.entry_hash.clone(),
         };
-        let exists = input.existing_cronjobs.contains(&key);
+        let exists = input.existing_cronjobs.contains_key(&key);
         let applied_before = input.applied.contains(&record);
         if exists || (enabled && !applied_before) {
             plan.schedules.push(SchedulePlan {
@@ -139,12 +175,30 @@ fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &m
     }
 }
 
-fn keep_existing(input: &ChatInputs, plugin: &str, plan: &mut ChatPlan) {
-    for key in input.existing_cronjobs.iter().filter(|(p, _)| p == plugin) {
-        plan.keep.insert(key.clone());
-    }
-    for record in input.applied.iter().filter(|r| r.plugin == plugin) {
-        plan.applied.push(record.clone());
+/// A task whose entry tells nothing usable (broken, or a manifest that does not parse): it
+/// keeps its last good schedule and record, and is never started by this entry; but it pauses
+/// while the project does not enable the plugin, as every task of the plugin does.
+fn keep_as_is(input: &ChatInputs, key: &(String, String), enabled: bool, plan: &mut ChatPlan) {
+    let (plugin, action) = key;
+    plan.applied.extend(
+        input
+            .applied
+            .iter()
+            .filter(|r| &r.plugin == plugin && &r.action == action)
+            .cloned(),
+    );
+    let Some(task) = input.existing_cronjobs.get(key) else {
+        return;
+    };
+    plan.keep.insert(key.clone());
+    if !enabled && !task.suspended {
+        plan.schedules.push(SchedulePlan {
+            plugin: plugin.clone(),
+            action: action.clone(),
+            cron: task.cron.clone(),
+            suspend: true,
+            entry_hash: task.entry_hash.clone(),
+        });
     }
 }
 
@@ -227,9 +281,10 @@ mod tests {
         channel: ChannelSpec,
         project: ProjectSpec,
         host: HostConfigSpec,
-        existing: BTreeSet<(String, String)>,
+        existing: BTreeMap<(String, String), ExistingTask>,
         applied: Vec<AppliedSchedule>,
         admitted: bool,
+        may_schedule: bool,
     }
 
     impl Case {
@@ -238,9 +293,10 @@ mod tests {
                 channel: channel(ChannelKind::Channel, App::Desktop),
                 project,
                 host: host(true, BTreeMap::new()),
-                existing: BTreeSet::new(),
+                existing: BTreeMap::new(),
                 applied: vec![],
                 admitted: true,
+                may_schedule: true,
             }
         }
 
@@ -250,6 +306,7 @@ mod tests {
                 name: "echo",
                 manifest: Some(&manifest),
                 admitted: self.admitted,
+                may_schedule: self.may_schedule,
             }];
             plan_chat(&ChatInputs {
                 channel: &self.channel,
@@ -264,11 +321,17 @@ mod tests {
         /// The plan after its CronJobs were made and its entries recorded.
         fn converge(mut self) -> Self {
             let plan = self.plan();
-            self.existing = plan
-                .schedules
-                .iter()
-                .map(|s| (s.plugin.clone(), s.action.clone()))
-                .collect();
+            for s in &plan.schedules {
+                self.existing.insert(
+                    (s.plugin.clone(), s.action.clone()),
+                    ExistingTask {
+                        cron: s.cron.clone(),
+                        entry_hash: s.entry_hash.clone(),
+                        suspended: s.suspend,
+                    },
+                );
+            }
+            self.existing.retain(|key, _| plan.keep.contains(key));
             self.applied = plan.applied;
             self
         }
@@ -397,6 +460,17 @@ mod tests {
         assert!(plan.schedules.is_empty());
         assert_eq!(plan.problems.len(), 1);
         assert!(plan.problems[0].contains("7m"), "{:?}", plan.problems);
+        let seconds = ScheduleEntry {
+            enabled: None,
+            kind: Some(ScheduleType::Interval),
+            schedule: Some("90s".into()),
+        };
+        let plan = Case::new(project(true, &[("tick", seconds)])).plan();
+        assert!(
+            plan.problems[0].contains("\"90s\""),
+            "the interval as written: {:?}",
+            plan.problems
+        );
         let good = ScheduleEntry {
             enabled: None,
             kind: Some(ScheduleType::Interval),
@@ -406,6 +480,91 @@ mod tests {
             Case::new(project(true, &[("tick", good)])).plan().schedules[0].cron,
             "*/15 * * * *"
         );
+    }
+
+    #[test]
+    fn a_broken_entry_keeps_its_task_as_is_and_pauses_it_with_the_plugin() {
+        let seven = ScheduleEntry {
+            enabled: None,
+            kind: Some(ScheduleType::Interval),
+            schedule: Some("7m".into()),
+        };
+        let entries =
+            |tick: ScheduleEntry| [("tick", tick), ("ping", entry(None, Some("0 * * * *")))];
+        let mut case = Case::new(project(true, &entries(entry(None, None)))).converge();
+        let applied = case.applied.clone();
+        // tick's entry breaks: its task stays as it was, untouched and recorded as before.
+        case.project = project(true, &entries(seven.clone()));
+        let plan = case.plan();
+        assert!(plan.keep.contains(&key("tick")) && plan.keep.contains(&key("ping")));
+        assert!(
+            plan.schedules.iter().all(|s| s.action != "tick"),
+            "{plan:?}"
+        );
+        assert_eq!(plan.applied, applied);
+        case = case.converge();
+        // The project stops enabling the plugin: every task pauses, the broken one too, at
+        // the schedule it had.
+        case.project = project(false, &entries(seven.clone()));
+        let paused = case.plan();
+        let tick = paused.schedules.iter().find(|s| s.action == "tick");
+        assert_eq!(
+            tick.map(|t| (t.cron.as_str(), t.suspend)),
+            Some(("*/5 * * * *", true))
+        );
+        assert!(paused.schedules.iter().all(|s| s.suspend), "{paused:?}");
+        case = case.converge();
+        // Paused already: nothing more to write for it.
+        assert!(case.plan().schedules.iter().all(|s| s.action != "tick"));
+        // Enabled again while still broken: the broken entry starts nothing.
+        case.project = project(true, &entries(seven));
+        let plan = case.plan();
+        assert!(
+            plan.schedules.iter().all(|s| s.action != "tick"),
+            "{plan:?}"
+        );
+        assert!(plan.keep.contains(&key("tick")));
+    }
+
+    #[test]
+    fn an_action_named_at_both_levels_is_kept_once() {
+        let unknown = BTreeMap::from([(
+            "echo".to_string(),
+            PluginConfig {
+                schedules: BTreeMap::from([("gone".into(), entry(None, Some("0 9 * * *")))]),
+                ..Default::default()
+            },
+        )]);
+        let mut case = Case::new(project(true, &[("gone", entry(None, Some("0 9 * * *")))]));
+        case.host = host(true, unknown);
+        case.applied = vec![AppliedSchedule {
+            plugin: "echo".into(),
+            action: "gone".into(),
+            entry_hash: "sha256:old".into(),
+        }];
+        let plan = case.plan();
+        assert_eq!(plan.problems.len(), 2, "{:?}", plan.problems);
+        assert_eq!(plan.applied, case.applied);
+    }
+
+    #[test]
+    fn no_task_without_the_schedule_capability_approved() {
+        let mut case = Case::new(project(true, &[("tick", entry(None, None))])).converge();
+        assert!(case.existing.contains_key(&key("tick")));
+        // The owner withdraws the approval (or never gave it): the task goes, and why shows.
+        case.may_schedule = false;
+        let plan = case.plan();
+        assert_eq!(plan.enabled, ["echo"], "the plugin still runs");
+        assert!(plan.schedules.is_empty() && plan.keep.is_empty() && plan.applied.is_empty());
+        assert_eq!(
+            plan.problems,
+            [
+                "plugin echo: its schedule entries make no task: the schedule capability is not approved"
+            ]
+        );
+        // Without entries there is nothing to say.
+        case.project = project(true, &[]);
+        assert!(case.plan().problems.is_empty());
     }
 
     #[test]

@@ -20,8 +20,21 @@ use model::contract::{
 use model::names;
 use model::resources::WorkingTree;
 
-/// The uid and gid plugin containers run as (never root).
-pub const PLUGIN_UID: i64 = 65532;
+/// The numeric user and group a plugin's containers (the plugin's and the gate's installer)
+/// run as: the image's USER, never root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunAs {
+    pub uid: i64,
+    pub gid: i64,
+}
+
+impl RunAs {
+    /// Until admission records the image's USER: the distroless `nonroot` user.
+    pub const DEFAULT: RunAs = RunAs {
+        uid: 65532,
+        gid: 65532,
+    };
+}
 /// The size each /data claim asks for.
 pub const DATA_SIZE: &str = "1Gi";
 
@@ -47,6 +60,8 @@ pub struct PodInputs<'a> {
     pub working_tree: Option<&'a WorkingTree>,
     /// The image holding our binary, while the gate is on.
     pub gate_image: Option<&'a str>,
+    /// Who the containers run as.
+    pub run_as: RunAs,
 }
 
 /// Why a Pod cannot be built.
@@ -54,10 +69,15 @@ pub struct PodInputs<'a> {
 pub enum PodError {
     #[error("the gate is on but Plugin {0} has no spec.command for the gate to run")]
     GateWithoutCommand(String),
+    #[error("Plugin {0}'s image runs as root (uid 0); plugin containers never do")]
+    RunsAsRoot(String),
 }
 
 /// The plugin's Pod. Its name carries a hash of its spec, so a changed spec makes a new Pod.
 pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
+    if input.run_as.uid == 0 {
+        return Err(PodError::RunsAsRoot(input.plugin.into()));
+    }
     let mut volumes = vec![
         Volume {
             name: "loop-plugin".into(),
@@ -151,7 +171,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
                     gate_bin.clone(),
                 ]),
                 volume_mounts: Some(vec![mount("gate", GATE_DIR, false, None)]),
-                security_context: Some(container_security()),
+                security_context: Some(container_security(input.run_as)),
                 ..Default::default()
             };
             let mut command = vec![gate_bin, "gate".into(), "--".into()];
@@ -192,7 +212,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
             ..Default::default()
         }),
         resources,
-        security_context: Some(container_security()),
+        security_context: Some(container_security(input.run_as)),
         volume_mounts: Some(mounts),
         ..Default::default()
     };
@@ -203,9 +223,9 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
         restart_policy: Some("Always".into()),
         security_context: Some(PodSecurityContext {
             run_as_non_root: Some(true),
-            run_as_user: Some(PLUGIN_UID),
-            run_as_group: Some(PLUGIN_UID),
-            fs_group: Some(PLUGIN_UID),
+            run_as_user: Some(input.run_as.uid),
+            run_as_group: Some(input.run_as.gid),
+            fs_group: Some(input.run_as.gid),
             seccomp_profile: Some(SeccompProfile {
                 type_: "RuntimeDefault".into(),
                 ..Default::default()
@@ -217,7 +237,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
         volumes: Some(volumes),
         ..Default::default()
     };
-    let hash = names::applied_hash(&spec);
+    let hash = names::content_hash(&spec);
     let mut labels = names::labels(input.plugin, input.project, input.channel, "plugin");
     labels.insert(names::LABEL_INSTANCE.into(), input.instance.into());
     Ok(Pod {
@@ -225,7 +245,6 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
             name: Some(names::join_name(&[input.instance, &hash[..8]])),
             namespace: Some(input.namespace.into()),
             labels: Some(labels),
-            annotations: Some(BTreeMap::from([(names::ANNOTATION_APPLIED.into(), hash)])),
             owner_references: Some(vec![input.owner.clone()]),
             ..Default::default()
         },
@@ -266,7 +285,7 @@ pub fn build_data_claim(
     namespace: &str,
     owner: OwnerReference,
 ) -> PersistentVolumeClaim {
-    let claim = PersistentVolumeClaim {
+    PersistentVolumeClaim {
         metadata: ObjectMeta {
             name: Some(names::data_claim_name(plugin, channel)),
             namespace: Some(namespace.into()),
@@ -286,26 +305,19 @@ pub fn build_data_claim(
             ..Default::default()
         }),
         status: None,
-    };
-    with_applied_hash(claim)
+    }
 }
 
-/// Sets the applied-hash annotation of an object from its content.
-pub fn with_applied_hash<K: kube::Resource + serde::Serialize>(mut object: K) -> K {
-    let hash = names::applied_hash(&object);
-    object
-        .meta_mut()
-        .annotations
-        .get_or_insert_with(BTreeMap::new)
-        .insert(names::ANNOTATION_APPLIED.into(), hash);
-    object
-}
-
-fn container_security() -> SecurityContext {
+/// What each container of a plugin's Pod runs under: the restricted Pod Security level and
+/// more (a read-only root filesystem), said per container so no default of the runtime or the
+/// image decides it.
+fn container_security(run_as: RunAs) -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         read_only_root_filesystem: Some(true),
         run_as_non_root: Some(true),
+        run_as_user: Some(run_as.uid),
+        run_as_group: Some(run_as.gid),
         capabilities: Some(Capabilities {
             drop: Some(vec!["ALL".into()]),
             ..Default::default()
@@ -366,6 +378,10 @@ mod tests {
             api_url: "http://api:8080",
             working_tree: None,
             gate_image: None,
+            run_as: RunAs {
+                uid: 1234,
+                gid: 2345,
+            },
         }
     }
 
@@ -374,6 +390,50 @@ mod tests {
             .env
             .clone()
             .unwrap()
+    }
+
+    #[test]
+    fn every_container_runs_locked_down_as_the_images_user() {
+        let command = vec!["/bin/echo-plugin".to_string()];
+        let mut input = inputs(&command);
+        input.gate_image = Some("registry.local/loop-plugins@sha256:abcd");
+        let pod = build_pod(&input).unwrap();
+        let spec = pod.spec.as_ref().unwrap();
+        let psc = spec.security_context.as_ref().unwrap();
+        assert_eq!(psc.run_as_non_root, Some(true));
+        assert_eq!(psc.run_as_user, Some(1234));
+        assert_eq!(psc.run_as_group, Some(2345));
+        assert_eq!(psc.fs_group, Some(2345));
+        assert_eq!(
+            psc.seccomp_profile.as_ref().unwrap().type_,
+            "RuntimeDefault"
+        );
+        let init = spec.init_containers.as_ref().unwrap();
+        let containers = [("plugin", &spec.containers[0]), ("install-gate", &init[0])];
+        for (name, container) in containers {
+            assert_eq!(container.name, name);
+            let sc = container.security_context.as_ref().unwrap();
+            assert_eq!(sc.run_as_non_root, Some(true), "{name}");
+            assert_eq!(sc.run_as_user, Some(1234), "{name}");
+            assert_eq!(sc.run_as_group, Some(2345), "{name}");
+            assert_eq!(
+                sc.capabilities.as_ref().unwrap().drop,
+                Some(vec!["ALL".to_string()]),
+                "{name}"
+            );
+            assert_eq!(sc.capabilities.as_ref().unwrap().add, None, "{name}");
+            assert_eq!(sc.read_only_root_filesystem, Some(true), "{name}");
+            assert_eq!(sc.allow_privilege_escalation, Some(false), "{name}");
+            assert_eq!(sc.privileged, None, "{name}");
+            assert_eq!(
+                sc.seccomp_profile.as_ref().unwrap().type_,
+                "RuntimeDefault",
+                "{name}"
+            );
+        }
+        // Never root, whatever the image says.
+        input.run_as = RunAs { uid: 0, gid: 0 };
+        assert_eq!(build_pod(&input), Err(PodError::RunsAsRoot("echo".into())));
     }
 
     #[test]

@@ -30,21 +30,27 @@ pub const LABEL_PROJECT: &str = "plugins.loop.dev/project";
 pub const LABEL_CHANNEL: &str = "plugins.loop.dev/channel";
 pub const LABEL_INSTANCE: &str = "plugins.loop.dev/instance";
 pub const LABEL_ACTION: &str = "plugins.loop.dev/action";
-/// The hash of what was applied, so an unchanged object is never written again.
-pub const ANNOTATION_APPLIED: &str = "plugins.loop.dev/applied-hash";
 
 /// The longest name a label value or a Pod's hostname may have.
 const MAX_NAME: usize = 63;
 
+/// The longest name a CronJob may have: its Jobs add 11 characters to it.
+const MAX_CRONJOB_NAME: usize = 52;
+
 /// A DNS-1123 label made of `parts`, shortened with a hash of the whole when too long, so
 /// distinct inputs keep distinct names.
 pub fn join_name(parts: &[&str]) -> String {
+    join_name_within(parts, MAX_NAME)
+}
+
+/// [`join_name`] for names of at most `max` characters.
+fn join_name_within(parts: &[&str], max: usize) -> String {
     let full = parts.join("-");
-    if full.len() <= MAX_NAME - 11 {
+    if full.len() <= max - 11 {
         return full;
     }
     let hash = short_hash(full.as_bytes());
-    let keep = &full[..MAX_NAME - 11];
+    let keep = &full[..max - 11];
     format!("{}-{hash}", keep.trim_end_matches('-'))
 }
 
@@ -69,9 +75,10 @@ pub fn secret_name(instance: &str) -> String {
     join_name(&[instance, "token"])
 }
 
-/// The CronJob of `action` of `plugin` in channel `channel`.
+/// The CronJob of `action` of `plugin` in channel `channel`: at most 52 characters, which the
+/// API server allows a CronJob (it refuses a longer one as invalid).
 pub fn cronjob_name(plugin: &str, channel: &str, action: &str) -> String {
-    join_name(&[plugin, channel, action])
+    join_name_within(&[plugin, channel, action], MAX_CRONJOB_NAME)
 }
 
 /// Labels every child of a (plugin, chat) carries.
@@ -91,8 +98,9 @@ pub fn labels(
     ])
 }
 
-/// The hash of an object as we would apply it.
-pub fn applied_hash<T: serde::Serialize>(object: &T) -> String {
+/// A short hash of a value's content (a Pod's name carries its spec's, so a changed spec makes
+/// a new Pod).
+pub fn content_hash<T: serde::Serialize>(object: &T) -> String {
     let bytes = serde_json::to_vec(object).expect("objects serialize");
     short_hash(&bytes)
 }
@@ -119,5 +127,23 @@ mod tests {
         assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
         assert_ne!(a, b);
         assert!(!a.contains("--"));
+    }
+
+    #[test]
+    fn cronjob_names_fit_what_a_cronjob_may_be_called() {
+        // Short ones stay whole, as before.
+        assert_eq!(cronjob_name("echo", "general", "tick"), "echo-general-tick");
+        let long = cronjob_name(
+            "ebi-6a96af",
+            "a-chat-whose-name-is-long-enough-to-cut",
+            "tick",
+        );
+        let other = cronjob_name(
+            "ebi-6a96af",
+            "a-chat-whose-name-is-long-enough-to-cut",
+            "ping",
+        );
+        assert!(long.len() <= 52 && other.len() <= 52, "{long} {other}");
+        assert_ne!(long, other);
     }
 }

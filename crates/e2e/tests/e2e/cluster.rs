@@ -12,7 +12,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
-use crate::support::{E2eTest, IMAGE_SH, Ns, test, wait};
+use crate::support::{E2eTest, IMAGE_SH, Ns, restricted, restricted_template, test, wait};
 
 /// Why these tests run on the local control plane only: they check it, and the kubelet
 /// stand-in plays their images.
@@ -169,7 +169,7 @@ async fn garbage_collector_deletes_owned_objects(ns: Ns) -> anyhow::Result<()> {
 
 /// A Job whose pod writes to an emptyDir (path rewritten) and reads the downward API.
 fn job_template(message: &str) -> serde_json::Value {
-    json!({
+    restricted_template(json!({
         "spec": {
             "restartPolicy": "Never",
             "containers": [{
@@ -184,7 +184,7 @@ fn job_template(message: &str) -> serde_json::Value {
             }],
             "volumes": [{ "name": "out", "emptyDir": {} }]
         }
-    })
+    }))
 }
 
 async fn job_completes(ns: Ns) -> anyhow::Result<()> {
@@ -301,6 +301,7 @@ async fn claim_is_bound_and_its_data_outlives_pods(ns: Ns) -> anyhow::Result<()>
                 "volumes": [{ "name": "data", "persistentVolumeClaim": { "claimName": "data" } }]
             }
         }))?;
+        let pod = restricted(pod);
         pods.create(&PostParams::default(), &pod).await?;
         let what = format!("pod {name} Succeeded");
         wait::matches(&pods, name, &what, WAIT, |p| phase(p) == Some("Succeeded")).await?;

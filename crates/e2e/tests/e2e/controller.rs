@@ -20,7 +20,8 @@ use crate::controller_support::*;
 use crate::support::{E2eTest, Ns, test, wait};
 
 pub fn tests() -> Vec<E2eTest> {
-    vec![
+    let mut tests = crate::controller_repair::tests();
+    tests.extend([
         test(
             "controller::an_enabled_plugin_gets_one_instance_per_chat_and_no_pod_until_needed",
             enable,
@@ -42,9 +43,14 @@ pub fn tests() -> Vec<E2eTest> {
             settings_change,
         ),
         test(
-            "controller::a_switch_that_is_on_keeps_the_pod",
-            switch_keeps_pod,
+            "controller::refused_settings_are_shown_on_the_instance",
+            refused_settings,
         ),
+        test(
+            "controller::a_switch_that_is_on_starts_the_pod_at_start_then_idle_applies",
+            switch_at_start,
+        )
+        .timeout(Duration::from_secs(180)),
         test(
             "controller::schedules_follow_the_reference_rules",
             schedules,
@@ -52,6 +58,10 @@ pub fn tests() -> Vec<E2eTest> {
         test(
             "controller::a_cronjob_deleted_by_hand_comes_back_only_when_its_entry_changes",
             hand_deleted_cronjob,
+        ),
+        test(
+            "controller::a_bad_interval_stops_nothing_else_and_disabling_still_pauses",
+            bad_interval_then_disabled,
         ),
         test(
             "controller::removing_a_plugin_keeps_data_unless_purged",
@@ -76,15 +86,16 @@ pub fn tests() -> Vec<E2eTest> {
         test("controller::a_steady_state_makes_no_write", steady_state)
             .timeout(Duration::from_secs(240))
             .local_only("counts the controller's writes in the audit log of the API server the suite started"),
-    ]
+    ]);
+    tests
 }
 
-fn instance_name(plugin: &str, channel: &str) -> String {
+pub(crate) fn instance_name(plugin: &str, channel: &str) -> String {
     model::names::instance_name(plugin, channel)
 }
 
 /// A plugin of the test's own, a project enabling it (trusted) and one channel.
-async fn world(
+pub(crate) async fn world(
     ns: &Ns,
     suffix: &str,
     schedules: &[(&str, ScheduleEntry)],
@@ -104,7 +115,11 @@ async fn world(
     Ok(id)
 }
 
-async fn instances_of(ns: &Ns, plugin: &str, count: usize) -> anyhow::Result<Vec<PluginInstance>> {
+pub(crate) async fn instances_of(
+    ns: &Ns,
+    plugin: &str,
+    count: usize,
+) -> anyhow::Result<Vec<PluginInstance>> {
     let label = format!("plugins.loop.dev/plugin={plugin}");
     list_until(
         &ns.api::<PluginInstance>(),
@@ -116,7 +131,12 @@ async fn instances_of(ns: &Ns, plugin: &str, count: usize) -> anyhow::Result<Vec
     .await
 }
 
-async fn pods_of(ns: &Ns, instance: &str, count: usize, ready: bool) -> anyhow::Result<Vec<Pod>> {
+pub(crate) async fn pods_of(
+    ns: &Ns,
+    instance: &str,
+    count: usize,
+    ready: bool,
+) -> anyhow::Result<Vec<Pod>> {
     let label = format!("plugins.loop.dev/instance={instance}");
     list_until(
         &ns.api::<Pod>(),
@@ -297,6 +317,35 @@ async fn demand_and_idle(ns: Ns) -> anyhow::Result<()> {
     let pod = &pods[0];
     let spec = pod.spec.as_ref().unwrap();
     ensure!(spec.automount_service_account_token == Some(false));
+    // Admitted where Pod Security's restricted level is enforced, locked down field by field.
+    let namespace = Api::<k8s_openapi::api::core::v1::Namespace>::all(ns.client())
+        .get(ns.name())
+        .await?;
+    ensure!(
+        namespace
+            .labels()
+            .get("pod-security.kubernetes.io/enforce")
+            .map(String::as_str)
+            == Some("restricted")
+    );
+    let psc = spec.security_context.clone().unwrap_or_default();
+    ensure!(
+        psc.run_as_non_root == Some(true) && psc.run_as_user == Some(65532),
+        "{psc:?}"
+    );
+    ensure!(psc.seccomp_profile.as_ref().map(|p| p.type_.as_str()) == Some("RuntimeDefault"));
+    let csc = spec.containers[0]
+        .security_context
+        .clone()
+        .unwrap_or_default();
+    ensure!(
+        csc.allow_privilege_escalation == Some(false)
+            && csc.read_only_root_filesystem == Some(true)
+            && csc.run_as_non_root == Some(true)
+            && csc.capabilities.and_then(|c| c.drop) == Some(vec!["ALL".to_string()]),
+        "{:?}",
+        spec.containers[0].security_context
+    );
     ensure!(spec.containers[0].image.as_deref() == Some(echo_plugin(&id)?.spec.image.as_str()));
     let ip = pod
         .status
@@ -360,46 +409,132 @@ async fn settings_change(ns: Ns) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn switch_keeps_pod(ns: Ns) -> anyhow::Result<()> {
+/// The reference: "When the daemon starts, it starts the plugin's container in each channel
+/// where one of its switches is on, so the plugin can bring back what the switch stands for";
+/// then the ordinary idle stop applies, the switch still on.
+/// The reference: a value the manifest doesn't declare, or one its schema refuses, "is left
+/// out, so the value below it applies, and Settings → Plugins says so". Here the instance's
+/// status says so, value by value, with its source and why; `kubectl get` and an Event too.
+async fn refused_settings(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
-    let id = world(&ns, "sw", &[]).await?;
+    let id = world(&ns, "rf", &[]).await?;
     let name = instance_name(&id, "general");
     instances_of(&ns, &id, 1).await?;
-    let set_switch = |on: bool| {
-        let switches = vec![SwitchState {
-            id: "mode".into(),
-            on,
-            title: None,
-            error: false,
-            busy: false,
-        }];
-        serde_json::json!({ "status": { "switches": switches } })
-    };
-    let api = ns.api::<PluginInstance>();
-    api.patch_status(
+    let mut config = entry(true, &[]);
+    config.settings.insert("verbose".into(), "yes".into());
+    config.settings.insert("colour".into(), 1.into());
+    let mut project = trusted_project("proj", BTreeMap::from([(id.clone(), entry(true, &[]))]));
+    // Settings apply without trust: the current config counts.
+    project.spec.plugins.insert(id.clone(), config);
+    apply(&ns, &project).await?;
+    let shown = wait::matches(
+        &ns.api::<PluginInstance>(),
         &name,
-        &PatchParams::default(),
-        &Patch::Merge(&set_switch(true)),
+        "two refused settings shown",
+        WAIT,
+        |i: &PluginInstance| {
+            i.status
+                .as_ref()
+                .is_some_and(|s| s.refused_settings.len() == 2)
+        },
     )
-    .await?;
-    let uid = pods_of(&ns, &name, 1, true).await?[0].uid();
-    // Well past the idle timeout, the switch keeps it.
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    .await?
+    .status
+    .unwrap_or_default();
+    let refused: Vec<(&str, String, &serde_json::Value)> = shown
+        .refused_settings
+        .iter()
+        .map(|r| (r.setting.as_str(), r.source.to_string(), &r.value))
+        .collect();
     ensure!(
-        pods_of(&ns, &name, 1, true).await?[0].uid() == uid,
-        "the Pod changed while the switch was on"
+        refused
+            == [
+                ("colour", "project".to_string(), &serde_json::json!(1)),
+                ("verbose", "project".to_string(), &serde_json::json!("yes")),
+            ],
+        "{refused:?}"
     );
-    api.patch_status(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(&set_switch(false)),
+    ensure!(
+        shown.refused_settings[0].reason == "the manifest declares no such setting"
+            && shown.refused_settings[1]
+                .reason
+                .starts_with("its schema refuses it"),
+        "{:?}",
+        shown.refused_settings
+    );
+    let table = ns.kubectl(["get", "plugininstances"]).await?;
+    ensure!(
+        table.contains("SETTINGS") && table.contains("SettingsLeftOut"),
+        "{table}"
+    );
+    let events = ns
+        .kubectl([
+            "get",
+            "events.events.k8s.io",
+            "-o",
+            "jsonpath={.items[*].reason}",
+        ])
+        .await?;
+    ensure!(events.contains("SettingsLeftOut"), "{events}");
+    // Fixed: nothing is left out, and the condition says so.
+    apply(
+        &ns,
+        &trusted_project("proj", BTreeMap::from([(id.clone(), entry(true, &[]))])),
     )
     .await?;
-    pods_of(&ns, &name, 0, false).await?;
+    wait::matches(
+        &ns.api::<PluginInstance>(),
+        &name,
+        "SettingsValid True, nothing refused",
+        WAIT,
+        |i: &PluginInstance| {
+            i.status.as_ref().is_some_and(|s| {
+                s.refused_settings.is_empty()
+                    && s.conditions
+                        .iter()
+                        .any(|c| c.r#type == "SettingsValid" && c.reason == "SettingsApplied")
+            })
+        },
+    )
+    .await?;
     Ok(())
 }
 
-fn cron_entry(enabled: Option<bool>, kind: ScheduleType, schedule: &str) -> ScheduleEntry {
+async fn switch_at_start(ns: Ns) -> anyhow::Result<()> {
+    let _exclusive = exclusive().await;
+    let id = world(&ns, "sw", &[]).await?;
+    let name = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    let switches = vec![SwitchState {
+        id: "mode".into(),
+        on: true,
+        title: None,
+        error: false,
+        busy: false,
+    }];
+    let on = serde_json::json!({ "status": { "switches": switches } });
+    let api = ns.api::<PluginInstance>();
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&on))
+        .await?;
+    restart_controller(&ns, async {}).await?;
+    pods_of(&ns, &name, 1, true).await?;
+    // Nothing calls it: once the idle timeout passed since the start, it stops.
+    pods_of(&ns, &name, 0, false).await?;
+    let instance = api.get(&name).await?;
+    ensure!(
+        instance
+            .status
+            .is_some_and(|s| s.switches.iter().any(|w| w.id == "mode" && w.on)),
+        "the switch stays on"
+    );
+    Ok(())
+}
+
+pub(crate) fn cron_entry(
+    enabled: Option<bool>,
+    kind: ScheduleType,
+    schedule: &str,
+) -> ScheduleEntry {
     ScheduleEntry {
         enabled,
         kind: Some(kind),
@@ -407,7 +542,7 @@ fn cron_entry(enabled: Option<bool>, kind: ScheduleType, schedule: &str) -> Sche
     }
 }
 
-async fn cronjob(
+pub(crate) async fn cronjob(
     ns: &Ns,
     name: &str,
     what: &str,
@@ -491,6 +626,133 @@ async fn schedules(ns: Ns) -> anyhow::Result<()> {
     .await?;
     ensure!(chat.status.is_some());
     wait::deleted(&ns.api::<CronJob>(), &ping, WAIT).await?;
+    Ok(())
+}
+
+/// Tried as a new user would: a trusted config changes a task to an interval cron cannot
+/// express, then stops enabling the plugin. The broken entry is reported, the rest of the
+/// chat's reconcile goes on (its other task follows the config), the task the broken entry
+/// left behind is paused with the plugin, and the chat's status keeps following.
+async fn bad_interval_then_disabled(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let good = cron_entry(None, ScheduleType::Cron, "0 9 * * *");
+    let other = cron_entry(None, ScheduleType::Cron, "0 10 * * *");
+    let id = world(&ns, "bi", &[("tick", good), ("ping", other.clone())]).await?;
+    let tick = format!("{id}-general-tick");
+    let ping = format!("{id}-general-ping");
+    let suspended = |c: &CronJob| c.spec.suspend == Some(true);
+    cronjob(&ns, &tick, "tick running at 9", |c| !suspended(c)).await?;
+    cronjob(&ns, &ping, "ping running at 10", |c| !suspended(c)).await?;
+    // A chat whose name makes long task names gets its tasks too (a CronJob's name has at
+    // most 52 characters), and its status.
+    let long = "a-chat-whose-name-is-long-enough-to-cut";
+    apply(&ns, &channel(long, "proj", ChannelKind::Channel, None)).await?;
+    let label = format!("plugins.loop.dev/channel={long}");
+    let tasks = list_until(
+        &ns.api::<CronJob>(),
+        Some(&label),
+        &format!("2 CronJobs of {long}"),
+        WAIT,
+        |all| all.len() == 2,
+    )
+    .await?;
+    ensure!(
+        tasks.iter().all(|c| c.name_any().len() <= 52),
+        "{:?}",
+        tasks.iter().map(|c| c.name_any()).collect::<Vec<_>>()
+    );
+    wait::matches(
+        &ns.api::<Channel>(),
+        long,
+        "the long-named chat's status",
+        WAIT,
+        |c: &Channel| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.plugins == [id.clone()] && s.applied_schedules.len() == 2)
+        },
+    )
+    .await?;
+    let config = |enabled: bool, tick: &str, ping: &str| {
+        trusted_project(
+            "proj",
+            BTreeMap::from([(
+                id.clone(),
+                entry(
+                    enabled,
+                    &[
+                        ("tick", cron_entry(None, ScheduleType::Interval, tick)),
+                        ("ping", cron_entry(None, ScheduleType::Interval, ping)),
+                    ],
+                ),
+            )]),
+        )
+    };
+    // tick's entry breaks (7m), ping's changes: ping follows, tick is reported.
+    apply(&ns, &config(true, "7m", "30m")).await?;
+    cronjob(&ns, &ping, "ping every 30m", |c| {
+        c.spec.schedule == "*/30 * * * *" && !suspended(c)
+    })
+    .await?;
+    let invalid = |what: &'static str| {
+        move |c: &Channel| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.r#type == "SchedulesValid"
+                        && c.status == model::resources::ConditionStatus::False
+                        && c.message.contains(what)
+                })
+            })
+        }
+    };
+    wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "SchedulesValid False naming 7m",
+        WAIT,
+        invalid("7m"),
+    )
+    .await?;
+    // The project stops enabling the plugin (with a second bad interval, 90s): every task of
+    // the chat pauses, the broken one too, and the status says the plugin no longer runs.
+    apply(&ns, &config(false, "7m", "90s")).await?;
+    instances_of(&ns, &id, 0).await?;
+    wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "status: no plugin runs, SchedulesValid False naming 90s",
+        WAIT,
+        |c: &Channel| invalid("90s")(c) && c.status.as_ref().is_some_and(|s| s.plugins.is_empty()),
+    )
+    .await?;
+    cronjob(&ns, &tick, "tick paused", suspended).await?;
+    cronjob(&ns, &ping, "ping paused", suspended).await?;
+    // Fixed and enabled again: both run at their new schedules, and the status says so.
+    apply(&ns, &config(true, "10m", "1h")).await?;
+    cronjob(&ns, &tick, "tick every 10m", |c| {
+        c.spec.schedule == "*/10 * * * *" && !suspended(c)
+    })
+    .await?;
+    cronjob(&ns, &ping, "ping hourly", |c| {
+        c.spec.schedule == "0 * * * *" && !suspended(c)
+    })
+    .await?;
+    wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "SchedulesValid True",
+        WAIT,
+        |c: &Channel| {
+            c.status.as_ref().is_some_and(|s| {
+                s.plugins == [id.clone()]
+                    && s.conditions.iter().any(|c| {
+                        c.r#type == "SchedulesValid"
+                            && c.status == model::resources::ConditionStatus::True
+                    })
+            })
+        },
+    )
+    .await?;
     Ok(())
 }
 

@@ -407,3 +407,26 @@ pub async fn record_demand(ns: &Ns, instance: &str) -> anyhow::Result<()> {
         .await?;
     Ok(())
 }
+
+/// Records demand on an instance every 2 seconds (a quarter of the tests' idle timeout), as
+/// a chat in steady use would, until the guard is dropped.
+pub fn keep_active(ns: &Ns, instance: &str) -> KeepActive {
+    let (ns, instance) = (ns.clone(), instance.to_string());
+    KeepActive(tokio::spawn(async move {
+        loop {
+            if let Err(err) = record_demand(&ns, &instance).await {
+                tracing::warn!(%err, "recording demand");
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }))
+}
+
+/// Stops recording demand when dropped.
+pub struct KeepActive(tokio::task::JoinHandle<()>);
+
+impl Drop for KeepActive {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -639,7 +639,9 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
     );
     let at = |rest: &str| format!("/channels/general/plugins/{id}{rest}");
 
-    // A switch that is on keeps the container up through the breaker's 30 s.
+    // Activity keeps the container up through the breaker's 30 s, as a chat in use would (a
+    // switch that is on starts it only when the controller starts, then idle applies).
+    let _active = keep_active(&ns, &instance);
     let a = caller
         .send_ready("POST", &at("/switches/mode"), Some(json!({"on": true})))
         .await?;

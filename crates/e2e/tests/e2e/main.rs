@@ -10,6 +10,7 @@ mod api;
 mod chart;
 mod cluster;
 mod controller;
+mod controller_repair;
 mod controller_support;
 mod crds;
 mod host;

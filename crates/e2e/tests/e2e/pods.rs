@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::cluster::phase;
 use devcluster::LocalImage;
 
-use crate::support::{E2eTest, IMAGE_SH, Ns, program, test, wait};
+use crate::support::{E2eTest, IMAGE_SH, Ns, program, restricted, test, wait};
 
 /// Why these tests run on the local control plane only.
 const LOCAL: &str = "checks the kubelet stand-in, with images it plays";
@@ -85,6 +85,7 @@ async fn pod_is_ready_on_its_own_address_and_answers_http(ns: Ns) -> anyhow::Res
             "volumes": [{ "name": "site", "configMap": { "name": "site" } }]
         }
     }))?;
+    let pod = restricted(pod);
     pods.create(&PostParams::default(), &pod).await?;
     let pod = wait::matches(&pods, "web", "pod web Ready", WAIT, ready).await?;
     let status = pod.status.clone().unwrap_or_default();
@@ -149,6 +150,7 @@ async fn env_and_files_come_from_secrets_config_maps_and_the_downward_api(
             "volumes": [{ "name": "creds", "secret": { "secretName": "creds" } }]
         }
     }))?;
+    let pod = restricted(pod);
     let pods = ns.api::<Pod>();
     pods.create(&PostParams::default(), &pod).await?;
     wait::matches(&pods, "env", "pod env Succeeded", WAIT, |p| {
@@ -171,6 +173,7 @@ async fn always_restarts_a_container_that_exits(ns: Ns) -> anyhow::Result<()> {
             "containers": [{ "name": "main", "image": IMAGE_SH, "command": ["sh", "-c", "echo run; exit 3"] }]
         }
     }))?;
+    let pod = restricted(pod);
     let pods = ns.api::<Pod>();
     pods.create(&PostParams::default(), &pod).await?;
     let pod = wait::matches(&pods, "flaky", "pod flaky restarted", WAIT, |p| {

@@ -4,11 +4,13 @@
 //! values count.
 //!
 //! - [`chat`]: whether a chat runs plugins (one rule, used by the controller and the servers);
+//! - [`capabilities`]: the capabilities that count for an installed plugin;
 //! - [`trust`]: which project config is approved;
 //! - [`enabled`]: whether a plugin runs in a project;
 //! - [`settings`]: the settings a plugin sees, and the values left out;
 //! - [`schedules`]: the scheduled tasks asked for, and the entries that yield none.
 
+pub mod capabilities;
 pub mod chat;
 pub mod enabled;
 #[cfg(test)]
@@ -17,6 +19,7 @@ pub mod schedules;
 pub mod settings;
 pub mod trust;
 
+pub use capabilities::approved_capabilities;
 pub use chat::{gets_schedules, runs_plugins};
 pub use enabled::{Enabled, EnabledReason, plugin_enabled};
 pub use schedules::{

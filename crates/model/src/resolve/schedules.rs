@@ -138,7 +138,17 @@ fn resolve_one(
         }
     };
     let schedule = schedule::parse(kind, expr).map_err(ScheduleProblemKind::Invalid)?;
-    let cron = schedule.to_cron().map_err(ScheduleProblemKind::Invalid)?;
+    let cron = schedule.to_cron().map_err(|e| match e {
+        // Named as the entry wrote it ("90s"), not as the parsed interval prints ("1m30s"),
+        // so the status shows the very value to fix.
+        ScheduleError::NotCronExpressible { reason, .. } => {
+            ScheduleProblemKind::Invalid(ScheduleError::NotCronExpressible {
+                expr: expr.to_string(),
+                reason,
+            })
+        }
+        e => ScheduleProblemKind::Invalid(e),
+    })?;
     let entry_hash = hash_json(&json!({
         "action": action,
         "source": level,

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::config::ConfigLevel;
 use crate::config::PluginConfig;
 use crate::manifest::{Manifest, json_schema};
+use crate::resources::RefusedSetting;
 
 /// The values a plugin sees and the values left out.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -27,7 +28,29 @@ pub struct ResolvedSettings {
 pub struct LeftOut {
     pub level: ConfigLevel,
     pub setting: String,
+    /// The value as configured.
+    pub value: Value,
     pub reason: LeftOutReason,
+}
+
+impl LeftOut {
+    /// Why it is left out, in words.
+    pub fn why(&self) -> String {
+        match &self.reason {
+            LeftOutReason::Undeclared => "the manifest declares no such setting".into(),
+            LeftOutReason::Refused(why) => format!("its schema refuses it: {why}"),
+        }
+    }
+
+    /// As a status shows it.
+    pub fn to_refused(&self) -> RefusedSetting {
+        RefusedSetting {
+            setting: self.setting.clone(),
+            source: self.level,
+            value: self.value.clone(),
+            reason: self.why(),
+        }
+    }
 }
 
 /// Why a value was left out.
@@ -43,13 +66,11 @@ impl fmt::Display for LeftOut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the {} value of setting \"{}\" is left out: ",
-            self.level, self.setting
-        )?;
-        match &self.reason {
-            LeftOutReason::Undeclared => f.write_str("the manifest declares no such setting"),
-            LeftOutReason::Refused(why) => write!(f, "its schema refuses it: {why}"),
-        }
+            "the {} value of setting \"{}\" is left out: {}",
+            self.level,
+            self.setting,
+            self.why()
+        )
     }
 }
 
@@ -76,6 +97,7 @@ pub fn resolve_settings(
             let left_out = |reason| LeftOut {
                 level,
                 setting: name.clone(),
+                value: value.clone(),
                 reason,
             };
             let Some(validator) = manifest.setting_validator(name) else {
@@ -166,6 +188,15 @@ mod tests {
                 .to_string()
                 .starts_with("the project value of setting \"count\" is left out")
         );
+        let shown = count.to_refused();
+        assert_eq!(
+            (shown.setting.as_str(), shown.source, &shown.value),
+            ("count", ConfigLevel::Project, &json!(11))
+        );
+        assert!(
+            shown.reason.starts_with("its schema refuses it: "),
+            "{shown:?}"
+        );
         // A refused global value leaves the default.
         let r = resolve_settings(
             &manifest(),
@@ -186,6 +217,7 @@ mod tests {
             vec![LeftOut {
                 level: ConfigLevel::Project,
                 setting: "colour".into(),
+                value: json!("red"),
                 reason: LeftOutReason::Undeclared,
             }]
         );

@@ -28,7 +28,7 @@ pub use plugin::{
 };
 pub use plugin_instance::{
     BreakerState, InstancePhase, PluginInstance, PluginInstanceSpec, PluginInstanceStatus,
-    SwitchState,
+    RefusedSetting, SwitchState,
 };
 pub use project::{Project, ProjectSpec, ProjectStatus, TrustedConfig};
 

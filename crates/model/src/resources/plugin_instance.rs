@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Condition;
+use crate::config::ConfigLevel;
 
 /// A plugin's instance in one chat.
 #[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -22,6 +23,12 @@ use super::Condition;
     printcolumn(name = "Chat", type_ = "string", json_path = ".spec.channel"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Pod", type_ = "string", json_path = ".status.pod"),
+    printcolumn(
+        name = "Settings",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"SettingsValid\")].reason",
+        description = "SettingsLeftOut while a configured setting value does not apply"
+    ),
     printcolumn(
         name = "Last Activity",
         type_ = "date",
@@ -73,6 +80,10 @@ pub struct PluginInstanceStatus {
     /// The breaker in front of the container (written by the API server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerState>,
+    /// Configured setting values left out (the value below each applies), with where each
+    /// came from and why (written by the controller; the SettingsValid condition sums it up).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_settings: Vec<RefusedSetting>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
@@ -105,6 +116,22 @@ pub struct SwitchState {
     /// Shown with a dashed border.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub busy: bool,
+}
+
+/// A configured setting value that does not apply: the reference's "refused values left out
+/// and shown".
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedSetting {
+    /// The setting's name.
+    pub setting: String,
+    /// The config the value came from: global (HostConfig) or project (the Project).
+    pub source: ConfigLevel,
+    /// The value as configured.
+    #[schemars(schema_with = "crate::schema::any_json")]
+    pub value: serde_json::Value,
+    /// Why it is left out: the manifest declares no such setting, or what its schema refuses.
+    pub reason: String,
 }
 
 /// The breaker's state: closed, open until a time, or trying one call.

@@ -9,10 +9,12 @@
 mod cluster;
 mod harness;
 mod namespace;
+mod pod_security;
 pub mod target;
 pub mod wait;
 
 pub use cluster::{Cluster, IMAGE_SH, program};
 pub use harness::{E2eTest, plain, run, test};
 pub use namespace::Ns;
+pub use pod_security::{restricted, restricted_template};
 pub use target::{Existing, Target, target};

@@ -23,14 +23,15 @@ pub struct Ns {
 }
 
 impl Ns {
-    /// Creates a namespace named after the test and waits for its default ServiceAccount.
+    /// Creates a namespace named after the test, enforcing the `restricted` Pod Security
+    /// level as a project's namespace would, and waits for its default ServiceAccount.
     pub async fn create(cluster: Arc<Cluster>, test_name: &str) -> anyhow::Result<Self> {
         let name = namespace_name(test_name);
         let api: Api<Namespace> = Api::all(cluster.client());
         let namespace = Namespace {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
-                labels: Some([("loop-plugins.dev/e2e".to_string(), "true".to_string())].into()),
+                labels: Some(labels()),
                 ..Default::default()
             },
             ..Default::default()
@@ -117,6 +118,20 @@ impl Ns {
         let api: Api<Namespace> = Api::all(self.client());
         let _ = api.delete(&self.name, &DeleteParams::background()).await;
     }
+}
+
+/// A test namespace's labels: ours, and Pod Security's `restricted` level enforced, so every
+/// Pod a test makes there (plugin Pods, CronJobs' Pods, the tests' own) must meet it and the
+/// API server refuses one that does not.
+fn labels() -> std::collections::BTreeMap<String, String> {
+    [
+        ("loop-plugins.dev/e2e", "true"),
+        ("pod-security.kubernetes.io/enforce", "restricted"),
+        ("pod-security.kubernetes.io/enforce-version", "latest"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
 }
 
 /// `e2e-<test name, sanitized>-<random>`, at most 63 characters.

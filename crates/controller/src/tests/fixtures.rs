@@ -1,0 +1,269 @@
+//! Small builders for reconcile tests: a world of objects as the reflector stores would hold
+//! them, and a Context whose client talks to the mocked API server.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use http::{Request, Response};
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::client::Body;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::verifier::ApiServer;
+use crate::context::{Context, Settings, Stores};
+use crate::metrics::Metrics;
+use model::config::{PluginConfig, ScheduleEntry, config_hash};
+use model::resources::{
+    App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
+    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec, TrustedConfig,
+};
+
+pub const NS: &str = "team";
+
+/// Every object the stores hold, as the API server would serve them.
+#[derive(Clone, Default)]
+pub struct World {
+    pub host: Option<HostConfig>,
+    pub plugins: Vec<Plugin>,
+    pub projects: Vec<Project>,
+    pub channels: Vec<Channel>,
+    pub instances: Vec<PluginInstance>,
+    pub pods: Vec<Pod>,
+    pub secrets: Vec<Secret>,
+    pub claims: Vec<PersistentVolumeClaim>,
+    pub cronjobs: Vec<CronJob>,
+}
+
+impl World {
+    /// Plugins on, the echo plugin installed, a project that trusts a config enabling it with
+    /// its `tick` task, and a desktop channel `general`.
+    pub fn echo() -> Self {
+        World {
+            host: Some(host()),
+            plugins: vec![echo_plugin()],
+            projects: vec![project(true)],
+            channels: vec![channel("general")],
+            ..Default::default()
+        }
+    }
+
+    /// A Context over stores holding this world, and the mocked API server its client calls.
+    pub fn context(&self) -> (Arc<Context>, ApiServer) {
+        self.context_started(jiff::Timestamp::now())
+    }
+
+    /// [`World::context`] for a controller that started reconciling at `started`.
+    pub fn context_started(&self, started: jiff::Timestamp) -> (Arc<Context>, ApiServer) {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let stores = Stores {
+            host: store(self.host.iter().cloned()),
+            plugins: store(self.plugins.iter().cloned()),
+            projects: store(self.projects.iter().cloned()),
+            channels: store(self.channels.iter().cloned()),
+            instances: store(self.instances.iter().cloned()),
+            pods: store(self.pods.iter().cloned()),
+            secrets: store(self.secrets.iter().cloned()),
+            claims: store(self.claims.iter().cloned()),
+            cronjobs: store(self.cronjobs.iter().cloned()),
+        };
+        let settings = Settings {
+            self_image: format!("registry.local/loop-plugins@sha256:{}", "1".repeat(64)),
+            api_url: "http://api.loop-plugins-system:8080".into(),
+        };
+        let metrics = Metrics::new(&mut Registry::default());
+        let mut ctx = Context::new(client, metrics, stores, settings);
+        ctx.started = started;
+        (Arc::new(ctx), ApiServer(handle))
+    }
+
+    pub fn channel(&self, name: &str) -> Arc<Channel> {
+        Arc::new(
+            self.channels
+                .iter()
+                .find(|c| c.name_any() == name)
+                .expect("the channel is in the world")
+                .clone(),
+        )
+    }
+
+    pub fn instance(&self, name: &str) -> Arc<PluginInstance> {
+        Arc::new(
+            self.instances
+                .iter()
+                .find(|i| i.name_any() == name)
+                .expect("the instance is in the world")
+                .clone(),
+        )
+    }
+}
+
+fn store<K>(objects: impl Iterator<Item = K>) -> Store<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (reader, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    reader
+}
+
+/// `object` as the API server serves it: a uid, a resourceVersion, a generation.
+pub fn served<K: Resource>(mut object: K) -> K {
+    let name = object.meta().name.clone().unwrap_or_default();
+    let meta = object.meta_mut();
+    meta.uid = Some(format!("uid-{name}"));
+    meta.resource_version.get_or_insert_with(|| "1".into());
+    meta.generation.get_or_insert(1);
+    object
+}
+
+/// The object a write's JSON body describes, as the API server then serves it.
+pub fn from_body<K: Resource + DeserializeOwned>(body: &Value) -> K {
+    served(serde_json::from_value(body.clone()).expect("the body is the object"))
+}
+
+/// An object as JSON, for answers.
+pub fn to_json<K: Serialize>(object: &K) -> Value {
+    serde_json::to_value(object).expect("objects serialize")
+}
+
+pub fn host() -> HostConfig {
+    served(HostConfig::new(
+        HOST_CONFIG_NAME,
+        HostConfigSpec {
+            plugins: HostPlugins {
+                enabled: true,
+                idle_timeout: "10m".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    ))
+}
+
+/// The echo plugin's manifest: a `tick` task, a composer switch and live control.
+pub fn echo_manifest() -> Value {
+    json!({
+        "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1",
+        "capabilities": ["schedule", "ui.composer_switch", "live.control"],
+        "actions": [
+            { "id": "ping" },
+            { "id": "tick", "default_schedule": { "type": "cron", "schedule": "*/5 * * * *" } },
+        ],
+        "ui": {
+            "composer_switches": [{ "id": "mode", "label": "Mode", "icon": "ui/mode.svg", "title": "Mode is off" }],
+        },
+        "live": { "control": ["interrupt"] },
+        "settings": { "count": { "type": "integer", "minimum": 1, "maximum": 10, "default": 3 } },
+        "resources": { "memory": "64m", "cpus": 0.25 },
+    })
+}
+
+/// The echo plugin, every capability approved.
+pub fn echo_plugin() -> Plugin {
+    plugin_with(
+        echo_manifest(),
+        &["schedule", "ui.composer_switch", "live.control"],
+    )
+}
+
+pub fn plugin_with(manifest: Value, approved: &[&str]) -> Plugin {
+    let mut plugin = Plugin::from_manifest(
+        &manifest.to_string(),
+        &format!("registry.local/echo@sha256:{}", "0".repeat(64)),
+        vec!["/echo-plugin".into()],
+        false,
+    )
+    .expect("a valid manifest");
+    plugin.spec.approved_capabilities = approved.iter().map(|c| c.to_string()).collect();
+    served(plugin)
+}
+
+/// The project `proj`, whose trusted config enables echo (or not) with its `tick` task.
+pub fn project(enabled: bool) -> Project {
+    project_with(PluginConfig {
+        enabled: Some(enabled),
+        schedules: BTreeMap::from([("tick".into(), ScheduleEntry::default())]),
+        ..Default::default()
+    })
+}
+
+/// The project `proj` with this (trusted) config for echo.
+pub fn project_with(config: PluginConfig) -> Project {
+    let plugins = BTreeMap::from([("echo".to_string(), config)]);
+    let mut project = Project::new(
+        "proj",
+        ProjectSpec {
+            trusted: Some(TrustedConfig {
+                hash: config_hash(&plugins),
+                plugins: plugins.clone(),
+            }),
+            plugins,
+        },
+    );
+    project.metadata.namespace = Some(NS.into());
+    served(project)
+}
+
+pub fn channel(name: &str) -> Channel {
+    let mut channel = Channel::new(
+        name,
+        ChannelSpec {
+            project: "proj".into(),
+            kind: ChannelKind::Channel,
+            parent: None,
+            app: App::Desktop,
+            hidden: false,
+            working_tree: None,
+        },
+    );
+    channel.metadata.namespace = Some(NS.into());
+    served(channel)
+}
+
+/// The instance of echo in `general`, as the chat reconciler makes it.
+pub fn instance() -> PluginInstance {
+    let mut instance = PluginInstance::new(
+        "echo-general",
+        PluginInstanceSpec {
+            plugin: "echo".into(),
+            channel: "general".into(),
+            project: "proj".into(),
+        },
+    );
+    instance.metadata.namespace = Some(NS.into());
+    instance.metadata.labels = Some(model::names::labels("echo", "proj", "general", "instance"));
+    served(instance)
+}
+
+/// The API path of a namespaced object of ours.
+pub fn path(resource: &str, name: &str) -> String {
+    let group = match resource {
+        "cronjobs" => "/apis/batch/v1",
+        "channels" | "plugininstances" => "/apis/plugins.loop.dev/v1alpha1",
+        _ => "/api/v1",
+    };
+    format!("{group}/namespaces/{NS}/{resource}/{name}")
+}
+
+/// The API path of a namespaced collection.
+pub fn collection(resource: &str) -> String {
+    let group = match resource {
+        "cronjobs" => "/apis/batch/v1",
+        "channels" | "plugininstances" => "/apis/plugins.loop.dev/v1alpha1",
+        _ => "/api/v1",
+    };
+    format!("{group}/namespaces/{NS}/{resource}")
+}

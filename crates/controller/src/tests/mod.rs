@@ -1,0 +1,7 @@
+//! Reconcile tests against a mocked API server (each request asserted in order), and snapshot
+//! tests of the objects the builders make.
+
+mod chat;
+mod fixtures;
+mod instance;
+mod verifier;
