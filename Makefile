@@ -1,7 +1,7 @@
 # loop-plugins: `make dev` runs the main job, `make test` runs every test.
 SHELL := /bin/bash
 export GOTOOLCHAIN := local
-export CARGO_TARGET_DIR ?= $(HOME)/.cache/loop-plugins/target
+export CARGO_TARGET_DIR ?= $(shell hack/target-dir.sh)
 CARGO ?= cargo
 BIN := $(CARGO_TARGET_DIR)/debug/loop-plugins
 

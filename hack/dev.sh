@@ -15,7 +15,7 @@ case ${CLUSTER:-local} in
   *) echo "dev: CLUSTER=${CLUSTER}: use local (the default) or kind" >&2; exit 2 ;;
 esac
 export GOTOOLCHAIN=local
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/loop-plugins/target}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$(hack/target-dir.sh)}
 
 LOOP_PLUGINS_CONTROLPLANE=$(hack/controlplane/build.sh | tail -n 1)
 export LOOP_PLUGINS_CONTROLPLANE

@@ -29,7 +29,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/loop-plugins/target}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$(hack/target-dir.sh)}
 
 release=${LOOP_PLUGINS_E2E_RELEASE:-loop-plugins}
 namespace=${LOOP_PLUGINS_E2E_RELEASE_NAMESPACE:-loop-plugins}

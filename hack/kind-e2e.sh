@@ -49,7 +49,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 export GOTOOLCHAIN=local
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/loop-plugins/target}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$(hack/target-dir.sh)}
 # shellcheck source=hack/kind/lib.sh
 source hack/kind/lib.sh
 # shellcheck source=hack/kind/host.sh

@@ -41,7 +41,7 @@ case $how in
     ;;
   prebuilt)
     start=$SECONDS
-    target_dir=${CARGO_TARGET_DIR:-$HOME/.cache/loop-plugins/target}
+    target_dir=${CARGO_TARGET_DIR:-$("$root/hack/target-dir.sh")}
     (cd "$root" && RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
       cargo build --release --locked --target "$TARGET" \
       -p "$APP_PACKAGE" -p "$ECHO_PACKAGE" --bin "$APP_BIN" --bin "$ECHO_BIN") >&2
