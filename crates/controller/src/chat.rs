@@ -20,7 +20,7 @@ use model::manifest::Manifest;
 use model::names;
 use model::resources::{
     Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance, PluginInstanceSpec,
-    Project, set_condition,
+    Project, ProjectTrust, set_condition,
 };
 use model::time::now_rfc3339;
 
@@ -39,6 +39,10 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .stores
         .projects
         .get(&ObjectRef::<Project>::new(&channel.spec.project).within(&ns));
+    let trust = ctx
+        .stores
+        .project_trusts
+        .get(&ObjectRef::<ProjectTrust>::new(&channel.spec.project).within(&ns));
 
     // Installed plugins; one being deleted counts as removed.
     let plugins: Vec<_> = ctx
@@ -80,7 +84,9 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
     let current_status = ctx.chat_status(&channel);
     let plan = plan_chat(&ChatInputs {
         channel: &channel.spec,
-        project: project.as_ref().map(|p| &p.spec),
+        project: project
+            .as_deref()
+            .map(|p| model::resolve::ProjectView::new(p, trust.as_deref())),
         host: &host,
         plugins: &views,
         existing_cronjobs: &existing,

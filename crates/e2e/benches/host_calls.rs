@@ -28,11 +28,11 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
-use model::config::{PluginConfig, config_hash};
+use model::config::PluginConfig;
 use model::names;
 use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, InstancePhase, Plugin, PluginInstance, Project, ProjectSpec, TrustedConfig,
+    HostPlugins, InstancePhase, Plugin, PluginInstance, Project, ProjectSpec, ProjectTrust,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -387,17 +387,10 @@ async fn world(client: &Client) -> anyhow::Result<()> {
             ..Default::default()
         },
     )]);
-    let project = Project::new(
-        "proj",
-        ProjectSpec {
-            trusted: Some(TrustedConfig {
-                hash: config_hash(&config),
-                plugins: config.clone(),
-            }),
-            plugins: config,
-        },
-    );
+    let trust = ProjectTrust::of("proj", &config);
+    let project = Project::new("proj", ProjectSpec { plugins: config });
     apply(&Api::<Project>::namespaced(client.clone(), NS), &project).await?;
+    apply(&Api::<ProjectTrust>::namespaced(client.clone(), NS), &trust).await?;
     let chat = Channel::new(
         CHAT,
         ChannelSpec {

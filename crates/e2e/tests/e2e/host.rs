@@ -374,7 +374,7 @@ async fn world(
         .iter()
         .map(|(p, e)| (p.name_any(), e.clone()))
         .collect();
-    apply(ns, &trusted_project("proj", config)).await?;
+    apply_trusted(ns, "proj", config).await?;
     for (name, kind, parent, hidden) in chats {
         let mut c = channel(name, "proj", *kind, *parent);
         c.spec.hidden = *hidden;
@@ -937,12 +937,13 @@ async fn events(ns: Ns) -> anyhow::Result<()> {
         );
     }
 
-    // A config write sends settings.changed by itself: c's project turns verbose off.
+    // A config write sends settings.changed by itself: c's project turns verbose off (settings
+    // apply without the owner's trust).
     let config: BTreeMap<String, PluginConfig> = [&a, &b, &c, &d]
         .into_iter()
         .map(|id| (id.clone(), enabled()))
         .collect();
-    apply(&ns, &trusted_project("proj", config)).await?;
+    apply(&ns, &project("proj", config)).await?;
     let until = Instant::now() + WAIT;
     loop {
         let entries = caller.journal("general", &c, "/events").await?;
@@ -966,10 +967,12 @@ async fn events(ns: Ns) -> anyhow::Result<()> {
 /// Two host APIs (as the chart's two replicas, electing the fan-out on one Lease) both see
 /// the project's config write; the running container gets one `settings.changed`.
 async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
-    let (one, two) = tokio::try_join!(
-        host_with(&ns, CallSettings::default()),
-        host_with(&ns, CallSettings::default())
-    )?;
+    // Alone, and the project trusted before the two start: no other test's server leads the
+    // fan-out meanwhile, and the trust (a write the fan-out answers with settings.changed, with
+    // the settings as they are when it sends it) is in their first list, so no write but the
+    // test's own reaches the container.
+    let _exclusive = exclusive().await;
+    setup(&ns).await?;
     let plugin = plugin_id(&ns, "hw");
     world(
         &ns,
@@ -977,6 +980,10 @@ async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
         &[("general", ChannelKind::Channel, None, false)],
     )
     .await?;
+    let (one, two) = tokio::try_join!(
+        host_with(&ns, CallSettings::default()),
+        host_with(&ns, CallSettings::default())
+    )?;
     let token = caller_token(&ns, "app", Grant::All).await?;
     let (via_one, via_two) = (
         Caller::new(&one, &ns, Some(token.clone())),
@@ -995,42 +1002,42 @@ async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
         ensure!(warm.status == StatusCode::OK, "{warm:?}");
     }
 
-    let mut verbose = enabled();
-    verbose.settings.insert("verbose".into(), json!(true));
-    let project = apply(
-        &ns,
-        &trusted_project("proj", BTreeMap::from([(plugin.clone(), verbose)])),
-    )
-    .await?;
-    let changed = |entries: &[Value]| -> Vec<Value> {
+    // Settings edits: they apply without the owner's trust, so each is one write. The second
+    // is a marker: once its event arrived, the first's from the other replica, were it to
+    // send one too, would have (each replica sends the writes in order).
+    let write = |verbose: bool| {
+        let mut entry = enabled();
+        entry.settings.insert("verbose".into(), json!(verbose));
+        project("proj", BTreeMap::from([(plugin.clone(), entry)]))
+    };
+    let changed = |entries: &[Value]| -> Vec<bool> {
         entries
             .iter()
             .filter(|e| e["body"]["type"] == "settings.changed")
-            .map(|e| e["body"].clone())
+            .map(|e| e["body"]["data"]["settings"]["verbose"] == true)
             .collect()
     };
-    let until = Instant::now() + WAIT;
-    loop {
-        let entries = via_one.journal("general", &plugin, "/events").await?;
-        if !changed(&entries).is_empty() {
-            break;
+    let mut sent = Vec::new();
+    for verbose in [true, false] {
+        apply(&ns, &write(verbose)).await?;
+        let until = Instant::now() + WAIT;
+        loop {
+            sent = changed(&via_two.journal("general", &plugin, "/events").await?);
+            if sent.contains(&verbose) {
+                break;
+            }
+            ensure!(
+                Instant::now() < until,
+                "no settings.changed with verbose {verbose} after its write: {sent:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
         }
-        ensure!(
-            Instant::now() < until,
-            "no settings.changed after the write: {entries:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    // Time for the other replica's, were it to send one too.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let sent = changed(&via_two.journal("general", &plugin, "/events").await?);
     ensure!(
-        sent.len() == 1 && sent[0]["data"]["settings"]["verbose"] == true,
-        "the container got {} settings.changed, not one: {sent:#?}",
+        sent == [true, false],
+        "the container got {} settings.changed (verbose each), not one per write: {sent:?}",
         sent.len()
     );
-    let _ = project;
-
     Ok(())
 }
 
@@ -1149,7 +1156,9 @@ async fn switch_race(ns: Ns) -> anyhow::Result<()> {
         Some(caller_token(&ns, "app", Grant::All).await?),
     );
     let click = format!("/channels/general/plugins/{id}/switches/mode");
-    let warm = caller.send_ready("POST", &click, Some(json!({"on": false}))).await?;
+    let warm = caller
+        .send_ready("POST", &click, Some(json!({"on": false})))
+        .await?;
     ensure!(warm.status == StatusCode::OK, "{warm:?}");
     // The plugin's token, as its Pod reads it.
     let secret: Secret = ns.get(&names::secret_name(&instance)).await?;
@@ -1174,15 +1183,23 @@ async fn switch_race(ns: Ns) -> anyhow::Result<()> {
                 .send()
         );
         let clicked = clicked?;
-        ensure!(clicked.status == StatusCode::OK, "round {round}: {clicked:?}");
+        ensure!(
+            clicked.status == StatusCode::OK,
+            "round {round}: {clicked:?}"
+        );
         let put = put?;
-        ensure!(put.status().is_success(), "round {round}: the plugin's PUT answered {}", put.status());
+        ensure!(
+            put.status().is_success(),
+            "round {round}: the plugin's PUT answered {}",
+            put.status()
+        );
         let now = instances.get_status(&instance).await?;
         let switches = now.status.map(|s| s.switches).unwrap_or_default();
         let mode = switches.iter().find(|s| s.id == "mode");
         let sync = switches.iter().find(|s| s.id == "sync");
         ensure!(
-            mode.is_some_and(|m| m.on == on) && sync.is_some_and(|s| s.title.as_deref() == Some(title.as_str())),
+            mode.is_some_and(|m| m.on == on)
+                && sync.is_some_and(|s| s.title.as_deref() == Some(title.as_str())),
             "round {round}: the instance shows {switches:?}"
         );
     }
