@@ -224,7 +224,14 @@ async fn check_applied(ns: &Ns, release: &str, docs: &[Value]) -> anyhow::Result
     ns.get::<Role>(&format!("{fullname}-leader-election"))
         .await?;
     let roles: Api<ClusterRole> = Api::all(ns.client());
-    for suffix in ["controller", "api", "trigger", "host-api-caller"] {
+    for suffix in [
+        "controller",
+        "api",
+        "trigger",
+        "host-api-caller",
+        "project-editor",
+        "project-trustee",
+    ] {
         roles.get(&format!("{fullname}-{suffix}")).await?;
     }
     // The ReplicaSet's Pods pass the restricted Pod Security level (they need not run here).
@@ -252,9 +259,10 @@ async fn check_applied(ns: &Ns, release: &str, docs: &[Value]) -> anyhow::Result
     let user = |account: &str| format!("system:serviceaccount:{}:{account}", ns.name());
     let controller = user(&fullname);
     let mut granted = 0;
-    // The host API callers' role is for operators to bind; nobody has it yet.
+    // The host API callers' and the project roles are for operators to bind; nobody has them.
+    let unbound = ["-host-api-caller", "-project-editor", "-project-trustee"];
     let bound = |d: &&Value| {
-        matches!(kind(d), "ClusterRole" | "Role") && !name(d).ends_with("-host-api-caller")
+        matches!(kind(d), "ClusterRole" | "Role") && !unbound.iter().any(|u| name(d).ends_with(u))
     };
     for role in rbac(docs).iter().filter(bound) {
         let (subject, namespace) = match (kind(role), name(role)) {
