@@ -357,12 +357,12 @@ async fn check_applied(ns: &Ns, release: &str, docs: &[Value]) -> anyhow::Result
 /// One access check: a verb on a resource (`resource/subresource`), cluster-wide when
 /// `namespace` is None.
 #[derive(Debug)]
-struct Check<'a> {
-    verb: &'a str,
-    group: &'a str,
-    resource: &'a str,
-    namespace: Option<&'a str>,
-    name: Option<&'a str>,
+pub struct Check<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: Option<&'a str>,
 }
 
 impl<'a> Check<'a> {
@@ -378,7 +378,7 @@ impl<'a> Check<'a> {
 }
 
 /// Whether `user` (a ServiceAccount) may do `check`, by a SubjectAccessReview.
-async fn allowed(client: Client, user: &str, check: &Check<'_>) -> anyhow::Result<bool> {
+pub async fn allowed(client: Client, user: &str, check: &Check<'_>) -> anyhow::Result<bool> {
     let (resource, subresource) = match check.resource.split_once('/') {
         Some((r, s)) => (r, Some(s.to_string())),
         None => (check.resource, None),
