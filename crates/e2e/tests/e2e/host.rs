@@ -138,6 +138,11 @@ pub async fn host_with(ns: &Ns, settings: CallSettings) -> anyhow::Result<HostSe
 }
 
 impl HostServer {
+    /// The stores of the server in this process (None on an existing cluster).
+    pub fn index(&self) -> Option<Arc<server::index::Index>> {
+        self.local.as_ref().map(|l| l._server.index.clone())
+    }
+
     /// Its metrics: the registry of the server in this process, or what every API Pod of the
     /// chart's release serves on `/metrics`.
     pub async fn metrics(&self, ns: &Ns) -> anyhow::Result<String> {
@@ -607,6 +612,35 @@ async fn rbac(ns: Ns) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Keeps an instance's container wanted, as accepted work would (its status.lastActivity
+/// every 2 s), until dropped: the breaker test's calls are refused for 30 s, which is no work.
+struct KeepWanted(tokio::task::JoinHandle<()>);
+
+impl KeepWanted {
+    fn start(ns: &Ns, instance: &str) -> Self {
+        let (ns, instance) = (ns.clone(), instance.to_string());
+        Self(tokio::spawn(async move {
+            loop {
+                if let Err(e) = record_demand(&ns, &instance).await {
+                    tracing::warn!(%e, "recording demand");
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }))
+    }
+}
+
+impl Drop for KeepWanted {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The breaker an instance shows.
+fn breaker_of(i: &PluginInstance) -> Option<&model::resources::BreakerState> {
+    i.status.as_ref().and_then(|s| s.breaker.as_ref())
+}
+
 async fn breaker(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
     let host = host(&ns).await?;
@@ -624,6 +658,7 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
     )
     .await?;
     let instance = names::instance_name(&id, "general");
+    let instances = ns.api::<PluginInstance>();
     let caller = Caller::new(
         &host,
         &ns,
@@ -631,24 +666,14 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
     );
     let at = |rest: &str| format!("/channels/general/plugins/{id}{rest}");
 
-    // A switch that is on keeps the container up through the breaker's 30 s.
+    // The container stays wanted through the breaker's 30 s: a container that stops takes its
+    // breaker with it. A switch click reaches it too.
+    let _wanted = KeepWanted::start(&ns, &instance);
     let a = caller
         .send_ready("POST", &at("/switches/mode"), Some(json!({"on": true})))
         .await?;
     ensure!(a.status == StatusCode::OK && a.json["on"] == true, "{a:?}");
     ensure!(a.json["title"] == "Mode is on", "{a:?}");
-    wait::matches(
-        &ns.api::<PluginInstance>(),
-        &instance,
-        "the switch kept on the instance",
-        WAIT,
-        |i: &PluginInstance| {
-            i.status
-                .as_ref()
-                .is_some_and(|s| s.switches.iter().any(|w| w.id == "mode" && w.on))
-        },
-    )
-    .await?;
 
     // The next 3 actions hang past the 10 s limit.
     let a = caller
@@ -667,57 +692,76 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
             a.status == StatusCode::GATEWAY_TIMEOUT && a.code() == "plugin_timeout",
             "{a:?}"
         );
+        // A lower bound: the host waited out the 10 s limit (load only makes it longer).
         ensure!(a.took >= Duration::from_secs(9), "{a:?}");
     }
-    let opened = Instant::now();
 
-    // The 4th fails at once.
-    let a = caller.post(&at("/actions/ping"), manual.clone()).await?;
+    // The 4th fails without reaching the plugin (its journal, read once the breaker closed,
+    // shows no call between the hung ones and the trial), and so does a tool call.
+    let a = caller.post(&ping, manual.clone()).await?;
     ensure!(
         a.status == StatusCode::SERVICE_UNAVAILABLE && a.code() == "breaker_open",
-        "{a:?}"
-    );
-    ensure!(
-        a.took < Duration::from_millis(100),
-        "the 4th call took {:?}",
-        a.took
+        "the 4th call: {a:?}"
     );
     let t = caller.post(&at("/tools/echo"), say_hello()).await?;
     ensure!(t.json["error_code"] == "breaker_open", "{t:?}");
     let shown = wait::matches(
-        &ns.api::<PluginInstance>(),
+        &instances,
         &instance,
         "the breaker Open on the instance",
         WAIT,
         |i: &PluginInstance| {
-            i.status
-                .as_ref()
-                .and_then(|s| s.breaker.as_ref())
-                .is_some_and(|b| b.state == "Open" && b.open_until.is_some())
+            breaker_of(i).is_some_and(|b| b.state == "Open" && b.open_until.is_some())
         },
     )
-    .await?
-    .status
-    .and_then(|s| s.breaker)
-    .context("the breaker on the instance")?;
+    .await?;
+    let shown = breaker_of(&shown).cloned().context("the breaker")?;
+    // From here until it closes, every breaker the instance shows: the other replica must
+    // not change it, and the host shows only its own trial on the way to Closed.
+    let history = {
+        let instances = instances.clone();
+        let instance = instance.clone();
+        tokio::spawn(async move {
+            let seen = std::sync::Mutex::new(Vec::new());
+            let closed = wait::matches(
+                &instances,
+                &instance,
+                "the breaker Closed on the instance",
+                Duration::from_secs(120),
+                |i: &PluginInstance| {
+                    let b = breaker_of(i).cloned();
+                    let closed = b.as_ref().is_some_and(|b| b.state == "Closed");
+                    seen.lock().unwrap().push(b);
+                    closed
+                },
+            )
+            .await;
+            (closed, seen.into_inner().unwrap())
+        })
+    };
     if let Some(replica) = &replica {
         // The other replica never called the container, yet fails at once too once its
-        // store has the status, and leaves the status as it is.
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // store has the status.
+        let index = replica.index().context("the replica's index")?;
+        let key = server::index::InstanceKey::new(ns.name(), &instance);
+        let until = Instant::now() + WAIT;
+        while index
+            .instance(&key)
+            .and_then(|i| breaker_of(&i).cloned())
+            .as_ref()
+            != Some(&shown)
+        {
+            ensure!(
+                Instant::now() < until,
+                "the replica's store never showed {shown:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let via_replica = Caller::new(replica, &ns, caller.token.clone());
         let a = via_replica.post(&ping, manual.clone()).await?;
         ensure!(
-            a.status == StatusCode::SERVICE_UNAVAILABLE
-                && a.code() == "breaker_open"
-                && a.took < Duration::from_millis(100),
+            a.status == StatusCode::SERVICE_UNAVAILABLE && a.code() == "breaker_open",
             "the other replica: {a:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = ns.api::<PluginInstance>().get(&instance).await?;
-        let now = now.status.and_then(|s| s.breaker);
-        ensure!(
-            now.as_ref() == Some(&shown),
-            "the other replica changed the breaker shown from {shown:?} to {now:?}"
         );
     }
     let metrics = host.metrics(&ns).await?;
@@ -727,29 +771,48 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
     );
     ensure!(metrics.contains(&gauge), "{gauge} in\n{metrics}");
 
-    // 30 s after it opened, one trial call goes through and its answer closes it.
-    let left = Duration::from_millis(30_500).saturating_sub(opened.elapsed());
-    tokio::time::sleep(left).await;
-    let a = caller.post(&at("/actions/ping"), manual.clone()).await?;
-    ensure!(a.status == StatusCode::ACCEPTED, "the trial: {a:?}");
-    let a = caller.post(&at("/actions/ping"), manual).await?;
+    // Once the time the breaker shows has passed, one trial call goes through and its answer
+    // closes it; until then each call is refused without reaching the plugin.
+    let open_until = shown
+        .open_until
+        .as_deref()
+        .and_then(model::time::parse)
+        .context("the breaker's openUntil")?;
+    let left = open_until.duration_since(jiff::Timestamp::now());
+    tokio::time::sleep(Duration::try_from(left).unwrap_or_default()).await;
+    let until = Instant::now() + WAIT;
+    let trial = loop {
+        let a = caller.post(&ping, manual.clone()).await?;
+        if a.code() != "breaker_open" || Instant::now() > until {
+            break a;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    ensure!(trial.status == StatusCode::ACCEPTED, "the trial: {trial:?}");
+    let a = caller.post(&ping, manual).await?;
     ensure!(a.status == StatusCode::ACCEPTED, "after the trial: {a:?}");
-    wait::matches(
-        &ns.api::<PluginInstance>(),
-        &instance,
-        "the breaker Closed on the instance",
-        WAIT,
-        |i: &PluginInstance| {
-            i.status
-                .as_ref()
-                .and_then(|s| s.breaker.as_ref())
-                .is_some_and(|b| b.state == "Closed" && b.open_until.is_none())
-        },
-    )
-    .await?;
-    // What reached the plugin: the 3 that hung, the trial and the one after; nothing between.
+    let (closed, seen) = history.await?;
+    let closed = closed?;
+    for b in seen.iter().flatten() {
+        ensure!(
+            *b == shown || b.state != "Open",
+            "the breaker shown changed from {shown:?} to {b:?} while open: {seen:#?}"
+        );
+    }
+    // One container throughout: the one that hung is the one the trial closed.
+    let closed = breaker_of(&closed).cloned().context("the breaker")?;
+    ensure!(
+        closed.container == shown.container,
+        "the breaker closed on {:?}, not on {:?}, the container that hung",
+        closed.container,
+        shown.container
+    );
+    // What reached the plugin: the 3 that hung, the trial and the one after; no refused call,
+    // and no tool call.
     let pings = caller.journal("general", &id, "/actions/ping").await?;
     ensure!(pings.len() == 5, "{pings:#?}");
+    let tools = caller.journal("general", &id, "/tools/echo").await?;
+    ensure!(tools.is_empty(), "{tools:#?}");
     Ok(())
 }
 
