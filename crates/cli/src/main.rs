@@ -106,13 +106,19 @@ enum PluginCommand {
 #[derive(Subcommand)]
 enum ProjectCommand {
     /// Trust the project's current plugin config: record its canonical hash and the config
-    /// itself as the last approved version, so its enabled values and schedules apply.
+    /// itself as the last approved version (the same-named ProjectTrust), so its enabled values
+    /// and schedules apply. Needs the trustee's RBAC (create, patch projecttrusts), which
+    /// editing the Project does not give.
     Trust {
         /// The Project's name.
         name: String,
         /// The Project's namespace.
         #[arg(long, short = 'n', default_value = "default")]
         namespace: String,
+        /// Trust only if the current config has this hash (`sha256:<hex>`, the Project's
+        /// status.configHash as you reviewed it); refuse if it changed since.
+        #[arg(long)]
+        hash: Option<String>,
     },
 }
 
@@ -152,10 +158,15 @@ fn main() -> ExitCode {
                 },
         } => render_plugin(&manifest, &image, command, approve_all),
         Command::Project {
-            command: ProjectCommand::Trust { name, namespace },
+            command:
+                ProjectCommand::Trust {
+                    name,
+                    namespace,
+                    hash,
+                },
         } => run_async(async move {
             let client = kube::Client::try_default().await?;
-            let hash = operator::trust_project(client, &namespace, &name).await?;
+            let hash = operator::trust_project(client, &namespace, &name, hash.as_deref()).await?;
             println!("project {namespace}/{name}: trusted config {hash}");
             Ok(())
         }),

@@ -25,7 +25,7 @@ use model::names;
 use model::resolve;
 use model::resources::{
     AppliedSchedule, Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance,
-    PluginInstanceSpec, Project, set_condition,
+    PluginInstanceSpec, Project, ProjectTrust, set_condition,
 };
 use model::time::now_rfc3339;
 
@@ -44,6 +44,10 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .stores
         .projects
         .get(&ObjectRef::<Project>::new(&channel.spec.project).within(&ns));
+    let trust = ctx
+        .stores
+        .project_trusts
+        .get(&ObjectRef::<ProjectTrust>::new(&channel.spec.project).within(&ns));
 
     // Installed plugins; one being deleted counts as removed.
     let plugins: Vec<_> = ctx
@@ -91,7 +95,9 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
     let current_status = ctx.chat_status(&channel);
     let plan = plan_chat(&ChatInputs {
         channel: &channel.spec,
-        project: project.as_ref().map(|p| &p.spec),
+        project: project
+            .as_deref()
+            .map(|p| model::resolve::ProjectView::new(p, trust.as_deref())),
         host: &host,
         plugins: &views,
         existing_cronjobs: &existing,

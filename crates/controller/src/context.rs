@@ -14,7 +14,7 @@ use kube::{Resource, ResourceExt};
 use super::metrics::Metrics;
 use model::resources::{
     Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
-    Project,
+    Project, ProjectTrust,
 };
 
 /// The reflector stores: the declared resources, and (label-selected) the children we own.
@@ -23,6 +23,8 @@ pub struct Stores {
     pub host: Store<HostConfig>,
     pub plugins: Store<Plugin>,
     pub projects: Store<Project>,
+    /// Each project's trust (same name as its Project).
+    pub project_trusts: Store<ProjectTrust>,
     pub channels: Store<Channel>,
     pub instances: Store<PluginInstance>,
     pub pods: Store<Pod>,

@@ -2,7 +2,7 @@
 //!
 //! Four reconcilers share one set of watches: Plugin (admission, purge), Channel (the chat's
 //! instances, data volumes and CronJobs), PluginInstance (Secret, Pod on demand, status) and
-//! Project (trust in status). Deciding is pure (`admission`, `plan`, `demand`, `pod`,
+//! Project (trust in status, from the same-named ProjectTrust). Deciding is pure (`admission`, `plan`, `demand`, `pod`,
 //! `cronjob`); writing is `apply`; `retry` decides when a failed reconcile looks again.
 //! The controller never calls a plugin: that is the API server's (crates/server).
 
@@ -43,7 +43,7 @@ pub use context::{Context, Settings, Stores};
 pub use error::Error;
 
 use model::names;
-use model::resources::{Channel, HostConfig, Plugin, PluginInstance, Project};
+use model::resources::{Channel, HostConfig, Plugin, PluginInstance, Project, ProjectTrust};
 use runtime::leader::LeaderArgs;
 use runtime::shutdown;
 
@@ -108,6 +108,11 @@ async fn reconcile_all(
         watcher::Config::default(),
         3,
     );
+    let mut project_trusts = watch::watch(
+        Api::<ProjectTrust>::all(client.clone()),
+        watcher::Config::default(),
+        2,
+    );
     let mut channels = watch::watch(
         Api::<Channel>::all(client.clone()),
         watcher::Config::default(),
@@ -127,6 +132,7 @@ async fn reconcile_all(
         host: host.store.clone(),
         plugins: plugins.store.clone(),
         projects: projects.store.clone(),
+        project_trusts: project_trusts.store.clone(),
         channels: channels.store.clone(),
         instances: instances.store.clone(),
         pods: pods.store.clone(),
@@ -139,6 +145,7 @@ async fn reconcile_all(
         stores.host.wait_until_ready(),
         stores.plugins.wait_until_ready(),
         stores.projects.wait_until_ready(),
+        stores.project_trusts.wait_until_ready(),
         stores.channels.wait_until_ready(),
         stores.instances.wait_until_ready(),
         stores.pods.wait_until_ready(),
@@ -182,19 +189,21 @@ async fn reconcile_all(
                 .collect::<Vec<_>>()
         }
     };
-    let channels_of_project = {
-        let store = stores.channels.clone();
-        move |project: Project| {
+    // The chats of a project, by its namespace and name (a ProjectTrust has its Project's).
+    let channels_of = |store: kube::runtime::reflector::Store<Channel>| {
+        move |namespace: Option<String>, project: String| {
             store
                 .state()
                 .iter()
-                .filter(|c| {
-                    c.namespace() == project.namespace() && c.spec.project == project.name_any()
-                })
+                .filter(|c| c.namespace() == namespace && c.spec.project == project)
                 .map(|c| ObjectRef::from(c.as_ref()))
                 .collect::<Vec<_>>()
         }
     };
+    let of_project = channels_of(stores.channels.clone());
+    let channels_of_project = move |p: Project| of_project(p.namespace(), p.name_any());
+    let of_trust = channels_of(stores.channels.clone());
+    let channels_of_trust = move |t: ProjectTrust| of_trust(t.namespace(), t.name_any());
     let on_plugin = all_channels(stores.channels.clone());
     let on_host = all_channels(stores.channels.clone());
     let chat_controller = Controller::for_stream(channels.subscribe(), stores.channels.clone())
@@ -204,6 +213,7 @@ async fn reconcile_all(
         .watches_stream(plugins.subscribe(), move |_| on_plugin())
         .watches_stream(host.subscribe(), move |_| on_host())
         .watches_stream(projects.subscribe(), channels_of_project)
+        .watches_stream(project_trusts.subscribe(), channels_of_trust)
         .shutdown_on_signal()
         .run(
             traced("chat", chat::reconcile),
@@ -276,7 +286,15 @@ async fn reconcile_all(
             )
             .for_each(log_result("instance"));
 
+    let project_of_trust = |t: ProjectTrust| {
+        let project = ObjectRef::<Project>::new(&t.name_any());
+        Some(match t.namespace() {
+            Some(ns) => project.within(&ns),
+            None => project,
+        })
+    };
     let project_controller = Controller::for_stream(projects.subscribe(), stores.projects.clone())
+        .watches_stream(project_trusts.subscribe(), project_of_trust)
         .shutdown_on_signal()
         .run(
             traced("project", project::reconcile),

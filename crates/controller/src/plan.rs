@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use model::manifest::Manifest;
 use model::resolve;
-use model::resources::{AppliedSchedule, ChannelSpec, HostConfigSpec, ProjectSpec};
+use model::resources::{AppliedSchedule, ChannelSpec, HostConfigSpec};
 
 /// An installed plugin, as the plan sees it.
 #[derive(Clone, Copy, Debug)]
@@ -39,7 +39,8 @@ pub struct PluginView<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct ChatInputs<'a> {
     pub channel: &'a ChannelSpec,
-    pub project: Option<&'a ProjectSpec>,
+    /// The chat's project: its config and its trust.
+    pub project: Option<resolve::ProjectView<'a>>,
     pub host: &'a HostConfigSpec,
     pub plugins: &'a [PluginView<'a>],
     /// The CronJobs this chat has now, by (plugin, action).
@@ -209,8 +210,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use model::config::{PluginConfig, ScheduleEntry, config_hash};
-    use model::resources::{App, ChannelKind, HostPlugins, TrustedConfig};
+    use model::config::{PluginConfig, PluginsConfig, ScheduleEntry};
+    use model::resources::{App, ChannelKind, HostPlugins, ProjectTrust};
     use model::schedule::ScheduleType;
 
     fn manifest() -> Manifest {
@@ -255,8 +256,15 @@ mod tests {
         }
     }
 
+    /// A project's current config and its owner's trust.
+    #[derive(Clone)]
+    struct TrustedProject {
+        plugins: PluginsConfig,
+        trust: ProjectTrust,
+    }
+
     /// A project whose config (trusted) enables echo with these schedule entries.
-    fn project(enabled: bool, schedules: &[(&str, ScheduleEntry)]) -> ProjectSpec {
+    fn project(enabled: bool, schedules: &[(&str, ScheduleEntry)]) -> TrustedProject {
         let plugins = BTreeMap::from([(
             "echo".to_string(),
             PluginConfig {
@@ -268,18 +276,15 @@ mod tests {
                     .collect(),
             },
         )]);
-        ProjectSpec {
-            trusted: Some(TrustedConfig {
-                hash: config_hash(&plugins),
-                plugins: plugins.clone(),
-            }),
+        TrustedProject {
+            trust: ProjectTrust::of("proj", &plugins),
             plugins,
         }
     }
 
     struct Case {
         channel: ChannelSpec,
-        project: ProjectSpec,
+        project: TrustedProject,
         host: HostConfigSpec,
         existing: BTreeMap<(String, String), ExistingTask>,
         applied: Vec<AppliedSchedule>,
@@ -288,7 +293,7 @@ mod tests {
     }
 
     impl Case {
-        fn new(project: ProjectSpec) -> Self {
+        fn new(project: TrustedProject) -> Self {
             Case {
                 channel: channel(ChannelKind::Channel, App::Desktop),
                 project,
@@ -310,7 +315,11 @@ mod tests {
             }];
             plan_chat(&ChatInputs {
                 channel: &self.channel,
-                project: Some(&self.project),
+                project: Some(resolve::ProjectView {
+                    plugins: &self.project.plugins,
+                    uid: None,
+                    trust: Some(&self.project.trust),
+                }),
                 host: &self.host,
                 plugins: &views,
                 existing_cronjobs: &self.existing,

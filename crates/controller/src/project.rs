@@ -1,23 +1,30 @@
-//! The Project reconciler: status says whether the owner trusts the current config, and which
-//! version's values apply meanwhile.
+//! The Project reconciler: status says whether the owner trusts the current config (the
+//! same-named ProjectTrust names its hash), and which version's values apply meanwhile.
 
 use std::sync::Arc;
 
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::Context;
 use super::apply;
 use super::error::{Error, Result};
-use model::resolve::{TrustState, approved_plugins};
-use model::resources::{Condition, ConditionStatus, Project, ProjectStatus, set_condition};
+use model::resolve::{ProjectView, TrustState, approved_plugins};
+use model::resources::{
+    Condition, ConditionStatus, Project, ProjectStatus, ProjectTrust, set_condition,
+};
 use model::time::now_rfc3339;
 
 pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Action> {
     let ns = project
         .namespace()
         .ok_or_else(|| Error::NoNamespace(project.name_any()))?;
-    let status = desired_status(&project, &now_rfc3339());
+    let trust = ctx
+        .stores
+        .project_trusts
+        .get(&ObjectRef::<ProjectTrust>::new(&project.name_any()).within(&ns));
+    let status = desired_status(&project, trust.as_deref(), &now_rfc3339());
     let api: Api<Project> = Api::namespaced(ctx.client.clone(), &ns);
     let flipped = trusted(project.status.as_ref()) != trusted(Some(&status));
     if apply::status(
@@ -56,25 +63,44 @@ fn trusted(status: Option<&ProjectStatus>) -> Option<(ConditionStatus, String)> 
         .map(|c| (c.status, c.reason.clone()))
 }
 
-/// The status of a project: its config hash and a Trusted condition.
-pub fn desired_status(project: &Project, now: &str) -> ProjectStatus {
-    let approved = approved_plugins(&project.spec);
+/// The status of a project: its config hash and a Trusted condition, from the Project and
+/// its ProjectTrust.
+pub fn desired_status(project: &Project, trust: Option<&ProjectTrust>, now: &str) -> ProjectStatus {
+    let approved = approved_plugins(ProjectView::new(project, trust));
+    let name = project.name_any();
     let (status, reason, message) = match &approved.state {
-        TrustState::Trusted => (ConditionStatus::True, "Trusted", "the owner trusts the current config".to_string()),
+        TrustState::Trusted => (
+            ConditionStatus::True,
+            "Trusted",
+            "the owner trusts the current config".to_string(),
+        ),
         TrustState::LastApproved => (
             ConditionStatus::False,
             "LastApproved",
-            "the config changed since the owner trusted it: enabled and schedules come from the last approved version; settings apply as they are".to_string(),
+            format!(
+                "the config changed since the owner trusted it: enabled and schedules come from the last approved version (ProjectTrust {name}); settings apply as they are"
+            ),
         ),
         TrustState::NeverTrusted => (
             ConditionStatus::False,
             "NeverTrusted",
-            "the owner has not trusted a config: the project's enabled values and schedules do not apply (run `loop-plugins project trust`)".to_string(),
+            format!(
+                "the owner has not trusted a config (no ProjectTrust {name}): the project's enabled values and schedules do not apply (run `loop-plugins project trust {name}`)"
+            ),
         ),
         TrustState::ApprovedHashMismatch { stated, actual } => (
             ConditionStatus::False,
             "ApprovedHashMismatch",
-            format!("spec.trusted.hash is {stated} but its config hashes to {actual}: it is not used"),
+            format!(
+                "ProjectTrust {name} names hash {stated} but its config hashes to {actual}: it is not used"
+            ),
+        ),
+        TrustState::OtherProject { owner_uid } => (
+            ConditionStatus::False,
+            "TrustOfAnotherProject",
+            format!(
+                "ProjectTrust {name} was made for another Project of this name (uid {owner_uid}): it is not used (run `loop-plugins project trust {name}`)"
+            ),
         ),
     };
     let mut conditions = project
@@ -105,45 +131,61 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use model::config::{PluginConfig, config_hash};
-    use model::resources::{ProjectSpec, TrustedConfig};
+    use model::config::{PluginConfig, PluginsConfig, config_hash};
+    use model::resources::ProjectSpec;
 
-    fn project(trusted_enabled: Option<bool>, current_enabled: bool) -> Project {
-        let config = |enabled| {
-            BTreeMap::from([(
-                "echo".to_string(),
-                PluginConfig {
-                    enabled: Some(enabled),
-                    ..Default::default()
-                },
-            )])
-        };
-        let trusted = trusted_enabled.map(|e| TrustedConfig {
-            hash: config_hash(&config(e)),
-            plugins: config(e),
-        });
-        Project::new(
+    fn config(enabled: bool) -> PluginsConfig {
+        BTreeMap::from([(
+            "echo".to_string(),
+            PluginConfig {
+                enabled: Some(enabled),
+                ..Default::default()
+            },
+        )])
+    }
+
+    fn project(current_enabled: bool) -> Project {
+        let mut p = Project::new(
             "proj",
             ProjectSpec {
                 plugins: config(current_enabled),
-                trusted,
             },
-        )
+        );
+        p.metadata.uid = Some("uid-proj".into());
+        p
     }
 
-    fn reason(p: &Project) -> String {
-        desired_status(p, "t").conditions[0].reason.clone()
+    fn reason(p: &Project, trust: Option<&ProjectTrust>) -> String {
+        desired_status(p, trust, "t").conditions[0].reason.clone()
     }
 
     #[test]
     fn the_trusted_condition_follows_the_owners_approval() {
-        assert_eq!(reason(&project(Some(true), true)), "Trusted");
-        assert_eq!(reason(&project(Some(false), true)), "LastApproved");
-        assert_eq!(reason(&project(None, true)), "NeverTrusted");
-        let status = desired_status(&project(Some(true), true), "t");
+        let trust = |e| ProjectTrust::of("proj", &config(e));
+        assert_eq!(reason(&project(true), Some(&trust(true))), "Trusted");
+        assert_eq!(reason(&project(true), Some(&trust(false))), "LastApproved");
+        assert_eq!(reason(&project(true), None), "NeverTrusted");
+        let mut tampered = trust(false);
+        tampered.spec.plugins = config(true);
         assert_eq!(
-            status.config_hash,
-            Some(config_hash(&project(None, true).spec.plugins))
+            reason(&project(true), Some(&tampered)),
+            "ApprovedHashMismatch"
         );
+        let mut earlier = trust(true);
+        earlier.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "plugins.loop.dev/v1alpha1".into(),
+                kind: "Project".into(),
+                name: "proj".into(),
+                uid: "uid-earlier".into(),
+                ..Default::default()
+            },
+        ]);
+        assert_eq!(
+            reason(&project(true), Some(&earlier)),
+            "TrustOfAnotherProject"
+        );
+        let status = desired_status(&project(true), Some(&trust(true)), "t");
+        assert_eq!(status.config_hash, Some(config_hash(&config(true))));
     }
 }

@@ -24,11 +24,11 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource};
-use model::config::{PluginConfig, config_hash};
+use model::config::PluginConfig;
 use model::names;
 use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec, TrustedConfig,
+    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec, ProjectTrust,
 };
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -237,18 +237,13 @@ async fn world(client: &Client) -> anyhow::Result<()> {
         schedules: BTreeMap::new(),
     };
     let plugins = BTreeMap::from([(PLUGIN.to_string(), entry)]);
-    let project = Project::new(
-        PROJECT,
-        ProjectSpec {
-            trusted: Some(TrustedConfig {
-                hash: config_hash(&plugins),
-                plugins: plugins.clone(),
-            }),
-            plugins,
-        },
-    );
+    let trust = ProjectTrust::of(PROJECT, &plugins);
+    let project = Project::new(PROJECT, ProjectSpec { plugins });
     Api::<Project>::namespaced(client.clone(), NS)
         .patch(PROJECT, &params, &Patch::Apply(&project))
+        .await?;
+    Api::<ProjectTrust>::namespaced(client.clone(), NS)
+        .patch(PROJECT, &params, &Patch::Apply(&trust))
         .await?;
     let channel = Channel::new(
         CHAT,

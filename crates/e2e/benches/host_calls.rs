@@ -5,14 +5,18 @@
 //!   container directly, and their ratios;
 //! - the time from the plugin's Pod becoming Ready to the call held for it reaching the plugin
 //!   (scale-from-zero): the bench watches the Pod itself and compares the moment it saw it
-//!   Ready with the arrival time the plugin wrote in its journal (same machine, same clock).
+//!   Ready with the arrival time the plugin wrote in its journal (same machine, same clock);
+//! - p50, p99 and the slowest of an action call refused by an open breaker (three hung
+//!   actions opened it), which never reaches the plugin: "fails at once" in figures, where the
+//!   e2e test asserts only that it failed without reaching the plugin.
 //!
 //! It starts a dev control plane with the kubelet stand-in, the controller (a process) and the
 //! host API (in this process, on a loopback port), installs the echo plugin in one chat, and
 //! calls it over keep-alive HTTP/1.1 connections, one call at a time. The direct and proxied
 //! calls alternate in batches, so drift hits both alike.
 //!
-//! Knobs (environment): BENCH_CALLS (per path, default 2000), BENCH_COLD_ROUNDS (5).
+//! Knobs (environment): BENCH_CALLS (per path, default 2000), BENCH_COLD_ROUNDS (5),
+//! BENCH_REFUSED_CALLS (calls while the breaker is open, 200).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,11 +32,11 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
-use model::config::{PluginConfig, config_hash};
+use model::config::PluginConfig;
 use model::names;
 use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, InstancePhase, Plugin, PluginInstance, Project, ProjectSpec, TrustedConfig,
+    HostPlugins, InstancePhase, Plugin, PluginInstance, Project, ProjectSpec, ProjectTrust,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -59,6 +63,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 fn main() -> anyhow::Result<()> {
     let calls: usize = env_or("BENCH_CALLS", 2000).max(10);
     let rounds: usize = env_or("BENCH_COLD_ROUNDS", 5).max(1);
+    let refused: usize = env_or("BENCH_REFUSED_CALLS", 200).max(10);
     let echo = target_dir().join("echo-plugin");
     ensure!(
         echo.exists(),
@@ -73,7 +78,7 @@ fn main() -> anyhow::Result<()> {
         images,
         ..Default::default()
     }))?;
-    let result = runtime.block_on(bench(&cluster, calls, rounds));
+    let result = runtime.block_on(bench(&cluster, calls, rounds, refused));
     runtime.block_on(cluster.shutdown());
     result
 }
@@ -87,7 +92,12 @@ fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
-async fn bench(cluster: &DevCluster, calls: usize, rounds: usize) -> anyhow::Result<()> {
+async fn bench(
+    cluster: &DevCluster,
+    calls: usize,
+    rounds: usize,
+    refused: usize,
+) -> anyhow::Result<()> {
     eprintln!("bench: control plane up; starting the controller and the host API");
     cluster.install_crds().await?;
     let client = cluster.client();
@@ -176,6 +186,7 @@ async fn bench(cluster: &DevCluster, calls: usize, rounds: usize) -> anyhow::Res
             proxied_times.push(t.elapsed());
         }
     }
+    let refused_times = refused_calls(&http, &client, &base, &token, &instance, refused).await?;
     serve.abort();
 
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -226,7 +237,76 @@ async fn bench(cluster: &DevCluster, calls: usize, rounds: usize) -> anyhow::Res
         held[held.len() - 1],
         ms(cold[cold.len() / 2])
     );
+    println!(
+        "an action refused by an open breaker, {} calls: p50 {:.3} ms, p99 {:.3} ms, slowest {:.3} ms",
+        refused_times.len(),
+        ms(percentile(&refused_times, 50.0)),
+        ms(percentile(&refused_times, 99.0)),
+        ms(percentile(&refused_times, 100.0))
+    );
     Ok(())
+}
+
+/// Opens the container's breaker (three actions that hang past the 10 s limit) and times
+/// `count` action calls it refuses. The container is kept wanted meanwhile (its
+/// lastActivity, as accepted work would), so the breaker stays the one that opened.
+async fn refused_calls(
+    http: &reqwest::Client,
+    client: &Client,
+    base: &str,
+    token: &str,
+    instance: &str,
+    count: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let instances: Api<PluginInstance> = Api::namespaced(client.clone(), NS);
+    let keep = {
+        let (instances, instance) = (instances.clone(), instance.to_string());
+        tokio::spawn(async move {
+            loop {
+                let now = model::time::now_rfc3339();
+                let patch = json!({ "status": { "lastActivity": now } });
+                let _ = instances
+                    .patch_status(&instance, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+    };
+    let action = |http: &reqwest::Client| {
+        http.post(format!("{base}/actions/ping"))
+            .bearer_auth(token)
+            .json(&json!({"trigger": "manual"}))
+            .send()
+    };
+    let hang = http
+        .post(format!("{base}/x/hang"))
+        .bearer_auth(token)
+        .json(&json!({"count": 3, "seconds": 13, "kinds": ["actions"]}))
+        .send()
+        .await?;
+    ensure!(
+        hang.status().is_success(),
+        "POST /x/hang: {}",
+        hang.status()
+    );
+    for hung in futures::future::join_all((0..3).map(|_| action(http))).await {
+        let status = hung?.status();
+        ensure!(status.as_u16() == 504, "a hung action answered {status}");
+    }
+    let mut times = Vec::with_capacity(count);
+    for _ in 0..count {
+        let t = Instant::now();
+        let response = action(http).await?;
+        times.push(t.elapsed());
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        ensure!(
+            status.as_u16() == 503 && body["error"]["code"] == "breaker_open",
+            "a call while the breaker is open: {status} {body}"
+        );
+    }
+    keep.abort();
+    Ok(times)
 }
 
 fn percentile(samples: &[Duration], p: f64) -> Duration {
@@ -387,17 +467,10 @@ async fn world(client: &Client) -> anyhow::Result<()> {
             ..Default::default()
         },
     )]);
-    let project = Project::new(
-        "proj",
-        ProjectSpec {
-            trusted: Some(TrustedConfig {
-                hash: config_hash(&config),
-                plugins: config.clone(),
-            }),
-            plugins: config,
-        },
-    );
+    let trust = ProjectTrust::of("proj", &config);
+    let project = Project::new("proj", ProjectSpec { plugins: config });
     apply(&Api::<Project>::namespaced(client.clone(), NS), &project).await?;
+    apply(&Api::<ProjectTrust>::namespaced(client.clone(), NS), &trust).await?;
     let chat = Channel::new(
         CHAT,
         ChannelSpec {

@@ -184,6 +184,8 @@ fn switches() -> Vec<Vec<String>> {
             "podDisruptionBudget.enabled=false",
             "networkPolicy.enabled=false",
             "hostConfig.create=false",
+            "callerRole.create=false",
+            "projectRoles.create=false",
             // Not rendered: a ClusterIP Service has no node port.
             "service.nodePort=30080",
         ]),
@@ -219,7 +221,7 @@ fn the_defaults_render_every_object() {
     let count = |k: &str| docs.iter().filter(|d| kind(d) == k).count();
     let expected = [
         ("ServiceAccount", 2),
-        ("ClusterRole", 4),
+        ("ClusterRole", 6),
         ("ClusterRoleBinding", 2),
         ("Role", 2),
         ("RoleBinding", 3),
@@ -299,6 +301,21 @@ fn every_switch_renders() {
             "{absent} rendered with {minimal:?}"
         );
     }
+    // Only the roles the chart binds are left.
+    let cluster_roles: Vec<&str> = docs
+        .iter()
+        .filter(|d| kind(d) == "ClusterRole")
+        .map(name)
+        .collect();
+    assert_eq!(
+        cluster_roles,
+        [
+            "loop-plugins-controller",
+            "loop-plugins-api",
+            "loop-plugins-trigger"
+        ],
+        "with {minimal:?}"
+    );
     // Without leader election only the API's Role for its runs record is left.
     let roles: Vec<&str> = docs
         .iter()
@@ -370,6 +387,60 @@ fn every_switch_renders() {
     let egress = &find(&docs, "NetworkPolicy", "loop-plugins-plugins")["spec"]["egress"];
     assert_eq!(egress.as_array().map(Vec::len), Some(2), "{egress}");
     assert_eq!(egress[1], json!({"to": [{"namespaceSelector": {}}]}));
+}
+
+/// The verbs `role` grants on `resource` of plugins.loop.dev.
+fn verbs_on(role: &Value, resource: &str) -> Vec<String> {
+    let mut verbs: Vec<String> = role["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| strings(&r["apiGroups"]).contains(&"plugins.loop.dev".to_string()))
+        .filter(|r| strings(&r["resources"]).contains(&resource.to_string()))
+        .flat_map(|r| strings(&r["verbs"]))
+        .collect();
+    verbs.sort();
+    verbs
+}
+
+#[test]
+fn editing_a_project_and_trusting_it_are_two_roles() {
+    let docs = render(&[]);
+    let editor = find(&docs, "ClusterRole", "loop-plugins-project-editor");
+    let trustee = find(&docs, "ClusterRole", "loop-plugins-project-trustee");
+    let read = ["get", "list", "watch"];
+    let write = ["create", "update", "patch", "delete"];
+    let all: Vec<String> = {
+        let mut v: Vec<String> = read.iter().chain(&write).map(|v| v.to_string()).collect();
+        v.sort();
+        v
+    };
+    let read_only: Vec<String> = read.iter().map(|v| v.to_string()).collect();
+    assert_eq!(verbs_on(editor, "projects"), all);
+    assert_eq!(verbs_on(editor, "projecttrusts"), read_only);
+    assert_eq!(verbs_on(trustee, "projects"), read_only);
+    assert_eq!(verbs_on(trustee, "projecttrusts"), all);
+    // Neither writes a Project's status (the controller's), nor anything else.
+    for role in [editor, trustee] {
+        for rule in role["rules"].as_array().unwrap() {
+            assert_eq!(strings(&rule["apiGroups"]), ["plugins.loop.dev"], "{rule}");
+            for resource in strings(&rule["resources"]) {
+                assert!(
+                    ["projects", "projecttrusts"].contains(&resource.as_str()),
+                    "{}: {resource}",
+                    name(role)
+                );
+            }
+        }
+    }
+    // Nobody is bound to them by the chart.
+    for binding in docs
+        .iter()
+        .filter(|d| matches!(kind(d), "ClusterRoleBinding" | "RoleBinding"))
+    {
+        let role = binding["roleRef"]["name"].as_str().unwrap_or_default();
+        assert!(!role.contains("project-"), "{} binds {role}", name(binding));
+    }
 }
 
 /// Every rule of every Role and ClusterRole in `docs` that uses `*`.

@@ -3,7 +3,9 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::resources::{AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project};
+use crate::resources::{
+    AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project, ProjectTrust,
+};
 
 /// Every CRD, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -11,6 +13,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         HostConfig::crd(),
         Plugin::crd(),
         Project::crd(),
+        ProjectTrust::crd(),
         Channel::crd(),
         PluginInstance::crd(),
         AgentRun::crd(),
@@ -40,18 +43,26 @@ mod tests {
         );
     }
 
+    /// Kinds that only people write and nothing observes: no status.
+    const WITHOUT_STATUS: [&str; 1] = [
+        // The Project's status says whether its trust applies.
+        "projecttrusts.plugins.loop.dev",
+    ];
+
     #[test]
     fn every_crd_has_a_status_subresource_and_printer_columns() {
         for crd in super::all() {
             let version = &crd.spec.versions[0];
             let name = &crd.metadata.name;
-            assert!(
-                version
-                    .subresources
-                    .as_ref()
-                    .and_then(|s| s.status.as_ref())
-                    .is_some(),
-                "{name:?} lacks a status subresource"
+            let has_status = version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some();
+            let wanted = !WITHOUT_STATUS.contains(&name.as_deref().unwrap_or_default());
+            assert_eq!(
+                has_status, wanted,
+                "{name:?}: status subresource {has_status}, wanted {wanted}"
             );
             assert!(
                 version

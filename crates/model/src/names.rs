@@ -20,6 +20,8 @@ pub const FIELD_MANAGER_BREAKER: &str = "loop-plugins-api-breaker";
 /// what the API server creates (AgentRuns, inbox and memory ConfigMaps) and an AgentRun's
 /// `status.doneDelivered`.
 pub const FIELD_MANAGER_API: &str = "loop-plugins-api";
+/// `loop-plugins project trust`: a project's `ProjectTrust`.
+pub const FIELD_MANAGER_TRUST: &str = "loop-plugins-project-trust";
 /// `app.kubernetes.io/managed-by` on every object we make.
 pub const MANAGED_BY: &str = "loop-plugins";
 /// Selects every object the controller made.

@@ -114,6 +114,8 @@ impl Options {
 pub struct Server {
     pub router: Router,
     pub registry: Arc<Registry>,
+    /// The stores its answers read (tests wait on what a replica's stores hold).
+    pub index: Arc<Index>,
     stop: watch::Sender<bool>,
     fanout: Option<tokio::task::JoinHandle<()>>,
 }
@@ -179,6 +181,7 @@ impl Server {
         Ok(Self {
             router,
             registry: Arc::new(registry),
+            index,
             stop,
             fanout: Some(fanout),
         })

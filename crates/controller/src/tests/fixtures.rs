@@ -19,10 +19,10 @@ use serde_json::{Value, json};
 use super::verifier::ApiServer;
 use crate::context::{Context, Settings, Stores};
 use crate::metrics::Metrics;
-use model::config::{PluginConfig, ScheduleEntry, config_hash};
+use model::config::{PluginConfig, ScheduleEntry};
 use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec, TrustedConfig,
+    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec, ProjectTrust,
 };
 
 pub const NS: &str = "team";
@@ -33,6 +33,7 @@ pub struct World {
     pub host: Option<HostConfig>,
     pub plugins: Vec<Plugin>,
     pub projects: Vec<Project>,
+    pub trusts: Vec<ProjectTrust>,
     pub channels: Vec<Channel>,
     pub instances: Vec<PluginInstance>,
     pub pods: Vec<Pod>,
@@ -49,6 +50,7 @@ impl World {
             host: Some(host()),
             plugins: vec![echo_plugin()],
             projects: vec![project(true)],
+            trusts: vec![trust(true)],
             channels: vec![channel("general")],
             ..Default::default()
         }
@@ -67,6 +69,7 @@ impl World {
             host: store(self.host.iter().cloned()),
             plugins: store(self.plugins.iter().cloned()),
             projects: store(self.projects.iter().cloned()),
+            project_trusts: store(self.trusts.iter().cloned()),
             channels: store(self.channels.iter().cloned()),
             instances: store(self.instances.iter().cloned()),
             pods: store(self.pods.iter().cloned()),
@@ -191,30 +194,38 @@ pub fn plugin_with(manifest: Value, approved: &[&str]) -> Plugin {
     served(plugin)
 }
 
-/// The project `proj`, whose trusted config enables echo (or not) with its `tick` task.
+/// The project `proj`, whose config enables echo (or not) with its `tick` task.
 pub fn project(enabled: bool) -> Project {
-    project_with(PluginConfig {
+    project_with(echo_config(enabled))
+}
+
+/// The owner's trust in [`project`]'s config.
+pub fn trust(enabled: bool) -> ProjectTrust {
+    trust_with(echo_config(enabled))
+}
+
+fn echo_config(enabled: bool) -> PluginConfig {
+    PluginConfig {
         enabled: Some(enabled),
         schedules: BTreeMap::from([("tick".into(), ScheduleEntry::default())]),
         ..Default::default()
-    })
+    }
 }
 
-/// The project `proj` with this (trusted) config for echo.
+/// The project `proj` with this config for echo.
 pub fn project_with(config: PluginConfig) -> Project {
     let plugins = BTreeMap::from([("echo".to_string(), config)]);
-    let mut project = Project::new(
-        "proj",
-        ProjectSpec {
-            trusted: Some(TrustedConfig {
-                hash: config_hash(&plugins),
-                plugins: plugins.clone(),
-            }),
-            plugins,
-        },
-    );
+    let mut project = Project::new("proj", ProjectSpec { plugins });
     project.metadata.namespace = Some(NS.into());
     served(project)
+}
+
+/// The owner's trust in exactly this config for echo (the `ProjectTrust` of `proj`).
+pub fn trust_with(config: PluginConfig) -> ProjectTrust {
+    let plugins = BTreeMap::from([("echo".to_string(), config)]);
+    let mut trust = ProjectTrust::of("proj", &plugins);
+    trust.metadata.namespace = Some(NS.into());
+    served(trust)
 }
 
 pub fn channel(name: &str) -> Channel {

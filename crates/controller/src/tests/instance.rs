@@ -374,7 +374,8 @@ async fn refused_settings_are_shown_with_their_source_and_why() {
     config
         .settings
         .insert("colour".into(), serde_json::json!("red"));
-    world.projects = vec![project_with(config)];
+    world.projects = vec![project_with(config.clone())];
+    world.trusts = vec![trust_with(config)];
     let global = model::config::PluginConfig {
         settings: [("count".to_string(), serde_json::json!("many"))].into(),
         ..Default::default()
@@ -437,6 +438,7 @@ async fn refused_settings_are_shown_with_their_source_and_why() {
 
     // The project fixes its values and the global one goes: nothing is left out any more.
     world.projects = vec![project(true)];
+    world.trusts = vec![trust(true)];
     world.host.as_mut().unwrap().spec.plugins.defaults.clear();
     let (ctx, server) = world.context();
     let verifier = server.expect(vec![

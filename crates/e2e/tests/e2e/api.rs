@@ -23,7 +23,7 @@ use model::resources::{AgentRun, ChannelKind, Plugin, PluginInstance};
 use serde_json::{Value, json};
 use server::plugin_api::{PREFIX, ROUTES, shared_runs};
 
-use crate::controller_support::{WAIT, apply, plugin_id, shared, trusted_project};
+use crate::controller_support::{WAIT, apply_trusted, plugin_id, shared};
 use crate::support::{E2eTest, Ns, test, wait};
 use api_support::*;
 
@@ -569,7 +569,7 @@ async fn stops_enabling_held(ns: &Ns) -> anyhow::Result<()> {
     hold_instances(ns).await?;
     held(ns, &instance).await?;
     let off = BTreeMap::from([(world.plugin.clone(), full_entry(false))]);
-    apply(ns, &trusted_project(PROJECT, off)).await?;
+    apply_trusted(ns, PROJECT, off).await?;
     let answer = api
         .until(409, "GET", "/channel", Some(&token), None)
         .await?;

@@ -24,8 +24,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OnceCell;
 
 use crate::controller_support::{
-    CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, WAIT, apply, echo_image, install, plugin_id, setup,
-    trusted_project,
+    CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, WAIT, apply, apply_trusted, echo_image, install,
+    plugin_id, setup,
 };
 use crate::support::{Ns, wait};
 
@@ -128,7 +128,7 @@ pub async fn world(ns: &Ns, plugins: &[Plugin], chats: &[Channel]) -> anyhow::Re
         .iter()
         .map(|id| (id.clone(), full_entry(true)))
         .collect();
-    apply(ns, &trusted_project(PROJECT, entries)).await?;
+    apply_trusted(ns, PROJECT, entries).await?;
     for chat in chats {
         apply(ns, chat).await?;
     }

@@ -271,7 +271,14 @@ async fn check_applied(ns: &Ns, release: &str, docs: &[Value]) -> anyhow::Result
     ns.get::<Role>(&format!("{fullname}-leader-election"))
         .await?;
     let roles: Api<ClusterRole> = Api::all(ns.client());
-    for suffix in ["controller", "api", "trigger", "host-api-caller"] {
+    for suffix in [
+        "controller",
+        "api",
+        "trigger",
+        "host-api-caller",
+        "project-editor",
+        "project-trustee",
+    ] {
         roles.get(&format!("{fullname}-{suffix}")).await?;
     }
     // The ReplicaSet's Pods pass the restricted Pod Security level (they need not run here).
@@ -299,9 +306,10 @@ async fn check_applied(ns: &Ns, release: &str, docs: &[Value]) -> anyhow::Result
     let user = |account: &str| format!("system:serviceaccount:{}:{account}", ns.name());
     let controller = user(&fullname);
     let mut granted = 0;
-    // The host API callers' role is for operators to bind; nobody has it yet.
+    // The host API callers' and the project roles are for operators to bind; nobody has them.
+    let unbound = ["-host-api-caller", "-project-editor", "-project-trustee"];
     let bound = |d: &&Value| {
-        matches!(kind(d), "ClusterRole" | "Role") && !name(d).ends_with("-host-api-caller")
+        matches!(kind(d), "ClusterRole" | "Role") && !unbound.iter().any(|u| name(d).ends_with(u))
     };
     for role in rbac(docs).iter().filter(bound) {
         let (subject, namespace) = match (kind(role), name(role)) {
@@ -396,12 +404,12 @@ async fn check_applied(ns: &Ns, release: &str, docs: &[Value]) -> anyhow::Result
 /// One access check: a verb on a resource (`resource/subresource`), cluster-wide when
 /// `namespace` is None.
 #[derive(Debug)]
-struct Check<'a> {
-    verb: &'a str,
-    group: &'a str,
-    resource: &'a str,
-    namespace: Option<&'a str>,
-    name: Option<&'a str>,
+pub struct Check<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: Option<&'a str>,
 }
 
 impl<'a> Check<'a> {
@@ -417,7 +425,7 @@ impl<'a> Check<'a> {
 }
 
 /// Whether `user` (a ServiceAccount) may do `check`, by a SubjectAccessReview.
-async fn allowed(client: Client, user: &str, check: &Check<'_>) -> anyhow::Result<bool> {
+pub async fn allowed(client: Client, user: &str, check: &Check<'_>) -> anyhow::Result<bool> {
     let (resource, subresource) = match check.resource.split_once('/') {
         Some((r, s)) => (r, Some(s.to_string())),
         None => (check.resource, None),

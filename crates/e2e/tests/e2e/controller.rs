@@ -103,12 +103,10 @@ pub(crate) async fn world(
     setup(ns).await?;
     let id = plugin_id(ns, suffix);
     install(ns.client(), &echo_plugin(&id)?).await?;
-    apply(
+    apply_trusted(
         ns,
-        &trusted_project(
-            "proj",
-            BTreeMap::from([(id.clone(), entry(true, schedules))]),
-        ),
+        "proj",
+        BTreeMap::from([(id.clone(), entry(true, schedules))]),
     )
     .await?;
     apply(ns, &channel("general", "proj", ChannelKind::Channel, None)).await?;
@@ -233,9 +231,10 @@ async fn disable(ns: Ns) -> anyhow::Result<()> {
     pods_of(&ns, &name, 1, true).await?;
     // The owner edits and trusts a config that turns it off.
     let started = std::time::Instant::now();
-    apply(
+    apply_trusted(
         &ns,
-        &trusted_project("proj", BTreeMap::from([(id.clone(), entry(false, &[]))])),
+        "proj",
+        BTreeMap::from([(id.clone(), entry(false, &[]))]),
     )
     .await?;
     pods_of(&ns, &name, 0, false).await?;
@@ -254,9 +253,14 @@ async fn trust_flip(ns: Ns) -> anyhow::Result<()> {
     let id = plugin_id(&ns, "tr");
     install(ns.client(), &echo_plugin(&id)?).await?;
     // Enabled in the config, but the owner trusts only a version that does not enable it.
-    let mut project = trusted_project("proj", BTreeMap::from([(id.clone(), entry(false, &[]))]));
-    project.spec.plugins.insert(id.clone(), entry(true, &[]));
-    apply(&ns, &project).await?;
+    apply_trusted(
+        &ns,
+        "proj",
+        BTreeMap::from([(id.clone(), entry(false, &[]))]),
+    )
+    .await?;
+    let edited = BTreeMap::from([(id.clone(), entry(true, &[]))]);
+    apply(&ns, &project("proj", edited)).await?;
     apply(&ns, &channel("general", "proj", ChannelKind::Channel, None)).await?;
     wait::matches(
         &ns.api::<Channel>(),
@@ -275,35 +279,47 @@ async fn trust_flip(ns: Ns) -> anyhow::Result<()> {
         "untrusted value counted"
     );
     // The owner trusts it.
-    operator::trust_project(ns.client(), ns.name(), "proj").await?;
+    operator::trust_project(ns.client(), ns.name(), "proj", None).await?;
     instances_of(&ns, &id, 1).await?;
     // An untrusted edit turning it off: the approved version still applies.
     let api = ns.api::<Project>();
     let off = serde_json::json!({ "spec": { "plugins": { id.clone(): { "enabled": false } } } });
-    api.patch("proj", &PatchParams::default(), &Patch::Merge(&off))
+    let edited = api
+        .patch("proj", &PatchParams::default(), &Patch::Merge(&off))
         .await?;
-    let reason = |want: &'static str| {
+    let reason = |want: &'static str, generation: Option<i64>| {
         move |p: &Project| {
             p.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.r#type == "Trusted" && c.reason == want)
+                s.observed_generation == generation
+                    && s.conditions
+                        .iter()
+                        .any(|c| c.r#type == "Trusted" && c.reason == want)
             })
         }
     };
+    let generation = edited.metadata.generation;
     wait::matches(
         &api,
         "proj",
-        "Trusted: LastApproved",
+        "Trusted: LastApproved for the edit",
         WAIT,
-        reason("LastApproved"),
+        reason("LastApproved", generation),
     )
     .await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    instances_of(&ns, &id, 1).await?;
-    operator::trust_project(ns.client(), ns.name(), "proj").await?;
+    // A chat made now is planned after the controller saw the edit (the status above came
+    // from the same stores): it gets the plugin too, and the first chat keeps it.
+    apply(&ns, &channel("marker", "proj", ChannelKind::Channel, None)).await?;
+    instances_of(&ns, &id, 2).await?;
+    operator::trust_project(ns.client(), ns.name(), "proj", None).await?;
     instances_of(&ns, &id, 0).await?;
-    wait::matches(&api, "proj", "Trusted: Trusted", WAIT, reason("Trusted")).await?;
+    wait::matches(
+        &api,
+        "proj",
+        "Trusted: Trusted",
+        WAIT,
+        reason("Trusted", generation),
+    )
+    .await?;
     Ok(())
 }
 
@@ -399,9 +415,11 @@ async fn settings_change(ns: Ns) -> anyhow::Result<()> {
     let mut config = entry(true, &[]);
     config.settings.insert("verbose".into(), true.into());
     // Settings apply without trust, and only tune the plugin: nothing restarts.
-    let mut project = trusted_project("proj", BTreeMap::from([(id.clone(), entry(true, &[]))]));
-    project.spec.plugins.insert(id.clone(), config);
-    apply(&ns, &project).await?;
+    apply(
+        &ns,
+        &project("proj", BTreeMap::from([(id.clone(), config)])),
+    )
+    .await?;
     record_demand(&ns, &name).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = pods_of(&ns, &name, 1, true).await?[0].uid();
@@ -583,29 +601,24 @@ async fn schedules(ns: Ns) -> anyhow::Result<()> {
 
     // The project stops enabling the plugin: both paused. Enabling again resumes all but ping.
     let disabled = |enabled| {
-        trusted_project(
-            "proj",
-            BTreeMap::from([(
-                id.clone(),
-                entry(enabled, &[("tick", on.clone()), ("ping", off.clone())]),
-            )]),
-        )
+        BTreeMap::from([(
+            id.clone(),
+            entry(enabled, &[("tick", on.clone()), ("ping", off.clone())]),
+        )])
     };
-    apply(&ns, &disabled(false)).await?;
+    apply_trusted(&ns, "proj", disabled(false)).await?;
     cronjob(&ns, &tick, "tick suspended", suspended).await?;
-    apply(&ns, &disabled(true)).await?;
+    apply_trusted(&ns, "proj", disabled(true)).await?;
     cronjob(&ns, &tick, "tick resumed", |c| !suspended(c)).await?;
     cronjob(&ns, &ping, "ping still off", suspended).await?;
 
     // An interval cron cannot express exactly is refused with a clear status; removing the
     // entry deletes the CronJob.
     let bad = cron_entry(None, ScheduleType::Interval, "7m");
-    apply(
+    apply_trusted(
         &ns,
-        &trusted_project(
-            "proj",
-            BTreeMap::from([(id.clone(), entry(true, &[("tick", bad)]))]),
-        ),
+        "proj",
+        BTreeMap::from([(id.clone(), entry(true, &[("tick", bad)]))]),
     )
     .await?;
     let chat = wait::matches(
@@ -797,12 +810,10 @@ async fn hand_deleted_cronjob(ns: Ns) -> anyhow::Result<()> {
     );
     // The entry changes: it comes back.
     let changed = cron_entry(None, ScheduleType::Cron, "0 10 * * *");
-    apply(
+    apply_trusted(
         &ns,
-        &trusted_project(
-            "proj",
-            BTreeMap::from([(id.clone(), entry(true, &[("tick", changed)]))]),
-        ),
+        "proj",
+        BTreeMap::from([(id.clone(), entry(true, &[("tick", changed)]))]),
     )
     .await?;
     let again = cronjob(&ns, &tick, "tick back at 10", |c| {
@@ -821,15 +832,13 @@ async fn removal(ns: Ns) -> anyhow::Result<()> {
     let mut plugin = echo_plugin(&purged)?;
     plugin.spec.purge_on_delete = true;
     install(ns.client(), &plugin).await?;
-    apply(
+    apply_trusted(
         &ns,
-        &trusted_project(
-            "proj",
-            BTreeMap::from([
-                (kept.clone(), entry(true, &tick)),
-                (purged.clone(), entry(true, &tick)),
-            ]),
-        ),
+        "proj",
+        BTreeMap::from([
+            (kept.clone(), entry(true, &tick)),
+            (purged.clone(), entry(true, &tick)),
+        ]),
     )
     .await?;
     for id in [&kept, &purged] {
@@ -996,7 +1005,7 @@ async fn steady_state(ns: Ns) -> anyhow::Result<()> {
         .iter()
         .map(|id| (id.clone(), entry(true, &tick)))
         .collect();
-    apply(&ns, &trusted_project("proj", config)).await?;
+    apply_trusted(&ns, "proj", config).await?;
     for i in 0..50 {
         apply(
             &ns,

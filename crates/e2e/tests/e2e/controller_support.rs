@@ -20,7 +20,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use model::config::{PluginConfig, ScheduleEntry, config_hash};
 use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, Plugin, Project, ProjectSpec, TrustedConfig,
+    HostPlugins, Plugin, Project, ProjectSpec,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -299,16 +299,24 @@ pub fn entry(enabled: bool, schedules: &[(&str, ScheduleEntry)]) -> PluginConfig
     }
 }
 
-/// A project whose config, as given, the owner trusts.
-pub fn trusted_project(name: &str, plugins: BTreeMap<String, PluginConfig>) -> Project {
-    let spec = ProjectSpec {
-        trusted: Some(TrustedConfig {
-            hash: config_hash(&plugins),
-            plugins: plugins.clone(),
-        }),
-        plugins,
-    };
-    Project::new(name, spec)
+/// A project with this config (not trusted by itself: see [`apply_trusted`]).
+pub fn project(name: &str, plugins: BTreeMap<String, PluginConfig>) -> Project {
+    Project::new(name, ProjectSpec { plugins })
+}
+
+/// Applies a project with this config, then trusts it as the owner does, with the operator
+/// verb (`loop-plugins project trust`): the same-named ProjectTrust, owned by the Project.
+pub async fn apply_trusted(
+    ns: &Ns,
+    name: &str,
+    plugins: BTreeMap<String, PluginConfig>,
+) -> anyhow::Result<Project> {
+    let applied = apply(ns, &project(name, plugins)).await?;
+    let expected = config_hash(&applied.spec.plugins);
+    operator::trust_project(ns.client(), ns.name(), name, Some(&expected))
+        .await
+        .with_context(|| format!("trusting project {name}"))?;
+    Ok(applied)
 }
 
 pub fn channel(name: &str, project: &str, kind: ChannelKind, parent: Option<&str>) -> Channel {

@@ -4,7 +4,9 @@
 use anyhow::{Context, ensure};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
-use model::resources::{AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project};
+use model::resources::{
+    AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project, ProjectTrust,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -154,6 +156,15 @@ async fn one_object_of_each_kind_is_accepted(ns: Ns) -> anyhow::Result<()> {
         }),
     )
     .await?;
+    create(
+        &ns.api::<ProjectTrust>(),
+        json!({
+            "apiVersion": "plugins.loop.dev/v1alpha1", "kind": "ProjectTrust",
+            "metadata": { "name": "demo" },
+            "spec": { "hash": format!("sha256:{}", "0".repeat(64)) }
+        }),
+    )
+    .await?;
     for channel in [
         json!({ "metadata": { "name": "general" }, "spec": { "project": "demo", "kind": "channel" } }),
         json!({ "metadata": { "name": "idea" }, "spec": { "project": "demo", "kind": "thread", "parent": "general" } }),
@@ -186,7 +197,13 @@ async fn one_object_of_each_kind_is_accepted(ns: Ns) -> anyhow::Result<()> {
     .await?;
 
     let listed = ns.kubectl(["get", "loop-plugins", "-o", "name"]).await?;
-    for kind in ["project.", "channel.", "plugininstance.", "agentrun."] {
+    for kind in [
+        "project.",
+        "projecttrust.",
+        "channel.",
+        "plugininstance.",
+        "agentrun.",
+    ] {
         ensure!(
             listed.contains(kind),
             "kubectl get loop-plugins lacks a {kind}: {listed}"
@@ -220,6 +237,15 @@ async fn cel_rules_refuse_invalid_objects(ns: Ns) -> anyhow::Result<()> {
             "spec": { "project": "demo", "kind": "thread" }
         }),
         "names its parent channel",
+    )
+    .await?;
+    refused(
+        &ns.api::<ProjectTrust>(),
+        json!({
+            "apiVersion": "plugins.loop.dev/v1alpha1", "kind": "ProjectTrust",
+            "metadata": { "name": "demo" }, "spec": { "hash": "md5:abc" }
+        }),
+        "sha256:<64 hex>",
     )
     .await?;
     let hosts: Api<HostConfig> = Api::all(ns.client());

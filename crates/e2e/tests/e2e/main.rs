@@ -16,6 +16,7 @@ mod crds;
 mod host;
 mod pods;
 mod support;
+mod trust;
 mod versions;
 
 fn main() -> std::process::ExitCode {
@@ -31,6 +32,7 @@ fn main() -> std::process::ExitCode {
         crds::tests(),
         host::tests(),
         pods::tests(),
+        trust::tests(),
         versions::tests(),
     ];
     support::run(modules.into_iter().flatten().collect())

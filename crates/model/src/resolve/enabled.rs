@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use super::trust::approved_plugins;
-use crate::resources::{HostPlugins, ProjectSpec};
+use super::trust::{ProjectView, approved_plugins};
+use crate::resources::HostPlugins;
 
 /// Whether the plugin runs in the project, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,7 +48,7 @@ impl fmt::Display for EnabledReason {
 }
 
 /// Whether `plugin_id` runs in the project.
-pub fn plugin_enabled(host: &HostPlugins, plugin_id: &str, project: &ProjectSpec) -> Enabled {
+pub fn plugin_enabled(host: &HostPlugins, plugin_id: &str, project: ProjectView<'_>) -> Enabled {
     if !host.enabled {
         return Enabled {
             enabled: false,
@@ -81,66 +81,152 @@ mod tests {
 
     use super::*;
     use crate::config::PluginsConfig;
-    use crate::resolve::fixtures::{config, host, project, trusted};
+    use crate::resolve::fixtures::{config, host};
+    use crate::resources::ProjectTrust;
 
     fn on(v: bool) -> PluginsConfig {
         config(&[("p", json!({ "enabled": v }))])
     }
 
-    fn trusted_project(plugins: PluginsConfig) -> ProjectSpec {
-        let t = trusted(&plugins);
-        project(plugins, Some(t))
+    fn none() -> PluginsConfig {
+        config(&[])
+    }
+
+    /// One row: plugins.enabled, the global entries, the project's current config and the
+    /// config its trust names (None: never trusted); then whether p runs, why, and whether
+    /// the current config would decide otherwise.
+    struct Row {
+        plugins_on: bool,
+        global: PluginsConfig,
+        current: PluginsConfig,
+        trusted: Option<PluginsConfig>,
+        want: (bool, EnabledReason, bool),
+    }
+
+    fn row(
+        plugins_on: bool,
+        global: PluginsConfig,
+        current: PluginsConfig,
+        trusted: Option<PluginsConfig>,
+        want: (bool, EnabledReason, bool),
+    ) -> Row {
+        Row {
+            plugins_on,
+            global,
+            current,
+            trusted,
+            want,
+        }
     }
 
     #[test]
-    fn nothing_runs_while_plugins_are_off() {
-        let e = plugin_enabled(&host(false, on(true)), "p", &trusted_project(on(true)));
-        assert!(!e.enabled);
-        assert_eq!(e.reason, EnabledReason::PluginsOff);
+    fn whether_p_runs() {
+        use EnabledReason::*;
+        let rows = [
+            row(
+                false,
+                on(true),
+                on(true),
+                Some(on(true)),
+                (false, PluginsOff, false),
+            ),
+            // The global value is the default.
+            row(
+                true,
+                on(true),
+                none(),
+                Some(none()),
+                (true, GlobalDefault, false),
+            ),
+            row(
+                true,
+                on(false),
+                none(),
+                Some(none()),
+                (false, GlobalDefault, false),
+            ),
+            // A trusted project value overrides it.
+            row(
+                true,
+                on(true),
+                on(false),
+                Some(on(false)),
+                (false, Project, false),
+            ),
+            row(
+                true,
+                none(),
+                on(true),
+                Some(on(true)),
+                (true, Project, false),
+            ),
+            // Never trusted: the project's value does not count.
+            row(true, none(), on(true), None, (false, NotEnabled, true)),
+            row(
+                true,
+                on(false),
+                on(true),
+                None,
+                (false, GlobalDefault, true),
+            ),
+            // Edited since the trust: the trusted value applies until trusted again.
+            row(
+                true,
+                none(),
+                on(false),
+                Some(on(true)),
+                (true, Project, true),
+            ),
+            row(
+                true,
+                none(),
+                on(true),
+                Some(on(false)),
+                (false, Project, true),
+            ),
+            // An edit that changes nothing about p awaits nothing.
+            row(
+                true,
+                on(true),
+                none(),
+                Some(on(true)),
+                (true, Project, false),
+            ),
+            // A plugin nobody enables is off.
+            row(
+                true,
+                none(),
+                none(),
+                Some(none()),
+                (false, NotEnabled, false),
+            ),
+        ];
+        for r in rows {
+            let trust = r.trusted.as_ref().map(|t| ProjectTrust::of("proj", t));
+            let view = ProjectView {
+                plugins: &r.current,
+                uid: None,
+                trust: trust.as_ref(),
+            };
+            let e = plugin_enabled(&host(r.plugins_on, r.global.clone()), "p", view);
+            let context = format!(
+                "on {}, global {:?}, current {:?}, trusted {:?}",
+                r.plugins_on, r.global, r.current, r.trusted
+            );
+            assert_eq!((e.enabled, e.reason, e.awaiting_trust), r.want, "{context}");
+        }
     }
 
     #[test]
-    fn the_global_value_is_the_default() {
-        let e = plugin_enabled(&host(true, on(true)), "p", &trusted_project(config(&[])));
-        assert!(e.enabled);
-        assert_eq!(e.reason, EnabledReason::GlobalDefault);
-        let e = plugin_enabled(&host(true, on(false)), "p", &trusted_project(config(&[])));
-        assert!(!e.enabled);
-        assert_eq!(e.reason, EnabledReason::GlobalDefault);
-    }
-
-    #[test]
-    fn a_trusted_project_value_overrides_the_default() {
-        let e = plugin_enabled(&host(true, on(true)), "p", &trusted_project(on(false)));
-        assert!(!e.enabled);
-        assert_eq!(e.reason, EnabledReason::Project);
-        let e = plugin_enabled(&host(true, config(&[])), "p", &trusted_project(on(true)));
-        assert!(e.enabled);
-        assert_eq!(e.reason, EnabledReason::Project);
-        assert!(!e.awaiting_trust);
-    }
-
-    #[test]
-    fn an_untrusted_project_value_does_not_count() {
-        // Never trusted: the global default applies.
-        let e = plugin_enabled(&host(true, config(&[])), "p", &project(on(true), None));
-        assert!(!e.enabled);
-        assert_eq!(e.reason, EnabledReason::NotEnabled);
-        assert!(e.awaiting_trust);
-        // Changed since the last approval: the approved value applies.
-        let e = plugin_enabled(
-            &host(true, config(&[])),
-            "p",
-            &project(on(false), Some(trusted(&on(true)))),
-        );
-        assert!(e.enabled);
-        assert_eq!(e.reason, EnabledReason::Project);
-        assert!(e.awaiting_trust);
-    }
-
-    #[test]
-    fn a_plugin_nobody_enables_is_off() {
-        let e = plugin_enabled(&host(true, on(true)), "other", &trusted_project(on(true)));
+    fn another_plugin_is_not_enabled_by_ps_entry() {
+        let current = on(true);
+        let trust = ProjectTrust::of("proj", &current);
+        let view = ProjectView {
+            plugins: &current,
+            uid: None,
+            trust: Some(&trust),
+        };
+        let e = plugin_enabled(&host(true, on(true)), "other", view);
         assert!(!e.enabled);
         assert_eq!(e.reason, EnabledReason::NotEnabled);
         assert!(!e.awaiting_trust);

@@ -2,9 +2,9 @@
 
 use serde_json::{Value, json};
 
-use crate::config::{PluginConfig, PluginsConfig, config_hash};
+use crate::config::{PluginConfig, PluginsConfig};
 use crate::manifest::{Manifest, parse_str};
-use crate::resources::{HostPlugins, ProjectSpec, TrustedConfig};
+use crate::resources::HostPlugins;
 
 /// A `plugins` config from (id, entry as JSON) pairs.
 pub(crate) fn config(entries: &[(&str, Value)]) -> PluginsConfig {
@@ -17,18 +17,6 @@ pub(crate) fn config(entries: &[(&str, Value)]) -> PluginsConfig {
 /// One plugin's entry from JSON.
 pub(crate) fn entry(v: Value) -> PluginConfig {
     serde_json::from_value(v).expect("a PluginConfig")
-}
-
-/// The approval of exactly this config.
-pub(crate) fn trusted(plugins: &PluginsConfig) -> TrustedConfig {
-    TrustedConfig {
-        hash: config_hash(plugins),
-        plugins: plugins.clone(),
-    }
-}
-
-pub(crate) fn project(plugins: PluginsConfig, trusted: Option<TrustedConfig>) -> ProjectSpec {
-    ProjectSpec { plugins, trusted }
 }
 
 /// The global config with plugins on or off and these defaults.

@@ -5,7 +5,7 @@
 //!
 //! - [`chat`]: whether a chat runs plugins (one rule, used by the controller and the servers);
 //! - [`capabilities`]: the capabilities that count for an installed plugin;
-//! - [`trust`]: which project config is approved;
+//! - [`trust`]: which project config is approved (from the Project and its ProjectTrust);
 //! - [`enabled`]: whether a plugin runs in a project;
 //! - [`settings`]: the settings a plugin sees, and the values left out;
 //! - [`schedules`]: the scheduled tasks asked for, and the entries that yield none.
@@ -26,4 +26,4 @@ pub use schedules::{
     ResolvedSchedule, ResolvedSchedules, ScheduleProblem, ScheduleProblemKind, resolve_schedules,
 };
 pub use settings::{LeftOut, LeftOutReason, ResolvedSettings, resolve_settings};
-pub use trust::{ApprovedConfig, TrustState, approved_plugins};
+pub use trust::{ApprovedConfig, ProjectView, TrustState, approved_plugins};

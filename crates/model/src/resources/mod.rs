@@ -12,6 +12,7 @@ mod host_config;
 mod plugin;
 mod plugin_instance;
 mod project;
+mod project_trust;
 
 pub use agent_run::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus};
 pub use channel::{
@@ -30,7 +31,8 @@ pub use plugin_instance::{
     BreakerState, InstancePhase, PluginInstance, PluginInstanceSpec, PluginInstanceStatus,
     RefusedSetting, SwitchState,
 };
-pub use project::{Project, ProjectSpec, ProjectStatus, TrustedConfig};
+pub use project::{Project, ProjectSpec, ProjectStatus};
+pub use project_trust::{ProjectTrust, ProjectTrustSpec};
 
 /// The API group of every resource here.
 pub const GROUP: &str = "plugins.loop.dev";

@@ -1,15 +1,17 @@
-//! `Project`: a project's plugin config (the `plugins` part of `.loop/config.json`) and the
-//! config version its owner trusts.
+//! `Project`: a project's plugin config (the `plugins` part of `.loop/config.json`). The
+//! version its owner trusts is a resource of its own, the same-named `ProjectTrust`, so that
+//! editing and trusting are two RBAC permissions; status says whether the current config is
+//! the trusted one.
 
-use kube::{CustomResource, KubeSchema};
+use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Condition;
 use crate::config::PluginsConfig;
 
-/// A project: its current plugin config and the last version the owner approved.
-#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+/// A project: its current plugin config.
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "plugins.loop.dev",
     version = "v1alpha1",
@@ -18,7 +20,7 @@ use crate::config::PluginsConfig;
     status = "ProjectStatus",
     shortname = "proj",
     category = "loop-plugins",
-    doc = "A Loop project: the plugins part of its .loop/config.json and the version its owner trusts",
+    doc = "A Loop project: the plugins part of its .loop/config.json (the same-named ProjectTrust holds the version its owner trusts)",
     printcolumn(
         name = "Trusted",
         type_ = "string",
@@ -38,22 +40,8 @@ use crate::config::PluginsConfig;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ProjectSpec {
-    /// `plugins.<id>` of the project's config, as it is now.
-    #[serde(default, skip_serializing_if = "PluginsConfig::is_empty")]
-    pub plugins: PluginsConfig,
-    /// The last config the owner trusted (`loop-plugins project trust` records it). Its values
-    /// apply while the current config is untrusted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trusted: Option<TrustedConfig>,
-}
-
-/// A config version the owner approved: its canonical hash and the config itself.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct TrustedConfig {
-    /// `sha256:<hex>` of the canonical JSON of `plugins`.
-    #[x_kube(validation = Rule::new("self.matches('^sha256:[0-9a-f]{64}$')").message("sha256:<64 hex>"))]
-    pub hash: String,
+    /// `plugins.<id>` of the project's config, as it is now. Its `enabled` values and schedules
+    /// apply once the owner trusts it (a `ProjectTrust` of its hash); its settings at once.
     #[serde(default, skip_serializing_if = "PluginsConfig::is_empty")]
     pub plugins: PluginsConfig,
 }
@@ -64,7 +52,8 @@ pub struct TrustedConfig {
 pub struct ProjectStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// The canonical hash of the current config.
+    /// The canonical hash of the current config: what `loop-plugins project trust --hash`
+    /// takes, and what a `ProjectTrust` must name for the config to count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_hash: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

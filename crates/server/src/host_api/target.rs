@@ -16,8 +16,8 @@ use crate::index::{Compiled, Index, InstanceKey};
 use model::contract::SECRET_KEY;
 use model::manifest::Capability;
 use model::names;
-use model::resolve::plugin_enabled;
 use model::resolve::runs_plugins;
+use model::resolve::{ProjectView, plugin_enabled};
 use model::resources::{App, Channel, ChannelKind, HostConfigSpec, Plugin};
 
 /// The chat `namespace/name`, or 404 naming it.
@@ -113,7 +113,12 @@ pub fn enabled_in(
             chat.spec.project
         ));
     };
-    let enabled = plugin_enabled(&host.plugins, plugin, &project.spec);
+    let trust = index.project_trust(&ns, &chat.spec.project);
+    let enabled = plugin_enabled(
+        &host.plugins,
+        plugin,
+        ProjectView::new(&project, trust.as_deref()),
+    );
     if enabled.is_enabled() {
         Ok(())
     } else {

@@ -1,6 +1,8 @@
-//! Config writes, as the watches see them: a change to a Project's spec (its config, or the
-//! version its owner trusts) or to the HostConfig's (the global config). The fan-out sends
-//! `settings.changed` for each (see `crate::fanout::settings_changed`).
+//! Config writes, as the watches see them: a change to a Project's spec (its config), to its
+//! trust (a ProjectTrust made, changed or deleted: the reference sends `settings.changed`
+//! "after a config write or a project trust change") or to the HostConfig's spec (the global
+//! config). The fan-out sends `settings.changed` for each (see
+//! `crate::fanout::settings_changed`).
 
 use std::collections::HashMap;
 
@@ -8,7 +10,7 @@ use kube::ResourceExt;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
-use model::resources::{HostConfig, Project};
+use model::resources::{HostConfig, Project, ProjectTrust};
 
 /// Whose chats a config write concerns.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +47,13 @@ impl Generations {
         }
     }
 
+    /// Whether the object is new since the first list, or its spec changed since it was last
+    /// seen.
+    pub fn made_or_changed(&mut self, key: String, generation: Option<i64>) -> bool {
+        let generation = generation.unwrap_or_default();
+        self.seen.insert(key, generation) != Some(generation)
+    }
+
     pub fn forget(&mut self, key: &str) {
         self.seen.remove(key);
     }
@@ -70,6 +79,36 @@ pub fn on_project(
             }
         }
         watcher::Event::Delete(p) => gens.forget(&key(p)),
+        watcher::Event::Init | watcher::Event::InitDone => {}
+    }
+}
+
+/// Turns ProjectTrust watch events into writes of its project: a trust made after the first
+/// list, changed, or deleted changes which config counts.
+pub fn on_trust(
+    gens: &mut Generations,
+    event: &watcher::Event<ProjectTrust>,
+    tx: &mpsc::UnboundedSender<Written>,
+) {
+    let written = |t: &ProjectTrust| Written {
+        whose: Whose::Project(t.namespace().unwrap_or_default(), t.name_any()),
+        uid: t.uid().unwrap_or_default(),
+        generation: t.metadata.generation.unwrap_or_default(),
+    };
+    let key = |t: &ProjectTrust| format!("{}/{}", t.namespace().unwrap_or_default(), t.name_any());
+    match event {
+        watcher::Event::InitApply(t) => {
+            gens.changed(key(t), t.metadata.generation);
+        }
+        watcher::Event::Apply(t) => {
+            if gens.made_or_changed(key(t), t.metadata.generation) {
+                let _ = tx.send(written(t));
+            }
+        }
+        watcher::Event::Delete(t) => {
+            gens.forget(&key(t));
+            let _ = tx.send(written(t));
+        }
         watcher::Event::Init | watcher::Event::InitDone => {}
     }
 }
@@ -106,6 +145,38 @@ fn key(p: &Project) -> String {
 mod tests {
     use super::*;
     use model::resources::ProjectSpec;
+
+    #[test]
+    fn a_trust_made_changed_or_deleted_is_a_write_of_its_project() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let mut gens = Generations::default();
+        let trust = |name: &str, generation: i64| {
+            let mut t = ProjectTrust::of(name, &Default::default());
+            t.metadata.namespace = Some("ns".into());
+            t.metadata.generation = Some(generation);
+            t.metadata.uid = Some(format!("uid-{name}"));
+            t
+        };
+        let whose = |rx: &mut mpsc::UnboundedReceiver<Written>| rx.try_recv().map(|w| w.whose);
+        let of = |name: &str| Ok(Whose::Project("ns".into(), name.into()));
+        // The first list is no write.
+        on_trust(&mut gens, &watcher::Event::InitApply(trust("a", 1)), &tx);
+        on_trust(&mut gens, &watcher::Event::InitDone, &tx);
+        assert!(rx.try_recv().is_err());
+        // Unchanged (a resync), changed, made, deleted.
+        on_trust(&mut gens, &watcher::Event::Apply(trust("a", 1)), &tx);
+        assert!(rx.try_recv().is_err());
+        on_trust(&mut gens, &watcher::Event::Apply(trust("a", 2)), &tx);
+        assert_eq!(whose(&mut rx), of("a"));
+        on_trust(&mut gens, &watcher::Event::Apply(trust("b", 1)), &tx);
+        assert_eq!(whose(&mut rx), of("b"));
+        on_trust(&mut gens, &watcher::Event::Delete(trust("a", 2)), &tx);
+        assert_eq!(whose(&mut rx), of("a"));
+        // Made again after its deletion: a write.
+        on_trust(&mut gens, &watcher::Event::Apply(trust("a", 1)), &tx);
+        assert_eq!(whose(&mut rx), of("a"));
+        assert!(rx.try_recv().is_err());
+    }
 
     fn project(generation: i64) -> Project {
         let mut p = Project::new("proj", ProjectSpec::default());

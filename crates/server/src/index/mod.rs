@@ -3,15 +3,16 @@
 //! controller: one index, many servers). Nothing here writes; answers read from it, never from
 //! the API server.
 //!
-//! - the declared resources (HostConfig, Plugins, Projects, Channels) and what we made
+//! - the declared resources (HostConfig, Plugins, Projects and their ProjectTrusts, Channels)
+//!   and what we made
 //!   (PluginInstances, AgentRuns, the inbox and memory ConfigMaps), label-selected;
 //! - the instances' Secrets, keeping only the secret each call to a plugin carries: the tokens
 //!   plugins call us with go to [`tokens::TokenIndex`] as digests and are dropped from the
 //!   stored objects;
 //! - plugin Pods, and where each instance's container answers ([`pods::PodIndex`]);
 //! - each Plugin's manifest parsed and its schemas compiled once ([`manifests::ManifestCache`]);
-//! - config writes (a Project's or the HostConfig's spec changed) for `settings.changed`
-//!   ([`config_writes`]).
+//! - config writes (a Project's or the HostConfig's spec changed, a project trusted again or
+//!   no longer) for `settings.changed` ([`config_writes`]).
 //!
 //! Stored objects lose their `managedFields`: nothing reads them, and they are most of an
 //! object's size.
@@ -35,7 +36,7 @@ use model::contract::TOKEN_KEY;
 use model::names::MANAGED_SELECTOR;
 use model::resources::{
     AgentRun, Channel, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
-    Project, WorkingTree,
+    Project, ProjectTrust, WorkingTree,
 };
 
 pub use config_writes::Written;
@@ -63,6 +64,8 @@ pub struct Index {
     pub host: Store<HostConfig>,
     pub plugins: Store<Plugin>,
     pub projects: Store<Project>,
+    /// Each project's trust (same name as its Project).
+    pub project_trusts: Store<ProjectTrust>,
     pub channels: Store<Channel>,
     /// Label-selected: the instances the controller made.
     pub instances: Store<PluginInstance>,
@@ -118,8 +121,10 @@ impl Index {
         let managed = || watcher::Config::default().labels(MANAGED_SELECTOR);
         let (writes_tx, writes_rx) = mpsc::unbounded_channel();
         let host_tx = writes_tx.clone();
+        let trust_tx = writes_tx.clone();
         let mut host_gens = config_writes::Generations::default();
         let mut project_gens = config_writes::Generations::default();
+        let mut trust_gens = config_writes::Generations::default();
         let tokens = Arc::new(TokenIndex::new());
         let token_feed = tokens.clone();
         let (pods_store, pods_writer) = reflector::store::<Pod>();
@@ -137,6 +142,9 @@ impl Index {
             }),
             projects: reflect(&client, watcher::Config::default(), &stop, move |e| {
                 config_writes::on_project(&mut project_gens, e, &writes_tx)
+            }),
+            project_trusts: reflect(&client, watcher::Config::default(), &stop, move |e| {
+                config_writes::on_trust(&mut trust_gens, e, &trust_tx)
             }),
             channels: reflect(&client, watcher::Config::default(), &stop, |_| {}),
             instances: reflect(&client, managed(), &stop, move |_| {
@@ -170,6 +178,7 @@ impl Index {
             index.host.wait_until_ready(),
             index.plugins.wait_until_ready(),
             index.projects.wait_until_ready(),
+            index.project_trusts.wait_until_ready(),
             index.channels.wait_until_ready(),
             index.instances.wait_until_ready(),
             index.runs.wait_until_ready(),
@@ -201,6 +210,12 @@ impl Index {
 
     pub fn project(&self, namespace: &str, name: &str) -> Option<Arc<Project>> {
         self.projects.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The project's trust: the ProjectTrust named like the Project.
+    pub fn project_trust(&self, namespace: &str, project: &str) -> Option<Arc<ProjectTrust>> {
+        self.project_trusts
+            .get(&ObjectRef::new(project).within(namespace))
     }
 
     pub fn instance(&self, key: &InstanceKey) -> Option<Arc<PluginInstance>> {
@@ -341,6 +356,7 @@ pub struct Writers {
     pub host: reflector::store::Writer<HostConfig>,
     pub plugins: reflector::store::Writer<Plugin>,
     pub projects: reflector::store::Writer<Project>,
+    pub project_trusts: reflector::store::Writer<ProjectTrust>,
     pub channels: reflector::store::Writer<Channel>,
     pub instances: reflector::store::Writer<PluginInstance>,
     pub runs: reflector::store::Writer<AgentRun>,
@@ -355,6 +371,7 @@ impl Index {
         let (host, host_w) = reflector::store();
         let (plugins, plugins_w) = reflector::store();
         let (projects, projects_w) = reflector::store();
+        let (project_trusts, trusts_w) = reflector::store();
         let (channels, channels_w) = reflector::store();
         let (instances, instances_w) = reflector::store();
         let (runs, runs_w) = reflector::store();
@@ -365,6 +382,7 @@ impl Index {
             host,
             plugins,
             projects,
+            project_trusts,
             channels,
             instances,
             runs,
@@ -379,6 +397,7 @@ impl Index {
             host: host_w,
             plugins: plugins_w,
             projects: projects_w,
+            project_trusts: trusts_w,
             channels: channels_w,
             instances: instances_w,
             runs: runs_w,

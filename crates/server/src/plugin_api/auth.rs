@@ -24,7 +24,7 @@ use super::state::AppState;
 use crate::index::{InstanceKey, TokenOwner};
 use model::manifest::{Capability, Manifest};
 use model::resolve;
-use model::resources::{Channel, HostConfigSpec, Plugin, PluginInstance, Project};
+use model::resources::{Channel, HostConfigSpec, Plugin, PluginInstance, Project, ProjectTrust};
 
 /// The longest token we look at; the controller's are 64 hex digits.
 const MAX_TOKEN: usize = 512;
@@ -122,6 +122,8 @@ pub struct Found<'a> {
     pub plugin: Option<Arc<Plugin>>,
     pub channel: Option<Arc<Channel>>,
     pub project: Option<Arc<Project>>,
+    /// The project's trust (the same-named ProjectTrust).
+    pub project_trust: Option<Arc<ProjectTrust>>,
     pub host: HostConfigSpec,
     /// The Plugin's manifest, or why it does not parse (when there is a Plugin).
     pub manifest: Option<Result<Arc<Manifest>, String>>,
@@ -181,7 +183,8 @@ pub fn decide(found: Found<'_>) -> ApiResult<Caller> {
             channel.name_any()
         ))
     })?;
-    let enabled = resolve::plugin_enabled(&found.host.plugins, &plugin_id, &project.spec);
+    let view = resolve::ProjectView::new(&project, found.project_trust.as_deref());
+    let enabled = resolve::plugin_enabled(&found.host.plugins, &plugin_id, view);
     if !enabled.is_enabled() {
         return Err(not_enabled(format!(
             "project {} does not enable plugin {plugin_id}: {}",
@@ -231,6 +234,9 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         let project = channel
             .as_ref()
             .and_then(|c| index.project(&owner.namespace, &c.spec.project));
+        let project_trust = channel
+            .as_ref()
+            .and_then(|c| index.project_trust(&owner.namespace, &c.spec.project));
         let manifest = plugin
             .as_ref()
             .map(|p| index.manifests.get(p).map(|c| c.manifest.clone()));
@@ -240,6 +246,7 @@ impl FromRequestParts<Arc<AppState>> for Caller {
             plugin,
             channel,
             project,
+            project_trust,
             host: index.host(),
             manifest,
         })?;

@@ -19,6 +19,8 @@ pub const IMAGE_SH: &str = "e2e.local/sh";
 /// The cluster of the run, and what tests share on it.
 pub struct Cluster {
     client: Client,
+    /// The admin's client config, for clients with other credentials.
+    config: kube::Config,
     kubectl: Kubectl,
     run_dir: PathBuf,
     /// The API server's URL.
@@ -51,6 +53,7 @@ impl Cluster {
         .await?;
         Ok(Self {
             client: dev.client(),
+            config: dev.control_plane().config().clone(),
             kubectl: dev.kubectl(),
             run_dir: dev.run_dir().to_path_buf(),
             server: dev.control_plane().server().to_string(),
@@ -65,7 +68,7 @@ impl Cluster {
         let kubeconfig = std::env::var_os("KUBECONFIG").context("KUBECONFIG is not set")?;
         let config = kube::Config::infer().await.context("reading KUBECONFIG")?;
         let server = config.cluster_url.to_string();
-        let client = Client::try_from(config).context("connecting with KUBECONFIG")?;
+        let client = Client::try_from(config.clone()).context("connecting with KUBECONFIG")?;
         let kubectl = Kubectl::new(Binaries::locate()?.path("kubectl"), kubeconfig.into());
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), &existing.namespace);
         let name = existing.fullname();
@@ -81,6 +84,7 @@ impl Cluster {
             .with_context(|| format!("making {}", run_dir.display()))?;
         Ok(Self {
             client,
+            config,
             kubectl,
             run_dir,
             server,
@@ -93,6 +97,12 @@ impl Cluster {
     /// An admin client.
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// A client that authenticates with a bearer token (a ServiceAccount's), on either target.
+    pub fn client_with_token(&self, token: &str) -> anyhow::Result<Client> {
+        let config = devcluster::kubeconfig::with_token(&self.config, token);
+        Client::try_from(config).context("a client with a bearer token")
     }
 
     /// The built kubectl, as the admin.

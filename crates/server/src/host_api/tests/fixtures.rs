@@ -32,11 +32,11 @@ use crate::host_api::metrics::HostMetrics;
 use crate::host_api::state::{HostState, REVIEW_TTL};
 use crate::index::{Index, InstanceKey, PodIndex, Writers};
 use crate::status::RecordingWriter;
-use model::config::{PluginConfig, config_hash};
+use model::config::PluginConfig;
 use model::names::{self, LABEL_INSTANCE};
 use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec, TrustedConfig,
+    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec, ProjectTrust,
 };
 
 pub const NS: &str = "ns";
@@ -409,13 +409,12 @@ impl World {
                 ..Default::default()
             },
         )]);
+        let mut trust = ProjectTrust::of("proj", &plugins_config);
+        trust.metadata = meta("proj", Some(NS));
+        apply(&mut writers.project_trusts, trust);
         let mut project = Project::new(
             "proj",
             ProjectSpec {
-                trusted: Some(TrustedConfig {
-                    hash: config_hash(&plugins_config),
-                    plugins: plugins_config.clone(),
-                }),
                 plugins: plugins_config,
             },
         );

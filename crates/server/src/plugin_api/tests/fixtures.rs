@@ -32,13 +32,12 @@ use crate::plugin_api::state::{ApiConfig, AppState};
 use crate::plugin_api::writes::{DataPatch, WriteError, Writer};
 use crate::plugin_api::{PREFIX, router};
 use crate::status::RecordingWriter as StatusRecorder;
-use model::config::config_hash;
 use model::manifest::Capability;
 use model::names;
 use model::resources::{
     AgentRun, AgentRunSpec, App, Channel, ChannelKind, ChannelSpec, HostConfig, HostConfigSpec,
     HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, PluginManifestSpec, PluginSpec,
-    Project, ProjectSpec, TrustedConfig, WorkingTree,
+    Project, ProjectSpec, ProjectTrust, WorkingTree,
 };
 
 pub const NS: &str = "team";
@@ -170,25 +169,30 @@ pub fn plugin(approved: &[Capability]) -> Plugin {
     p
 }
 
-/// The project, trusting a config that enables the plugin (or not).
+/// The project, with a config that enables the plugin (or not).
 pub fn project(enabled: bool) -> Project {
-    let plugins: model::config::PluginsConfig = serde_json::from_value(json!({
-        PLUGIN: { "enabled": enabled, "settings": { "question_count": 8, "language": "xx" } }
-    }))
-    .unwrap();
-    let trusted = TrustedConfig {
-        hash: config_hash(&plugins),
-        plugins: plugins.clone(),
-    };
     let mut p = Project::new(
         PROJECT,
         ProjectSpec {
-            plugins,
-            trusted: Some(trusted),
+            plugins: project_config(enabled),
         },
     );
     meta(&mut p, Some(NS), "uid-project");
     p
+}
+
+/// The owner's trust of the config [`project`] has.
+pub fn trust(enabled: bool) -> ProjectTrust {
+    let mut t = ProjectTrust::of(PROJECT, &project_config(enabled));
+    meta(&mut t, Some(NS), "uid-project-trust");
+    t
+}
+
+fn project_config(enabled: bool) -> model::config::PluginsConfig {
+    serde_json::from_value(json!({
+        PLUGIN: { "enabled": enabled, "settings": { "question_count": 8, "language": "xx" } }
+    }))
+    .unwrap()
 }
 
 pub fn host(enabled: bool) -> HostConfig {
@@ -372,6 +376,8 @@ pub struct World {
     pub host: HostConfig,
     pub plugin: Plugin,
     pub project: Project,
+    /// The project's trust; None: never trusted.
+    pub trust: Option<ProjectTrust>,
     pub channels: Vec<Channel>,
     pub instances: Vec<PluginInstance>,
     pub secrets: Vec<Secret>,
@@ -403,6 +409,7 @@ impl World {
             host: host(true),
             plugin: plugin(&Capability::ALL),
             project: project(true),
+            trust: Some(trust(true)),
             channels: chats.iter().map(|c| channel(c)).collect(),
             instances,
             secrets,
@@ -410,6 +417,13 @@ impl World {
             maps: vec![],
             config: ApiConfig::default(),
         }
+    }
+
+    /// A project whose trusted config enables the plugin, or not.
+    pub fn trusting(mut self, enabled: bool) -> Self {
+        self.project = project(enabled);
+        self.trust = Some(trust(enabled));
+        self
     }
 
     /// Approves exactly these capabilities.
@@ -428,6 +442,7 @@ impl World {
         apply(&mut writers.host, [self.host]);
         apply(&mut writers.plugins, [self.plugin]);
         apply(&mut writers.projects, [self.project]);
+        apply(&mut writers.project_trusts, self.trust);
         apply(&mut writers.channels, self.channels);
         apply(&mut writers.instances, self.instances);
         apply(&mut writers.runs, self.runs);

@@ -375,9 +375,8 @@ async fn every_answer_is_one_the_spec_documents() {
             "a bad token",
         );
 
-        let mut w = world(trees.path());
-        w.project = project(false);
-        let a = w
+        let a = world(trees.path())
+            .trusting(false)
             .build()
             .call(&op.method, &op.url, Some(TOKEN_A), body.clone())
             .await;

@@ -335,9 +335,7 @@ async fn tokens_of_removed_instances_and_bad_headers_answer_401() {
 
 #[tokio::test]
 async fn a_project_that_does_not_enable_the_plugin_answers_409() {
-    let mut w = World::new();
-    w.project = project(false);
-    let h = w.build();
+    let h = World::new().trusting(false).build();
     for (method, path, body, _) in gated() {
         let a = h.call(method, path, Some(TOKEN_A), body).await;
         assert_eq!(a.status, StatusCode::CONFLICT, "{method} {path}");
@@ -352,11 +350,19 @@ async fn a_project_that_does_not_enable_the_plugin_answers_409() {
             .contains("does not enable")
     );
 
-    // The store's view counts at once: enabling it, then turning plugins off globally.
+    // The store's view counts at once: an edit that enables it counts once trusted, then
+    // plugins are turned off globally.
     let mut h = h;
     h.writers
         .projects
         .apply_watcher_event(&watcher::Event::Apply(project(true)));
+    assert_eq!(
+        h.call("GET", "/channel", Some(TOKEN_A), None).await.status,
+        StatusCode::CONFLICT
+    );
+    h.writers
+        .project_trusts
+        .apply_watcher_event(&watcher::Event::Apply(trust(true)));
     assert_eq!(
         h.call("GET", "/channel", Some(TOKEN_A), None).await.status,
         StatusCode::OK
@@ -375,17 +381,19 @@ async fn a_project_that_does_not_enable_the_plugin_answers_409() {
         a.json()
     );
 
-    // An untrusted change that would enable it does not count.
-    let mut w = World::new();
-    let trusted = project(false).spec.trusted;
-    w.project.spec.trusted = trusted;
-    assert_eq!(
-        w.build()
-            .call("GET", "/channel", Some(TOKEN_A), None)
-            .await
-            .status,
-        StatusCode::CONFLICT
-    );
+    // An untrusted change that would enable it does not count, nor does a config never
+    // trusted.
+    for trust in [Some(trust(false)), None] {
+        let mut w = World::new();
+        w.trust = trust;
+        assert_eq!(
+            w.build()
+                .call("GET", "/channel", Some(TOKEN_A), None)
+                .await
+                .status,
+            StatusCode::CONFLICT
+        );
+    }
 
     // Plugins off in the global config.
     let mut w = World::new();
@@ -399,8 +407,7 @@ async fn a_project_that_does_not_enable_the_plugin_answers_409() {
     );
 
     // 401 comes first: a bad token in a disabled project is still a bad token.
-    let mut w = World::new();
-    w.project = project(false);
+    let w = World::new().trusting(false);
     let a = w.build().call("GET", "/channel", Some("nope"), None).await;
     assert_eq!(a.status, StatusCode::UNAUTHORIZED);
 }
