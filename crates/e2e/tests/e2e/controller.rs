@@ -441,10 +441,18 @@ async fn refused_settings(ns: Ns) -> anyhow::Result<()> {
     let mut config = entry(true, &[]);
     config.settings.insert("verbose".into(), "yes".into());
     config.settings.insert("colour".into(), 1.into());
-    let mut project = trusted_project("proj", BTreeMap::from([(id.clone(), entry(true, &[]))]));
-    // Settings apply without trust: the current config counts.
-    project.spec.plugins.insert(id.clone(), config);
-    apply(&ns, &project).await?;
+    apply_trusted(
+        &ns,
+        "proj",
+        BTreeMap::from([(id.clone(), entry(true, &[]))]),
+    )
+    .await?;
+    // Settings apply without trust: the current (untrusted) config counts for them.
+    apply(
+        &ns,
+        &project("proj", BTreeMap::from([(id.clone(), config)])),
+    )
+    .await?;
     let shown = wait::matches(
         &ns.api::<PluginInstance>(),
         &name,
@@ -495,9 +503,10 @@ async fn refused_settings(ns: Ns) -> anyhow::Result<()> {
         .await?;
     ensure!(events.contains("SettingsLeftOut"), "{events}");
     // Fixed: nothing is left out, and the condition says so.
-    apply(
+    apply_trusted(
         &ns,
-        &trusted_project("proj", BTreeMap::from([(id.clone(), entry(true, &[]))])),
+        "proj",
+        BTreeMap::from([(id.clone(), entry(true, &[]))]),
     )
     .await?;
     wait::matches(
@@ -687,22 +696,19 @@ async fn bad_interval_then_disabled(ns: Ns) -> anyhow::Result<()> {
     )
     .await?;
     let config = |enabled: bool, tick: &str, ping: &str| {
-        trusted_project(
-            "proj",
-            BTreeMap::from([(
-                id.clone(),
-                entry(
-                    enabled,
-                    &[
-                        ("tick", cron_entry(None, ScheduleType::Interval, tick)),
-                        ("ping", cron_entry(None, ScheduleType::Interval, ping)),
-                    ],
-                ),
-            )]),
-        )
+        BTreeMap::from([(
+            id.clone(),
+            entry(
+                enabled,
+                &[
+                    ("tick", cron_entry(None, ScheduleType::Interval, tick)),
+                    ("ping", cron_entry(None, ScheduleType::Interval, ping)),
+                ],
+            ),
+        )])
     };
     // tick's entry breaks (7m), ping's changes: ping follows, tick is reported.
-    apply(&ns, &config(true, "7m", "30m")).await?;
+    apply_trusted(&ns, "proj", config(true, "7m", "30m")).await?;
     cronjob(&ns, &ping, "ping every 30m", |c| {
         c.spec.schedule == "*/30 * * * *" && !suspended(c)
     })
@@ -728,7 +734,7 @@ async fn bad_interval_then_disabled(ns: Ns) -> anyhow::Result<()> {
     .await?;
     // The project stops enabling the plugin (with a second bad interval, 90s): every task of
     // the chat pauses, the broken one too, and the status says the plugin no longer runs.
-    apply(&ns, &config(false, "7m", "90s")).await?;
+    apply_trusted(&ns, "proj", config(false, "7m", "90s")).await?;
     instances_of(&ns, &id, 0).await?;
     wait::matches(
         &ns.api::<Channel>(),
@@ -741,7 +747,7 @@ async fn bad_interval_then_disabled(ns: Ns) -> anyhow::Result<()> {
     cronjob(&ns, &tick, "tick paused", suspended).await?;
     cronjob(&ns, &ping, "ping paused", suspended).await?;
     // Fixed and enabled again: both run at their new schedules, and the status says so.
-    apply(&ns, &config(true, "10m", "1h")).await?;
+    apply_trusted(&ns, "proj", config(true, "10m", "1h")).await?;
     cronjob(&ns, &tick, "tick every 10m", |c| {
         c.spec.schedule == "*/10 * * * *" && !suspended(c)
     })
