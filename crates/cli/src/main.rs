@@ -79,6 +79,9 @@ struct ControllerArgs {
         default_value = "0.0.0.0:9090"
     )]
     metrics_addr: std::net::SocketAddr,
+    /// The controller's own namespace: HostConfig's registry credentials Secret is read there.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "loop-plugins")]
+    namespace: String,
     #[command(flatten)]
     leader: runtime::leader::LeaderArgs,
 }
@@ -135,6 +138,7 @@ fn main() -> ExitCode {
             let settings = controller::Settings {
                 self_image: args.self_image,
                 api_url: args.api_url,
+                namespace: args.namespace,
             };
             controller::run(client, settings, args.metrics_addr, args.leader).await
         }),

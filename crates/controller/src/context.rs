@@ -29,6 +29,8 @@ pub struct Stores {
     pub secrets: Store<Secret>,
     pub claims: Store<PersistentVolumeClaim>,
     pub cronjobs: Store<CronJob>,
+    /// Secrets of the controller's own namespace: HostConfig's registry credentials.
+    pub registry_secrets: Store<Secret>,
 }
 
 /// Settings the controller is started with.
@@ -38,6 +40,8 @@ pub struct Settings {
     pub self_image: String,
     /// LOOP_API_URL for plugin pods, unless HostConfig sets one.
     pub api_url: String,
+    /// The controller's own namespace, where HostConfig's registry credentials Secret is.
+    pub namespace: String,
 }
 
 /// Shared by every reconcile.
@@ -51,6 +55,8 @@ pub struct Context {
     pub http: reqwest::Client,
     /// Failures in a row by object, for the retry backoff.
     pub backoff: super::retry::Backoff,
+    /// Registry clients and image facts by digest, for admission.
+    pub images: super::images::Images,
     /// The chat statuses this controller wrote, until the cache shows them: see
     /// [`Context::chat_status`].
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
@@ -76,6 +82,7 @@ impl Context {
                     .expect("a plain HTTP client builds")
             },
             backoff: Default::default(),
+            images: Default::default(),
             written_chat_status: Mutex::default(),
         }
     }

@@ -9,11 +9,14 @@
 pub mod admission;
 mod apply;
 mod chat;
+pub mod conflicts;
 mod context;
 pub mod cronjob;
 pub mod demand;
 mod done;
 mod error;
+pub mod gate_policy;
+pub mod images;
 mod instance;
 pub mod metrics;
 pub mod plan;
@@ -99,7 +102,7 @@ async fn reconcile_all(
     let mut plugins = watch::watch(
         Api::<Plugin>::all(client.clone()),
         watcher::Config::default(),
-        3,
+        4,
     );
     let mut projects = watch::watch(
         Api::<Project>::all(client.clone()),
@@ -120,6 +123,12 @@ async fn reconcile_all(
         1,
     );
     let mut cronjobs = watch::watch(Api::<CronJob>::all(client.clone()), managed(), 1);
+    // HostConfig's registry credentials live in the controller's own namespace.
+    let mut registry_secrets = watch::watch(
+        Api::<Secret>::namespaced(client.clone(), &settings.namespace),
+        watcher::Config::default(),
+        1,
+    );
 
     let stores = Stores {
         host: host.store.clone(),
@@ -131,6 +140,7 @@ async fn reconcile_all(
         secrets: secrets.store.clone(),
         claims: claims.store.clone(),
         cronjobs: cronjobs.store.clone(),
+        registry_secrets: registry_secrets.store.clone(),
     };
     tracing::info!("waiting for the caches to fill");
     futures::try_join!(
@@ -143,6 +153,7 @@ async fn reconcile_all(
         stores.secrets.wait_until_ready(),
         stores.claims.wait_until_ready(),
         stores.cronjobs.wait_until_ready(),
+        stores.registry_secrets.wait_until_ready(),
     )?;
     let ctx = Arc::new(Context::new(
         client.clone(),
@@ -161,8 +172,32 @@ async fn reconcile_all(
                 .collect::<Vec<_>>()
         }
     };
+    // Names are held first come, first served: a change to one Plugin's admission can change
+    // another's, so any Plugin's change looks at every Plugin again.
+    let every_plugin = {
+        let store = stores.plugins.clone();
+        move |_: Plugin| {
+            store
+                .state()
+                .iter()
+                .map(|p| ObjectRef::from(p.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let plugins_on_secret = {
+        let store = stores.plugins.clone();
+        move |_: Secret| {
+            store
+                .state()
+                .iter()
+                .map(|p| ObjectRef::from(p.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
     let plugin_controller = Controller::for_stream(plugins.subscribe(), stores.plugins.clone())
         .watches_stream(host.subscribe(), all_plugins)
+        .watches_stream(plugins.subscribe(), every_plugin)
+        .watches_stream(registry_secrets.subscribe(), plugins_on_secret)
         .shutdown_on_signal()
         .run(
             traced("plugin", plugin::reconcile),
