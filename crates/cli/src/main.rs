@@ -1,7 +1,7 @@
 //! `loop-plugins`: one binary, its roles as subcommands. Argument parsing and wiring only:
 //! each role lives in its crate (controller, server, operator, model).
 
-mod gate;
+mod gate_install;
 mod manifest_check;
 
 use std::process::ExitCode;
@@ -36,18 +36,19 @@ enum Command {
         #[command(subcommand)]
         command: ProjectCommand,
     },
-    /// Copy this binary to DEST for a plugin container to run as its gate (the gate's init
-    /// container runs this).
+    /// Copy this binary to DEST for a plugin container to run as its gate, and write the
+    /// gate's policy from $LOOP_GATE_POLICY (the gate's init container runs this).
     InstallGate {
         /// Where to put the binary.
         dest: std::path::PathBuf,
+        /// Where to write the policy (read from $LOOP_GATE_POLICY, checked first).
+        #[arg(long)]
+        policy: Option<std::path::PathBuf>,
     },
-    /// Run a plugin's command under the gate: `loop-plugins gate -- <command>...`.
-    Gate {
-        /// The plugin's own command and its arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
-    },
+    /// Run a plugin's command under the gate (Landlock, seccomp, audit):
+    /// `loop-plugins gate --policy FILE -- COMMAND ARGS...`, or on a host
+    /// `loop-plugins gate --manifest plugin.json --audit DIR [--writable DIR ...] -- COMMAND`.
+    Gate(gate::GateArgs),
     /// Work with plugin manifests (plugin.json).
     Manifest {
         #[command(subcommand)]
@@ -163,17 +164,17 @@ fn main() -> ExitCode {
             println!("project {namespace}/{name}: trusted config {hash}");
             Ok(())
         }),
-        Command::InstallGate { dest } => match gate::install(&dest) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("{err}");
-                ExitCode::FAILURE
+        Command::InstallGate { dest, policy } => {
+            let json = std::env::var(gate_install::POLICY_ENV).ok();
+            match gate_install::install(&dest, policy.as_deref(), json.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("{err}");
+                    ExitCode::FAILURE
+                }
             }
-        },
-        Command::Gate { command } => {
-            eprintln!("{}", gate::exec(&command));
-            ExitCode::from(127)
         }
+        Command::Gate(args) => gate::run(args),
         Command::Manifest {
             command: ManifestCommand::Check { file },
         } => manifest_check::check_file_cli(&file),

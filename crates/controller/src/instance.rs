@@ -15,6 +15,7 @@ use super::admission;
 use super::apply;
 use super::demand::{self, Demand};
 use super::error::{Error, Result};
+use super::plugin_pod;
 use super::pod::{PodInputs, build_pod, build_secret};
 use model::names;
 use model::resources::{
@@ -59,39 +60,62 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
     let want = demand::demand(instance.status.as_ref(), idle, now);
 
     // The Pod we would run, or why none can run.
+    let mut gated = None;
     let desired = match (&plugin, &channel) {
         (Some(plugin), Some(channel)) => match admission::admit(&host, plugin) {
-            Ok(manifest) => {
-                let (memory, cpu) = manifest.resources_as_quantities();
-                let owner = instance
-                    .controller_owner_ref(&())
-                    .expect("instances have a uid");
-                let working_tree = channel_working_tree(&ctx, channel);
-                let api_url = ctx.api_url(&host);
-                let inputs = PodInputs {
-                    instance: &name,
-                    namespace: &ns,
-                    owner,
-                    plugin: &instance.spec.plugin,
-                    project: &instance.spec.project,
-                    channel: &instance.spec.channel,
-                    image: &plugin.spec.image,
-                    command: &plugin.spec.command,
-                    memory,
-                    cpu,
-                    api_url: &api_url,
-                    working_tree: working_tree.as_ref(),
-                    gate_image: host.gates.agentgate.enabled.then(|| {
-                        host.gates
-                            .agentgate
-                            .image
-                            .as_deref()
-                            .unwrap_or(&ctx.settings.self_image)
-                    }),
-                };
-                ensure_secret(&ctx, &inputs).await?;
-                build_pod(&inputs).map_err(|e| e.to_string())
-            }
+            Ok(manifest) => match plugin_pod::parts(
+                &host,
+                &ctx.settings.self_image,
+                plugin,
+                &manifest,
+                &ns,
+                &instance.spec.channel,
+            ) {
+                Ok(parts) => {
+                    gated = Some(parts.gate.is_some());
+                    let (memory, cpu) = manifest.resources_as_quantities();
+                    let owner = instance
+                        .controller_owner_ref(&())
+                        .expect("instances have a uid");
+                    let working_tree = channel_working_tree(&ctx, channel);
+                    let api_url = ctx.api_url(&host);
+                    let labels = names::labels(
+                        &instance.spec.plugin,
+                        &instance.spec.project,
+                        &instance.spec.channel,
+                        "pull",
+                    );
+                    let pull_secret = plugin_pod::ensure_pull_secret(
+                        &ctx,
+                        &host,
+                        &name,
+                        &ns,
+                        labels,
+                        owner.clone(),
+                    )
+                    .await?;
+                    let inputs = PodInputs {
+                        instance: &name,
+                        namespace: &ns,
+                        owner,
+                        plugin: &instance.spec.plugin,
+                        project: &instance.spec.project,
+                        channel: &instance.spec.channel,
+                        image: &plugin.spec.image,
+                        command: &parts.command,
+                        run_as: parts.run_as,
+                        image_pull_secret: pull_secret.as_deref(),
+                        memory,
+                        cpu,
+                        api_url: &api_url,
+                        working_tree: working_tree.as_ref(),
+                        gate: parts.gate.as_ref().map(|g| g.inputs()),
+                    };
+                    ensure_secret(&ctx, &inputs).await?;
+                    build_pod(&inputs).map_err(|e| e.to_string())
+                }
+                Err(why) => Err(why),
+            },
             Err(refusal) => Err(format!(
                 "Plugin {} is not admitted: {}",
                 instance.spec.plugin, refusal.message
@@ -146,6 +170,7 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         running.as_deref(),
         keep.is_some(),
         &desired.as_ref().err(),
+        gated,
         &now_rfc3339(),
     );
     let api: Api<PluginInstance> = Api::namespaced(ctx.client.clone(), &ns);
@@ -190,6 +215,7 @@ fn desired_status(
     pod: Option<&Pod>,
     want_pod: bool,
     problem: &Option<&String>,
+    gated: Option<bool>,
     now: &str,
 ) -> PluginInstanceStatus {
     let current = instance
@@ -234,12 +260,40 @@ fn desired_status(
             message,
         },
     );
+    if let Some(gated) = gated {
+        set_condition(&mut conditions, gate_condition(gated, instance, now));
+    }
     PluginInstanceStatus {
         observed_generation: instance.metadata.generation,
         phase: Some(phase),
         pod: pod.map(|p| p.name_any()),
         conditions,
         ..Default::default()
+    }
+}
+
+/// `Gated`: whether the container runs under the gate (HostConfig gates.agentgate.enabled).
+fn gate_condition(gated: bool, instance: &PluginInstance, now: &str) -> Condition {
+    let (status, reason, message) = if gated {
+        (
+            ConditionStatus::True,
+            "GateOn",
+            "the plugin runs under the gate: Landlock, seccomp and the audit",
+        )
+    } else {
+        (
+            ConditionStatus::False,
+            "GateOff",
+            "gates.agentgate.enabled is off in HostConfig default: the plugin's command runs without the gate",
+        )
+    };
+    Condition {
+        r#type: "Gated".into(),
+        status,
+        observed_generation: instance.metadata.generation,
+        last_transition_time: now.into(),
+        reason: reason.into(),
+        message: message.into(),
     }
 }
 

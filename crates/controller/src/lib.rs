@@ -21,6 +21,7 @@ mod instance;
 pub mod metrics;
 pub mod plan;
 mod plugin;
+pub mod plugin_pod;
 pub mod pod;
 mod project;
 mod retry;

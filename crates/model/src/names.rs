@@ -57,6 +57,11 @@ pub fn secret_name(instance: &str) -> String {
     join_name(&[instance, "token"])
 }
 
+/// The dockerconfigjson Secret an instance's Pod is pulled with.
+pub fn pull_secret_name(instance: &str) -> String {
+    join_name(&[instance, "pull"])
+}
+
 /// The CronJob of `action` of `plugin` in channel `channel`.
 pub fn cronjob_name(plugin: &str, channel: &str, action: &str) -> String {
     join_name(&[plugin, channel, action])
