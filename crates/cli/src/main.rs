@@ -3,6 +3,7 @@
 
 mod gate_install;
 mod manifest_check;
+mod plugin;
 
 use std::process::ExitCode;
 
@@ -29,7 +30,7 @@ enum Command {
     /// Operator verbs on installed plugins.
     Plugin {
         #[command(subcommand)]
-        command: PluginCommand,
+        command: plugin::PluginCommand,
     },
     /// Operator verbs on projects.
     Project {
@@ -88,26 +89,6 @@ struct ControllerArgs {
 }
 
 #[derive(Subcommand)]
-enum PluginCommand {
-    /// Print the Plugin resource for a manifest and an image pinned by digest, to apply with
-    /// kubectl.
-    Render {
-        /// The plugin.json file.
-        #[arg(long)]
-        manifest: std::path::PathBuf,
-        /// The image, pinned by digest (name@sha256:<64 hex>).
-        #[arg(long)]
-        image: String,
-        /// Approve every capability the manifest asks for.
-        #[arg(long)]
-        approve_all: bool,
-        /// The image's entrypoint and command (the gate runs it when on).
-        #[arg(last = true)]
-        command: Vec<String>,
-    },
-}
-
-#[derive(Subcommand)]
 enum ProjectCommand {
     /// Trust the project's current plugin config: record its canonical hash and the config
     /// itself as the last approved version, so its enabled values and schedules apply.
@@ -147,15 +128,7 @@ fn main() -> ExitCode {
             print!("{}", model::crdgen::yaml());
             ExitCode::SUCCESS
         }
-        Command::Plugin {
-            command:
-                PluginCommand::Render {
-                    manifest,
-                    image,
-                    approve_all,
-                    command,
-                },
-        } => render_plugin(&manifest, &image, command, approve_all),
+        Command::Plugin { command } => plugin::run(command),
         Command::Project {
             command: ProjectCommand::Trust { name, namespace },
         } => run_async(async move {
@@ -189,31 +162,6 @@ fn run_async(role: impl std::future::Future<Output = anyhow::Result<()>>) -> Exi
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn render_plugin(
-    manifest: &std::path::Path,
-    image: &str,
-    command: Vec<String>,
-    approve_all: bool,
-) -> ExitCode {
-    let text = match std::fs::read_to_string(manifest) {
-        Ok(text) => text,
-        Err(err) => {
-            eprintln!("{}: {err}", manifest.display());
-            return ExitCode::FAILURE;
-        }
-    };
-    match model::resources::Plugin::from_manifest(&text, image, command, approve_all) {
-        Ok(plugin) => {
-            print!("{}", model::resources::plugin_yaml(&plugin));
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            eprintln!("{}: {err}", manifest.display());
             ExitCode::FAILURE
         }
     }
