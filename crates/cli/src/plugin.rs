@@ -127,7 +127,8 @@ pub fn run(command: PluginCommand) -> ExitCode {
     match runtime.block_on(verb(command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("loop-plugins plugin: {err:#}");
+            // Our errors name their cause in their own message: one line, no chain.
+            eprintln!("loop-plugins plugin: {err}");
             ExitCode::FAILURE
         }
     }

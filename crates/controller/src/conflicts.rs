@@ -82,6 +82,26 @@ pub fn register(
         .collect())
 }
 
+/// The names a Plugin's spec declares: its own and its tools' (read loosely, before any
+/// check: for deciding whom a change concerns, not for admitting).
+pub fn declared_names(plugin: &model::resources::Plugin) -> Vec<String> {
+    let mut names: Vec<String> = plugin.metadata.name.clone().into_iter().collect();
+    if let Some(tools) = plugin
+        .spec
+        .manifest
+        .rest
+        .get("tools")
+        .and_then(|t| t.as_array())
+    {
+        names.extend(
+            tools
+                .iter()
+                .filter_map(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_string)),
+        );
+    }
+    names
+}
+
 /// The order in which plugins are admitted: oldest first, then by name.
 pub fn order_key(created: Option<&str>, name: &str) -> (String, String) {
     (created.unwrap_or("9999").to_string(), name.to_string())

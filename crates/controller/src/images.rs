@@ -106,24 +106,27 @@ pub struct Images {
     cache: Mutex<Cache>,
 }
 
+/// What reading a digest gave, when it can never change: the facts, or a refusal of the
+/// content itself (a root USER, a missing label, a broken layer). The registry's own
+/// failures (unreachable, unauthorized, not found) are not kept: they may pass.
 #[derive(Default)]
 struct Cache {
-    by_digest: HashMap<String, Arc<ImageView>>,
+    by_digest: HashMap<String, ImageFinding>,
     order: VecDeque<String>,
 }
 
 impl Cache {
-    fn get(&self, digest: &str) -> Option<Arc<ImageView>> {
+    fn get(&self, digest: &str) -> Option<ImageFinding> {
         self.by_digest.get(digest).cloned()
     }
 
-    fn put(&mut self, view: Arc<ImageView>) {
+    fn put(&mut self, digest: &str, finding: ImageFinding) {
         if self
             .by_digest
-            .insert(view.digest.clone(), view.clone())
+            .insert(digest.to_string(), finding)
             .is_none()
         {
-            self.order.push_back(view.digest.clone());
+            self.order.push_back(digest.to_string());
         }
         while self.order.len() > CACHE_SIZE {
             if let Some(old) = self.order.pop_front() {
@@ -178,14 +181,25 @@ impl Images {
                 message: format!("{reference} is not pinned by digest"),
             };
         };
-        if let Some(view) = self.cache.lock().expect("never poisoned").get(&digest) {
-            return ImageFinding::Read(view);
+        if let Some(finding) = self.cache.lock().expect("never poisoned").get(&digest) {
+            return finding;
         }
-        match inspect(registry, &reference).await {
+        let started = std::time::Instant::now();
+        let read = inspect(registry, &reference).await;
+        tracing::info!(
+            image = %reference,
+            seconds = started.elapsed().as_secs_f64(),
+            ok = read.is_ok(),
+            "pulled and checked the image"
+        );
+        match read {
             Ok(facts) => {
-                let view = Arc::new(view_of(&facts));
-                self.cache.lock().expect("never poisoned").put(view.clone());
-                ImageFinding::Read(view)
+                let finding = ImageFinding::Read(Arc::new(view_of(&facts)));
+                self.cache
+                    .lock()
+                    .expect("never poisoned")
+                    .put(&digest, finding.clone());
+                finding
             }
             Err(e) if e.is_transient() => match recorded(plugin, &digest) {
                 Some(facts) => ImageFinding::Recorded {
@@ -197,7 +211,16 @@ impl Images {
                     message: e.to_string(),
                 },
             },
-            Err(e) => refused(&e),
+            Err(e) => {
+                let finding = refused(&e);
+                if intrinsic(&e) {
+                    self.cache
+                        .lock()
+                        .expect("never poisoned")
+                        .put(&digest, finding.clone());
+                }
+                finding
+            }
         }
     }
 
@@ -243,6 +266,14 @@ impl Images {
 fn recorded(plugin: &Plugin, digest: &str) -> Option<ImageStatus> {
     let image = plugin.status.as_ref()?.image.clone()?;
     (image.digest == digest).then_some(image)
+}
+
+/// A refusal of what the digest names, which no retry can change.
+fn intrinsic(e: &InspectError) -> bool {
+    matches!(
+        e,
+        InspectError::Manifest { .. } | InspectError::Check { .. } | InspectError::Layer { .. }
+    ) && e.reason() != "RegistryUnavailable"
 }
 
 fn refused(e: &InspectError) -> ImageFinding {
@@ -319,7 +350,7 @@ mod tests {
     fn the_cache_keeps_the_newest() {
         let mut cache = Cache::default();
         let view = |d: &str| {
-            Arc::new(ImageView {
+            ImageFinding::Read(Arc::new(ImageView {
                 digest: d.into(),
                 repository: String::new(),
                 run_as_user: 1,
@@ -328,10 +359,11 @@ mod tests {
                 plugin_json: Arc::default(),
                 plugin_json_sha256: String::new(),
                 bundle: Arc::default(),
-            })
+            }))
         };
         for i in 0..CACHE_SIZE + 3 {
-            cache.put(view(&format!("d{i}")));
+            let d = format!("d{i}");
+            cache.put(&d, view(&d));
         }
         assert!(cache.get("d0").is_none());
         assert!(cache.get(&format!("d{}", CACHE_SIZE + 2)).is_some());

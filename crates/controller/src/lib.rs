@@ -173,14 +173,22 @@ async fn reconcile_all(
                 .collect::<Vec<_>>()
         }
     };
-    // Names are held first come, first served: a change to one Plugin's admission can change
-    // another's, so any Plugin's change looks at every Plugin again.
-    let every_plugin = {
+    // Names are held first come, first served: a change to one Plugin can change the
+    // admission of those sharing a name with it, and of those refused at the Names stage.
+    let plugins_sharing_names = {
         let store = stores.plugins.clone();
-        move |_: Plugin| {
+        move |changed: Plugin| {
+            let names = conflicts::declared_names(&changed);
             store
                 .state()
                 .iter()
+                .filter(|p| p.name_any() != changed.name_any())
+                .filter(|p| {
+                    p.status.as_ref().and_then(|s| s.stage.as_deref()) == Some("Names")
+                        || conflicts::declared_names(p)
+                            .iter()
+                            .any(|n| names.contains(n))
+                })
                 .map(|p| ObjectRef::from(p.as_ref()))
                 .collect::<Vec<_>>()
         }
@@ -197,7 +205,7 @@ async fn reconcile_all(
     };
     let plugin_controller = Controller::for_stream(plugins.subscribe(), stores.plugins.clone())
         .watches_stream(host.subscribe(), all_plugins)
-        .watches_stream(plugins.subscribe(), every_plugin)
+        .watches_stream(plugins.subscribe(), plugins_sharing_names)
         .watches_stream(registry_secrets.subscribe(), plugins_on_secret)
         .shutdown_on_signal()
         .run(

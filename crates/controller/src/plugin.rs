@@ -238,7 +238,10 @@ async fn admit(plugin: &Plugin, ctx: &Context) -> Result<Action> {
 }
 
 /// Events for what changed: admission's verdict (Normal when admitted, Warning naming the
-/// stage otherwise) and each warning (permissive signatures) when it is new.
+/// stage otherwise) and each warning (permissive signatures) when it is new. The warnings
+/// have an action of their own: the events recorder folds an Event into an earlier one of the
+/// same type, reason and action (its series), which would hide a permissive warning behind
+/// the strict refusal of the same reason before it.
 async fn announce(
     ctx: &Context,
     plugin: &Plugin,
@@ -269,7 +272,7 @@ async fn announce(
                 plugin,
                 true,
                 &warned.reason,
-                "Admit",
+                "AdmitWithWarning",
                 warned.message.clone(),
             )
             .await;

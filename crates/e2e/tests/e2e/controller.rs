@@ -91,7 +91,7 @@ async fn world(
 ) -> anyhow::Result<String> {
     setup(ns).await?;
     let id = plugin_id(ns, suffix);
-    install(ns.client(), &echo_plugin(&id)?).await?;
+    install(&ns, &echo_plugin(&id)?).await?;
     apply(
         ns,
         &trusted_project(
@@ -232,7 +232,7 @@ async fn trust_flip(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
     setup(&ns).await?;
     let id = plugin_id(&ns, "tr");
-    install(ns.client(), &echo_plugin(&id)?).await?;
+    install(&ns, &echo_plugin(&id)?).await?;
     // Enabled in the config, but the owner trusts only a version that does not enable it.
     let mut project = trusted_project("proj", BTreeMap::from([(id.clone(), entry(false, &[]))]));
     project.spec.plugins.insert(id.clone(), entry(true, &[]));
@@ -297,7 +297,8 @@ async fn demand_and_idle(ns: Ns) -> anyhow::Result<()> {
     let pod = &pods[0];
     let spec = pod.spec.as_ref().unwrap();
     ensure!(spec.automount_service_account_token == Some(false));
-    ensure!(spec.containers[0].image.as_deref() == Some(echo_plugin(&id)?.spec.image.as_str()));
+    let installed = Api::<Plugin>::all(ns.client()).get(&id).await?;
+    ensure!(spec.containers[0].image.as_deref() == Some(installed.spec.image.as_str()));
     let ip = pod
         .status
         .as_ref()
@@ -554,7 +555,7 @@ async fn removal(ns: Ns) -> anyhow::Result<()> {
     let purged = plugin_id(&ns, "rp");
     let mut plugin = echo_plugin(&purged)?;
     plugin.spec.purge_on_delete = true;
-    install(ns.client(), &plugin).await?;
+    install(&ns, &plugin).await?;
     apply(
         &ns,
         &trusted_project(
@@ -723,7 +724,7 @@ async fn steady_state(ns: Ns) -> anyhow::Result<()> {
     setup(&ns).await?;
     let ids = [plugin_id(&ns, "s1"), plugin_id(&ns, "s2")];
     for id in &ids {
-        install(ns.client(), &echo_plugin(id)?).await?;
+        install(&ns, &echo_plugin(id)?).await?;
     }
     let tick = [("tick", cron_entry(None, ScheduleType::Cron, "0 9 * * *"))];
     let config = ids

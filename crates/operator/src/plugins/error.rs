@@ -4,19 +4,19 @@ use super::candidate::CandidateError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
-    #[error("{0}")]
+    #[error(transparent)]
     Reference(#[from] oci::ReferenceError),
-    #[error("{0}")]
+    #[error(transparent)]
     Image(#[from] oci::InspectError),
-    #[error("{0}")]
+    #[error(transparent)]
     Candidate(#[from] CandidateError),
     #[error("registry: {0}")]
     Registry(#[from] oci::RegistryError),
     #[error("registry credentials {what}: {message}")]
     Credentials { what: String, message: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Signatures(#[from] oci::signing::publish::SignatureStoreError),
-    #[error("{0}")]
+    #[error(transparent)]
     Key(#[from] oci::signing::keys::KeyError),
     #[error("{what}: {source}")]
     Kube {
