@@ -7,11 +7,14 @@
 #
 #   1. build our binaries, the echo plugin and (unless --no-tests) the e2e test binary;
 #   2. start `loop-plugins-dev --cluster-only` in the background (stopped with SIGTERM on exit;
-#      its folder is kept on failure, and the script says where);
+#      its folder is kept on failure, and the script says where), with a registry on
+#      127.0.0.1:$registry_port holding our image (the chart's image, by its real digest) and
+#      the plugin images the suite pushes (LOOP_PLUGINS_E2E_REGISTRY); the stand-in plays both
+#      repositories with the binaries built here;
 #   3. create the release namespace (restricted Pod Security, as on kind) and
-#      `helm install` the chart: our image by repository (the stand-in plays the repository
-#      `loop-plugins` with our binary, whatever the digest), one replica, no HostConfig, and
-#      the API Service on node port 30080 (service.type=NodePort), as hack/kind-e2e.sh does;
+#      `helm install` the chart: our image as pushed to the registry, one replica, no
+#      HostConfig, and the API Service on node port 30080 (service.type=NodePort), as
+#      hack/kind-e2e.sh does;
 #   4. wait until the Deployment is Available and the API answers /healthz at
 #      http://127.0.0.1:30080, the URL it has on kind (kind-config.yaml maps node port 30080
 #      to the host's 127.0.0.1:30080). Here the stand-in's minimal kube-proxy listens there
@@ -34,10 +37,9 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$(hack/target-dir.sh)}
 release=${LOOP_PLUGINS_E2E_RELEASE:-loop-plugins}
 namespace=${LOOP_PLUGINS_E2E_RELEASE_NAMESPACE:-loop-plugins}
 timeout=${E2E_EXISTING_TIMEOUT:-180}
-# Any digest will do: the stand-in plays images by repository. Plugin resources and the chart
-# still see an image pinned by digest, as on a real cluster.
-digest=sha256:$(printf '0%.0s' {1..64})
-echo_image=e2e.local/echo@${digest}
+# The registry `loop-plugins-dev` runs for the run: our image and the suite's plugin images.
+registry_port=${E2E_EXISTING_REGISTRY_PORT:-5151}
+registry=127.0.0.1:$registry_port
 # The API Service's node port, and the URL it has on this machine (as on kind).
 node_port=30080
 api_url=http://127.0.0.1:$node_port
@@ -57,6 +59,8 @@ elapsed() { echo "$((SECONDS - started))s"; }
 LOOP_PLUGINS_CONTROLPLANE=$(hack/controlplane/build.sh | tail -n 1)
 export LOOP_PLUGINS_CONTROLPLANE
 bin=$LOOP_PLUGINS_CONTROLPLANE
+LOOP_PLUGINS_REGISTRY_BIN="$(hack/registry/build.sh | tail -n 1)/registry"
+export LOOP_PLUGINS_REGISTRY_BIN
 cargo build --workspace --bins
 if ((run_tests)); then
   cargo test --test e2e --no-run
@@ -99,7 +103,8 @@ fi
 "$CARGO_TARGET_DIR/debug/loop-plugins-dev" --cluster-only \
   --controlplane "$bin" \
   --kubeconfig "$kubeconfig" --run-dir "$tmp/run" \
-  --image "e2e.local/echo=$CARGO_TARGET_DIR/debug/echo-plugin" \
+  --registry-bin "$LOOP_PLUGINS_REGISTRY_BIN" --registry-port "$registry_port" \
+  --image "$registry/e2e/echo=$CARGO_TARGET_DIR/debug/echo-plugin" \
   >"$tmp/dev.log" 2>&1 &
 dev_pid=$!
 
@@ -115,6 +120,17 @@ until kubectl get --raw /readyz >/dev/null 2>&1; do
   sleep 0.5
 done
 say "cluster up ($(elapsed)): KUBECONFIG=$kubeconfig"
+# Our image as pushed to the run's registry (SELF_IMAGE=<repository>@sha256:<digest>).
+until [[ -s $tmp/run/registry.env ]]; do
+  kill -0 "$dev_pid" 2>/dev/null || { tail -n 30 "$tmp/dev.log" >&2; die "loop-plugins-dev exited"; }
+  ((SECONDS < deadline)) || die "no registry.env after ${timeout}s"
+  sleep 0.2
+done
+self_image=$(sed -n 's/^SELF_IMAGE=//p' "$tmp/run/registry.env")
+self_repository=${self_image%%@*}
+self_repository=${self_repository%:*}
+digest=${self_image##*@}
+say "our image: $self_image"
 
 # Step 3: the release namespace (deploy/namespace.yaml: restricted Pod Security), as
 # hack/kind-e2e.sh makes it, then the chart.
@@ -136,7 +152,7 @@ show_pods() {
   done
 }
 if ! helm upgrade --install "$release" charts/loop-plugins --namespace "$namespace" \
-  --set image.repository=loop-plugins --set image.digest="$digest" \
+  --set image.repository="$self_repository" --set image.digest="$digest" \
   --set replicas=1 --set hostConfig.create=false \
   --set service.type=NodePort --set service.nodePort="$node_port" \
   --wait --timeout "${timeout}s"; then
@@ -164,13 +180,13 @@ say "the API answers at $api_url/healthz ($(elapsed))"
 export KUBECONFIG=$kubeconfig
 export LOOP_PLUGINS_E2E_CLUSTER=existing
 export LOOP_PLUGINS_E2E_RELEASE=$release LOOP_PLUGINS_E2E_RELEASE_NAMESPACE=$namespace
-export LOOP_PLUGINS_E2E_ECHO_IMAGE=$echo_image
+export LOOP_PLUGINS_E2E_REGISTRY=$registry
 export LOOP_PLUGINS_E2E_API_URL=$api_url LOOP_PLUGINS_E2E_PLUGIN_API_URL=$api_url
 
 if ((!run_tests)); then
   say "--no-tests: the cluster stays up until Ctrl-C; in another shell:"
   say "  export PATH=$bin:\$PATH KUBECONFIG=$KUBECONFIG"
-  say "  LOOP_PLUGINS_E2E_CLUSTER=existing LOOP_PLUGINS_E2E_ECHO_IMAGE=$echo_image LOOP_PLUGINS_E2E_API_URL=$api_url LOOP_PLUGINS_E2E_PLUGIN_API_URL=$api_url cargo test --test e2e"
+  say "  LOOP_PLUGINS_E2E_CLUSTER=existing LOOP_PLUGINS_E2E_REGISTRY=$registry LOOP_PLUGINS_E2E_API_URL=$api_url LOOP_PLUGINS_E2E_PLUGIN_API_URL=$api_url cargo test --test e2e"
   # Ctrl-C here is how the rehearsal ends, not a failure.
   trap 'exit 0' INT TERM
   wait "$dev_pid"

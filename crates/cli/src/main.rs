@@ -1,8 +1,9 @@
 //! `loop-plugins`: one binary, its roles as subcommands. Argument parsing and wiring only:
 //! each role lives in its crate (controller, server, operator, model).
 
-mod gate;
+mod gate_install;
 mod manifest_check;
+mod plugin;
 
 use std::process::ExitCode;
 
@@ -29,25 +30,26 @@ enum Command {
     /// Operator verbs on installed plugins.
     Plugin {
         #[command(subcommand)]
-        command: PluginCommand,
+        command: plugin::PluginCommand,
     },
     /// Operator verbs on projects.
     Project {
         #[command(subcommand)]
         command: ProjectCommand,
     },
-    /// Copy this binary to DEST for a plugin container to run as its gate (the gate's init
-    /// container runs this).
+    /// Copy this binary to DEST for a plugin container to run as its gate, and write the
+    /// gate's policy from $LOOP_GATE_POLICY (the gate's init container runs this).
     InstallGate {
         /// Where to put the binary.
         dest: std::path::PathBuf,
+        /// Where to write the policy (read from $LOOP_GATE_POLICY, checked first).
+        #[arg(long)]
+        policy: Option<std::path::PathBuf>,
     },
-    /// Run a plugin's command under the gate: `loop-plugins gate -- <command>...`.
-    Gate {
-        /// The plugin's own command and its arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
-    },
+    /// Run a plugin's command under the gate (Landlock, seccomp, audit):
+    /// `loop-plugins gate --policy FILE -- COMMAND ARGS...`, or on a host
+    /// `loop-plugins gate --manifest plugin.json --audit DIR [--writable DIR ...] -- COMMAND`.
+    Gate(gate::GateArgs),
     /// Work with plugin manifests (plugin.json).
     Manifest {
         #[command(subcommand)]
@@ -79,28 +81,11 @@ struct ControllerArgs {
         default_value = "0.0.0.0:9090"
     )]
     metrics_addr: std::net::SocketAddr,
+    /// The controller's own namespace: HostConfig's registry credentials Secret is read there.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "loop-plugins")]
+    namespace: String,
     #[command(flatten)]
     leader: runtime::leader::LeaderArgs,
-}
-
-#[derive(Subcommand)]
-enum PluginCommand {
-    /// Print the Plugin resource for a manifest and an image pinned by digest, to apply with
-    /// kubectl.
-    Render {
-        /// The plugin.json file.
-        #[arg(long)]
-        manifest: std::path::PathBuf,
-        /// The image, pinned by digest (name@sha256:<64 hex>).
-        #[arg(long)]
-        image: String,
-        /// Approve every capability the manifest asks for.
-        #[arg(long)]
-        approve_all: bool,
-        /// The image's entrypoint and command (the gate runs it when on).
-        #[arg(last = true)]
-        command: Vec<String>,
-    },
 }
 
 #[derive(Subcommand)]
@@ -141,6 +126,7 @@ fn main() -> ExitCode {
             let settings = controller::Settings {
                 self_image: args.self_image,
                 api_url: args.api_url,
+                namespace: args.namespace,
             };
             controller::run(client, settings, args.metrics_addr, args.leader).await
         }),
@@ -148,15 +134,7 @@ fn main() -> ExitCode {
             print!("{}", model::crdgen::yaml());
             ExitCode::SUCCESS
         }
-        Command::Plugin {
-            command:
-                PluginCommand::Render {
-                    manifest,
-                    image,
-                    approve_all,
-                    command,
-                },
-        } => render_plugin(&manifest, &image, command, approve_all),
+        Command::Plugin { command } => plugin::run(command),
         Command::Project {
             command:
                 ProjectCommand::Trust {
@@ -170,17 +148,17 @@ fn main() -> ExitCode {
             println!("project {namespace}/{name}: trusted config {hash}");
             Ok(())
         }),
-        Command::InstallGate { dest } => match gate::install(&dest) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("{err}");
-                ExitCode::FAILURE
+        Command::InstallGate { dest, policy } => {
+            let json = std::env::var(gate_install::POLICY_ENV).ok();
+            match gate_install::install(&dest, policy.as_deref(), json.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("{err}");
+                    ExitCode::FAILURE
+                }
             }
-        },
-        Command::Gate { command } => {
-            eprintln!("{}", gate::exec(&command));
-            ExitCode::from(127)
         }
+        Command::Gate(args) => gate::run(args),
         Command::Manifest {
             command: ManifestCommand::Check { file },
         } => manifest_check::check_file_cli(&file),
@@ -195,31 +173,6 @@ fn run_async(role: impl std::future::Future<Output = anyhow::Result<()>>) -> Exi
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn render_plugin(
-    manifest: &std::path::Path,
-    image: &str,
-    command: Vec<String>,
-    approve_all: bool,
-) -> ExitCode {
-    let text = match std::fs::read_to_string(manifest) {
-        Ok(text) => text,
-        Err(err) => {
-            eprintln!("{}: {err}", manifest.display());
-            return ExitCode::FAILURE;
-        }
-    };
-    match model::resources::Plugin::from_manifest(&text, image, command, approve_all) {
-        Ok(plugin) => {
-            print!("{}", model::resources::plugin_yaml(&plugin));
-            ExitCode::SUCCESS
-        }
-        Err(err) => {
-            eprintln!("{}: {err}", manifest.display());
             ExitCode::FAILURE
         }
     }

@@ -1,5 +1,6 @@
 //! The binary's offline verbs, run as a user would: `crds` prints exactly crds/, `manifest
-//! check` accepts every example and refuses a broken copy naming the field.
+//! check` accepts every example and refuses a broken copy naming the field, `plugin keygen`
+//! writes a key once.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -74,35 +75,28 @@ fn a_broken_copy_is_refused_naming_each_field() {
 }
 
 #[test]
-fn the_example_plugin_resource_is_rendered_from_the_echo_manifest() {
-    let yaml = std::fs::read_to_string(repo().join("examples/plugin-echo.yaml")).unwrap();
-    let image = yaml
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("registry.local/"))
-        .map(|rest| format!("registry.local/{rest}"))
+fn keygen_writes_a_key_once_and_prints_its_public_key() {
+    let dir = std::env::temp_dir().join(format!("loop-plugins-keygen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("publisher.pem");
+    let out = Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+        .args(["plugin", "keygen", "--out", key.to_str().unwrap()])
+        .output()
         .unwrap();
-    let (ok, rendered) = run(&[
-        "plugin",
-        "render",
-        "--manifest",
-        repo()
-            .join("examples/echo-plugin/plugin.json")
-            .to_str()
-            .unwrap(),
-        "--image",
-        &image,
-        "--approve-all",
-        "--",
-        "/echo-plugin",
-    ]);
-    assert!(ok, "{rendered}");
-    let body: String = yaml
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    assert!(out.status.success());
+    let public = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(public.trim().len(), 64, "{public}");
     assert!(
-        body == rendered,
-        "examples/plugin-echo.yaml is stale; re-render it (see its header)"
+        std::fs::read_to_string(&key)
+            .unwrap()
+            .contains("BEGIN PRIVATE KEY")
     );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let (ok, text) = run(&["plugin", "keygen", "--out", key.to_str().unwrap()]);
+    assert!(!ok, "a second keygen over the same file must fail: {text}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

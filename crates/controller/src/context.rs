@@ -31,6 +31,8 @@ pub struct Stores {
     pub secrets: Store<Secret>,
     pub claims: Store<PersistentVolumeClaim>,
     pub cronjobs: Store<CronJob>,
+    /// Secrets of the controller's own namespace: HostConfig's registry credentials.
+    pub registry_secrets: Store<Secret>,
 }
 
 /// Settings the controller is started with.
@@ -40,6 +42,8 @@ pub struct Settings {
     pub self_image: String,
     /// LOOP_API_URL for plugin pods, unless HostConfig sets one.
     pub api_url: String,
+    /// The controller's own namespace, where HostConfig's registry credentials Secret is.
+    pub namespace: String,
 }
 
 /// Shared by every reconcile.
@@ -54,6 +58,8 @@ pub struct Context {
     /// When this controller started reconciling (it leads from then on): a composer switch
     /// that is on starts the plugin's container once after it (see `demand`).
     pub started: jiff::Timestamp,
+    /// Registry clients and image facts by digest, for admission.
+    pub images: super::images::Images,
     /// The chat statuses this controller wrote, until the cache shows them: see
     /// [`Context::chat_status`].
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
@@ -73,6 +79,7 @@ impl Context {
             settings,
             backoff: Default::default(),
             started: jiff::Timestamp::now(),
+            images: Default::default(),
             written_chat_status: Mutex::default(),
         }
     }

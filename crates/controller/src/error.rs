@@ -39,6 +39,8 @@ pub enum Error {
     Pod(#[from] PodError),
     #[error("{0} has no namespace")]
     NoNamespace(String),
+    #[error("admitting Plugin {name}: {message} (looking again soon)")]
+    Pending { name: String, message: String },
 }
 
 impl Error {
@@ -50,7 +52,7 @@ impl Error {
             | Error::Create { source, .. }
             | Error::Delete { source, .. }
             | Error::Status { source, .. } => is_invalid(source),
-            Error::Finalizer(_) => false,
+            Error::Finalizer(_) | Error::Pending { .. } => false,
         }
     }
 
@@ -64,6 +66,7 @@ impl Error {
             Error::Finalizer(_) => "finalizer",
             Error::Pod(_) => "pod",
             Error::NoNamespace(_) => "invalid",
+            Error::Pending { .. } => "registry",
         }
     }
 }

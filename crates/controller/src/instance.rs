@@ -15,7 +15,8 @@ use super::admission;
 use super::apply;
 use super::demand::{self, Demand, DemandInputs};
 use super::error::{Error, Result};
-use super::pod::{PodInputs, RunAs, build_pod, build_secret};
+use super::plugin_pod;
+use super::pod::{PodInputs, build_pod, build_secret};
 use model::contract::{SECRET_KEY, TOKEN_KEY};
 use model::manifest::Capability;
 use model::names;
@@ -96,39 +97,61 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
     };
 
     // The Pod we would run, or why none can run.
+    let mut gated = None;
     let desired = match &runnable {
-        Ok((plugin, channel, manifest)) => {
-            let (memory, cpu) = manifest.resources_as_quantities();
-            let owner = instance
-                .controller_owner_ref(&())
-                .expect("instances have a uid");
-            let working_tree = channel_working_tree(&ctx, channel);
-            let api_url = ctx.api_url(&host);
-            let inputs = PodInputs {
-                instance: &name,
-                namespace: &ns,
-                owner,
-                plugin: &instance.spec.plugin,
-                project: &instance.spec.project,
-                channel: &instance.spec.channel,
-                image: &plugin.spec.image,
-                command: &plugin.spec.command,
-                memory,
-                cpu,
-                api_url: &api_url,
-                working_tree: working_tree.as_ref(),
-                gate_image: host.gates.agentgate.enabled.then(|| {
-                    host.gates
-                        .agentgate
-                        .image
-                        .as_deref()
-                        .unwrap_or(&ctx.settings.self_image)
-                }),
-                run_as: RunAs::DEFAULT,
-            };
-            ensure_secret(&ctx, &inputs).await?;
-            build_pod(&inputs).map_err(|e| e.to_string())
-        }
+        Ok((plugin, channel, manifest)) => match plugin_pod::parts(
+            &host,
+            &ctx.settings.self_image,
+            plugin,
+            manifest,
+            &ns,
+            &instance.spec.channel,
+        ) {
+            Ok(parts) => {
+                gated = Some(parts.gate.is_some());
+                let (memory, cpu) = manifest.resources_as_quantities();
+                let owner = instance
+                    .controller_owner_ref(&())
+                    .expect("instances have a uid");
+                let working_tree = channel_working_tree(&ctx, channel);
+                let api_url = ctx.api_url(&host);
+                let labels = names::labels(
+                    &instance.spec.plugin,
+                    &instance.spec.project,
+                    &instance.spec.channel,
+                    "pull",
+                );
+                let pull_secret = plugin_pod::ensure_pull_secret(
+                    &ctx,
+                    &host,
+                    &name,
+                    &ns,
+                    labels,
+                    owner.clone(),
+                )
+                .await?;
+                let inputs = PodInputs {
+                    instance: &name,
+                    namespace: &ns,
+                    owner,
+                    plugin: &instance.spec.plugin,
+                    project: &instance.spec.project,
+                    channel: &instance.spec.channel,
+                    image: &plugin.spec.image,
+                    command: &parts.command,
+                    run_as: parts.run_as,
+                    image_pull_secret: pull_secret.as_deref(),
+                    memory,
+                    cpu,
+                    api_url: &api_url,
+                    working_tree: working_tree.as_ref(),
+                    gate: parts.gate.as_ref().map(|g| g.inputs()),
+                };
+                ensure_secret(&ctx, &inputs).await?;
+                build_pod(&inputs).map_err(|e| e.to_string())
+            }
+            Err(why) => Err(why),
+        },
         Err(why) => Err(why.clone()),
     };
 
@@ -218,6 +241,7 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         keep.is_some(),
         &desired.as_ref().err(),
         settings.as_ref().map(|s| s.left_out.as_slice()),
+        gated,
         &now_rfc3339(),
     );
     let api: Api<PluginInstance> = Api::namespaced(ctx.client.clone(), &ns);
@@ -287,6 +311,7 @@ fn desired_status(
     want_pod: bool,
     problem: &Option<&String>,
     left_out: Option<&[LeftOut]>,
+    gated: Option<bool>,
     now: &str,
 ) -> PluginInstanceStatus {
     let current = instance
@@ -363,6 +388,9 @@ fn desired_status(
         }
         None => current.refused_settings.clone(),
     };
+    if let Some(gated) = gated {
+        set_condition(&mut conditions, gate_condition(gated, instance, now));
+    }
     PluginInstanceStatus {
         observed_generation: instance.metadata.generation,
         phase: Some(phase),
@@ -415,6 +443,31 @@ fn owned_by(pod: &Pod, instance: &PluginInstance) -> bool {
             .owner_references()
             .iter()
             .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
+}
+
+/// `Gated`: whether the container runs under the gate (HostConfig gates.agentgate.enabled).
+fn gate_condition(gated: bool, instance: &PluginInstance, now: &str) -> Condition {
+    let (status, reason, message) = if gated {
+        (
+            ConditionStatus::True,
+            "GateOn",
+            "the plugin runs under the gate: Landlock, seccomp and the audit",
+        )
+    } else {
+        (
+            ConditionStatus::False,
+            "GateOff",
+            "gates.agentgate.enabled is off in HostConfig default: the plugin's command runs without the gate",
+        )
+    };
+    Condition {
+        r#type: "Gated".into(),
+        status,
+        observed_generation: instance.metadata.generation,
+        last_transition_time: now.into(),
+        reason: reason.into(),
+        message: message.into(),
+    }
 }
 
 /// Whether a Pod's Ready condition is True.

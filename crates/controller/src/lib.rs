@@ -9,15 +9,19 @@
 pub mod admission;
 mod apply;
 mod chat;
+pub mod conflicts;
 mod context;
 pub mod cronjob;
 pub mod demand;
 mod drift;
 mod error;
+pub mod gate_policy;
+pub mod images;
 mod instance;
 pub mod metrics;
 pub mod plan;
 mod plugin;
+pub mod plugin_pod;
 pub mod pod;
 mod project;
 mod retry;
@@ -101,7 +105,7 @@ async fn reconcile_all(
     let mut plugins = watch::watch(
         Api::<Plugin>::all(client.clone()),
         watcher::Config::default(),
-        3,
+        4,
     );
     let mut projects = watch::watch(
         Api::<Project>::all(client.clone()),
@@ -127,6 +131,12 @@ async fn reconcile_all(
         1,
     );
     let mut cronjobs = watch::watch(Api::<CronJob>::all(client.clone()), managed(), 1);
+    // HostConfig's registry credentials live in the controller's own namespace.
+    let mut registry_secrets = watch::watch(
+        Api::<Secret>::namespaced(client.clone(), &settings.namespace),
+        watcher::Config::default(),
+        1,
+    );
 
     let stores = Stores {
         host: host.store.clone(),
@@ -139,6 +149,7 @@ async fn reconcile_all(
         secrets: secrets.store.clone(),
         claims: claims.store.clone(),
         cronjobs: cronjobs.store.clone(),
+        registry_secrets: registry_secrets.store.clone(),
     };
     tracing::info!("waiting for the caches to fill");
     futures::try_join!(
@@ -152,6 +163,7 @@ async fn reconcile_all(
         stores.secrets.wait_until_ready(),
         stores.claims.wait_until_ready(),
         stores.cronjobs.wait_until_ready(),
+        stores.registry_secrets.wait_until_ready(),
     )?;
     let ctx = Arc::new(Context::new(
         client.clone(),
@@ -170,8 +182,40 @@ async fn reconcile_all(
                 .collect::<Vec<_>>()
         }
     };
+    // Names are held first come, first served: a change to one Plugin can change the
+    // admission of those sharing a name with it, and of those refused at the Names stage.
+    let plugins_sharing_names = {
+        let store = stores.plugins.clone();
+        move |changed: Plugin| {
+            let names = conflicts::declared_names(&changed);
+            store
+                .state()
+                .iter()
+                .filter(|p| p.name_any() != changed.name_any())
+                .filter(|p| {
+                    p.status.as_ref().and_then(|s| s.stage.as_deref()) == Some("Names")
+                        || conflicts::declared_names(p)
+                            .iter()
+                            .any(|n| names.contains(n))
+                })
+                .map(|p| ObjectRef::from(p.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
+    let plugins_on_secret = {
+        let store = stores.plugins.clone();
+        move |_: Secret| {
+            store
+                .state()
+                .iter()
+                .map(|p| ObjectRef::from(p.as_ref()))
+                .collect::<Vec<_>>()
+        }
+    };
     let plugin_controller = Controller::for_stream(plugins.subscribe(), stores.plugins.clone())
         .watches_stream(host.subscribe(), all_plugins)
+        .watches_stream(plugins.subscribe(), plugins_sharing_names)
+        .watches_stream(registry_secrets.subscribe(), plugins_on_secret)
         .shutdown_on_signal()
         .run(
             traced("plugin", plugin::reconcile),

@@ -1,4 +1,6 @@
-//! The Plugin reconciler: admission into status, and the finalizer that purges data when asked.
+//! The Plugin reconciler: gathers admission's facts (`images`), runs the stages
+//! (`admission`), writes one condition per stage, the summary and what the image is into
+//! status, and says what changed in Events. The finalizer purges data when asked.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,12 +10,14 @@ use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Api, ResourceExt};
 
 use super::Context;
-use super::admission::{self, Refusal};
+use super::admission::{self, Facts, ImageFinding, Outcome, SignatureFinding, StageState};
 use super::apply;
+use super::conflicts::{self, Holder};
 use super::error::{Error, Result};
 use model::names;
 use model::resources::{
-    Condition, ConditionStatus, Plugin, PluginStatus, RegisteredTool, set_condition,
+    ADMITTED, AdmissionStage, Condition, ConditionStatus, HostConfigSpec, Plugin, PluginStatus,
+    set_condition,
 };
 use model::time::now_rfc3339;
 
@@ -33,43 +37,66 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action>
 }
 
 /// The desired status of a Plugin after admission.
-pub fn desired_status(
-    plugin: &Plugin,
-    admission: &admission::Admission,
-    now: &str,
-) -> PluginStatus {
+pub fn desired_status(plugin: &Plugin, outcome: &Outcome, now: &str) -> PluginStatus {
     let current = plugin.status.clone().unwrap_or_default();
     let mut conditions = current.conditions.clone();
     let generation = plugin.metadata.generation;
-    let (status, reason, message, tools) = match admission {
-        Ok(manifest) => (
-            ConditionStatus::True,
-            "Admitted".to_string(),
-            format!(
-                "{} {} passed every admission stage",
-                plugin.name_any(),
-                manifest.version
-            ),
-            manifest
-                .tools
-                .iter()
-                .map(|t| RegisteredTool {
-                    name: t.name.clone(),
-                    mcp_name: format!("plugin_{}", t.name),
-                })
-                .collect(),
-        ),
-        Err(Refusal { stage, message }) => (
-            ConditionStatus::False,
-            stage.reason().to_string(),
-            message.clone(),
-            vec![],
+    for stage in &outcome.stages {
+        let status = match stage.state {
+            StageState::Passed | StageState::Warned => ConditionStatus::True,
+            StageState::Refused => ConditionStatus::False,
+            StageState::Pending | StageState::NotReached => ConditionStatus::Unknown,
+        };
+        set_condition(
+            &mut conditions,
+            Condition {
+                r#type: stage.stage.condition_type().into(),
+                status,
+                observed_generation: generation,
+                last_transition_time: now.into(),
+                reason: stage.reason.clone(),
+                message: stage.message.clone(),
+            },
+        );
+    }
+    let (status, reason, message, stage) = match outcome.stopped_at() {
+        None => {
+            let warned: Vec<&str> = outcome.warnings().map(|w| w.reason.as_str()).collect();
+            let what = outcome
+                .manifest
+                .as_ref()
+                .map(|m| format!("{} {} ", m.id, m.version))
+                .unwrap_or_default();
+            let message = if warned.is_empty() {
+                format!("{what}passed every admission stage")
+            } else {
+                format!(
+                    "{what}passed every admission stage, with warnings: {}",
+                    warned.join(", ")
+                )
+            };
+            (
+                ConditionStatus::True,
+                "Admitted".to_string(),
+                message,
+                "Admitted".to_string(),
+            )
+        }
+        Some(stopped) => (
+            if stopped.state == StageState::Pending {
+                ConditionStatus::Unknown
+            } else {
+                ConditionStatus::False
+            },
+            stopped.reason.clone(),
+            format!("{} stage: {}", stopped.stage, stopped.message),
+            stopped.stage.name().to_string(),
         ),
     };
     set_condition(
         &mut conditions,
         Condition {
-            r#type: "Admitted".into(),
+            r#type: ADMITTED.into(),
             status,
             observed_generation: generation,
             last_transition_time: now.into(),
@@ -77,25 +104,117 @@ pub fn desired_status(
             message,
         },
     );
+    // Stage conditions first, in order, then the summary: `kubectl describe` reads well.
+    conditions.sort_by_key(|c| {
+        AdmissionStage::ALL
+            .iter()
+            .position(|s| s.condition_type() == c.r#type)
+            .unwrap_or(AdmissionStage::ALL.len())
+    });
     PluginStatus {
         observed_generation: generation,
-        digest: plugin
-            .spec
-            .image
-            .split_once('@')
-            .map(|(_, d)| d.to_string()),
-        tools,
+        digest: plugin.pinned_digest().map(str::to_string),
+        stage: Some(stage),
+        // What the image is stays recorded while only later stages change.
+        image: outcome.image.clone().or_else(|| {
+            current
+                .image
+                .filter(|i| Some(i.digest.as_str()) == plugin.pinned_digest())
+        }),
+        tools: if outcome.admitted() {
+            outcome.tools.clone()
+        } else {
+            vec![]
+        },
         conditions,
     }
 }
 
+/// The plugins admitted before `plugin`, in admission order (creation time, then name), with
+/// the names they hold.
+fn earlier_holders(ctx: &Context, plugin: &Plugin) -> Vec<Holder> {
+    let created = |p: &Plugin| {
+        p.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+    };
+    let me = conflicts::order_key(created(plugin).as_deref(), &plugin.name_any());
+    let mut others: Vec<(_, Holder)> = ctx
+        .stores
+        .plugins
+        .state()
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && p.name_any() != plugin.name_any())
+        .filter_map(|p| {
+            let key = conflicts::order_key(created(p).as_deref(), &p.name_any());
+            (key < me).then(|| admission::holder(p).map(|h| (key, h)))?
+        })
+        .collect();
+    others.sort_by(|a, b| a.0.cmp(&b.0));
+    others.into_iter().map(|(_, h)| h).collect()
+}
+
+/// Reads what admission needs from the registry, unless a cheap stage already refuses.
+async fn gather(
+    ctx: &Context,
+    host: &HostConfigSpec,
+    plugin: &Plugin,
+) -> (Option<ImageFinding>, SignatureFinding) {
+    let early = admission::evaluate(&Facts {
+        host,
+        plugin,
+        image: None,
+        signatures: &SignatureFinding::NotRead,
+        earlier: &[],
+    });
+    let reached_image = early
+        .stopped_at()
+        .is_some_and(|s| s.stage == AdmissionStage::Image);
+    if !reached_image {
+        return (None, SignatureFinding::NotRead);
+    }
+    let registry_config = &host.plugins.registry;
+    let registry = super::images::credentials(
+        registry_config,
+        &ctx.settings.namespace,
+        &ctx.stores.registry_secrets,
+    )
+    .and_then(|creds| ctx.images.registry(registry_config, creds.as_deref()));
+    let registry = match registry {
+        Ok(r) => r,
+        Err(e) => {
+            let finding = ImageFinding::Unavailable {
+                reason: "RegistryConfigInvalid".into(),
+                message: e.to_string(),
+            };
+            return (Some(finding), SignatureFinding::NotRead);
+        }
+    };
+    let image = ctx.images.read(&registry, plugin).await;
+    let signatures = match &image {
+        ImageFinding::Read(_) | ImageFinding::Recorded { .. } => {
+            ctx.images.signatures(&registry, host, plugin).await
+        }
+        _ => SignatureFinding::NotRead,
+    };
+    (Some(image), signatures)
+}
+
 async fn admit(plugin: &Plugin, ctx: &Context) -> Result<Action> {
     let host = ctx.host();
-    let admission = admission::admit(&host, plugin);
-    let status = desired_status(plugin, &admission, &now_rfc3339());
+    let (image, signatures) = gather(ctx, &host, plugin).await;
+    let earlier = earlier_holders(ctx, plugin);
+    let outcome = admission::evaluate(&Facts {
+        host: &host,
+        plugin,
+        image: image.as_ref(),
+        signatures: &signatures,
+        earlier: &earlier,
+    });
+    let status = desired_status(plugin, &outcome, &now_rfc3339());
     let api: Api<Plugin> = Api::all(ctx.client.clone());
-    let changed_admission = plugin.status.as_ref().map(|s| admitted(&s.conditions))
-        != Some(admitted(&status.conditions));
+    let before = plugin.status.clone().unwrap_or_default();
     let wrote = apply::status(
         ctx,
         &api,
@@ -104,32 +223,61 @@ async fn admit(plugin: &Plugin, ctx: &Context) -> Result<Action> {
         &status,
     )
     .await?;
-    if wrote && changed_admission {
-        match &admission {
-            Ok(_) => {
-                ctx.event(
-                    plugin,
-                    false,
-                    "Admitted",
-                    "Admit",
-                    "passed every admission stage".into(),
-                )
-                .await
-            }
-            Err(r) => {
-                ctx.event(plugin, true, r.stage.reason(), "Admit", r.message.clone())
-                    .await
-            }
-        }
+    if wrote {
+        announce(ctx, plugin, &before, &status, &outcome).await;
+    }
+    if let Some(stopped) = outcome.stopped_at()
+        && stopped.state == StageState::Pending
+    {
+        return Err(Error::Pending {
+            name: plugin.name_any(),
+            message: stopped.message.clone(),
+        });
     }
     Ok(Action::await_change())
 }
 
-fn admitted(conditions: &[Condition]) -> Option<(ConditionStatus, String)> {
-    conditions
-        .iter()
-        .find(|c| c.r#type == "Admitted")
-        .map(|c| (c.status, c.reason.clone()))
+/// Events for what changed: admission's verdict (Normal when admitted, Warning naming the
+/// stage otherwise) and each warning (permissive signatures) when it is new. The warnings
+/// have an action of their own: the events recorder folds an Event into an earlier one of the
+/// same type, reason and action (its series), which would hide a permissive warning behind
+/// the strict refusal of the same reason before it.
+async fn announce(
+    ctx: &Context,
+    plugin: &Plugin,
+    before: &PluginStatus,
+    after: &PluginStatus,
+    outcome: &Outcome,
+) {
+    let summary = |s: &PluginStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.r#type == ADMITTED)
+            .map(|c| (c.status, c.reason.clone(), c.message.clone()))
+    };
+    if summary(before) != summary(after)
+        && let Some((status, reason, message)) = summary(after)
+    {
+        let warning = status != ConditionStatus::True;
+        ctx.event(plugin, warning, &reason, "Admit", message).await;
+    }
+    for warned in outcome.warnings() {
+        let was = before
+            .conditions
+            .iter()
+            .find(|c| c.r#type == warned.stage.condition_type())
+            .map(|c| (c.reason.as_str(), c.message.as_str()));
+        if was != Some((warned.reason.as_str(), warned.message.as_str())) {
+            ctx.event(
+                plugin,
+                true,
+                &warned.reason,
+                "AdmitWithWarning",
+                warned.message.clone(),
+            )
+            .await;
+        }
+    }
 }
 
 /// A deleted Plugin: its instances and CronJobs go with the chats' next reconcile (the Plugin
@@ -152,4 +300,137 @@ async fn cleanup(plugin: &Plugin, ctx: &Context) -> Result<Action> {
         .await;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::StageResult;
+
+    fn outcome(states: &[(StageState, &str)]) -> Outcome {
+        Outcome {
+            stages: AdmissionStage::ALL
+                .iter()
+                .zip(states)
+                .map(|(stage, (state, reason))| StageResult {
+                    stage: *stage,
+                    state: *state,
+                    reason: reason.to_string(),
+                    message: format!("{stage} says {reason}"),
+                })
+                .collect(),
+            manifest: None,
+            image: None,
+            tools: vec![],
+        }
+    }
+
+    fn plugin() -> Plugin {
+        let manifest = serde_json::from_value(serde_json::json!({"id": "echo"})).unwrap();
+        let mut p = Plugin::new(
+            "echo",
+            model::resources::PluginSpec {
+                image: format!("r.test/echo@sha256:{}", "a".repeat(64)),
+                command: vec![],
+                manifest,
+                approved_capabilities: vec![],
+                signature: None,
+                purge_on_delete: false,
+            },
+        );
+        p.metadata.generation = Some(3);
+        p
+    }
+
+    #[test]
+    fn each_stage_has_its_condition_and_the_summary_names_the_stage() {
+        use StageState::*;
+        let o = outcome(&[
+            (Passed, "PluginsEnabled"),
+            (Passed, "Valid"),
+            (Refused, "ImageUserRoot"),
+            (NotReached, "NotReached"),
+            (NotReached, "NotReached"),
+            (NotReached, "NotReached"),
+        ]);
+        let status = desired_status(&plugin(), &o, "2026-01-01T00:00:00Z");
+        let types: Vec<&str> = status
+            .conditions
+            .iter()
+            .map(|c| c.r#type.as_str())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "HostEnabled",
+                "ManifestValid",
+                "ImageVerified",
+                "SignatureAccepted",
+                "CapabilitiesApproved",
+                "NamesRegistered",
+                "Admitted"
+            ]
+        );
+        let admitted = status.conditions.last().unwrap();
+        assert_eq!(admitted.status, ConditionStatus::False);
+        assert_eq!(admitted.reason, "ImageUserRoot");
+        assert!(
+            admitted.message.starts_with("Image stage:"),
+            "{}",
+            admitted.message
+        );
+        assert_eq!(status.stage.as_deref(), Some("Image"));
+        assert_eq!(status.conditions[3].status, ConditionStatus::Unknown);
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(status.digest, Some(format!("sha256:{}", "a".repeat(64))));
+    }
+
+    #[test]
+    fn a_pending_stage_leaves_admission_unknown() {
+        use StageState::*;
+        let o = outcome(&[
+            (Passed, "PluginsEnabled"),
+            (Passed, "Valid"),
+            (Pending, "RegistryUnavailable"),
+            (NotReached, "NotReached"),
+            (NotReached, "NotReached"),
+            (NotReached, "NotReached"),
+        ]);
+        let status = desired_status(&plugin(), &o, "t");
+        assert_eq!(
+            status.conditions.last().unwrap().status,
+            ConditionStatus::Unknown
+        );
+        assert!(o.pending());
+    }
+
+    #[test]
+    fn an_unchanged_outcome_makes_the_same_status() {
+        use StageState::*;
+        let o = outcome(&[
+            (Passed, "PluginsEnabled"),
+            (Passed, "Valid"),
+            (Passed, "ImageVerified"),
+            (Warned, "Unsigned"),
+            (Passed, "Approved"),
+            (Passed, "Registered"),
+        ]);
+        let mut p = plugin();
+        let first = desired_status(&p, &o, "t1");
+        p.status = Some(first.clone());
+        assert_eq!(
+            desired_status(&p, &o, "t2"),
+            first,
+            "no write when nothing changed"
+        );
+        assert_eq!(first.stage.as_deref(), Some("Admitted"));
+        assert!(
+            first
+                .conditions
+                .last()
+                .unwrap()
+                .message
+                .contains("Unsigned")
+        );
+    }
 }

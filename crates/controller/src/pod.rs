@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    LocalObjectReference, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
     PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe,
     ResourceRequirements, SeccompProfile, Secret, SecretVolumeSource, SecurityContext,
     TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
@@ -20,21 +20,6 @@ use model::contract::{
 use model::names;
 use model::resources::WorkingTree;
 
-/// The numeric user and group a plugin's containers (the plugin's and the gate's installer)
-/// run as: the image's USER, never root.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunAs {
-    pub uid: i64,
-    pub gid: i64,
-}
-
-impl RunAs {
-    /// Until admission records the image's USER: the distroless `nonroot` user.
-    pub const DEFAULT: RunAs = RunAs {
-        uid: 65532,
-        gid: 65532,
-    };
-}
 /// The size each /data claim asks for.
 pub const DATA_SIZE: &str = "1Gi";
 
@@ -49,8 +34,12 @@ pub struct PodInputs<'a> {
     pub channel: &'a str,
     /// The image, pinned by digest.
     pub image: &'a str,
-    /// The image's entrypoint and command (needed when the gate wraps it).
+    /// The image's entrypoint and command, as admission read them (the gate runs them).
     pub command: &'a [String],
+    /// The image's numeric USER (never root: admission refuses such an image).
+    pub run_as: RunAs,
+    /// The dockerconfigjson Secret beside the Pod that its image is pulled with.
+    pub image_pull_secret: Option<&'a str>,
     /// The manifest's resources as Kubernetes quantities: memory, cpu.
     pub memory: Option<Quantity>,
     pub cpu: Option<Quantity>,
@@ -58,11 +47,34 @@ pub struct PodInputs<'a> {
     pub api_url: &'a str,
     /// The chat's working tree, if it has one.
     pub working_tree: Option<&'a WorkingTree>,
-    /// The image holding our binary, while the gate is on.
-    pub gate_image: Option<&'a str>,
-    /// Who the containers run as.
-    pub run_as: RunAs,
+    /// The gate, while HostConfig turns it on.
+    pub gate: Option<GateInputs<'a>>,
 }
+
+/// Who the plugin runs as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunAs {
+    pub user: i64,
+    pub group: i64,
+}
+
+/// What the gate needs in the Pod.
+#[derive(Clone, Debug)]
+pub struct GateInputs<'a> {
+    /// The image holding our binary, copied in by the init container.
+    pub image: &'a str,
+    /// The policy file the init container writes (compiled from the manifest at admission).
+    pub policy_json: String,
+    /// The chat as the audit names it: `<namespace>/<channel>`.
+    pub chat: String,
+    /// Where the audit goes: `-` (the container log) or a dir under /data.
+    pub audit: String,
+}
+
+/// The env var the init container reads the policy from.
+pub const GATE_POLICY_ENV: &str = "LOOP_GATE_POLICY";
+/// The policy file's path in the Pod.
+pub const GATE_POLICY_FILE: &str = "policy.json";
 
 /// Why a Pod cannot be built.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -75,7 +87,7 @@ pub enum PodError {
 
 /// The plugin's Pod. Its name carries a hash of its spec, so a changed spec makes a new Pod.
 pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
-    if input.run_as.uid == 0 {
+    if input.run_as.user == 0 {
         return Err(PodError::RunsAsRoot(input.plugin.into()));
     }
     let mut volumes = vec![
@@ -149,9 +161,9 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
         env.push(env_value("LOOP_CHANNEL_DIR", WORKTREE_DIR));
     }
 
-    let (command, init_containers) = match input.gate_image {
+    let (command, init_containers) = match &input.gate {
         None => (None, None),
-        Some(gate_image) => {
+        Some(gate) => {
             if input.command.is_empty() {
                 return Err(PodError::GateWithoutCommand(input.plugin.into()));
             }
@@ -162,19 +174,46 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
             });
             mounts.push(mount("gate", GATE_DIR, true, None));
             let gate_bin = format!("{GATE_DIR}/loop-plugins");
+            let policy = format!("{GATE_DIR}/{GATE_POLICY_FILE}");
             let init = Container {
                 name: "install-gate".into(),
-                image: Some(gate_image.into()),
+                image: Some(gate.image.into()),
                 command: Some(vec![
                     "/loop-plugins".into(),
                     "install-gate".into(),
                     gate_bin.clone(),
+                    "--policy".into(),
+                    policy.clone(),
                 ]),
+                env: Some(vec![env_value(GATE_POLICY_ENV, &gate.policy_json)]),
                 volume_mounts: Some(vec![mount("gate", GATE_DIR, false, None)]),
                 security_context: Some(container_security(input.run_as)),
                 ..Default::default()
             };
-            let mut command = vec![gate_bin, "gate".into(), "--".into()];
+            // The policy file holds the rules and the audit's retention; the dirs are said
+            // on the command line too, as the Pod's mounts (the same values in a cluster; a
+            // kubelet that plays mounts with other folders, the tests' stand-in, maps them).
+            let mut command = vec![
+                gate_bin,
+                "gate".into(),
+                "--policy".into(),
+                policy,
+                "--plugin".into(),
+                input.plugin.into(),
+                "--chat".into(),
+                gate.chat.clone(),
+                "--termination-log".into(),
+                "/dev/termination-log".into(),
+                "--writable".into(),
+                DATA_DIR.into(),
+                "--writable".into(),
+                "/tmp".into(),
+                "--no-exec".into(),
+                "/dev/shm".into(),
+                "--audit".into(),
+                gate.audit.clone(),
+                "--".into(),
+            ];
             command.extend(input.command.iter().cloned());
             (Some(command), Some(vec![init]))
         }
@@ -221,11 +260,16 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
         restart_policy: Some("Always".into()),
+        image_pull_secrets: input.image_pull_secret.map(|name| {
+            vec![LocalObjectReference {
+                name: name.to_string(),
+            }]
+        }),
         security_context: Some(PodSecurityContext {
             run_as_non_root: Some(true),
-            run_as_user: Some(input.run_as.uid),
-            run_as_group: Some(input.run_as.gid),
-            fs_group: Some(input.run_as.gid),
+            run_as_user: Some(input.run_as.user),
+            run_as_group: Some(input.run_as.group),
+            fs_group: Some(input.run_as.group),
             seccomp_profile: Some(SeccompProfile {
                 type_: "RuntimeDefault".into(),
                 ..Default::default()
@@ -316,8 +360,8 @@ fn container_security(run_as: RunAs) -> SecurityContext {
         allow_privilege_escalation: Some(false),
         read_only_root_filesystem: Some(true),
         run_as_non_root: Some(true),
-        run_as_user: Some(run_as.uid),
-        run_as_group: Some(run_as.gid),
+        run_as_user: Some(run_as.user),
+        run_as_group: Some(run_as.group),
         capabilities: Some(Capabilities {
             drop: Some(vec!["ALL".into()]),
             ..Default::default()
@@ -377,11 +421,12 @@ mod tests {
             cpu: Some(Quantity("500m".into())),
             api_url: "http://api:8080",
             working_tree: None,
-            gate_image: None,
             run_as: RunAs {
-                uid: 1234,
-                gid: 2345,
+                user: 1234,
+                group: 2345,
             },
+            image_pull_secret: None,
+            gate: None,
         }
     }
 
@@ -396,7 +441,7 @@ mod tests {
     fn every_container_runs_locked_down_as_the_images_user() {
         let command = vec!["/bin/echo-plugin".to_string()];
         let mut input = inputs(&command);
-        input.gate_image = Some("registry.local/loop-plugins@sha256:abcd");
+        input.gate = Some(gate());
         let pod = build_pod(&input).unwrap();
         let spec = pod.spec.as_ref().unwrap();
         let psc = spec.security_context.as_ref().unwrap();
@@ -432,7 +477,7 @@ mod tests {
             );
         }
         // Never root, whatever the image says.
-        input.run_as = RunAs { uid: 0, gid: 0 };
+        input.run_as = RunAs { user: 0, group: 0 };
         assert_eq!(build_pod(&input), Err(PodError::RunsAsRoot("echo".into())));
     }
 
@@ -485,30 +530,83 @@ mod tests {
         assert_eq!(secret.immutable, Some(true));
     }
 
+    fn gate() -> GateInputs<'static> {
+        GateInputs {
+            image: "registry.local/loop-plugins@sha256:abcd",
+            policy_json: "{\"version\":1}".into(),
+            chat: "team/general".into(),
+            audit: "/data/.loop-audit".into(),
+        }
+    }
+
     #[test]
     fn the_gate_wraps_the_plugins_own_command() {
         let command = vec!["/bin/echo-plugin".to_string(), "--serve".to_string()];
         let mut input = inputs(&command);
-        input.gate_image = Some("registry.local/loop-plugins@sha256:abcd");
+        input.gate = Some(gate());
         let pod = build_pod(&input).unwrap();
         let spec = pod.spec.as_ref().unwrap();
+        let line = spec.containers[0].command.clone().unwrap().join(" ");
+        assert!(
+            line.starts_with(
+                "/loop-gate/loop-plugins gate --policy /loop-gate/policy.json --plugin echo --chat team/general --termination-log /dev/termination-log"
+            ),
+            "{line}"
+        );
+        assert!(line.ends_with(" -- /bin/echo-plugin --serve"), "{line}");
+        assert!(line.contains("--audit /data/.loop-audit"), "{line}");
+        let init = &spec.init_containers.as_ref().unwrap()[0];
         assert_eq!(
-            spec.containers[0].command.clone().unwrap(),
+            init.command.clone().unwrap(),
             [
+                "/loop-plugins",
+                "install-gate",
                 "/loop-gate/loop-plugins",
-                "gate",
-                "--",
-                "/bin/echo-plugin",
-                "--serve"
+                "--policy",
+                "/loop-gate/policy.json"
             ]
         );
-        assert_eq!(spec.init_containers.as_ref().unwrap().len(), 1);
+        let env = init.env.clone().unwrap();
+        assert_eq!(env[0].name, GATE_POLICY_ENV);
+        assert_eq!(env[0].value.as_deref(), Some("{\"version\":1}"));
+        // The gate's dir is read-only to the plugin.
+        let mounts = spec.containers[0].volume_mounts.clone().unwrap();
+        let gate_mount = mounts
+            .iter()
+            .find(|m| m.mount_path == "/loop-gate")
+            .unwrap();
+        assert_eq!(gate_mount.read_only, Some(true));
+    }
+
+    #[test]
+    fn the_pod_runs_as_the_images_user_and_pulls_with_the_registry_secret() {
+        let mut input = inputs(&[]);
+        input.image_pull_secret = Some("echo-general-pull");
+        let pod = build_pod(&input).unwrap();
+        let spec = pod.spec.as_ref().unwrap();
+        let psc = spec.security_context.as_ref().unwrap();
+        assert_eq!(
+            (psc.run_as_user, psc.run_as_group, psc.fs_group),
+            (Some(1234), Some(2345), Some(2345))
+        );
+        assert_eq!(
+            spec.image_pull_secrets.clone().unwrap()[0].name,
+            "echo-general-pull"
+        );
+        assert!(
+            build_pod(&inputs(&[]))
+                .unwrap()
+                .spec
+                .unwrap()
+                .image_pull_secrets
+                .is_none()
+        );
     }
 
     #[test]
     fn the_gate_needs_a_command() {
         let mut input = inputs(&[]);
-        input.gate_image = Some("registry.local/loop-plugins@sha256:abcd");
+        input.gate = Some(gate());
         assert_eq!(
             build_pod(&input),
             Err(PodError::GateWithoutCommand("echo".into()))

@@ -12,10 +12,6 @@ use super::ports::free_port;
 use super::process::{Process, ProcessSpec, tail};
 use super::{DevCluster, Result};
 
-/// Our own image as `dev` names it (the kubelet stand-in plays it with our binary).
-pub const SELF_IMAGE: &str =
-    "loop-plugins@sha256:0000000000000000000000000000000000000000000000000000000000000000";
-
 /// The running components; [`Components::stop`] ends them.
 pub struct Components {
     stop: watch::Sender<bool>,
@@ -39,8 +35,10 @@ fn role(
     spec
 }
 
-/// Starts the API server and the controller from `program` (our binary).
-pub async fn start(cluster: &DevCluster, program: &Path) -> Result<Components> {
+/// Starts the API server and the controller from `program` (our binary); `self_image` is our
+/// image pinned by digest, as pushed to the dev registry (the stand-in plays it with
+/// `program`).
+pub async fn start(cluster: &DevCluster, program: &Path, self_image: &str) -> Result<Components> {
     let kubeconfig = absolute(cluster.kubeconfig());
     let logs = absolute(&cluster.run_dir().join("logs"));
     let api_port = free_port()?;
@@ -64,7 +62,7 @@ pub async fn start(cluster: &DevCluster, program: &Path) -> Result<Components> {
             &logs,
             vec![
                 "controller".into(),
-                format!("--self-image={SELF_IMAGE}"),
+                format!("--self-image={self_image}"),
                 format!("--api-url={api_url}"),
                 format!("--metrics-addr=127.0.0.1:{}", free_port()?),
             ],

@@ -1,21 +1,28 @@
 //! `loop-plugins-dev`: the dev cluster for a developer, until Ctrl-C.
 //!
-//! Starts the control plane and the kubelet stand-in, installs the CRDs, starts the API server
-//! and the controller (see [`super::components`]), applies examples/, writes the kubeconfig and
-//! waits. With `--cluster-only` it stops after the stand-in: the cluster is empty, for
-//! installing the chart into it as one would into kind (`make e2e-existing`).
+//! Starts the control plane and the kubelet stand-in and a registry on 127.0.0.1 (with
+//! `--registry-bin`), pushes our image there, installs the CRDs, starts the API server and the
+//! controller (see [`super::components`]), applies examples/, then pushes the echo plugin's
+//! image (built from examples/echo-plugin and the echo-plugin binary, see
+//! [`super::dev_images`]) and installs it with `loop-plugins plugin install`, so what runs
+//! carries the image's real digest; writes the kubeconfig and waits. With `--cluster-only`
+//! it stops after the stand-in (and the registry, with our image pushed, written to
+//! `<run-dir>/registry.env`): the cluster is empty, for installing the chart into it as one
+//! would into kind (`make e2e-existing`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use super::registry::DevRegistry;
 use super::{
-    DevCluster, DevClusterOptions, Error, ImageMap, LocalImage, Result, components, install_crds,
+    DevCluster, DevClusterOptions, Error, ImageMap, LocalImage, Result, components, dev_images,
+    install_crds,
 };
 
 /// The image repositories our own binary plays.
-pub const OWN_IMAGES: [&str; 2] = ["loop-plugins", "registry.local/loop-plugins/loop-plugins"];
-/// The image repositories the example plugin plays (examples/plugin-echo.yaml uses the second).
-pub const ECHO_PLUGIN_IMAGES: [&str; 2] = ["echo-plugin", "registry.local/loop-plugins/echo"];
+pub const OWN_IMAGES: [&str; 1] = ["loop-plugins"];
+/// The image repositories the example plugin plays.
+pub const ECHO_PLUGIN_IMAGES: [&str; 1] = ["echo-plugin"];
 /// The example plugin's binary, built beside ours.
 const ECHO_PLUGIN_BINARY: &str = "echo-plugin";
 
@@ -44,6 +51,13 @@ pub struct DevArgs {
     /// server, no examples. The cluster then runs what is installed into it (the chart, say).
     #[arg(long)]
     pub cluster_only: bool,
+    /// The registry binary (hack/registry/build.sh's): a registry runs on 127.0.0.1 for the
+    /// plugin images. The full dev cluster needs it.
+    #[arg(long, env = "LOOP_PLUGINS_REGISTRY_BIN")]
+    pub registry_bin: Option<PathBuf>,
+    /// The registry's port (default: a free one).
+    #[arg(long)]
+    pub registry_port: Option<u16>,
 }
 
 fn parse_image(text: &str) -> std::result::Result<(String, PathBuf), String> {
@@ -96,17 +110,56 @@ pub async fn run(args: DevArgs) -> Result<()> {
         run_dir: Some(args.run_dir.clone()),
         images,
         node_name: None,
+        // Plugins run as their image's USER, under the gate, which never runs them as root.
+        // With --cluster-only (the chart's rehearsal) everything runs as we do, as before.
+        run_as_pod_users: !args.cluster_only,
     })
     .await?;
 
+    let own = super::binaries::product_binary()?;
+    let bin_dir = cluster.run_dir().join("bin");
+    let registry = match &args.registry_bin {
+        Some(bin) => {
+            let registry =
+                DevRegistry::start(bin, &cluster.run_dir().join("registry"), args.registry_port)
+                    .await?;
+            eprintln!("dev: registry at {} (log {})", registry.host(), registry.log().display());
+            Some(registry)
+        }
+        None => None,
+    };
+    // Our image, pushed; the stand-in plays its repository with our binary (reachable by any
+    // uid: a Pod may run as its image's USER).
+    let self_image = match &registry {
+        Some(r) => {
+            let image = dev_images::push_self(&r.host()).await?;
+            let own = dev_images::reachable_copy(&own, &bin_dir)?;
+            cluster.images().insert(&image, LocalImage::new(&own));
+            Some(image)
+        }
+        None => None,
+    };
+
     let components = if args.cluster_only {
+        if let (Some(r), Some(image)) = (&registry, &self_image) {
+            let env = cluster.run_dir().join("registry.env");
+            std::fs::write(&env, format!("REGISTRY={}\nSELF_IMAGE={image}\n", r.host()))
+                .map_err(Error::io("writing registry.env", &env))?;
+        }
         None
     } else {
+        let (Some(registry), Some(self_image)) = (&registry, &self_image) else {
+            return Err(Error::Binaries(
+                "the dev cluster needs a registry for its plugin images: pass --registry-bin \
+                 (hack/registry/build.sh builds it; make dev does)"
+                    .into(),
+            ));
+        };
         eprintln!("dev: installing the CRDs from {}", args.crds.display());
         install_crds(&cluster.kubectl(), &cluster.client(), &args.crds).await?;
-        let own = super::binaries::product_binary()?;
-        let components = components::start(&cluster, &own).await?;
+        let components = components::start(&cluster, &own, self_image).await?;
         apply_examples(&cluster, &args.examples).await;
+        install_echo(&cluster, registry, &own, &bin_dir).await?;
         Some(components)
     };
 
@@ -123,6 +176,9 @@ pub async fn run(args: DevArgs) -> Result<()> {
         components.stop().await;
     }
     cluster.shutdown().await;
+    if let Some(registry) = registry {
+        registry.stop().await;
+    }
     eprintln!("dev: stopped");
     Ok(())
 }
@@ -166,6 +222,50 @@ pub fn default_images() -> ImageMap {
         }
     }
     images
+}
+
+/// Pushes the echo plugin's image and installs it with `loop-plugins plugin install`, as an
+/// operator would; the stand-in plays the pushed repository with the echo-plugin binary.
+async fn install_echo(
+    cluster: &DevCluster,
+    registry: &DevRegistry,
+    own: &Path,
+    bin_dir: &Path,
+) -> Result<()> {
+    let echo = own.with_file_name(ECHO_PLUGIN_BINARY);
+    if !echo.exists() {
+        eprintln!(
+            "dev: no {} beside {}: the echo plugin is not installed",
+            ECHO_PLUGIN_BINARY,
+            own.display()
+        );
+        return Ok(());
+    }
+    let plugin_dir = super::binaries::repo_root().join("examples/echo-plugin");
+    let staging = cluster.run_dir().join("echo-image");
+    let (by_tag, pinned) =
+        dev_images::push_echo(&registry.host(), &echo, &plugin_dir, &staging).await?;
+    eprintln!("dev: pushed {pinned}");
+    let local = dev_images::reachable_copy(&echo, bin_dir)?;
+    cluster.images().insert(
+        &pinned,
+        LocalImage::new(&local).in_image_at(dev_images::ECHO_ENTRYPOINT),
+    );
+    let out = tokio::process::Command::new(own)
+        .args(["plugin", "install", &by_tag, "--approve-all", "--wait", "60"])
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .output()
+        .await
+        .map_err(Error::io("running loop-plugins plugin install", own))?;
+    eprint!(
+        "dev: loop-plugins plugin install {by_tag} --approve-all\n{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    if !out.status.success() {
+        eprintln!("dev: installing the echo plugin failed ({})", out.status);
+    }
+    Ok(())
 }
 
 /// Applies every YAML file under `path` (a file or folder); a missing path is fine. Files

@@ -18,6 +18,7 @@ pub mod binaries;
 pub mod components;
 pub mod controlplane;
 pub mod dev;
+pub mod dev_images;
 mod error;
 pub mod kubeconfig;
 pub mod kubectl;
@@ -25,6 +26,7 @@ pub mod kubelet;
 pub mod pki;
 mod ports;
 pub mod process;
+pub mod registry;
 mod rundir;
 
 use std::path::{Path, PathBuf};
@@ -49,6 +51,8 @@ pub struct DevClusterOptions {
     pub images: ImageMap,
     /// The Node's name; default [`kubelet::DEFAULT_NODE`].
     pub node_name: Option<String>,
+    /// Run containers as their `runAsUser` when we are root (see `KubeletConfig`).
+    pub run_as_pod_users: bool,
 }
 
 /// A control plane and the kubelet stand-in, together.
@@ -80,6 +84,7 @@ impl DevCluster {
             root: kubelet_root,
             images: options.images,
             apiserver_port: control_plane.apiserver_port(),
+            run_as_pod_users: options.run_as_pod_users,
         };
         let kubelet = Kubelet::start(control_plane.client(), config).await?;
         Ok(Self {

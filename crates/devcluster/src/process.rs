@@ -33,6 +33,8 @@ pub struct ProcessSpec {
     pub log: PathBuf,
     /// Append to the log instead of truncating it.
     pub append_log: bool,
+    /// Run as this uid and gid, with these supplementary groups (started as root).
+    pub user: Option<(u32, u32, Vec<u32>)>,
 }
 
 impl ProcessSpec {
@@ -51,6 +53,7 @@ impl ProcessSpec {
             cwd: None,
             log: log.into(),
             append_log: false,
+            user: None,
         }
     }
 
@@ -95,9 +98,19 @@ impl Process {
             cmd.current_dir(cwd);
         }
         let parent = std::process::id() as libc::pid_t;
-        // SAFETY: prctl, getppid and _exit are async-signal-safe; nothing here allocates.
+        let user = spec.user.clone();
+        // SAFETY: prctl, getppid, setgroups, setgid, setuid and _exit are async-signal-safe;
+        // nothing here allocates (the groups were collected before the fork).
         unsafe {
             cmd.pre_exec(move || {
+                if let Some((uid, gid, groups)) = &user {
+                    if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                        || libc::setgid(*gid) != 0
+                        || libc::setuid(*uid) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail, ensure};
 use devcluster::process::{Process, ProcessSpec};
 use devcluster::{DevCluster, DevClusterOptions, ImageMap, LocalImage};
+use loop_plugins_e2e::images::Images;
 use futures::StreamExt;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
@@ -47,8 +48,6 @@ use server::serve::{Options, Server};
 const NS: &str = "bench";
 const PLUGIN: &str = "echo";
 const CHAT: &str = "general";
-const ECHO_IMAGE: &str = "bench.local/echo";
-const SELF_IMAGE: &str = "bench.local/loop-plugins";
 /// Short, so a cold start can be measured again soon.
 const IDLE: &str = "4s";
 const WAIT: Duration = Duration::from_secs(90);
@@ -70,15 +69,20 @@ fn main() -> anyhow::Result<()> {
         "{} is missing: build it with `cargo build --release -p echo-plugin` (make bench does)",
         echo.display()
     );
+    // A registry for the echo plugin's image and ours: admission pulls the plugin's by digest.
+    let registry = Images::start()?;
     let images = ImageMap::new();
-    images.insert(ECHO_IMAGE, LocalImage::new(&echo));
-    images.insert(SELF_IMAGE, LocalImage::new(loop_plugins_e2e::binary()));
+    images.insert(&registry.echo_repository(), LocalImage::new(&echo));
+    images.insert(
+        &registry.self_repository(),
+        LocalImage::new(loop_plugins_e2e::binary()),
+    );
     let runtime = tokio::runtime::Runtime::new()?;
     let cluster = runtime.block_on(DevCluster::start(DevClusterOptions {
         images,
         ..Default::default()
     }))?;
-    let result = runtime.block_on(bench(&cluster, calls, rounds, refused));
+    let result = runtime.block_on(bench(&cluster, &registry, calls, rounds, refused));
     runtime.block_on(cluster.shutdown());
     result
 }
@@ -94,6 +98,7 @@ fn target_dir() -> PathBuf {
 
 async fn bench(
     cluster: &DevCluster,
+    registry: &Images,
     calls: usize,
     rounds: usize,
     refused: usize,
@@ -101,8 +106,8 @@ async fn bench(
     eprintln!("bench: control plane up; starting the controller and the host API");
     cluster.install_crds().await?;
     let client = cluster.client();
-    let _controller = start_controller(cluster).await?;
-    world(&client).await?;
+    let _controller = start_controller(cluster, registry).await?;
+    world(&client, registry).await?;
     let instance = names::instance_name(PLUGIN, CHAT);
     wait_phase(&client, &instance, InstancePhase::Stopped).await?;
 
@@ -403,7 +408,8 @@ async fn wait_phase(client: &Client, instance: &str, phase: InstancePhase) -> an
     Ok(())
 }
 
-async fn start_controller(cluster: &DevCluster) -> anyhow::Result<Process> {
+async fn start_controller(cluster: &DevCluster, registry: &Images) -> anyhow::Result<Process> {
+    let self_image = registry.self_image().await?;
     let log = cluster.run_dir().join("controller.log");
     let mut spec = ProcessSpec::new("controller", loop_plugins_e2e::binary(), log);
     spec.env.push((
@@ -413,7 +419,7 @@ async fn start_controller(cluster: &DevCluster) -> anyhow::Result<Process> {
     spec.env.push(("RUST_LOG".into(), "info,kube=warn".into()));
     let spec = spec.args([
         "controller".to_string(),
-        format!("--self-image={SELF_IMAGE}@sha256:{}", "0".repeat(64)),
+        format!("--self-image={self_image}"),
         "--api-url=http://127.0.0.1:9".to_string(),
         "--metrics-addr=127.0.0.1:0".to_string(),
     ]);
@@ -436,7 +442,7 @@ where
 }
 
 /// The HostConfig, the echo plugin, a trusted project enabling it, one chat.
-async fn world(client: &Client) -> anyhow::Result<()> {
+async fn world(client: &Client, registry: &Images) -> anyhow::Result<()> {
     let mut ns = Namespace::default();
     ns.metadata.name = Some(NS.into());
     apply(&Api::<Namespace>::all(client.clone()), &ns).await?;
@@ -453,12 +459,8 @@ async fn world(client: &Client) -> anyhow::Result<()> {
     );
     apply(&Api::<HostConfig>::all(client.clone()), &host).await?;
     let manifest = include_str!("../../../examples/echo-plugin/plugin.json");
-    let plugin = Plugin::from_manifest(
-        manifest,
-        &format!("{ECHO_IMAGE}@sha256:{}", "1".repeat(64)),
-        vec!["/echo-plugin".into()],
-        true,
-    )?;
+    let mut plugin = Plugin::from_manifest(manifest, "unpublished", vec![], true)?;
+    registry.publish(&mut plugin).await?;
     apply(&Api::<Plugin>::all(client.clone()), &plugin).await?;
     let config = BTreeMap::from([(
         PLUGIN.to_string(),

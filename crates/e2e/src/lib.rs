@@ -1,5 +1,7 @@
-//! What the e2e suite, the chart checks and the benchmarks share: where the repository is, and
-//! the product binary they run.
+//! What the e2e suite, the chart checks and the benchmarks share: where the repository is,
+//! the product binary they run, and the plugin images they push ([`images`]).
+
+pub mod images;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

@@ -271,7 +271,10 @@ fn the_defaults_render_every_object() {
         host["spec"],
         json!({
             "plugins": {"enabled": false, "dailyRuns": 50, "idleTimeout": "10m", "signatureMode": "disabled"},
-            "gates": {"agentgate": {"enabled": false}},
+            "gates": {
+                "agentgate": {"enabled": false},
+                "audit": {"destination": "/data/.loop-audit", "maxAgeDays": 30, "maxBytes": 67108864},
+            },
             "apiUrl": "http://loop-plugins-api.loop-plugins.svc:8080",
         })
     );
@@ -516,6 +519,8 @@ fn the_values_schema_refuses_bad_values() {
         ("leaderElection.enabled=false", "leaderElection"),
         ("service.nodePort=8080", "nodePort"),
         ("service.nodePort=32768", "nodePort"),
+        ("hostConfig.gates.audit.destination=/var/log", "destination"),
+        ("hostConfig.gates.audit.maxBytes=10", "maxBytes"),
     ] {
         let err = template(&["--set", set]).expect_err(set);
         assert!(err.contains(why), "{set}: {err}");
@@ -526,6 +531,33 @@ fn the_values_schema_refuses_bad_values() {
     ])
     .expect_err("a wildcard verb");
     assert!(err.contains("verbs"), "{err}");
+    let err = template(&[
+        "--set-json",
+        r#"hostConfig.plugins.registry.mirrors=[{"registry":"localhost:5001"}]"#,
+    ])
+    .expect_err("a mirror without an address");
+    assert!(err.contains("address"), "{err}");
+}
+
+#[test]
+fn registry_settings_reach_host_config() {
+    let docs = render(&[
+        "--set",
+        "hostConfig.plugins.registry.credentialsSecret=pull",
+        "--set-json",
+        r#"hostConfig.plugins.registry.mirrors=[{"registry":"localhost:5001","address":"kind-registry:5000","plainHttp":true}]"#,
+        "--set",
+        "hostConfig.gates.audit.destination=stdout",
+    ]);
+    let host = find(&docs, "HostConfig", "default");
+    assert_eq!(
+        host["spec"]["plugins"]["registry"],
+        json!({
+            "credentialsSecret": "pull",
+            "mirrors": [{"registry": "localhost:5001", "address": "kind-registry:5000", "plainHttp": true}],
+        })
+    );
+    assert_eq!(host["spec"]["gates"]["audit"]["destination"], "stdout");
 }
 
 /// `--flag` names in `args` (values and positionals left out).

@@ -77,6 +77,11 @@ pub fn secret_name(instance: &str) -> String {
     join_name(&[instance, "token"])
 }
 
+/// The dockerconfigjson Secret an instance's Pod is pulled with.
+pub fn pull_secret_name(instance: &str) -> String {
+    join_name(&[instance, "pull"])
+}
+
 /// The CronJob of `action` of `plugin` in channel `channel`: at most 52 characters, which the
 /// API server allows a CronJob (it refuses a longer one as invalid).
 pub fn cronjob_name(plugin: &str, channel: &str, action: &str) -> String {

@@ -32,6 +32,8 @@ pub struct ContainerRun {
     /// When the process runs again after it exits.
     pub restart: RestartPolicy,
     pub grace: Duration,
+    /// Who the process runs as (None: as the stand-in does).
+    pub user: Option<(u32, u32, Vec<u32>)>,
 }
 
 /// What happened to a container.
@@ -91,6 +93,7 @@ pub async fn supervise(
         spec.env = run.env.clone();
         spec.clear_env = true;
         spec.cwd = Some(run.cwd.clone());
+        spec.user = run.user.clone();
         spec.append_log = !first;
         first = false;
         let started_at = Timestamp::now();

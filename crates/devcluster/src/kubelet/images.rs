@@ -15,6 +15,9 @@ pub struct LocalImage {
     pub entrypoint_args: Vec<String>,
     /// The image's CMD: used when the Pod sets neither `command` nor `args`.
     pub default_args: Vec<String>,
+    /// Where the program is inside the image (its ENTRYPOINT's path, `/echo-plugin`): a
+    /// command word naming it is played by the program (see [`LocalImage::process`]).
+    pub image_path: Option<String>,
 }
 
 impl LocalImage {
@@ -23,6 +26,37 @@ impl LocalImage {
             program: program.into(),
             entrypoint_args: Vec::new(),
             default_args: Vec::new(),
+            image_path: None,
+        }
+    }
+
+    /// Where the program is inside the image.
+    pub fn in_image_at(mut self, path: &str) -> Self {
+        self.image_path = Some(path.to_string());
+        self
+    }
+
+    /// The program to run and its arguments. Usually the image's program with
+    /// [`LocalImage::argv`]; but when the command's first word is a file the Pod put in one of
+    /// its volumes (`in_volume` says; an init container copied it there, as the gate's does),
+    /// that file runs, with the rest of the command and args, and each word naming the image's
+    /// own program ([`LocalImage::in_image_at`]) played by the local program.
+    pub fn process(
+        &self,
+        command: &[String],
+        args: &[String],
+        in_volume: impl Fn(&str) -> bool,
+    ) -> (PathBuf, Vec<String>) {
+        match command.split_first() {
+            Some((first, rest)) if in_volume(first) => {
+                let play = |w: &String| match &self.image_path {
+                    Some(p) if p == w => self.program.to_string_lossy().into_owned(),
+                    _ => w.clone(),
+                };
+                let argv = rest.iter().chain(args).map(play).collect();
+                (PathBuf::from(first), argv)
+            }
+            _ => (self.program.clone(), self.argv(command, args)),
         }
     }
 
@@ -143,6 +177,20 @@ mod tests {
         );
         assert_eq!(image.argv(&s(&["py", "-c", "x"]), &[]), s(&["-c", "x"]));
         assert_eq!(image.argv(&s(&["py", "-c"]), &s(&["x"])), s(&["-c", "x"]));
+    }
+
+    #[test]
+    fn a_program_from_a_volume_runs_with_the_images_own_played() {
+        let image = LocalImage::new("/build/echo-plugin").in_image_at("/echo-plugin");
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let command = s(&["/run/pod/gate/loop-plugins", "gate", "--", "/echo-plugin", "-v"]);
+        let (program, argv) = image.process(&command, &[], |p| p.starts_with("/run/pod/"));
+        assert_eq!(program, PathBuf::from("/run/pod/gate/loop-plugins"));
+        assert_eq!(argv, s(&["gate", "--", "/build/echo-plugin", "-v"]));
+        // Otherwise the image's program plays the command, as before.
+        let (program, argv) = image.process(&s(&["/echo-plugin", "-v"]), &[], |_| false);
+        assert_eq!(program, PathBuf::from("/build/echo-plugin"));
+        assert_eq!(argv, s(&["-v"]));
     }
 
     #[test]

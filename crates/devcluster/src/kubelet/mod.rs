@@ -22,6 +22,7 @@ mod addresses;
 mod claims;
 mod container;
 pub mod env;
+mod identity;
 mod images;
 mod incluster;
 mod node;
@@ -58,6 +59,9 @@ pub struct KubeletConfig {
     pub images: ImageMap,
     /// The API server's port on 127.0.0.1, for KUBERNETES_SERVICE_PORT.
     pub apiserver_port: u16,
+    /// Run each container as its `runAsUser` (and hand it its volumes' folders) when the
+    /// stand-in runs as root; otherwise every container runs as we do.
+    pub run_as_pod_users: bool,
 }
 
 /// What every task of the stand-in shares.
@@ -69,6 +73,7 @@ pub(crate) struct Shared {
     addresses: Addresses,
     apiserver_port: u16,
     running: Running,
+    run_as_pod_users: bool,
 }
 
 impl Shared {
@@ -100,6 +105,7 @@ impl Kubelet {
             addresses: Addresses::random(),
             apiserver_port: config.apiserver_port,
             running: Running::default(),
+            run_as_pod_users: config.run_as_pod_users && identity::can_switch(),
         });
         let tasks = vec![
             tokio::spawn(node::heartbeat(client.clone(), node)),

@@ -22,6 +22,7 @@ use super::container::{self, ContainerRun, Event};
 use super::env::{self, EnvError, PodFacts};
 use super::incluster;
 use super::status::{ContainerRecord, Phase, PodRecord, RestartPolicy, pod_status};
+use super::identity;
 use super::volumes::{self, Fetcher, VolumeDirs, VolumeError};
 
 /// The folder where a Pod's container logs go: `<root>/logs/<namespace>/<pod>/<container>.log`.
@@ -356,19 +357,40 @@ impl Worker {
             .map_or(container::MAX_GRACE, |s| {
                 Duration::from_secs(s.max(0) as u64)
             });
+        // A command whose first word is a file in one of the Pod's volumes (the gate an init
+        // container copied there) runs that file; otherwise the image's program plays it.
+        let in_volume = |word: &str| {
+            let path = std::path::Path::new(word);
+            path.is_file() && mounts.iter().any(|(_, dir)| path.starts_with(dir))
+        };
+        let (program, argv) = local.process(&invocation.command, &invocation.args, in_volume);
+        // As root and asked to: the container's runAsUser, its folders handed to it.
+        let user = if self.shared.run_as_pod_users {
+            identity::user(&self.pod, container)
+        } else {
+            None
+        };
+        if let Some(user) = &user {
+            for dir in mounts.iter().map(|(_, d)| d).chain([&work, &tmp, &cwd]) {
+                if let Err(e) = identity::give(dir, user) {
+                    tracing::warn!(pod = %self.key(), dir = %dir.display(), error = %e, "handing a folder to the container's user");
+                }
+            }
+        }
         let run = ContainerRun {
             name: name.clone(),
-            argv: local.argv(&invocation.command, &invocation.args),
-            program: local.program.clone(),
+            argv,
+            program: program.clone(),
             env: process_env,
             cwd,
             log: log_path(&self.shared.root, &self.namespace, &self.name, &name),
             probe,
             restart,
             grace,
+            user: user.map(|u| (u.uid, u.gid, u.groups)),
         };
         if let Some(c) = self.container_mut(&name) {
-            c.image_id = format!("local://{}", local.program.display());
+            c.image_id = format!("local://{}", program.display());
         }
         self.containers.spawn(container::supervise(
             run,

@@ -298,7 +298,7 @@ async fn runs(ns: Ns) -> anyhow::Result<()> {
         run["agent"] == "quiz"
             && run["thread"] == thread.as_str()
             && run["read_only"] == true
-            && run["tools"] == json!(["plugin_ask", "plugin_score"])
+            && run["tools"] == json!([format!("plugin_{}", tool("ask", &id)), format!("plugin_{}", tool("score", &id))])
             && run["status"] == "queued"
             && run["done_delivered"] == false,
         "POST /runs answered {answer}"
@@ -316,7 +316,7 @@ async fn runs(ns: Ns) -> anyhow::Result<()> {
             && spec["thread"] == thread.as_str()
             && spec["agent"] == "quiz"
             && spec["prompt"] == prompt
-            && spec["tools"] == json!(["plugin_ask", "plugin_score"]),
+            && spec["tools"] == json!([format!("plugin_{}", tool("ask", &id)), format!("plugin_{}", tool("score", &id))]),
         "kubectl shows {object}"
     );
     let owners = &object["metadata"]["ownerReferences"];
@@ -346,7 +346,8 @@ async fn runs(ns: Ns) -> anyhow::Result<()> {
     answer.expect(202, None)?;
     let fixer = answer.json()?;
     ensure!(
-        fixer["read_only"] == false && fixer["tools"] == json!(["plugin_score"]),
+        fixer["read_only"] == false
+            && fixer["tools"] == json!([format!("plugin_{}", tool("score", &id))]),
         "the fixer run is {fixer}"
     );
 

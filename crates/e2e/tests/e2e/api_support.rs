@@ -25,7 +25,7 @@ use tokio::sync::OnceCell;
 
 use crate::controller_support::{
     CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, WAIT, apply, apply_trusted, echo_image, install,
-    plugin_id, setup,
+    plugin_id, rename_tools, setup, unpublished,
 };
 use crate::support::{Ns, wait};
 
@@ -37,15 +37,22 @@ pub const TREE_CLAIM: &str = "repo";
 const FULL: &str = include_str!("../../../../examples/manifests/full.json");
 
 /// A Plugin of the test's own with the full manifest under id `id`: every capability is
-/// declared; `approved` are those the owner approved (all of them when None).
+/// declared; `approved` are those the owner approved (all of them when None). Its tools are
+/// `ask-<id>` and `score-<id>` ([`tool`]): tool names are registered across admitted plugins,
+/// first come first served, and the suite installs many of these.
 pub fn full_plugin(id: &str, approved: Option<&[&str]>) -> anyhow::Result<Plugin> {
     let text = FULL.replacen("\"id\": \"cogtest\"", &format!("\"id\": \"{id}\""), 1);
-    let image = echo_image(id);
-    let mut plugin = Plugin::from_manifest(&text, &image, vec!["/echo-plugin".into()], true)?;
+    let mut plugin = Plugin::from_manifest(&text, &unpublished(id), vec![], true)?;
+    rename_tools(&mut plugin, |t| tool(t, id));
     if let Some(approved) = approved {
         plugin.spec.approved_capabilities = approved.iter().map(|c| c.to_string()).collect();
     }
     Ok(plugin)
+}
+
+/// The name of the full plugin's tool `base` under plugin `id`.
+pub fn tool(base: &str, id: &str) -> String {
+    format!("{base}-{id}")
 }
 
 /// The project's entry for the full plugin: enabled (or not), with two settings of its own,
@@ -121,7 +128,7 @@ pub async fn world(ns: &Ns, plugins: &[Plugin], chats: &[Channel]) -> anyhow::Re
     setup(ns).await?;
     tree_claim(ns).await?;
     for plugin in plugins {
-        install(ns.client(), plugin).await?;
+        install(&ns, plugin).await?;
     }
     let ids: Vec<String> = plugins.iter().map(|p| p.name_any()).collect();
     let entries = ids

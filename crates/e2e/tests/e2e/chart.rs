@@ -664,12 +664,13 @@ async fn the_controller_releases_its_lease_on_sigterm(ns: Ns) -> anyhow::Result<
     spec.env
         .push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
     spec.env.push(("RUST_LOG".into(), "info,kube=warn".into()));
+    let self_image = ns.cluster().plugin_images().self_image().await?;
     let spec = spec.args([
         "controller".to_string(),
         format!("--leader-election-namespace={}", ns.name()),
         format!("--lease-name={LEASE}"),
         "--leader-identity=replica-sigterm".to_string(),
-        "--self-image=e2e.local/loop-plugins@sha256:0000000000000000000000000000000000000000000000000000000000000000".to_string(),
+        format!("--self-image={self_image}"),
         "--api-url=http://127.0.0.1:9".to_string(),
         "--metrics-addr=127.0.0.1:0".to_string(),
     ]);

@@ -102,7 +102,7 @@ pub(crate) async fn world(
 ) -> anyhow::Result<String> {
     setup(ns).await?;
     let id = plugin_id(ns, suffix);
-    install(ns.client(), &echo_plugin(&id)?).await?;
+    install(&ns, &echo_plugin(&id)?).await?;
     apply_trusted(
         ns,
         "proj",
@@ -251,7 +251,7 @@ async fn trust_flip(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
     setup(&ns).await?;
     let id = plugin_id(&ns, "tr");
-    install(ns.client(), &echo_plugin(&id)?).await?;
+    install(&ns, &echo_plugin(&id)?).await?;
     // Enabled in the config, but the owner trusts only a version that does not enable it.
     apply_trusted(
         &ns,
@@ -344,10 +344,17 @@ async fn demand_and_idle(ns: Ns) -> anyhow::Result<()> {
             .map(String::as_str)
             == Some("restricted")
     );
+    // As the image's own USER, which admission read from the image.
+    let installed = Api::<Plugin>::all(ns.client()).get(&id).await?;
+    let user = installed
+        .status
+        .as_ref()
+        .and_then(|s| s.image.as_ref())
+        .map(|i| i.run_as_user);
     let psc = spec.security_context.clone().unwrap_or_default();
     ensure!(
-        psc.run_as_non_root == Some(true) && psc.run_as_user == Some(65532),
-        "{psc:?}"
+        psc.run_as_non_root == Some(true) && user.is_some() && psc.run_as_user == user,
+        "{psc:?}, the image's USER {user:?}"
     );
     ensure!(psc.seccomp_profile.as_ref().map(|p| p.type_.as_str()) == Some("RuntimeDefault"));
     let csc = spec.containers[0]
@@ -362,7 +369,7 @@ async fn demand_and_idle(ns: Ns) -> anyhow::Result<()> {
         "{:?}",
         spec.containers[0].security_context
     );
-    ensure!(spec.containers[0].image.as_deref() == Some(echo_plugin(&id)?.spec.image.as_str()));
+    ensure!(spec.containers[0].image.as_deref() == Some(installed.spec.image.as_str()));
     let ip = pod
         .status
         .as_ref()
@@ -837,7 +844,7 @@ async fn removal(ns: Ns) -> anyhow::Result<()> {
     let purged = plugin_id(&ns, "rp");
     let mut plugin = echo_plugin(&purged)?;
     plugin.spec.purge_on_delete = true;
-    install(ns.client(), &plugin).await?;
+    install(&ns, &echo_plugin(&id)?).await?;
     apply_trusted(
         &ns,
         "proj",
@@ -1004,7 +1011,7 @@ async fn steady_state(ns: Ns) -> anyhow::Result<()> {
     setup(&ns).await?;
     let ids = [plugin_id(&ns, "s1"), plugin_id(&ns, "s2")];
     for id in &ids {
-        install(ns.client(), &echo_plugin(id)?).await?;
+        install(&ns, &echo_plugin(id)?).await?;
     }
     let tick = [("tick", cron_entry(None, ScheduleType::Cron, "0 9 * * *"))];
     let config = ids

@@ -20,7 +20,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use model::config::{PluginConfig, ScheduleEntry, config_hash};
 use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, Plugin, Project, ProjectSpec,
+    HostPlugins, Plugin, Project, ProjectSpec, RegistryConfig, RegistryMirror,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -30,10 +30,6 @@ use crate::support::{Ns, Target, target};
 
 pub mod in_cluster;
 
-/// The image the stand-in plays with the echo plugin's binary (on the local control plane).
-pub const ECHO_IMAGE: &str = "e2e.local/echo";
-/// Our own image, played by our binary.
-pub const SELF_IMAGE: &str = "e2e.local/loop-plugins";
 /// How long an instance stays up after its last activity, in these tests.
 pub const IDLE_TIMEOUT: &str = "8s";
 /// The same on an existing cluster: a first start there waits for the instance's volume
@@ -56,30 +52,6 @@ pub async fn exclusive() -> RwLockWriteGuard<'static, ()> {
     CLUSTER_STATE.write().await
 }
 
-/// A digest that names nothing real: the stand-in plays images by repository.
-pub fn digest(seed: &str) -> String {
-    use sha2::{Digest, Sha256};
-    hex::encode(Sha256::digest(seed.as_bytes()))
-}
-
-/// The echo plugin's image for a plugin seeded `seed`: on the local control plane a digest of
-/// its own (the stand-in plays the repository), on an existing cluster the one pushed image.
-pub fn echo_image(seed: &str) -> String {
-    match target() {
-        Target::Local => format!("{ECHO_IMAGE}@sha256:{}", digest(seed)),
-        Target::Existing(existing) => existing.echo_image.clone(),
-    }
-}
-
-/// The folder our binaries are built into.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary has a path");
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps")
-        .to_path_buf()
-}
-
 /// Makes sure the controller runs, with the CRDs installed, the HostConfig of these tests and
 /// the images the stand-in needs. Call once at the start of each controller test.
 pub async fn setup(ns: &Ns) -> anyhow::Result<()> {
@@ -97,10 +69,9 @@ pub async fn setup(ns: &Ns) -> anyhow::Result<()> {
     }
     let images = ns.images()?;
     images.insert(
-        ECHO_IMAGE,
-        LocalImage::new(target_dir().join("echo-plugin")),
+        &ns.cluster().plugin_images().self_repository(),
+        LocalImage::new(loop_plugins_e2e::binary()),
     );
-    images.insert(SELF_IMAGE, LocalImage::new(loop_plugins_e2e::binary()));
     let mut running = CONTROLLER.get_or_init(|| Mutex::new(None)).lock().await;
     if running.is_none() {
         apply_host(ns.client(), host_spec(true)).await?;
@@ -125,9 +96,31 @@ pub fn host_spec(enabled: bool) -> HostConfigSpec {
                 Target::Existing(_) => IDLE_TIMEOUT_EXISTING,
             }
             .into(),
+            registry: registry_config(),
             ..Default::default()
         },
         api_url,
+        ..Default::default()
+    }
+}
+
+/// How the controller reaches the run's registry: as this machine does (a loopback registry
+/// is plain HTTP), unless `LOOP_PLUGINS_E2E_REGISTRY_MIRROR=<name>=<address>` says the
+/// cluster reaches it at another address (kind: `localhost:5001=kind-registry:5000`).
+pub fn registry_config() -> RegistryConfig {
+    let mirrors = std::env::var("LOOP_PLUGINS_E2E_REGISTRY_MIRROR")
+        .ok()
+        .and_then(|m| {
+            let (registry, address) = m.split_once('=')?;
+            Some(vec![RegistryMirror {
+                registry: registry.into(),
+                address: address.into(),
+                plain_http: true,
+            }])
+        })
+        .unwrap_or_default();
+    RegistryConfig {
+        mirrors,
         ..Default::default()
     }
 }
@@ -223,11 +216,13 @@ async fn start_controller(ns: &Ns) -> anyhow::Result<Process> {
         "RUST_LOG".into(),
         "info,kube=warn,loop_plugins_controller=debug,loop_plugins_server=debug,loop_plugins_runtime=debug".into(),
     ));
+    let self_image = ns.cluster().plugin_images().self_image().await?;
     let spec = spec.args([
         "controller".to_string(),
-        format!("--self-image={SELF_IMAGE}@sha256:{}", digest("self")),
+        format!("--self-image={self_image}"),
         "--api-url=http://127.0.0.1:9".to_string(),
         "--metrics-addr=127.0.0.1:0".to_string(),
+        format!("--namespace={CONTROLLER_NAMESPACE}"),
     ]);
     Ok(Process::spawn(&spec).await?)
 }
@@ -254,20 +249,83 @@ pub async fn restart_controller(
     Ok(())
 }
 
-/// A Plugin for this test: the echo plugin's manifest under a name of its own.
+/// A Plugin for this test: the echo plugin's manifest under a name of its own, its tool
+/// renamed `<id>-echo`. Tool names are registered across admitted plugins, first come first
+/// served (admission's Names stage), so the suite's many plugins each need their own; the
+/// tests that call the tool use [`echo_tool_plugin`]. Its image is made when it is installed
+/// ([`install`]), from its manifest as the test leaves it.
 pub fn echo_plugin(id: &str) -> anyhow::Result<Plugin> {
+    let mut plugin = echo_tool_plugin(id)?;
+    rename_tools(&mut plugin, |t| format!("{id}-{t}"));
+    Ok(plugin)
+}
+
+/// Renames each of the manifest's tools, and the agents' references to them.
+pub fn rename_tools(plugin: &mut Plugin, rename: impl Fn(&str) -> String) {
+    let rest = &mut plugin.spec.manifest.rest;
+    if let Some(tools) = rest.get_mut("tools").and_then(|t| t.as_array_mut()) {
+        for t in tools {
+            if let Some(name) = t["name"].as_str() {
+                t["name"] = rename(name).into();
+            }
+        }
+    }
+    if let Some(agents) = rest.get_mut("agents").and_then(|a| a.as_array_mut()) {
+        for a in agents {
+            if let Some(tools) = a["tools"].as_array_mut() {
+                for t in tools {
+                    if let Some(name) = t.as_str() {
+                        *t = rename(name).into();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The echo plugin's manifest as it is, its tool named `echo` (the one the echo binary
+/// serves), under `id`. Only one admitted plugin may hold the name: hold [`claim_echo_tool`]
+/// while using it.
+pub fn echo_tool_plugin(id: &str) -> anyhow::Result<Plugin> {
     let text = include_str!("../../../../examples/echo-plugin/plugin.json").replacen(
         "\"id\": \"echo\"",
         &format!("\"id\": \"{id}\""),
         1,
     );
-    let image = echo_image(id);
     Ok(Plugin::from_manifest(
         &text,
-        &image,
-        vec!["/echo-plugin".into()],
+        &unpublished(id),
+        vec![],
         true,
     )?)
+}
+
+static ECHO_TOOL: Mutex<()> = Mutex::const_new(());
+
+/// The tool name `echo`, for one test at a time: waits for the test before, then deletes any
+/// Plugin still declaring a tool `echo` (a finished or failed test's), so the caller's
+/// [`echo_tool_plugin`] is the one admission registers it for.
+pub async fn claim_echo_tool(ns: &Ns) -> anyhow::Result<tokio::sync::MutexGuard<'static, ()>> {
+    let guard = ECHO_TOOL.lock().await;
+    let api: Api<Plugin> = Api::all(ns.client());
+    for p in api.list(&Default::default()).await?.items {
+        let declares = p.spec.manifest.rest.get("tools").and_then(|t| t.as_array()).is_some_and(
+            |tools| tools.iter().any(|t| t["name"] == "echo"),
+        );
+        if declares && p.metadata.deletion_timestamp.is_none() {
+            api.delete(&p.name_any(), &Default::default()).await?;
+        }
+    }
+    Ok(guard)
+}
+
+/// The image a Plugin names until [`install`] publishes its own.
+pub fn unpublished(id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    format!(
+        "unpublished.e2e/{id}@sha256:{}",
+        hex::encode(Sha256::digest(id.as_bytes()))
+    )
 }
 
 /// A plugin id unique to the test's namespace.
@@ -276,13 +334,18 @@ pub fn plugin_id(ns: &Ns, suffix: &str) -> String {
     format!("e{suffix}-{tail}")
 }
 
-pub async fn install(client: Client, plugin: &Plugin) -> anyhow::Result<Plugin> {
-    let api: Api<Plugin> = Api::all(client);
+/// Installs `plugin` as `plugin install` would leave it: its image made and pushed first
+/// (one that ships its manifest, the echo plugin's binary as entrypoint), then the Plugin
+/// applied pinned to that image's digest.
+pub async fn install(ns: &Ns, plugin: &Plugin) -> anyhow::Result<Plugin> {
+    let mut plugin = plugin.clone();
+    ns.cluster().plugin_images().publish(&mut plugin).await?;
+    let api: Api<Plugin> = Api::all(ns.client());
     Ok(api
         .patch(
             &plugin.name_any(),
             &PatchParams::apply("e2e").force(),
-            &Patch::Apply(plugin),
+            &Patch::Apply(&plugin),
         )
         .await?)
 }

@@ -363,6 +363,16 @@ impl Caller {
     }
 }
 
+/// A plugin of the test's own whose tool is `echo`, with `edit` applied to its manifest.
+fn tool_plugin_with(
+    id: &str,
+    edit: impl FnOnce(&mut BTreeMap<String, Value>),
+) -> anyhow::Result<Plugin> {
+    let mut plugin = echo_tool_plugin(id)?;
+    edit(&mut plugin.spec.manifest.rest);
+    Ok(plugin)
+}
+
 /// A plugin of the test's own (the echo plugin), with `edit` applied to its manifest.
 fn plugin_with(
     id: &str,
@@ -381,7 +391,7 @@ async fn world(
     chats: &[(&str, ChannelKind, Option<&str>, bool)],
 ) -> anyhow::Result<()> {
     for (p, _) in plugins {
-        install(ns.client(), p).await?;
+        install(&ns, p).await?;
     }
     let config: BTreeMap<String, PluginConfig> = plugins
         .iter()
@@ -435,11 +445,12 @@ fn say_hello() -> Value {
 
 async fn tool_from_zero(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
+    let _echo = claim_echo_tool(&ns).await?;
     let host = host(&ns).await?;
     let id = plugin_id(&ns, "hz");
     world(
         &ns,
-        &[(echo_plugin(&id)?, enabled())],
+        &[(echo_tool_plugin(&id)?, enabled())],
         &[("general", ChannelKind::Channel, None, false)],
     )
     .await?;
@@ -496,10 +507,11 @@ async fn tool_from_zero(ns: Ns) -> anyhow::Result<()> {
 
 async fn schemas(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
+    let _echo = claim_echo_tool(&ns).await?;
     let host = host(&ns).await?;
     let id = plugin_id(&ns, "hs");
     // The manifest's echo tool promises a score the echo plugin never gives.
-    let plugin = plugin_with(&id, |m| {
+    let plugin = tool_plugin_with(&id, |m| {
         m.get_mut("tools").unwrap()[0]["output_schema"] = json!({
             "type": "object",
             "properties": {"score": {"type": "integer"}},
@@ -553,11 +565,12 @@ async fn schemas(ns: Ns) -> anyhow::Result<()> {
 
 async fn rbac(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
+    let _echo = claim_echo_tool(&ns).await?;
     let host = host(&ns).await?;
     let id = plugin_id(&ns, "hr");
     world(
         &ns,
-        &[(echo_plugin(&id)?, enabled())],
+        &[(echo_tool_plugin(&id)?, enabled())],
         &[("general", ChannelKind::Channel, None, false)],
     )
     .await?;
@@ -627,6 +640,7 @@ fn breaker_of(i: &PluginInstance) -> Option<&model::resources::BreakerState> {
 
 async fn breaker(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
+    let _echo = claim_echo_tool(&ns).await?;
     let host = host(&ns).await?;
     // On the local control plane, a second host API stands for the chart's second replica
     // (an existing cluster's release runs one).
@@ -637,7 +651,7 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
     let id = plugin_id(&ns, "hb");
     world(
         &ns,
-        &[(echo_plugin(&id)?, enabled())],
+        &[(echo_tool_plugin(&id)?, enabled())],
         &[("general", ChannelKind::Channel, None, false)],
     )
     .await?;

@@ -6,6 +6,7 @@
 //!
 //! To add tests: write a module with `pub fn tests() -> Vec<support::E2eTest>` and list it below.
 
+mod admission;
 mod api;
 mod chart;
 mod cluster;
@@ -25,6 +26,7 @@ fn main() -> std::process::ExitCode {
             "support::the_cluster_switch_reads_the_environment",
             support::target::self_check,
         )],
+        admission::tests(),
         api::tests(),
         chart::tests(),
         cluster::tests(),

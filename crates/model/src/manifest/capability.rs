@@ -82,6 +82,27 @@ impl Capability {
         }
     }
 
+    /// What approving it allows, as install shows it before asking.
+    pub const fn allows(self) -> &'static str {
+        match self {
+            Capability::AgentReadonly => {
+                "start runs of the manifest's read-only agents (POST /runs)"
+            }
+            Capability::AgentWrite => "start runs of the manifest's agents that may change files",
+            Capability::FilesRead => "read the chat's working tree",
+            Capability::MemoryRead => "read the project's memory",
+            Capability::MemoryWrite => "write the project's memory",
+            Capability::NotificationsSend => "post notifications to the chat",
+            Capability::UiCommand => "run UI commands in the app",
+            Capability::UiPanel => "add panels to the workspace's add-pane menus",
+            Capability::UiNotificationCard => "post cards to the notification drawer",
+            Capability::UiComposerSwitch => "show on/off switches in the chat's composer",
+            Capability::Schedule => "run its actions on schedules",
+            Capability::EventsSubscribe => "receive Loop events (messages, agent status, ...)",
+            Capability::LiveControl => "drive the chat's live session and read its system messages",
+        }
+    }
+
     /// The capability with this name, if there is one.
     pub fn parse(name: &str) -> Option<Capability> {
         Self::ALL.into_iter().find(|c| c.as_str() == name)

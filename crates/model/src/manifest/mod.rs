@@ -7,7 +7,10 @@
 //! - [`settings_schema`]: what a setting's schema may say;
 //! - [`json_schema`]: compiling schemas and checking values against them;
 //! - [`quantity`]: `resources` as Kubernetes quantities;
+//! - [`bundle`]: what the manifest names in the image's /loop-plugin tree (panel and card
+//!   pages, switch icons of at most 16 KB).
 
+pub mod bundle;
 pub mod capability;
 
 mod error;
@@ -29,6 +32,7 @@ pub use model::{
     ThreadEvents, Tool, Ui,
 };
 pub use parse::{from_value, parse_str};
+pub use rules::gate::GATE_OPERATIONS;
 
 #[cfg(test)]
 mod tests {

@@ -59,6 +59,9 @@ pub struct HostPlugins {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(inner(regex(pattern = "^[0-9a-f]{64}$")), length(max = 64))]
     pub trusted_publisher_keys: Vec<String>,
+    /// How plugin images are pulled: credentials, plain-HTTP registries, other addresses.
+    #[serde(default, skip_serializing_if = "RegistryConfig::is_empty")]
+    pub registry: RegistryConfig,
     /// plugins.<id> of the global config: the defaults for every project.
     #[serde(default, skip_serializing_if = "PluginsConfig::is_empty")]
     pub defaults: PluginsConfig,
@@ -72,6 +75,7 @@ impl Default for HostPlugins {
             idle_timeout: default_idle_timeout(),
             signature_mode: SignatureMode::default(),
             trusted_publisher_keys: Vec::new(),
+            registry: RegistryConfig::default(),
             defaults: PluginsConfig::new(),
         }
     }
@@ -85,14 +89,106 @@ fn default_idle_timeout() -> String {
     "10m".into()
 }
 
-/// signature_mode: disabled, permissive or strict.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+/// signature_mode: disabled, permissive or strict. Any other value is kept as written and acts
+/// as strict, and the Plugin's status says so (zeroclaw's rule: a misspelt mode never loosens
+/// the policy).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum SignatureMode {
     #[default]
     Disabled,
     Permissive,
     Strict,
+    /// A value that is none of the three.
+    Unknown(String),
+}
+
+impl SignatureMode {
+    /// The mode as written.
+    pub fn as_str(&self) -> &str {
+        match self {
+            SignatureMode::Disabled => "disabled",
+            SignatureMode::Permissive => "permissive",
+            SignatureMode::Strict => "strict",
+            SignatureMode::Unknown(other) => other,
+        }
+    }
+
+    pub fn parse(mode: &str) -> SignatureMode {
+        match mode {
+            "disabled" => SignatureMode::Disabled,
+            "permissive" => SignatureMode::Permissive,
+            "strict" => SignatureMode::Strict,
+            other => SignatureMode::Unknown(other.to_string()),
+        }
+    }
+}
+
+impl Serialize for SignatureMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SignatureMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(SignatureMode::parse(&String::deserialize(d)?))
+    }
+}
+
+impl JsonSchema for SignatureMode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SignatureMode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "disabled, permissive or strict; any other value acts as strict",
+            "maxLength": 64
+        })
+    }
+}
+
+/// `plugins.registry`: how the controller (and the CLI) reach plugin images.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryConfig {
+    /// A `kubernetes.io/dockerconfigjson` Secret in the controller's namespace: the
+    /// credentials admission pulls with, copied beside each plugin Pod as its imagePullSecret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub credentials_secret: Option<String>,
+    /// Registries (`host:port` as image references name them) reached over plain HTTP;
+    /// loopback registries always are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub insecure: Vec<String>,
+    /// Registries the controller reaches at another address than their name (kind: images
+    /// named `localhost:5001/...` are at `kind-registry:5000` from inside the cluster).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub mirrors: Vec<RegistryMirror>,
+}
+
+impl RegistryConfig {
+    pub fn is_empty(&self) -> bool {
+        *self == RegistryConfig::default()
+    }
+}
+
+/// A registry, as references name it, reached at another address.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryMirror {
+    /// `host:port` as image references name it.
+    #[schemars(length(min = 1, max = 253))]
+    pub registry: String,
+    /// `host:port` to connect to.
+    #[schemars(length(min = 1, max = 253))]
+    pub address: String,
+    /// Plain HTTP to that address (a registry inside the cluster without TLS).
+    #[serde(default)]
+    pub plain_http: bool,
 }
 
 /// `gates.*` of the global config.
@@ -101,6 +197,62 @@ pub enum SignatureMode {
 pub struct Gates {
     #[serde(default)]
     pub agentgate: AgentGate,
+    /// gates.audit: where the gate's decisions go and how long they are kept.
+    #[serde(default)]
+    pub audit: GateAudit,
+}
+
+/// `gates.audit`: one JSON line per decision, per chat.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GateAudit {
+    /// `stdout` (the plugin container's log), or a dir under /data (the chat's own volume,
+    /// kept with it; the gate keeps the plugin from touching it, which costs a trap on each
+    /// file-changing call).
+    #[serde(default = "default_audit_destination")]
+    #[x_kube(validation = Rule::new("self == 'stdout' || (self.startsWith('/data/') && !self.contains('/../') && !self.endsWith('/..'))").message("stdout, or a dir under /data"))]
+    #[schemars(length(max = 256))]
+    pub destination: String,
+    /// Segments older than this many days are deleted.
+    #[serde(default = "default_audit_days")]
+    #[schemars(range(min = 1, max = 3650))]
+    pub max_age_days: u32,
+    /// Past this many bytes in all, the oldest segments are deleted (at least 65536).
+    #[serde(default = "default_audit_bytes")]
+    #[schemars(range(min = 65536))]
+    pub max_bytes: u64,
+}
+
+/// The gate's own default: the chat's volume.
+pub const DEFAULT_AUDIT_DIR: &str = "/data/.loop-audit";
+
+fn default_audit_destination() -> String {
+    DEFAULT_AUDIT_DIR.into()
+}
+
+fn default_audit_days() -> u32 {
+    30
+}
+
+fn default_audit_bytes() -> u64 {
+    64 << 20
+}
+
+impl Default for GateAudit {
+    fn default() -> Self {
+        Self {
+            destination: default_audit_destination(),
+            max_age_days: default_audit_days(),
+            max_bytes: default_audit_bytes(),
+        }
+    }
+}
+
+impl GateAudit {
+    /// Whether the audit goes to the container's log.
+    pub fn to_stdout(&self) -> bool {
+        self.destination == "stdout"
+    }
 }
 
 /// `gates.agentgate`: plugin containers run under the syscall gate while on.

@@ -20,12 +20,12 @@ pub use channel::{
 };
 pub use condition::{Condition, ConditionStatus, set_condition};
 pub use host_config::{
-    AgentGate, Gates, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, HostConfigStatus, HostPlugins,
-    SignatureMode,
+    AgentGate, DEFAULT_AUDIT_DIR, GateAudit, Gates, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
+    HostConfigStatus, HostPlugins, RegistryConfig, RegistryMirror, SignatureMode,
 };
 pub use plugin::{
-    Plugin, PluginManifestSpec, PluginSignature, PluginSpec, PluginStatus, RegisteredTool,
-    RenderError, plugin_yaml,
+    ADMITTED, AdmissionStage, ImageStatus, Plugin, PluginManifestSpec, PluginSignature, PluginSpec,
+    PluginStatus, RegisteredTool, RenderError, plugin_yaml,
 };
 pub use plugin_instance::{
     BreakerState, InstancePhase, PluginInstance, PluginInstanceSpec, PluginInstanceStatus,

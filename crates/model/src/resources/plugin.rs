@@ -21,9 +21,10 @@ use super::Condition;
     doc = "An installed Loop plugin: an OCI image pinned by digest, its manifest and the approved capabilities",
     validation = Rule::new("self.metadata.name == self.spec.manifest.id").message("a Plugin's name must equal its manifest id"),
     printcolumn(name = "Version", type_ = "string", json_path = ".spec.manifest.version"),
-    printcolumn(name = "Digest", type_ = "string", json_path = ".status.digest"),
     printcolumn(name = "Admitted", type_ = "string", json_path = ".status.conditions[?(@.type==\"Admitted\")].status"),
+    printcolumn(name = "Stage", type_ = "string", json_path = ".status.stage", description = "the admission stage that refused the plugin, or Admitted"),
     printcolumn(name = "Reason", type_ = "string", json_path = ".status.conditions[?(@.type==\"Admitted\")].reason"),
+    printcolumn(name = "Digest", type_ = "string", json_path = ".status.digest", priority = 1),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -86,16 +87,21 @@ impl JsonSchema for PluginManifestSpec {
     }
 }
 
-/// A detached Ed25519 signature and the key that made it.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// A detached Ed25519 signature and the key that made it, as `loop-plugins plugin sign`
+/// publishes it next to the image (tag `sha256-<hex>.sig`) and `plugin install` copies it here.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginSignature {
-    /// Hex-encoded Ed25519 public key.
-    #[x_kube(validation = Rule::new("self.matches('^[0-9a-f]{64}$')").message("64 lowercase hex digits"))]
-    pub publisher_key: String,
-    /// Hex-encoded signature.
-    #[x_kube(validation = Rule::new("self.matches('^[0-9a-f]{128}$')").message("128 lowercase hex digits"))]
+    /// The signed payload, canonical JSON on one line: the plugin's name and version, the
+    /// sha256 of plugin.json as shipped, the image's repository and manifest digest.
+    #[schemars(length(min = 1, max = 4096))]
+    pub payload: String,
+    /// The Ed25519 signature over the payload's bytes, standard base64.
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9+/]{86}==$')").message("base64 of 64 bytes"))]
     pub signature: String,
+    /// The publisher's Ed25519 public key, 64 lowercase hex digits.
+    #[x_kube(validation = Rule::new("self.matches('^[0-9a-f]{64}$')").message("64 lowercase hex digits"))]
+    pub public_key: String,
 }
 
 /// What admission found.
@@ -104,14 +110,149 @@ pub struct PluginSignature {
 pub struct PluginStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// The image digest admitted.
+    /// The image manifest digest admission looked at (`sha256:<hex>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// The admission stage that refused the plugin (`Manifest`, `Image`, `Signature`, ...), or
+    /// `Admitted` when every stage passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// What the image is, as the controller read it by digest: who the plugin runs as, its
+    /// command, plugin.json's sha256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageStatus>,
     /// The tools registered, as agents see them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<RegisteredTool>,
+    /// `Admitted`, and one condition per admission stage (see [`AdmissionStage`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// The facts of a plugin image that the Pod and the signature stage need, read from the
+/// image by digest (they never change for a digest).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageStatus {
+    /// The image manifest digest.
+    pub digest: String,
+    /// The image's numeric USER: the Pod's runAsUser.
+    pub run_as_user: i64,
+    /// The USER's group when it names one; the Pod runs as the uid's group otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_group: Option<i64>,
+    /// The image's entrypoint followed by its cmd.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// sha256 of /loop-plugin/plugin.json as shipped, hex.
+    pub plugin_json_sha256: String,
+    /// `sha256:<hex>` of plugin.json's canonical JSON: what `spec.manifest` must hash to.
+    pub manifest_hash: String,
+    /// The publisher key whose signature admission judged, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publisher_key: Option<String>,
+}
+
+impl ImageStatus {
+    /// The gid the Pod runs as: the USER's group, or the uid's own.
+    pub fn group(&self) -> i64 {
+        self.run_as_group.unwrap_or(self.run_as_user)
+    }
+}
+
+/// The condition that sums admission up: True when every stage passed.
+pub const ADMITTED: &str = "Admitted";
+
+/// The stages of admission, in order; each has a condition of its own on the Plugin, and
+/// the first that refuses stops the rest (zeroclaw's lifecycle, bound to the image).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AdmissionStage {
+    /// HostConfig `plugins.enabled`.
+    Host,
+    /// Every rule of plugin.json, including the gate rules the gate can enforce.
+    Manifest,
+    /// The image pulled by digest and checked; its plugin.json is `spec.manifest`.
+    Image,
+    /// The signature policy over the payload bound to the image digest.
+    Signature,
+    /// The approved capabilities are ones the manifest declares.
+    Capabilities,
+    /// The plugin's name and tool names are its own among admitted plugins.
+    Names,
+}
+
+impl AdmissionStage {
+    pub const ALL: [AdmissionStage; 6] = [
+        AdmissionStage::Host,
+        AdmissionStage::Manifest,
+        AdmissionStage::Image,
+        AdmissionStage::Signature,
+        AdmissionStage::Capabilities,
+        AdmissionStage::Names,
+    ];
+
+    /// The stage's name, as `status.stage` and `plugin info` show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdmissionStage::Host => "Host",
+            AdmissionStage::Manifest => "Manifest",
+            AdmissionStage::Image => "Image",
+            AdmissionStage::Signature => "Signature",
+            AdmissionStage::Capabilities => "Capabilities",
+            AdmissionStage::Names => "Names",
+        }
+    }
+
+    /// The type of the stage's condition.
+    pub fn condition_type(self) -> &'static str {
+        match self {
+            AdmissionStage::Host => "HostEnabled",
+            AdmissionStage::Manifest => "ManifestValid",
+            AdmissionStage::Image => "ImageVerified",
+            AdmissionStage::Signature => "SignatureAccepted",
+            AdmissionStage::Capabilities => "CapabilitiesApproved",
+            AdmissionStage::Names => "NamesRegistered",
+        }
+    }
+}
+
+impl std::fmt::Display for AdmissionStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Plugin {
+    /// The image manifest digest `spec.image` is pinned to (`sha256:<hex>`).
+    pub fn pinned_digest(&self) -> Option<&str> {
+        self.spec.image.rsplit_once('@').map(|(_, d)| d)
+    }
+
+    /// Whether the controller admitted this very spec (the generation) of this image: the
+    /// `Admitted` condition is True for the current generation and the digest it looked at
+    /// is the one the spec pins. Whoever runs or calls the plugin asks this.
+    pub fn is_admitted(&self) -> bool {
+        let Some(status) = &self.status else {
+            return false;
+        };
+        let generation = self.metadata.generation;
+        status.observed_generation == generation
+            && status.digest.as_deref() == self.pinned_digest()
+            && status.conditions.iter().any(|c| {
+                c.r#type == ADMITTED
+                    && c.status == super::ConditionStatus::True
+                    && c.observed_generation == generation
+            })
+    }
+
+    /// The condition of one admission stage, if written.
+    pub fn stage_condition(&self, stage: AdmissionStage) -> Option<&Condition> {
+        self.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.r#type == stage.condition_type())
+    }
 }
 
 /// A tool registered for agents.

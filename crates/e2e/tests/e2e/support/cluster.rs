@@ -11,6 +11,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, Client};
 use tokio::sync::OnceCell;
 
+use super::images::Images;
 use super::target::{Existing, Target, target};
 
 /// An image the stand-in plays with /bin/sh.
@@ -30,6 +31,8 @@ pub struct Cluster {
     /// The local control plane, when the suite started it.
     local: Option<DevCluster>,
     crds: OnceCell<()>,
+    /// The registry plugin images are pushed to (after `local`: it outlives no cluster).
+    images: Images,
 }
 
 impl Cluster {
@@ -44,8 +47,14 @@ impl Cluster {
 
     /// Starts the dev cluster with the images every test may use.
     async fn start_local() -> anyhow::Result<Self> {
+        let plugin_images = start_images().await?;
         let images = ImageMap::new();
         images.insert(IMAGE_SH, LocalImage::new("/bin/sh"));
+        // The stand-in plays every echo image of the run with the echo plugin's binary.
+        images.insert(
+            &plugin_images.echo_repository(),
+            LocalImage::new(Images::echo_binary()),
+        );
         let dev = DevCluster::start(DevClusterOptions {
             images,
             ..Default::default()
@@ -60,6 +69,7 @@ impl Cluster {
             keep: false,
             local: Some(dev),
             crds: OnceCell::new(),
+            images: plugin_images,
         })
     }
 
@@ -91,6 +101,7 @@ impl Cluster {
             keep: false,
             local: None,
             crds: OnceCell::new(),
+            images: start_images().await?,
         })
     }
 
@@ -128,6 +139,11 @@ impl Cluster {
             "this needs the local control plane, but the suite runs against an existing cluster \
              (mark the test local_only)",
         )
+    }
+
+    /// The registry plugin images go to, and the images of the run.
+    pub fn plugin_images(&self) -> &Images {
+        &self.images
     }
 
     /// The local control plane, if the suite started it.
@@ -175,6 +191,11 @@ impl Cluster {
             None => {}
         }
     }
+}
+
+/// The run's registry (started off the runtime's threads: it waits for the process).
+async fn start_images() -> anyhow::Result<Images> {
+    tokio::task::spawn_blocking(Images::start).await?
 }
 
 /// A program's absolute path: the system's own first (a version manager's shim may need a

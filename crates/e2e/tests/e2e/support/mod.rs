@@ -8,6 +8,7 @@
 
 mod cluster;
 mod harness;
+pub use loop_plugins_e2e::images;
 mod namespace;
 mod pod_security;
 pub mod target;

@@ -17,7 +17,9 @@
 //! |---|---|---|
 //! | `LOOP_PLUGINS_E2E_RELEASE` | the chart's release | `loop-plugins` |
 //! | `LOOP_PLUGINS_E2E_RELEASE_NAMESPACE` | its namespace | `loop-plugins` |
-//! | `LOOP_PLUGINS_E2E_ECHO_IMAGE` | the echo plugin's image, `<repo>@sha256:<digest>` | required |
+//! | `LOOP_PLUGINS_E2E_REGISTRY` | a registry the cluster pulls from (`host:port`), where the suite pushes the plugin images it writes (see `support::images`) | a registry the run starts on 127.0.0.1 |
+//! | `LOOP_PLUGINS_E2E_REGISTRY_MIRROR` | `<name>=<address>`: the cluster reaches the registry named `<name>` at `<address>` (HostConfig `plugins.registry.mirrors`) | none |
+//! | `LOOP_PLUGINS_E2E_ECHO_BINARY` | the echo plugin's binary the images carry (static, for real containers) | the one built beside the tests |
 //! | `LOOP_PLUGINS_E2E_API_URL` | `http://<ip>:<port>` of the API Service, from here | required |
 //! | `LOOP_PLUGINS_E2E_PLUGIN_API_URL` | HostConfig `apiUrl` for plugin pods | the chart's |
 //!
@@ -45,8 +47,6 @@ pub enum Target {
 pub struct Existing {
     pub release: String,
     pub namespace: String,
-    /// The echo plugin's image, pinned by digest.
-    pub echo_image: String,
     /// The API Service as the test process reaches it.
     pub api_addr: SocketAddr,
     /// HostConfig `apiUrl` for plugin pods (None: the chart's own).
@@ -123,17 +123,6 @@ pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Target, TargetEr
                     })
             };
             required("KUBECONFIG", "the cluster's kubeconfig file")?;
-            let echo_image = required(
-                "LOOP_PLUGINS_E2E_ECHO_IMAGE",
-                "the echo plugin's image as <repo>@sha256:<digest>",
-            )?;
-            if !is_pinned(&echo_image) {
-                return Err(TargetError::Invalid {
-                    variable: "LOOP_PLUGINS_E2E_ECHO_IMAGE",
-                    value: echo_image,
-                    why: "Plugins take images pinned by digest: <repo>@sha256:<64 hex>",
-                });
-            }
             let api_url = required(
                 "LOOP_PLUGINS_E2E_API_URL",
                 "http://<ip>:<port> of the chart's API Service as this machine reaches it",
@@ -150,24 +139,12 @@ pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Target, TargetEr
                 namespace: var("LOOP_PLUGINS_E2E_RELEASE_NAMESPACE")
                     .filter(|v| !v.is_empty())
                     .unwrap_or_else(|| "loop-plugins".into()),
-                echo_image,
                 api_addr,
                 plugin_api_url: var("LOOP_PLUGINS_E2E_PLUGIN_API_URL").filter(|v| !v.is_empty()),
             }))
         }
         other => Err(TargetError::UnknownCluster(other.to_string())),
     }
-}
-
-/// `<repo>@sha256:<64 lowercase hex>`.
-fn is_pinned(image: &str) -> bool {
-    image.split_once("@sha256:").is_some_and(|(repo, digest)| {
-        !repo.is_empty()
-            && digest.len() == 64
-            && digest
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
 }
 
 /// `http://<ip>:<port>[/]` as a socket address.
@@ -199,26 +176,16 @@ pub fn self_check() -> anyhow::Result<()> {
         unknown.to_string().contains("existing"),
         "{unknown} names the choices"
     );
-    let missing = from_env(vars(&[(CLUSTER_ENV, "kind"), ("KUBECONFIG", "/k")])).unwrap_err();
+    let missing = from_env(vars(&[(CLUSTER_ENV, "kind")])).unwrap_err();
+    ensure!(missing.to_string().contains("KUBECONFIG"), "{missing}");
+    let no_api = from_env(vars(&[(CLUSTER_ENV, "kind"), ("KUBECONFIG", "/k")])).unwrap_err();
     ensure!(
-        missing.to_string().contains("LOOP_PLUGINS_E2E_ECHO_IMAGE"),
-        "{missing}"
+        no_api.to_string().contains("LOOP_PLUGINS_E2E_API_URL"),
+        "{no_api}"
     );
-    const DIGEST: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    let unpinned = from_env(vars(&[
-        (CLUSTER_ENV, "existing"),
-        ("KUBECONFIG", "/k"),
-        ("LOOP_PLUGINS_E2E_ECHO_IMAGE", "localhost:5001/echo:latest"),
-    ]))
-    .unwrap_err();
-    ensure!(unpinned.to_string().contains("pinned"), "{unpinned}");
     let bad_url = from_env(vars(&[
         (CLUSTER_ENV, "existing"),
         ("KUBECONFIG", "/k"),
-        (
-            "LOOP_PLUGINS_E2E_ECHO_IMAGE",
-            "localhost:5001/echo@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-        ),
         ("LOOP_PLUGINS_E2E_API_URL", "https://api.example:443"),
     ]))
     .unwrap_err();
@@ -229,16 +196,11 @@ pub fn self_check() -> anyhow::Result<()> {
     let Target::Existing(existing) = from_env(vars(&[
         (CLUSTER_ENV, "kind"),
         ("KUBECONFIG", "/k"),
-        (
-            "LOOP_PLUGINS_E2E_ECHO_IMAGE",
-            "localhost:5001/echo@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-        ),
         ("LOOP_PLUGINS_E2E_API_URL", "http://127.0.0.1:30080/"),
     ]))?
     else {
         anyhow::bail!("kind is an existing cluster");
     };
-    ensure!(existing.echo_image.ends_with(DIGEST));
     ensure!(existing.api_addr == SocketAddr::from(([127, 0, 0, 1], 30080)));
     ensure!(existing.fullname() == "loop-plugins");
     ensure!(existing.lease() == "loop-plugins-controller");

@@ -1,10 +1,19 @@
-//! gate: file and command rules, which may only allow or deny.
+//! gate: file and command rules, which may only allow or deny, on operations the gate knows
+//! and paths it can match.
 
 use serde_json::Value;
 
 use super::Ctx;
 use super::read::{Object, field, optional_object, optional_objects, string_list};
 use crate::manifest::error::{JsonPath, Problems};
+
+/// The file operations a gate rule may name: the gate's own list (crates/gate `Operation`;
+/// the controller's tests hold the two equal), so a rule the gate could not enforce is
+/// refused with the manifest, naming its field.
+pub const GATE_OPERATIONS: [&str; 11] = [
+    "read", "write", "create", "delete", "rename", "link", "symlink", "chmod", "chown", "setattr",
+    "exec",
+];
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -13,24 +22,70 @@ pub(super) fn check(ctx: &mut Ctx) {
         return;
     };
     for (rule_at, rule) in optional_objects(gate, "files", &at, p) {
-        non_empty_list(rule, "paths", &rule_at, p);
+        if non_empty_list(rule, "paths", &rule_at, p) {
+            for (i, path) in strings(rule, "paths") {
+                if !path.starts_with('/') {
+                    p.add(
+                        &rule_at.key("paths").index(i),
+                        format!(
+                            "\"{path}\" must be an absolute path (a glob such as /data/cache/**)"
+                        ),
+                    );
+                }
+            }
+        }
         string_list(rule, "operations", &rule_at, p);
+        for (i, op) in strings(rule, "operations") {
+            if !GATE_OPERATIONS.contains(&op) {
+                p.add(
+                    &rule_at.key("operations").index(i),
+                    format!(
+                        "the gate knows no operation \"{op}\": one of {}",
+                        GATE_OPERATIONS.join(", ")
+                    ),
+                );
+            }
+        }
         decision(rule, &rule_at, p);
     }
     for (rule_at, rule) in optional_objects(gate, "commands", &at, p) {
-        non_empty_list(rule, "commands", &rule_at, p);
+        if non_empty_list(rule, "commands", &rule_at, p) {
+            for (i, command) in strings(rule, "commands") {
+                if command.contains('/') && !command.starts_with('/') {
+                    p.add(
+                        &rule_at.key("commands").index(i),
+                        format!("\"{command}\": a command is a name or an absolute path"),
+                    );
+                }
+            }
+        }
         decision(rule, &rule_at, p);
     }
 }
 
-fn non_empty_list(rule: &Object, name: &str, at: &JsonPath, p: &mut Problems) {
+/// The strings of a list field, with their indexes (other items are reported elsewhere).
+fn strings<'a>(rule: &'a Object, name: &str) -> Vec<(usize, &'a str)> {
+    match field(rule, name) {
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_str().map(|s| (i, s)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the list is there and not empty (its items are checked as strings).
+fn non_empty_list(rule: &Object, name: &str, at: &JsonPath, p: &mut Problems) -> bool {
     match field(rule, name) {
         None => p.add(&at.key(name), "is required: a list of at least one"),
         Some(Value::Array(a)) if a.is_empty() => p.add(&at.key(name), "must list at least one"),
         Some(_) => {
             string_list(rule, name, at, p);
+            return true;
         }
     }
+    false
 }
 
 fn decision(rule: &Object, at: &JsonPath, p: &mut Problems) {
@@ -104,5 +159,27 @@ mod tests {
                 json!({ "files": [{ "paths": ["/data"], "operations": [1], "decision": "deny" }] }),
             )
             .assert_problem("gate.files[0].operations[0]", "must be a string");
+    }
+
+    #[test]
+    fn operations_the_gate_does_not_know_are_refused_by_name() {
+        M::new()
+            .set(
+                "gate",
+                json!({ "files": [{ "paths": ["/data/**"], "operations": ["read", "remove"], "decision": "deny" }] }),
+            )
+            .assert_problem("gate.files[0].operations[1]", "no operation \"remove\"");
+        M::new()
+            .set(
+                "gate",
+                json!({ "files": [{ "paths": ["data/**"], "decision": "deny" }] }),
+            )
+            .assert_problem("gate.files[0].paths[0]", "absolute path");
+        M::new()
+            .set(
+                "gate",
+                json!({ "commands": [{ "commands": ["bin/curl"], "decision": "deny" }] }),
+            )
+            .assert_problem("gate.commands[0].commands[0]", "name or an absolute path");
     }
 }

@@ -5,7 +5,7 @@ mod actions;
 mod agents;
 mod capabilities;
 mod events;
-mod gate;
+pub(super) mod gate;
 mod identity;
 mod live;
 mod read;

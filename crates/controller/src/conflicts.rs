@@ -1,0 +1,189 @@
+//! The names stage of admission, zeroclaw's "Tool name conflicts" for plugins that run as
+//! pods: a plugin's package name (its id) and each of its tool names must be its own among the
+//! plugins admitted before it, in a deterministic order (creation time, then name), and a
+//! tool name holding `__` is refused outright (MCP names tools `<server>__<tool>`). Pure.
+
+use std::collections::BTreeMap;
+
+use model::resources::RegisteredTool;
+
+/// The error keys zeroclaw logs, used here as the condition's reason.
+pub const PACKAGE_NAME_CONFLICT: &str = "plugin_package_name_conflict";
+pub const TOOL_NAME_CONFLICT: &str = "plugin_tool_name_conflict";
+pub const TOOL_NAME_RESERVED: &str = "plugin_tool_name_reserved";
+
+/// What an admitted plugin registered: its package name and its tools.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub plugin: String,
+    pub tools: Vec<String>,
+}
+
+/// Why a plugin's names were refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameRefusal {
+    /// One of the error keys above.
+    pub key: &'static str,
+    pub message: String,
+}
+
+/// Registers `plugin`'s names after those of `earlier` (the plugins admitted before it, in
+/// order). The names already registered are every earlier plugin's tools and package name.
+pub fn register(
+    plugin: &str,
+    tools: &[String],
+    earlier: &[Holder],
+) -> Result<Vec<RegisteredTool>, NameRefusal> {
+    if let Some(tool) = tools.iter().find(|t| t.contains("__")) {
+        return Err(NameRefusal {
+            key: TOOL_NAME_RESERVED,
+            message: format!(
+                "plugin {plugin:?}: tool name {tool:?} contains \"__\", which is reserved for MCP tools (<server>__<tool>)"
+            ),
+        });
+    }
+    // Who holds each name, first one first.
+    let mut held: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
+    for holder in earlier {
+        held.entry(holder.plugin.as_str())
+            .or_insert((holder.plugin.as_str(), "plugin"));
+        for tool in &holder.tools {
+            held.entry(tool.as_str())
+                .or_insert((holder.plugin.as_str(), "tool"));
+        }
+    }
+    if let Some((owner, kind)) = held.get(plugin) {
+        return Err(NameRefusal {
+            key: PACKAGE_NAME_CONFLICT,
+            message: format!(
+                "plugin {plugin:?}: its package name is already registered as a {kind} of plugin {owner:?}, admitted first"
+            ),
+        });
+    }
+    for tool in tools {
+        if tool == plugin {
+            continue;
+        }
+        if let Some((owner, kind)) = held.get(tool.as_str()) {
+            return Err(NameRefusal {
+                key: TOOL_NAME_CONFLICT,
+                message: format!(
+                    "plugin {plugin:?}: tool {tool:?} is already registered as a {kind} of plugin {owner:?}, admitted first"
+                ),
+            });
+        }
+    }
+    Ok(tools
+        .iter()
+        .map(|t| RegisteredTool {
+            name: t.clone(),
+            mcp_name: format!("{}{t}", model::manifest::MCP_TOOL_PREFIX),
+        })
+        .collect())
+}
+
+/// The names a Plugin's spec declares: its own and its tools' (read loosely, before any
+/// check: for deciding whom a change concerns, not for admitting).
+pub fn declared_names(plugin: &model::resources::Plugin) -> Vec<String> {
+    let mut names: Vec<String> = plugin.metadata.name.clone().into_iter().collect();
+    if let Some(tools) = plugin
+        .spec
+        .manifest
+        .rest
+        .get("tools")
+        .and_then(|t| t.as_array())
+    {
+        names.extend(
+            tools
+                .iter()
+                .filter_map(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_string)),
+        );
+    }
+    names
+}
+
+/// The order in which plugins are admitted: oldest first, then by name.
+pub fn order_key(created: Option<&str>, name: &str) -> (String, String) {
+    (created.unwrap_or("9999").to_string(), name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(plugin: &str, tools: &[&str]) -> Holder {
+        Holder {
+            plugin: plugin.into(),
+            tools: tools.iter().map(|t| t.to_string()).collect(),
+        }
+    }
+
+    fn tools(names: &[&str]) -> Vec<String> {
+        names.iter().map(|t| t.to_string()).collect()
+    }
+
+    #[test]
+    fn table() {
+        let earlier = [
+            holder("echo", &["echo", "shout"]),
+            holder("search", &["find"]),
+        ];
+        let cases: [(&str, &[&str], Result<(), &str>); 7] = [
+            ("notes", &["note", "list"], Ok(())),
+            ("notes", &[], Ok(())),
+            // Its own name as a tool is fine.
+            ("notes", &["notes"], Ok(())),
+            ("find", &["x"], Err(PACKAGE_NAME_CONFLICT)),
+            ("notes", &["note", "shout"], Err(TOOL_NAME_CONFLICT)),
+            ("notes", &["search"], Err(TOOL_NAME_CONFLICT)),
+            ("notes", &["a__b"], Err(TOOL_NAME_RESERVED)),
+        ];
+        for (plugin, names, want) in cases {
+            let got = register(plugin, &tools(names), &earlier);
+            match (want, &got) {
+                (Ok(()), Ok(registered)) => {
+                    assert_eq!(registered.len(), names.len());
+                    for r in registered {
+                        assert_eq!(r.mcp_name, format!("plugin_{}", r.name));
+                    }
+                }
+                (Err(key), Err(refusal)) => {
+                    assert_eq!(refusal.key, key, "{plugin} {names:?}: {}", refusal.message);
+                    assert!(refusal.message.contains(plugin), "{}", refusal.message);
+                }
+                _ => panic!("{plugin} {names:?}: want {want:?}, got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_reserved_check_needs_no_holder() {
+        let refusal = register("a", &tools(&["x__y"]), &[]).unwrap_err();
+        assert_eq!(refusal.key, TOOL_NAME_RESERVED);
+        assert!(refusal.message.contains("x__y"));
+    }
+
+    #[test]
+    fn messages_name_who_holds_the_name() {
+        let refusal = register("b", &tools(&["echo"]), &[holder("echo-2", &["echo"])]).unwrap_err();
+        assert!(
+            refusal.message.contains("\"echo-2\""),
+            "{}",
+            refusal.message
+        );
+        assert!(refusal.message.contains("tool"), "{}", refusal.message);
+    }
+
+    #[test]
+    fn older_plugins_come_first_then_names() {
+        let mut keys = [
+            order_key(Some("2026-01-02T00:00:00Z"), "a"),
+            order_key(Some("2026-01-01T00:00:00Z"), "z"),
+            order_key(Some("2026-01-01T00:00:00Z"), "b"),
+            order_key(None, "c"),
+        ];
+        keys.sort();
+        let names: Vec<&str> = keys.iter().map(|(_, n)| n.as_str()).collect();
+        assert_eq!(names, ["b", "z", "a", "c"]);
+    }
+}

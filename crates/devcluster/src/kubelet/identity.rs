@@ -1,0 +1,99 @@
+//! Who a container's process runs as, when the stand-in runs as root and is asked to play
+//! `runAsUser` (make dev: a plugin under the gate must not run as root, and the gate refuses
+//! to). A kubelet gives the Pod's volumes to `fsGroup`; here the folders that play them are
+//! handed to the container's uid and group, and the process is started as that uid, with
+//! the group and `fsGroup` as its groups. Without `runAsUser` the process runs as we do.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+/// A process's uid, gid and supplementary groups.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+}
+
+/// The container's user by its securityContext, then the Pod's (None: no runAsUser).
+pub fn user(pod: &Pod, container: &Container) -> Option<User> {
+    let pod_ctx = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let ctx = container.security_context.as_ref();
+    let uid = ctx
+        .and_then(|c| c.run_as_user)
+        .or_else(|| pod_ctx.and_then(|c| c.run_as_user))?;
+    let gid = ctx
+        .and_then(|c| c.run_as_group)
+        .or_else(|| pod_ctx.and_then(|c| c.run_as_group))
+        .unwrap_or(0);
+    let mut groups = vec![gid as u32];
+    if let Some(fs) = pod_ctx.and_then(|c| c.fs_group)
+        && fs as u32 != gid as u32
+    {
+        groups.push(fs as u32);
+    }
+    Some(User {
+        uid: uid as u32,
+        gid: gid as u32,
+        groups,
+    })
+}
+
+/// Hands `dir` and everything under it to `user` (symbolic links themselves, not their targets).
+pub fn give(dir: &Path, user: &User) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(dir, Some(user.uid), Some(user.gid))?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(dir)? {
+            give(&entry?.path(), user)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether this process can switch users.
+pub fn can_switch() -> bool {
+    // SAFETY: a plain call.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, SecurityContext};
+
+    #[test]
+    fn the_container_wins_over_the_pod() {
+        let pod = Pod {
+            spec: Some(PodSpec {
+                security_context: Some(PodSecurityContext {
+                    run_as_user: Some(1000),
+                    run_as_group: Some(1001),
+                    fs_group: Some(2000),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let plain = Container::default();
+        assert_eq!(
+            user(&pod, &plain),
+            Some(User {
+                uid: 1000,
+                gid: 1001,
+                groups: vec![1001, 2000]
+            })
+        );
+        let own = Container {
+            security_context: Some(SecurityContext {
+                run_as_user: Some(7),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(user(&pod, &own).unwrap().uid, 7);
+        assert_eq!(user(&Pod::default(), &plain), None);
+    }
+}

@@ -1,0 +1,94 @@
+//! The checks the CLI runs before it installs, and when asked to verify: the controller's own
+//! admission pipeline (crates/controller `admission`), over the image as this machine pulls it
+//! and the cluster's HostConfig and admitted plugins. The same stages decide in both places,
+//! so what `plugin verify` says is what the controller will say (zeroclaw: the check the host
+//! applies when you list plugins is the check the runtime applies).
+
+use std::sync::Arc;
+
+use controller::admission::{self, Facts, ImageFinding, Outcome, SignatureFinding};
+use controller::conflicts::{self, Holder};
+use kube::ResourceExt;
+use model::resources::{HostConfigSpec, Plugin};
+use oci::signing::record::SignatureRecord;
+use oci::{ImageFacts, Registry};
+
+use super::error::PluginError;
+
+/// The image pulled and checked, and the signatures published for it.
+pub struct Pulled {
+    pub facts: ImageFacts,
+    pub signatures: Vec<SignatureRecord>,
+}
+
+/// Pulls `reference`, checks it as a plugin image and fetches its signatures.
+pub async fn pull(registry: &Registry, reference: &str) -> Result<Pulled, PluginError> {
+    let r = oci::ImageRef::parse(reference)?;
+    let facts = oci::inspect(registry, &r).await?;
+    let signatures =
+        oci::signing::publish::fetch_signatures(registry, &facts.reference, &facts.manifest_digest)
+            .await?;
+    Ok(Pulled { facts, signatures })
+}
+
+/// The signature among `signatures` admission would judge under `host`'s trusted keys.
+pub fn chosen_signature<'a>(
+    host: &HostConfigSpec,
+    signatures: &'a [SignatureRecord],
+) -> Option<&'a SignatureRecord> {
+    oci::signing::policy::pick(signatures, &host.plugins.trusted_publisher_keys)
+}
+
+/// The plugins admitted before `plugin` (all of them, for one not created yet).
+pub fn earlier(plugin: &Plugin, installed: &[Plugin]) -> Vec<Holder> {
+    let created = |p: &Plugin| {
+        p.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+    };
+    let me = conflicts::order_key(created(plugin).as_deref(), &plugin.name_any());
+    let mut before: Vec<_> = installed
+        .iter()
+        .filter(|p| p.name_any() != plugin.name_any() && p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let key = conflicts::order_key(created(p).as_deref(), &p.name_any());
+            (key < me).then(|| admission::holder(p).map(|h| (key, h)))?
+        })
+        .collect();
+    before.sort_by(|a, b| a.0.cmp(&b.0));
+    before.into_iter().map(|(_, h)| h).collect()
+}
+
+/// Runs admission's stages on `plugin` as the controller would, with the image as pulled.
+/// `host_switch` false judges the plugin as if plugins.enabled were on (install is allowed
+/// while plugins are off; they run once it is on).
+pub fn evaluate(
+    host: &HostConfigSpec,
+    plugin: &Plugin,
+    pulled: &Pulled,
+    installed: &[Plugin],
+    host_switch: bool,
+) -> Outcome {
+    let mut host = host.clone();
+    if !host_switch {
+        host.plugins.enabled = true;
+    }
+    let image = ImageFinding::Read(Arc::new(controller::images::view_of(&pulled.facts)));
+    let signatures = match &plugin.spec.signature {
+        Some(s) => SignatureFinding::Records(vec![SignatureRecord {
+            payload: s.payload.clone(),
+            signature: s.signature.clone(),
+            public_key: s.public_key.clone(),
+        }]),
+        None => SignatureFinding::Records(pulled.signatures.clone()),
+    };
+    let earlier = earlier(plugin, installed);
+    admission::evaluate(&Facts {
+        host: &host,
+        plugin,
+        image: Some(&image),
+        signatures: &signatures,
+        earlier: &earlier,
+    })
+}
