@@ -28,6 +28,7 @@ lint:
 	hack/import-cycles.py
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p loop-plugins-e2e --test e2e -- -D warnings
 
 unit:
 	$(CARGO) test --workspace --lib --bins

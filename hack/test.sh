@@ -22,7 +22,13 @@ phase "control plane binaries" controlplane_dir
 phase "import cycles" hack/import-cycles.py
 phase "cargo fmt --check" cargo fmt --all -- --check
 phase "cargo build" cargo build --workspace --all-targets
-phase "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+# The e2e suite is a test target with `test = false` (it needs a control plane), which
+# --all-targets leaves out: it is built and linted on its own.
+clippy() {
+  cargo clippy --workspace --all-targets -- -D warnings
+  cargo clippy -p loop-plugins-e2e --test e2e -- -D warnings
+}
+phase "cargo clippy" clippy
 phase "unit and integration tests" cargo test --workspace
 phase "schemathesis venv" hack/schemathesis.sh install
 phase "e2e tests" cargo test --test e2e

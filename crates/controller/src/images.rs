@@ -121,11 +121,7 @@ impl Cache {
     }
 
     fn put(&mut self, digest: &str, finding: ImageFinding) {
-        if self
-            .by_digest
-            .insert(digest.to_string(), finding)
-            .is_none()
-        {
+        if self.by_digest.insert(digest.to_string(), finding).is_none() {
             self.order.push_back(digest.to_string());
         }
         while self.order.len() > CACHE_SIZE {

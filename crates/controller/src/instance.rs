@@ -121,15 +121,9 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
                     &instance.spec.channel,
                     "pull",
                 );
-                let pull_secret = plugin_pod::ensure_pull_secret(
-                    &ctx,
-                    &host,
-                    &name,
-                    &ns,
-                    labels,
-                    owner.clone(),
-                )
-                .await?;
+                let pull_secret =
+                    plugin_pod::ensure_pull_secret(&ctx, &host, &name, &ns, labels, owner.clone())
+                        .await?;
                 let inputs = PodInputs {
                     instance: &name,
                     namespace: &ns,

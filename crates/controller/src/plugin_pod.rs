@@ -16,7 +16,7 @@ use super::apply;
 use super::error::Result;
 use super::gate_policy;
 use super::images::DOCKER_CONFIG_KEY;
-use super::pod::{GateInputs, RunAs, with_applied_hash};
+use super::pod::{GateInputs, RunAs};
 use model::manifest::Manifest;
 use model::names;
 use model::resources::{HostConfigSpec, Plugin};
@@ -118,7 +118,7 @@ pub fn build_pull_secret(
     owner: OwnerReference,
     dockerconfigjson: &[u8],
 ) -> Secret {
-    with_applied_hash(Secret {
+    Secret {
         metadata: ObjectMeta {
             name: Some(names::pull_secret_name(instance)),
             namespace: Some(namespace.into()),
@@ -132,7 +132,7 @@ pub fn build_pull_secret(
             ByteString(dockerconfigjson.to_vec()),
         )])),
         ..Default::default()
-    })
+    }
 }
 
 /// Applies the instance's pull Secret when HostConfig names registry credentials; returns
@@ -276,11 +276,5 @@ mod tests {
         assert_eq!(s.type_.as_deref(), Some("kubernetes.io/dockerconfigjson"));
         assert_eq!(s.metadata.name.as_deref(), Some("echo-general-pull"));
         assert!(s.data.unwrap().contains_key(".dockerconfigjson"));
-        assert!(
-            s.metadata
-                .annotations
-                .unwrap()
-                .contains_key(names::ANNOTATION_APPLIED)
-        );
     }
 }

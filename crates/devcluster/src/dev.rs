@@ -123,7 +123,11 @@ pub async fn run(args: DevArgs) -> Result<()> {
             let registry =
                 DevRegistry::start(bin, &cluster.run_dir().join("registry"), args.registry_port)
                     .await?;
-            eprintln!("dev: registry at {} (log {})", registry.host(), registry.log().display());
+            eprintln!(
+                "dev: registry at {} (log {})",
+                registry.host(),
+                registry.log().display()
+            );
             Some(registry)
         }
         None => None,
@@ -252,7 +256,14 @@ async fn install_echo(
         LocalImage::new(&local).in_image_at(dev_images::ECHO_ENTRYPOINT),
     );
     let out = tokio::process::Command::new(own)
-        .args(["plugin", "install", &by_tag, "--approve-all", "--wait", "60"])
+        .args([
+            "plugin",
+            "install",
+            &by_tag,
+            "--approve-all",
+            "--wait",
+            "60",
+        ])
         .env("KUBECONFIG", cluster.kubeconfig())
         .output()
         .await

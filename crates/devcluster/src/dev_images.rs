@@ -77,7 +77,8 @@ pub async fn push_self(registry_host: &str) -> Result<String> {
 }
 
 async fn push(reference: &str, image: &oci::build::BuiltImage) -> Result<String> {
-    let r = ImageRef::parse(reference).map_err(|e| oci_error("an image reference")(e.to_string()))?;
+    let r =
+        ImageRef::parse(reference).map_err(|e| oci_error("an image reference")(e.to_string()))?;
     let registry = Registry::new(RegistryOptions::default())
         .map_err(|e| oci_error("the registry client")(e.to_string()))?;
     let digest = registry

@@ -103,13 +103,12 @@ impl Process {
         // nothing here allocates (the groups were collected before the fork).
         unsafe {
             cmd.pre_exec(move || {
-                if let Some((uid, gid, groups)) = &user {
-                    if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                if let Some((uid, gid, groups)) = &user
+                    && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
                         || libc::setgid(*gid) != 0
-                        || libc::setuid(*uid) != 0
-                    {
-                        return Err(std::io::Error::last_os_error());
-                    }
+                        || libc::setuid(*uid) != 0)
+                {
+                    return Err(std::io::Error::last_os_error());
                 }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail, ensure};
 use devcluster::process::{Process, ProcessSpec};
 use devcluster::{DevCluster, DevClusterOptions, ImageMap, LocalImage};
-use loop_plugins_e2e::images::Images;
 use futures::StreamExt;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
@@ -33,6 +32,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use loop_plugins_e2e::images::Images;
 use model::config::PluginConfig;
 use model::names;
 use model::resources::{

@@ -181,7 +181,10 @@ impl Images {
             tree = tree.dir("data", content.data_owner.0, content.data_owner.1, 0o755);
         }
         tree = tree.dir("tmp", 0, 0, 0o1777);
-        let layers = vec![self.binary_layer().await?, tree.build(LayerCompression::Gzip)?];
+        let layers = vec![
+            self.binary_layer().await?,
+            tree.build(LayerCompression::Gzip)?,
+        ];
         Ok(build_image(&config, layers))
     }
 
@@ -198,7 +201,11 @@ impl Images {
     /// `spec.command` to what the image says.
     pub async fn publish(&self, plugin: &mut Plugin) -> anyhow::Result<()> {
         let content = ImageContent::for_plugin(plugin);
-        let name = plugin.metadata.name.clone().context("the Plugin has a name")?;
+        let name = plugin
+            .metadata
+            .name
+            .clone()
+            .context("the Plugin has a name")?;
         plugin.spec.image = self.push(&name, &content).await?;
         plugin.spec.command = vec![ECHO_ENTRYPOINT.into()];
         Ok(())
@@ -235,9 +242,7 @@ impl ImageContent {
             .chain(list("cards", "entry"))
             .chain(list("composer_switches", "icon"));
         for path in named {
-            let own = crate::repo_root()
-                .join("examples/echo-plugin")
-                .join(&path);
+            let own = crate::repo_root().join("examples/echo-plugin").join(&path);
             let bytes = std::fs::read(own).unwrap_or_else(|_| {
                 if path.ends_with(".svg") {
                     br#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="6"/></svg>"#.to_vec()

@@ -21,8 +21,9 @@ use crate::context::{Context, Settings, Stores};
 use crate::metrics::Metrics;
 use model::config::{PluginConfig, ScheduleEntry};
 use model::resources::{
-    App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec, ProjectTrust,
+    ADMITTED, App, Channel, ChannelKind, ChannelSpec, Condition, ConditionStatus, HOST_CONFIG_NAME,
+    HostConfig, HostConfigSpec, HostPlugins, ImageStatus, Plugin, PluginInstance,
+    PluginInstanceSpec, PluginStatus, Project, ProjectSpec, ProjectTrust,
 };
 
 pub const NS: &str = "team";
@@ -40,6 +41,8 @@ pub struct World {
     pub secrets: Vec<Secret>,
     pub claims: Vec<PersistentVolumeClaim>,
     pub cronjobs: Vec<CronJob>,
+    /// Secrets of the controller's namespace (HostConfig's registry credentials).
+    pub registry_secrets: Vec<Secret>,
 }
 
 impl World {
@@ -76,10 +79,12 @@ impl World {
             secrets: store(self.secrets.iter().cloned()),
             claims: store(self.claims.iter().cloned()),
             cronjobs: store(self.cronjobs.iter().cloned()),
+            registry_secrets: store(self.registry_secrets.iter().cloned()),
         };
         let settings = Settings {
             self_image: format!("registry.local/loop-plugins@sha256:{}", "1".repeat(64)),
             api_url: "http://api.loop-plugins-system:8080".into(),
+            namespace: "loop-plugins-system".into(),
         };
         let metrics = Metrics::new(&mut Registry::default());
         let mut ctx = Context::new(client, metrics, stores, settings);
@@ -191,7 +196,36 @@ pub fn plugin_with(manifest: Value, approved: &[&str]) -> Plugin {
     )
     .expect("a valid manifest");
     plugin.spec.approved_capabilities = approved.iter().map(|c| c.to_string()).collect();
-    served(plugin)
+    admitted(served(plugin))
+}
+
+/// `plugin` as admission leaves an admitted one: every stage passed for this generation and
+/// digest, the image's facts recorded (USER 65532, its command).
+pub fn admitted(mut plugin: Plugin) -> Plugin {
+    let digest = plugin.pinned_digest().map(String::from);
+    plugin.status = Some(PluginStatus {
+        observed_generation: plugin.metadata.generation,
+        digest: digest.clone(),
+        image: Some(ImageStatus {
+            digest: digest.unwrap_or_default(),
+            run_as_user: 65532,
+            run_as_group: None,
+            command: plugin.spec.command.clone(),
+            plugin_json_sha256: "0".repeat(64),
+            manifest_hash: format!("sha256:{}", "0".repeat(64)),
+            publisher_key: None,
+        }),
+        conditions: vec![Condition {
+            r#type: ADMITTED.into(),
+            status: ConditionStatus::True,
+            observed_generation: plugin.metadata.generation,
+            last_transition_time: "2026-01-01T00:00:00Z".into(),
+            reason: "Admitted".into(),
+            message: "every stage passed".into(),
+        }],
+        ..Default::default()
+    });
+    plugin
 }
 
 /// The project `proj`, whose config enables echo (or not) with its `tick` task.

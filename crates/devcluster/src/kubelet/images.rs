@@ -183,7 +183,13 @@ mod tests {
     fn a_program_from_a_volume_runs_with_the_images_own_played() {
         let image = LocalImage::new("/build/echo-plugin").in_image_at("/echo-plugin");
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let command = s(&["/run/pod/gate/loop-plugins", "gate", "--", "/echo-plugin", "-v"]);
+        let command = s(&[
+            "/run/pod/gate/loop-plugins",
+            "gate",
+            "--",
+            "/echo-plugin",
+            "-v",
+        ]);
         let (program, argv) = image.process(&command, &[], |p| p.starts_with("/run/pod/"));
         assert_eq!(program, PathBuf::from("/run/pod/gate/loop-plugins"));
         assert_eq!(argv, s(&["gate", "--", "/build/echo-plugin", "-v"]));

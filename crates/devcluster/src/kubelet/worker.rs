@@ -20,9 +20,9 @@ use tokio::task::JoinSet;
 use super::Shared;
 use super::container::{self, ContainerRun, Event};
 use super::env::{self, EnvError, PodFacts};
+use super::identity;
 use super::incluster;
 use super::status::{ContainerRecord, Phase, PodRecord, RestartPolicy, pod_status};
-use super::identity;
 use super::volumes::{self, Fetcher, VolumeDirs, VolumeError};
 
 /// The folder where a Pod's container logs go: `<root>/logs/<namespace>/<pod>/<container>.log`.

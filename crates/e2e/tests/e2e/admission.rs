@@ -18,8 +18,8 @@ use model::resources::{
 };
 
 use crate::controller_support::{
-    CONTROLLER_NAMESPACE, WAIT, apply, apply_host, channel, echo_plugin, entry, exclusive,
-    host_spec, install, list_until, plugin_id, record_demand, setup, shared, apply_trusted,
+    CONTROLLER_NAMESPACE, WAIT, apply, apply_host, apply_trusted, channel, echo_plugin, entry,
+    exclusive, host_spec, install, list_until, plugin_id, record_demand, setup, shared,
 };
 use crate::support::{E2eTest, Ns, test, wait};
 
@@ -52,9 +52,7 @@ pub fn tests() -> Vec<E2eTest> {
 async fn cli(ns: &Ns, args: &[&str]) -> anyhow::Result<(bool, String, String)> {
     let kubeconfig = match ns.cluster().local() {
         Some(dev) => dev.kubeconfig().to_path_buf(),
-        None => std::env::var_os("KUBECONFIG")
-            .context("KUBECONFIG")?
-            .into(),
+        None => std::env::var_os("KUBECONFIG").context("KUBECONFIG")?.into(),
     };
     let out = tokio::process::Command::new(loop_plugins_e2e::binary())
         .args(args)
@@ -128,9 +126,9 @@ async fn events_of(ns: &Ns, name: &str) -> anyhow::Result<Vec<(String, String, S
         .items
         .into_iter()
         .filter(|e| {
-            e.regarding
-                .as_ref()
-                .is_some_and(|r| r.kind.as_deref() == Some("Plugin") && r.name.as_deref() == Some(name))
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("Plugin") && r.name.as_deref() == Some(name)
+            })
         })
         .map(|e| {
             (
@@ -173,18 +171,33 @@ async fn pods(ns: &Ns, instance: &str, count: usize) -> anyhow::Result<Vec<Pod>>
         Some(&label),
         &format!("{count} live pods of {instance}"),
         WAIT,
-        |all| all.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count() == count
-            && all.len() == count,
+        |all| {
+            all.iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .count()
+                == count
+                && all.len() == count
+        },
     )
     .await
 }
 
 /// Enables `id` in a trusted project with one channel, records demand and waits for its Pod.
 async fn running(ns: &Ns, id: &str) -> anyhow::Result<Pod> {
-    apply_trusted(ns, "proj", BTreeMap::from([(id.to_string(), entry(true, &[]))])).await?;
+    apply_trusted(
+        ns,
+        "proj",
+        BTreeMap::from([(id.to_string(), entry(true, &[]))]),
+    )
+    .await?;
     apply(ns, &channel("general", "proj", ChannelKind::Channel, None)).await?;
     let instance = instance_name(id, "general");
-    wait::exists(&ns.api::<model::resources::PluginInstance>(), &instance, WAIT).await?;
+    wait::exists(
+        &ns.api::<model::resources::PluginInstance>(),
+        &instance,
+        WAIT,
+    )
+    .await?;
     record_demand(ns, &instance).await?;
     Ok(pods(ns, &instance, 1).await?.remove(0))
 }
@@ -237,13 +250,23 @@ async fn install_by_tag(ns: Ns) -> anyhow::Result<()> {
     // A second install of the same name is refused: upgrade replaces.
     let (ok, _, err) = cli(
         &ns,
-        &["plugin", "install", &by_tag, "--approve-all", "--controller-namespace", CONTROLLER_NAMESPACE],
+        &[
+            "plugin",
+            "install",
+            &by_tag,
+            "--approve-all",
+            "--controller-namespace",
+            CONTROLLER_NAMESPACE,
+        ],
     )
     .await?;
     ensure!(!ok && err.contains("upgrade"), "{err}");
     // kubectl shows the stage.
     let table = ns.kubectl(["get", "plugin", &id]).await?;
-    ensure!(table.contains("STAGE") && table.contains("Admitted"), "{table}");
+    ensure!(
+        table.contains("STAGE") && table.contains("Admitted"),
+        "{table}"
+    );
     let (ok, info, err) = cli(&ns, &["plugin", "info", &id]).await?;
     ensure!(ok && info.contains("runs as:   4242:4343"), "{info}{err}");
     ensure!(info.contains("ImageVerified"), "{info}");
@@ -253,17 +276,26 @@ async fn install_by_tag(ns: Ns) -> anyhow::Result<()> {
     let spec = pod.spec.context("spec")?;
     ensure!(spec.containers[0].image.as_deref() == Some(pinned.as_str()));
     let psc = spec.security_context.context("securityContext")?;
-    ensure!((psc.run_as_user, psc.run_as_group, psc.fs_group) == (Some(4242), Some(4343), Some(4343)));
+    ensure!(
+        (psc.run_as_user, psc.run_as_group, psc.fs_group) == (Some(4242), Some(4343), Some(4343))
+    );
 
     // Upgrade to a new version by the same tag: the tag is looked up again.
     let mut next = echo_plugin(&id)?;
-    next.spec
-        .manifest
-        .version
-        .replace("0.2.0".into());
+    next.spec.manifest.version.replace("0.2.0".into());
     let content = ImageContent::for_plugin(&next).run_as(4242, 4343);
     let newer = images.push(&id, &content).await?;
-    let (ok, out, err) = cli(&ns, &["plugin", "upgrade", &id, "--controller-namespace", CONTROLLER_NAMESPACE]).await?;
+    let (ok, out, err) = cli(
+        &ns,
+        &[
+            "plugin",
+            "upgrade",
+            &id,
+            "--controller-namespace",
+            CONTROLLER_NAMESPACE,
+        ],
+    )
+    .await?;
     ensure!(ok, "upgrade failed:\n{out}\n{err}");
     let upgraded = admitted(&ns, &id).await?;
     ensure!(upgraded.spec.image == newer, "{}", upgraded.spec.image);
@@ -283,15 +315,29 @@ async fn stages_refuse(ns: Ns) -> anyhow::Result<()> {
     let apply_plugin = |p: Plugin| {
         let api = api.clone();
         async move {
-            api.patch(&p.name_any(), &PatchParams::apply("e2e").force(), &Patch::Apply(&p))
-                .await
+            api.patch(
+                &p.name_any(),
+                &PatchParams::apply("e2e").force(),
+                &Patch::Apply(&p),
+            )
+            .await
         }
     };
     // Broken images: each refused at the Image stage, naming what is wrong.
     type Break = fn(&mut ImageContent);
     let broken: [(&str, Break, &str, &str); 4] = [
-        ("root", |c| c.user = Some("0:0".into()), "ImageUserRoot", "root"),
-        ("nolabel", |c| c.label = false, "ImageLabelMissing", "dev.loop.plugin"),
+        (
+            "root",
+            |c| c.user = Some("0:0".into()),
+            "ImageUserRoot",
+            "root",
+        ),
+        (
+            "nolabel",
+            |c| c.label = false,
+            "ImageLabelMissing",
+            "dev.loop.plugin",
+        ),
         ("nodata", |c| c.data = false, "ImageDataMissing", "/data"),
         (
             "bigicon",
@@ -344,13 +390,22 @@ async fn stages_refuse(ns: Ns) -> anyhow::Result<()> {
     let mut plugin = echo_plugin(&id)?;
     plugin.spec.approved_capabilities.push("files.read".into());
     install(&ns, &plugin).await?;
-    names.push((id, AdmissionStage::Capabilities, "CapabilityNotDeclared", "files.read"));
+    names.push((
+        id,
+        AdmissionStage::Capabilities,
+        "CapabilityNotDeclared",
+        "files.read",
+    ));
 
     for (name, stage, reason, word) in &names {
         let p = refused_at(&ns, name, *stage, reason).await?;
         let c = p.stage_condition(*stage).context("the stage's condition")?;
         ensure!(c.status == ConditionStatus::False, "{name}: {c:?}");
-        ensure!(c.message.contains(word), "{name}: {:?} should name {word}", c.message);
+        ensure!(
+            c.message.contains(word),
+            "{name}: {:?} should name {word}",
+            c.message
+        );
         // Later stages were not reached.
         for later in AdmissionStage::ALL.iter().filter(|s| *s > stage) {
             let c = p.stage_condition(*later).context("later condition")?;
@@ -391,7 +446,11 @@ async fn signatures_under_policies(ns: &Ns) -> anyhow::Result<()> {
     let (ok, public, err) = cli(ns, &["plugin", "keygen", "--out", key.to_str().unwrap()]).await?;
     ensure!(ok, "{err}");
     let public = public.trim().to_string();
-    let (ok, other, err) = cli(ns, &["plugin", "keygen", "--out", other_key.to_str().unwrap()]).await?;
+    let (ok, other, err) = cli(
+        ns,
+        &["plugin", "keygen", "--out", other_key.to_str().unwrap()],
+    )
+    .await?;
     ensure!(ok, "{err}");
     let other = other.trim().to_string();
 
@@ -404,8 +463,11 @@ async fn signatures_under_policies(ns: &Ns) -> anyhow::Result<()> {
             let plugin = echo_plugin(&id)?;
             let pinned = images.push(&id, &ImageContent::for_plugin(&plugin)).await?;
             if let Some(key) = key {
-                let (ok, out, err) =
-                    cli(ns, &["plugin", "sign", "--key", key.to_str().unwrap(), &pinned]).await?;
+                let (ok, out, err) = cli(
+                    ns,
+                    &["plugin", "sign", "--key", key.to_str().unwrap(), &pinned],
+                )
+                .await?;
                 ensure!(ok && out.contains("published"), "{out}{err}");
             }
             anyhow::Ok(pinned)
@@ -423,22 +485,41 @@ async fn signatures_under_policies(ns: &Ns) -> anyhow::Result<()> {
     let install = |reference: String| async move {
         cli(
             ns,
-            &["plugin", "install", &reference, "--approve-all", "--controller-namespace", CONTROLLER_NAMESPACE],
+            &[
+                "plugin",
+                "install",
+                &reference,
+                "--approve-all",
+                "--controller-namespace",
+                CONTROLLER_NAMESPACE,
+            ],
         )
         .await
     };
     let (ok, out, err) = install(good_ref.clone()).await?;
     ensure!(ok, "the signed plugin installs under strict:\n{out}{err}");
     let p = admitted(ns, &good).await?;
-    let sig = p.spec.signature.clone().context("spec.signature copied at install")?;
+    let sig = p
+        .spec
+        .signature
+        .clone()
+        .context("spec.signature copied at install")?;
     ensure!(sig.public_key == public);
     ensure!(
-        p.stage_condition(AdmissionStage::Signature).map(|c| c.reason.as_str()) == Some("SignatureVerified")
+        p.stage_condition(AdmissionStage::Signature)
+            .map(|c| c.reason.as_str())
+            == Some("SignatureVerified")
     );
     let (ok, _, err) = install(unsigned_ref.clone()).await?;
-    ensure!(!ok && err.contains("Unsigned"), "strict refuses the unsigned at install: {err}");
+    ensure!(
+        !ok && err.contains("Unsigned"),
+        "strict refuses the unsigned at install: {err}"
+    );
     let (ok, _, err) = install(untrusted_ref.clone()).await?;
-    ensure!(!ok && err.contains("UntrustedKey") && err.contains(&other), "{err}");
+    ensure!(
+        !ok && err.contains("UntrustedKey") && err.contains(&other),
+        "{err}"
+    );
 
     // Plugins applied around the CLI are refused by the controller the same way.
     let api: Api<Plugin> = Api::all(ns.client());
@@ -448,8 +529,12 @@ async fn signatures_under_policies(ns: &Ns) -> anyhow::Result<()> {
         p.spec.command = vec!["/echo-plugin".into()];
         p.spec.signature = signature;
         async move {
-            api.patch(&p.name_any(), &PatchParams::apply("e2e").force(), &Patch::Apply(&p))
-                .await
+            api.patch(
+                &p.name_any(),
+                &PatchParams::apply("e2e").force(),
+                &Patch::Apply(&p),
+            )
+            .await
         }
     };
     put(echo_plugin(&unsigned)?, unsigned_ref.clone(), None).await?;
@@ -457,40 +542,63 @@ async fn signatures_under_policies(ns: &Ns) -> anyhow::Result<()> {
     ensure!(verdict(&note_of).1 == "Unsigned");
     put(echo_plugin(&untrusted)?, untrusted_ref.clone(), None).await?;
     let p = refused_at(ns, &untrusted, AdmissionStage::Signature, "UntrustedKey").await?;
-    let message = &p.stage_condition(AdmissionStage::Signature).unwrap().message;
-    ensure!(message.contains(&other) && message.contains(&untrusted), "{message}");
+    let message = &p
+        .stage_condition(AdmissionStage::Signature)
+        .unwrap()
+        .message;
+    ensure!(
+        message.contains(&other) && message.contains(&untrusted),
+        "{message}"
+    );
     // A tampered payload: its own signature, the version in the payload changed after.
     let tampered = plugin_id(ns, "stampered");
     let tampered_ref = signed_by(&tampered, Some(&key)).await?;
     let r = oci::ImageRef::parse(&tampered_ref)?;
-    let records = oci::signing::publish::fetch_signatures(
-        images.client(),
-        &r,
-        r.digest().context("pinned")?,
-    )
-    .await?;
+    let records =
+        oci::signing::publish::fetch_signatures(images.client(), &r, r.digest().context("pinned")?)
+            .await?;
     let record = records.first().context("the published signature")?;
     let forged = PluginSignature {
         payload: record.payload.replace("\"0.1.0\"", "\"9.9.9\""),
         signature: record.signature.clone(),
         public_key: record.public_key.clone(),
     };
-    ensure!(forged.payload != record.payload, "the payload names the version");
+    ensure!(
+        forged.payload != record.payload,
+        "the payload names the version"
+    );
     put(echo_plugin(&tampered)?, tampered_ref, Some(forged)).await?;
     refused_at(ns, &tampered, AdmissionStage::Signature, "InvalidSignature").await?;
     // The good plugin's signature on another image: another digest, refused in every mode.
     let moved = plugin_id(ns, "smoved");
     let moved_ref = signed_by(&moved, None).await?;
     put(echo_plugin(&moved)?, moved_ref, Some(sig.clone())).await?;
-    refused_at(ns, &moved, AdmissionStage::Signature, "SignatureDigestMismatch").await?;
+    refused_at(
+        ns,
+        &moved,
+        AdmissionStage::Signature,
+        "SignatureDigestMismatch",
+    )
+    .await?;
 
     // Permissive: the unsigned plugin is admitted, with a Warning Event and a condition.
     policy(ns, "permissive", &[&public]).await?;
     let p = admitted(ns, &unsigned).await?;
-    let c = p.stage_condition(AdmissionStage::Signature).context("signature condition")?;
-    ensure!(c.status == ConditionStatus::True && c.reason == "Unsigned", "{c:?}");
+    let c = p
+        .stage_condition(AdmissionStage::Signature)
+        .context("signature condition")?;
+    ensure!(
+        c.status == ConditionStatus::True && c.reason == "Unsigned",
+        "{c:?}"
+    );
     event_with(ns, &unsigned, "Warning", "Unsigned", "permissive").await?;
-    refused_at(ns, &moved, AdmissionStage::Signature, "SignatureDigestMismatch").await?;
+    refused_at(
+        ns,
+        &moved,
+        AdmissionStage::Signature,
+        "SignatureDigestMismatch",
+    )
+    .await?;
 
     // Strict again, the good plugin running; its key removed from the trusted list stops it.
     policy(ns, "strict", &[&public]).await?;
@@ -506,7 +614,9 @@ async fn signatures_under_policies(ns: &Ns) -> anyhow::Result<()> {
     judged(ns, &unsigned, "refused, naming the unknown mode", |p| {
         verdict(p) == ("Signature".into(), "Unsigned".into())
             && p.stage_condition(AdmissionStage::Signature)
-                .is_some_and(|c| c.message.contains("\"stricct\"") && c.message.contains("acts as strict"))
+                .is_some_and(|c| {
+                    c.message.contains("\"stricct\"") && c.message.contains("acts as strict")
+                })
     })
     .await?;
 
@@ -543,7 +653,13 @@ async fn name_conflicts(ns: Ns) -> anyhow::Result<()> {
     // Created later: refused, naming who holds the name.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     install(&ns, &with_tool(&second, &tool)?).await?;
-    let p = refused_at(&ns, &second, AdmissionStage::Names, "plugin_tool_name_conflict").await?;
+    let p = refused_at(
+        &ns,
+        &second,
+        AdmissionStage::Names,
+        "plugin_tool_name_conflict",
+    )
+    .await?;
     let message = &p.stage_condition(AdmissionStage::Names).unwrap().message;
     ensure!(message.contains(&first), "{message}");
     event_with(&ns, &second, "Warning", "plugin_tool_name_conflict", &first).await?;
@@ -552,10 +668,22 @@ async fn name_conflicts(ns: Ns) -> anyhow::Result<()> {
     edited.spec.approved_capabilities.pop();
     install(&ns, &edited).await?;
     admitted(&ns, &first).await?;
-    refused_at(&ns, &second, AdmissionStage::Names, "plugin_tool_name_conflict").await?;
+    refused_at(
+        &ns,
+        &second,
+        AdmissionStage::Names,
+        "plugin_tool_name_conflict",
+    )
+    .await?;
     // `__` is reserved even when nobody holds the name.
     install(&ns, &with_tool(&reserved, "a__b")?).await?;
-    refused_at(&ns, &reserved, AdmissionStage::Names, "plugin_tool_name_reserved").await?;
+    refused_at(
+        &ns,
+        &reserved,
+        AdmissionStage::Names,
+        "plugin_tool_name_reserved",
+    )
+    .await?;
     // The holder goes: the second plugin is admitted.
     api.delete(&first, &DeleteParams::default()).await?;
     admitted(&ns, &second).await?;

@@ -298,7 +298,11 @@ async fn runs(ns: Ns) -> anyhow::Result<()> {
         run["agent"] == "quiz"
             && run["thread"] == thread.as_str()
             && run["read_only"] == true
-            && run["tools"] == json!([format!("plugin_{}", tool("ask", &id)), format!("plugin_{}", tool("score", &id))])
+            && run["tools"]
+                == json!([
+                    format!("plugin_{}", tool("ask", &id)),
+                    format!("plugin_{}", tool("score", &id))
+                ])
             && run["status"] == "queued"
             && run["done_delivered"] == false,
         "POST /runs answered {answer}"
@@ -316,7 +320,11 @@ async fn runs(ns: Ns) -> anyhow::Result<()> {
             && spec["thread"] == thread.as_str()
             && spec["agent"] == "quiz"
             && spec["prompt"] == prompt
-            && spec["tools"] == json!([format!("plugin_{}", tool("ask", &id)), format!("plugin_{}", tool("score", &id))]),
+            && spec["tools"]
+                == json!([
+                    format!("plugin_{}", tool("ask", &id)),
+                    format!("plugin_{}", tool("score", &id))
+                ]),
         "kubectl shows {object}"
     );
     let owners = &object["metadata"]["ownerReferences"];

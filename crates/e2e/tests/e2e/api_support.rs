@@ -24,8 +24,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OnceCell;
 
 use crate::controller_support::{
-    CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, WAIT, apply, apply_trusted, echo_image, install,
-    plugin_id, rename_tools, setup, unpublished,
+    CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, WAIT, apply, apply_trusted, install, plugin_id,
+    rename_tools, setup, unpublished,
 };
 use crate::support::{Ns, wait};
 
@@ -128,7 +128,7 @@ pub async fn world(ns: &Ns, plugins: &[Plugin], chats: &[Channel]) -> anyhow::Re
     setup(ns).await?;
     tree_claim(ns).await?;
     for plugin in plugins {
-        install(&ns, plugin).await?;
+        install(ns, plugin).await?;
     }
     let ids: Vec<String> = plugins.iter().map(|p| p.name_any()).collect();
     let entries = ids

@@ -102,7 +102,7 @@ pub(crate) async fn world(
 ) -> anyhow::Result<String> {
     setup(ns).await?;
     let id = plugin_id(ns, suffix);
-    install(&ns, &echo_plugin(&id)?).await?;
+    install(ns, &echo_plugin(&id)?).await?;
     apply_trusted(
         ns,
         "proj",
@@ -844,7 +844,7 @@ async fn removal(ns: Ns) -> anyhow::Result<()> {
     let purged = plugin_id(&ns, "rp");
     let mut plugin = echo_plugin(&purged)?;
     plugin.spec.purge_on_delete = true;
-    install(&ns, &echo_plugin(&id)?).await?;
+    install(&ns, &plugin).await?;
     apply_trusted(
         &ns,
         "proj",

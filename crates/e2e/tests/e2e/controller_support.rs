@@ -309,9 +309,13 @@ pub async fn claim_echo_tool(ns: &Ns) -> anyhow::Result<tokio::sync::MutexGuard<
     let guard = ECHO_TOOL.lock().await;
     let api: Api<Plugin> = Api::all(ns.client());
     for p in api.list(&Default::default()).await?.items {
-        let declares = p.spec.manifest.rest.get("tools").and_then(|t| t.as_array()).is_some_and(
-            |tools| tools.iter().any(|t| t["name"] == "echo"),
-        );
+        let declares = p
+            .spec
+            .manifest
+            .rest
+            .get("tools")
+            .and_then(|t| t.as_array())
+            .is_some_and(|tools| tools.iter().any(|t| t["name"] == "echo"));
         if declares && p.metadata.deletion_timestamp.is_none() {
             api.delete(&p.name_any(), &Default::default()).await?;
         }

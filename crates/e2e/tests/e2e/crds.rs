@@ -43,7 +43,7 @@ async fn apply_server_side_with_kubectl_and_become_established(ns: Ns) -> anyhow
         out.contains("plugins.plugins.loop.dev serverside-applied"),
         "kubectl said: {out}"
     );
-    devcluster::install_crds(&kubectl, &ns.client(), &crds).await?;
+    devcluster::install_crds(kubectl, &ns.client(), &crds).await?;
     let listed = ns.kubectl(["get", "crds", "-o", "name"]).await?;
     for crd in model::crdgen::all() {
         let name = crd.metadata.name.unwrap_or_default();

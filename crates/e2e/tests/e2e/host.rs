@@ -391,7 +391,7 @@ async fn world(
     chats: &[(&str, ChannelKind, Option<&str>, bool)],
 ) -> anyhow::Result<()> {
     for (p, _) in plugins {
-        install(&ns, p).await?;
+        install(ns, p).await?;
     }
     let config: BTreeMap<String, PluginConfig> = plugins
         .iter()
@@ -940,7 +940,9 @@ async fn events(ns: Ns) -> anyhow::Result<()> {
     );
 
     // The journals agree, container by container.
-    let events_of = |entries: Vec<Value>| -> Vec<(String, Option<String>)> {
+    // (event type, thread id) in the order a container got them.
+    type Events = Vec<(String, Option<String>)>;
+    let events_of = |entries: Vec<Value>| -> Events {
         entries
             .iter()
             .map(|e| {
@@ -952,7 +954,7 @@ async fn events(ns: Ns) -> anyhow::Result<()> {
             .collect()
     };
     let t1 = || Some("general-t1".to_string());
-    let expect: [(&str, &str, Vec<(String, Option<String>)>); 5] = [
+    let expect: [(&str, &str, Events); 5] = [
         (
             a.as_str(),
             "general-t1",
@@ -1187,12 +1189,9 @@ fn two_switch_plugin(id: &str) -> anyhow::Result<Plugin> {
             r#""composer_switches": [{ "id": "sync", "label": "Sync", "icon": "ui/mode.svg" }, {"#,
             1,
         );
-    Ok(Plugin::from_manifest(
-        &text,
-        &echo_image(id),
-        vec!["/echo-plugin".into()],
-        true,
-    )?)
+    let mut plugin = Plugin::from_manifest(&text, &unpublished(id), vec![], true)?;
+    rename_tools(&mut plugin, |t| format!("{id}-{t}"));
+    Ok(plugin)
 }
 
 /// A click on `mode` (the host API, which records the plugin's answer) and the plugin's own
@@ -1291,7 +1290,9 @@ async fn network_policy(ns: Ns) -> anyhow::Result<()> {
         &ns,
         Some(caller_token(&ns, "app", Grant::All).await?),
     );
-    let peer_url = peer_pod(&ns, &existing.echo_image).await?;
+    // The peer runs the plugin's own image, as another plugin's Pod would.
+    let image = kube::Api::<Plugin>::all(ns.client()).get(&id).await?.spec.image;
+    let peer_url = peer_pod(&ns, &image).await?;
     let probes = async {
         let open = ping_via(&ns, &caller, &id, "open", Some(&peer_url)).await?;
         ensure!(

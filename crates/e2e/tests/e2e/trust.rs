@@ -126,7 +126,7 @@ async fn editor_and_trustee(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
     setup(&ns).await?;
     let id = plugin_id(&ns, "ts");
-    install(ns.client(), &echo_plugin(&id)?).await?;
+    install(&ns, &echo_plugin(&id)?).await?;
     let check = |verb, resource| Check {
         verb,
         group: "plugins.loop.dev",
