@@ -1291,7 +1291,11 @@ async fn network_policy(ns: Ns) -> anyhow::Result<()> {
         Some(caller_token(&ns, "app", Grant::All).await?),
     );
     // The peer runs the plugin's own image, as another plugin's Pod would.
-    let image = kube::Api::<Plugin>::all(ns.client()).get(&id).await?.spec.image;
+    let image = kube::Api::<Plugin>::all(ns.client())
+        .get(&id)
+        .await?
+        .spec
+        .image;
     let peer_url = peer_pod(&ns, &image).await?;
     let probes = async {
         let open = ping_via(&ns, &caller, &id, "open", Some(&peer_url)).await?;

@@ -228,20 +228,32 @@ impl Plugin {
         self.spec.image.rsplit_once('@').map(|(_, d)| d)
     }
 
-    /// Whether the controller admitted this very spec (the generation) of this image: the
-    /// `Admitted` condition is True for the current generation and the digest it looked at
-    /// is the one the spec pins. Whoever runs or calls the plugin asks this.
+    /// Whether the controller's admission stands for this spec of this image: the `Admitted`
+    /// condition is True for the generation it last looked at, the digest it looked at is the
+    /// one the spec pins, and that generation is the current one, or an earlier one whose
+    /// image and manifest are the ones the spec names now (an edit such as approving a
+    /// capability: until admission looks at it, a moment later, what runs keeps running
+    /// instead of being taken down with its tokens; the capabilities that count are read
+    /// from the current spec either way). Whoever runs or calls the plugin asks this.
     pub fn is_admitted(&self) -> bool {
         let Some(status) = &self.status else {
             return false;
         };
         let generation = self.metadata.generation;
-        status.observed_generation == generation
+        let judged = status.observed_generation;
+        let same_bundle = || {
+            status.image.as_ref().is_some_and(|image| {
+                image.manifest_hash == crate::config::hash_json(&self.spec.manifest.to_json())
+            })
+        };
+        let current =
+            judged == generation || (judged.is_some() && judged < generation && same_bundle());
+        current
             && status.digest.as_deref() == self.pinned_digest()
             && status.conditions.iter().any(|c| {
                 c.r#type == ADMITTED
                     && c.status == super::ConditionStatus::True
-                    && c.observed_generation == generation
+                    && c.observed_generation == judged
             })
     }
 
@@ -309,4 +321,71 @@ impl Plugin {
 /// A Plugin as YAML to apply, without the fields the server fills.
 pub fn plugin_yaml(plugin: &Plugin) -> String {
     serde_saphyr::to_string(plugin).expect("a Plugin serializes to YAML")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::{Condition, ConditionStatus};
+
+    /// A Plugin whose generation 1 admission admitted.
+    fn admitted() -> Plugin {
+        let text = r#"{"id": "echo", "name": "Echo", "version": "1.0.0", "api": "1",
+            "capabilities": ["agent.readonly", "ui.notification.card"]}"#;
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let mut plugin =
+            Plugin::from_manifest(text, &format!("r.test/echo@{digest}"), vec![], false).unwrap();
+        plugin.metadata.generation = Some(1);
+        plugin.status = Some(PluginStatus {
+            observed_generation: Some(1),
+            digest: Some(digest.clone()),
+            image: Some(ImageStatus {
+                digest,
+                run_as_user: 1000,
+                run_as_group: None,
+                command: vec![],
+                plugin_json_sha256: "0".repeat(64),
+                manifest_hash: crate::config::hash_json(&plugin.spec.manifest.to_json()),
+                publisher_key: None,
+            }),
+            conditions: vec![Condition {
+                r#type: ADMITTED.into(),
+                status: ConditionStatus::True,
+                observed_generation: Some(1),
+                last_transition_time: "2026-01-01T00:00:00Z".into(),
+                reason: "Admitted".into(),
+                message: String::new(),
+            }],
+            ..Default::default()
+        });
+        plugin
+    }
+
+    #[test]
+    fn an_approval_admission_has_not_seen_yet_keeps_the_plugin_admitted() {
+        let mut plugin = admitted();
+        assert!(plugin.is_admitted());
+        // The owner approves a capability: generation 2, same image, same manifest.
+        plugin.spec.approved_capabilities = vec!["ui.notification.card".into()];
+        plugin.metadata.generation = Some(2);
+        assert!(plugin.is_admitted());
+    }
+
+    #[test]
+    fn a_new_image_or_manifest_waits_for_admission() {
+        let mut other_image = admitted();
+        other_image.spec.image = format!("r.test/echo@sha256:{}", "b".repeat(64));
+        other_image.metadata.generation = Some(2);
+        assert!(!other_image.is_admitted());
+
+        let mut other_manifest = admitted();
+        other_manifest.spec.manifest.version = Some("1.0.1".into());
+        other_manifest.metadata.generation = Some(2);
+        assert!(!other_manifest.is_admitted());
+
+        // Refused for the generation it last looked at: not admitted, whatever comes next.
+        let mut refused = admitted();
+        refused.status.as_mut().unwrap().conditions[0].status = ConditionStatus::False;
+        assert!(!refused.is_admitted());
+    }
 }
