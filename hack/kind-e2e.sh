@@ -319,18 +319,36 @@ suite_env() {
   export LOOP_PLUGINS_E2E_RELEASE=$release LOOP_PLUGINS_E2E_RELEASE_NAMESPACE=$namespace
   export LOOP_PLUGINS_E2E_ECHO_IMAGE=$echo_pinned
   export LOOP_PLUGINS_E2E_API_URL=$api_url
+  # The suite pushes each test plugin's image to the local registry; the nodes pull
+  # localhost:5001 through containerd's hosts.toml, the controller (in a Pod, where localhost
+  # is the Pod) reaches it by the registry container's name on the kind network.
+  export LOOP_PLUGINS_E2E_REGISTRY=$registry
+  export LOOP_PLUGINS_E2E_REGISTRY_MIRROR="$registry=$reg_name:5000"
+  # The echo binary the suite's plugin images carry: static, as real containers run it
+  # FROM scratch (app-images.sh's prebuilt way made it already; built here otherwise).
+  local target=x86_64-unknown-linux-gnu
+  RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+    cargo build --release --locked --target "$target" -p echo-plugin --bin echo-plugin >&2
+  export LOOP_PLUGINS_E2E_ECHO_BINARY=$CARGO_TARGET_DIR/$target/release/echo-plugin
 }
 e2e() { suite_env; cargo test --test e2e -- "$@"; }
 
-# make dev CLUSTER=kind: examples/ with the echo plugin's real image, until Ctrl-C.
+# make dev CLUSTER=kind: examples/ applied, HostConfig told how the controller reaches the local
+# registry, and the echo plugin installed from its image with `loop-plugins plugin install`
+# (pinned to its real digest), until Ctrl-C.
 dev_examples() {
-  local placeholder='registry.local/loop-plugins/echo@sha256:0000000000000000000000000000000000000000000000000000000000000000'
   local f
   # Files that make namespaces first.
   for f in $(grep -l '^kind: Namespace' examples/*.yaml) $(grep -L '^kind: Namespace' examples/*.yaml); do
-    sed "s#$placeholder#$echo_pinned#" "$f" | kubectl apply --server-side --force-conflicts -f - >&2
+    kubectl apply --server-side --force-conflicts -f "$f" >&2
   done
-  say "examples/ applied (the echo plugin as $echo_pinned)"
+  kubectl patch hostconfig default --type merge -p \
+    "{\"spec\":{\"plugins\":{\"registry\":{\"mirrors\":[{\"registry\":\"$registry\",\"address\":\"$reg_name:5000\",\"plainHttp\":true}]}}}}" >&2
+  cargo build -p loop-plugins-cli --bin loop-plugins >&2
+  KUBECONFIG=$kubeconfig "$CARGO_TARGET_DIR/debug/loop-plugins" plugin install "$echo_pinned" \
+    --approve-all --controller-namespace "$namespace" >&2 ||
+    die "loop-plugins plugin install $echo_pinned failed"
+  say "examples/ applied, the echo plugin installed from $echo_pinned"
   say "in another shell: export KUBECONFIG=$kubeconfig PATH=$bin:\$PATH; kubectl get plugins,plugininstances -A"
   say "Ctrl-C stops it all (KEEP_CLUSTER=1 keeps the cluster)"
   trap 'exit 0' INT TERM
