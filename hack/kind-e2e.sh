@@ -224,7 +224,15 @@ create_cluster() {
   mapped=$(docker port "$cluster-control-plane" "$node_port/tcp" 2>/dev/null || true)
   grep -qx "127.0.0.1:$node_port" <<<"$mapped" ||
     die "cluster $cluster does not map 127.0.0.1:$node_port to its node port $node_port (made from an older kind-config.yaml?): kind delete cluster --name $cluster, then run again"
-  kubectl get nodes -o wide >&2
+  # A kept cluster whose engine restarted comes back with its API server: until its RBAC
+  # caches fill, even the admin is Forbidden.
+  local deadline=$((SECONDS + 180))
+  until kubectl get nodes -o wide >&2 2>/dev/null; do
+    ((SECONDS < deadline)) || die "cluster $cluster does not answer kubectl get nodes after 3 minutes: kind delete cluster --name $cluster, then run again"
+    sleep 2
+  done
+  kubectl wait --for=condition=Ready nodes --all --timeout=180s >&2 ||
+    die "the nodes of cluster $cluster are not Ready"
 }
 
 local_registry() {
