@@ -18,6 +18,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kube::ResourceExt;
+
 use model::config::hash_json;
 use model::manifest::bundle::{self, BundleEntry};
 use model::manifest::{self, Capability, Manifest};
@@ -649,6 +651,34 @@ pub fn admit(host: &HostConfigSpec, plugin: &Plugin) -> Admission {
         stage: Some(AdmissionStage::Manifest),
         message: err.to_string(),
     })
+}
+
+/// The plugins of `installed` admitted before `plugin`, in admission order (creation time,
+/// then name; one not created yet comes after all), with the names they hold: the first
+/// admitted holds a name (zeroclaw's "Tool name conflicts").
+pub fn earlier_holders<'a>(
+    plugin: &Plugin,
+    installed: impl IntoIterator<Item = &'a Plugin>,
+) -> Vec<Holder> {
+    let key = |p: &Plugin| {
+        let created = p
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string());
+        conflicts::order_key(created.as_deref(), &p.name_any())
+    };
+    let me = key(plugin);
+    let mut before: Vec<_> = installed
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && p.name_any() != plugin.name_any())
+        .filter_map(|p| {
+            let key = key(p);
+            (key < me).then(|| holder(p).map(|h| (key, h)))?
+        })
+        .collect();
+    before.sort_by(|a, b| a.0.cmp(&b.0));
+    before.into_iter().map(|(_, h)| h).collect()
 }
 
 /// The names an admitted plugin holds, from what its status recorded.

@@ -12,7 +12,7 @@ use kube::{Api, ResourceExt};
 use super::Context;
 use super::admission::{self, Facts, ImageFinding, Outcome, SignatureFinding, StageState};
 use super::apply;
-use super::conflicts::{self, Holder};
+use super::conflicts::Holder;
 use super::error::{Error, Result};
 use model::names;
 use model::resources::{
@@ -130,29 +130,10 @@ pub fn desired_status(plugin: &Plugin, outcome: &Outcome, now: &str) -> PluginSt
     }
 }
 
-/// The plugins admitted before `plugin`, in admission order (creation time, then name), with
-/// the names they hold.
+/// The plugins admitted before `plugin`, with the names they hold.
 fn earlier_holders(ctx: &Context, plugin: &Plugin) -> Vec<Holder> {
-    let created = |p: &Plugin| {
-        p.metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string())
-    };
-    let me = conflicts::order_key(created(plugin).as_deref(), &plugin.name_any());
-    let mut others: Vec<(_, Holder)> = ctx
-        .stores
-        .plugins
-        .state()
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && p.name_any() != plugin.name_any())
-        .filter_map(|p| {
-            let key = conflicts::order_key(created(p).as_deref(), &p.name_any());
-            (key < me).then(|| admission::holder(p).map(|h| (key, h)))?
-        })
-        .collect();
-    others.sort_by(|a, b| a.0.cmp(&b.0));
-    others.into_iter().map(|(_, h)| h).collect()
+    let installed = ctx.stores.plugins.state();
+    admission::earlier_holders(plugin, installed.iter().map(|p| p.as_ref()))
 }
 
 /// Reads what admission needs from the registry, unless a cheap stage already refuses.

@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use controller::admission::{self, Facts, ImageFinding, Outcome, SignatureFinding};
-use controller::conflicts::{self, Holder};
-use kube::ResourceExt;
+use controller::conflicts::Holder;
 use model::resources::{HostConfigSpec, Plugin};
 use oci::signing::record::SignatureRecord;
 use oci::{ImageFacts, Registry};
@@ -41,23 +40,7 @@ pub fn chosen_signature<'a>(
 
 /// The plugins admitted before `plugin` (all of them, for one not created yet).
 pub fn earlier(plugin: &Plugin, installed: &[Plugin]) -> Vec<Holder> {
-    let created = |p: &Plugin| {
-        p.metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string())
-    };
-    let me = conflicts::order_key(created(plugin).as_deref(), &plugin.name_any());
-    let mut before: Vec<_> = installed
-        .iter()
-        .filter(|p| p.name_any() != plugin.name_any() && p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| {
-            let key = conflicts::order_key(created(p).as_deref(), &p.name_any());
-            (key < me).then(|| admission::holder(p).map(|h| (key, h)))?
-        })
-        .collect();
-    before.sort_by(|a, b| a.0.cmp(&b.0));
-    before.into_iter().map(|(_, h)| h).collect()
+    admission::earlier_holders(plugin, installed)
 }
 
 /// Runs admission's stages on `plugin` as the controller would, with the image as pulled.

@@ -7,6 +7,7 @@ mod capabilities;
 mod events;
 pub(super) mod gate;
 mod identity;
+mod keys;
 mod live;
 mod read;
 mod resources;
@@ -61,6 +62,7 @@ pub(crate) fn check(doc: &Value) -> Vec<Problem> {
         problems,
     };
     identity::check(&mut ctx);
+    keys::check(&mut ctx);
     capabilities::check(&mut ctx);
     agents::check(&mut ctx);
     tools::check(&mut ctx);
