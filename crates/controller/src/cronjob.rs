@@ -144,6 +144,12 @@ mod tests {
         }
     }
 
+    /// The whole CronJob, as a reviewer reads it (see `pod::tests::built_objects_snapshot`).
+    #[test]
+    fn built_cronjob_snapshot() {
+        insta::assert_yaml_snapshot!("cronjob", build_cronjob(&inputs(false)));
+    }
+
     #[test]
     fn runs_trigger_for_its_plugin_channel_and_action() {
         let cj = build_cronjob(&inputs(false));

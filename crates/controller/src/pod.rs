@@ -539,6 +539,24 @@ mod tests {
         }
     }
 
+    /// The whole Pod, Secret and /data claim, as a reviewer reads them: a change to any field
+    /// shows in the diff of `src/snapshots/` (`INSTA_UPDATE=always cargo test` rewrites them).
+    #[test]
+    fn built_objects_snapshot() {
+        let command = vec!["/echo-plugin".to_string()];
+        let mut input = inputs(&command);
+        input.image_pull_secret = Some("echo-general-pull");
+        input.working_tree = None;
+        insta::assert_yaml_snapshot!("pod", build_pod(&input).unwrap());
+        input.gate = Some(gate());
+        insta::assert_yaml_snapshot!("pod_gated", build_pod(&input).unwrap());
+        insta::assert_yaml_snapshot!("secret", build_secret(&input, "<token>", "<secret>"));
+        insta::assert_yaml_snapshot!(
+            "data_claim",
+            build_data_claim("echo", "proj", "general", "team", owner())
+        );
+    }
+
     #[test]
     fn the_gate_wraps_the_plugins_own_command() {
         let command = vec!["/bin/echo-plugin".to_string(), "--serve".to_string()];

@@ -393,6 +393,15 @@ fn every_switch_renders() {
 }
 
 /// The verbs `role` grants on `resource` of plugins.loop.dev.
+/// The NetworkPolicy the chart renders for plugin Pods, whole, as a reviewer reads it (in
+/// `tests/snapshots/`; `INSTA_UPDATE=always cargo test --test chart` rewrites it).
+#[test]
+fn the_plugin_network_policy_snapshot() {
+    let docs = render(&[]);
+    let policy = without_helm_labels(find(&docs, "NetworkPolicy", "loop-plugins-plugins").clone());
+    insta::assert_yaml_snapshot!("plugin_network_policy", policy);
+}
+
 fn verbs_on(role: &Value, resource: &str) -> Vec<String> {
     let mut verbs: Vec<String> = role["rules"]
         .as_array()
