@@ -127,3 +127,24 @@ fn refuses_to_start_without_a_secret() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("empty"));
 }
+
+/// An image FROM scratch has no root certificates: with a plain-HTTP LOOP_API_URL (the
+/// cluster's Service) the plugin still starts. (It exited at once when the client it calls
+/// the Plugin API with insisted on the system's roots.)
+#[tokio::test]
+async fn starts_without_root_certificates_for_a_plain_http_api() {
+    let dir = TempDir::new("binary-no-roots");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "tok").unwrap();
+    let mut child = plugin(&dir)
+        .env("LOOP_API_URL", "http://127.0.0.1:9")
+        .env("LOOP_PLUGIN_TOKEN_FILE", &token)
+        .env("SSL_CERT_FILE", dir.path().join("no-such-bundle.pem"))
+        .env("SSL_CERT_DIR", dir.path().join("no-such-dir"))
+        .spawn()
+        .unwrap();
+    let addr = listening(&mut child);
+    assert!(addr.starts_with("127.0.0.7:"), "{addr}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
