@@ -4,7 +4,7 @@
 //! handed to the container's uid and group, and the process is started as that uid, with
 //! the group and `fsGroup` as its groups. Without `runAsUser` the process runs as we do.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
@@ -53,6 +53,43 @@ pub fn give(dir: &Path, user: &User) -> std::io::Result<()> {
 }
 
 /// Whether this process can switch users.
+/// `program` where any uid can run it: the program itself when every folder above it lets
+/// others through, else a hard link (or a copy) under `programs`, one folder per program path
+/// (the build's folder may sit under a home only root can enter).
+pub fn runnable_by_anyone(program: &Path, programs: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let open = program
+        .ancestors()
+        .skip(1)
+        .all(|dir| std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+    if open {
+        return Ok(program.to_path_buf());
+    }
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        program.hash(&mut h);
+        format!("{:016x}", h.finish())
+    };
+    let dir = programs.join(key);
+    std::fs::create_dir_all(&dir)?;
+    for d in [programs, dir.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let target = dir.join(program.file_name().unwrap_or_default());
+    let fresh = match (std::fs::metadata(&target), std::fs::metadata(program)) {
+        (Ok(t), Ok(p)) => t.len() == p.len() && t.modified().ok() == p.modified().ok(),
+        _ => false,
+    };
+    if !fresh {
+        let _ = std::fs::remove_file(&target);
+        if std::fs::hard_link(program, &target).is_err() {
+            std::fs::copy(program, &target)?;
+        }
+    }
+    Ok(target)
+}
+
 pub fn can_switch() -> bool {
     // SAFETY: a plain call.
     unsafe { libc::geteuid() == 0 }

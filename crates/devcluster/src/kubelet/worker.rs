@@ -370,6 +370,32 @@ impl Worker {
         } else {
             None
         };
+        // The programs too: linked where the user can run them, if they sit where they cannot
+        // (the one started, and the image's program where the gate runs it by name).
+        let (program, argv) = match &user {
+            Some(_) => {
+                let programs = self.shared.root.join("programs");
+                let runnable = |p: &Path| {
+                    identity::runnable_by_anyone(p, &programs).unwrap_or_else(|e| {
+                        tracing::warn!(pod = %self.key(), program = %p.display(), error = %e, "making a program runnable by the container's user");
+                        p.to_path_buf()
+                    })
+                };
+                let image_program = runnable(&local.program);
+                let argv = argv
+                    .into_iter()
+                    .map(|w| {
+                        if Path::new(&w) == local.program {
+                            image_program.to_string_lossy().into_owned()
+                        } else {
+                            w
+                        }
+                    })
+                    .collect::<Vec<_>>();
+                (runnable(&program), argv)
+            }
+            None => (program, argv),
+        };
         if let Some(user) = &user {
             for dir in mounts.iter().map(|(_, d)| d).chain([&work, &tmp, &cwd]) {
                 if let Err(e) = identity::give(dir, user) {

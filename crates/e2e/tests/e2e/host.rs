@@ -42,6 +42,11 @@ pub fn tests() -> Vec<E2eTest> {
         ),
         test("host::a_caller_without_the_rbac_grant_gets_403", rbac),
         test(
+            "host::the_echo_plugin_runs_under_the_gate_with_no_denial_in_normal_use",
+            gated,
+        )
+        .timeout(Duration::from_secs(180)),
+        test(
             "host::a_hanging_plugin_trips_the_breaker_and_one_trial_closes_it",
             breaker,
         )
@@ -502,6 +507,110 @@ async fn tool_from_zero(ns: Ns) -> anyhow::Result<()> {
         a.json["structured_content"] == json!({"echo": "wf"}),
         "{a:?}"
     );
+    Ok(())
+}
+
+/// HostConfig `gates.agentgate.enabled`: the echo plugin's Pod installs the gate from our image
+/// (init container `install-gate`) and runs its command under it (Landlock, seccomp, the audit
+/// on the container log); the instance says so (`Gated`), and normal use, a tool call and the
+/// journal the plugin keeps in /data, goes through with no denial. On kind, in a real
+/// container under the `restricted` Pod Security level, the container log is read for denials.
+async fn gated(ns: Ns) -> anyhow::Result<()> {
+    let _alone = exclusive().await;
+    setup(&ns).await?;
+    let _echo = claim_echo_tool(&ns).await?;
+    let host = host(&ns).await?;
+    let mut spec = host_spec(true);
+    spec.gates.agentgate.enabled = true;
+    spec.gates.audit.destination = "stdout".into();
+    apply_host(ns.client(), spec).await?;
+    let result = gated_use(&ns, &host).await;
+    apply_host(ns.client(), host_spec(true)).await?;
+    result
+}
+
+async fn gated_use(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
+    let id = plugin_id(ns, "hg");
+    world(
+        ns,
+        &[(echo_tool_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let instance = names::instance_name(&id, "general");
+    let caller = Caller::new(host, ns, Some(caller_token(ns, "app", Grant::All).await?));
+    let tool = format!("/channels/general/plugins/{id}/tools/echo");
+    let a = caller.send_ready("POST", &tool, Some(say_hello())).await?;
+    ensure!(a.status == StatusCode::OK, "{a:?}");
+    ensure!(
+        a.json["structured_content"] == json!({"echo": "hello"}),
+        "{a:?}"
+    );
+    let calls = caller.journal("general", &id, "/tools/echo").await?;
+    ensure!(calls.len() == 1, "the journal in /data: {calls:?}");
+
+    let shown = wait::matches(
+        &ns.api::<PluginInstance>(),
+        &instance,
+        "Gated True on the instance",
+        WAIT,
+        |i: &PluginInstance| {
+            i.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.r#type == "Gated"
+                        && c.status == model::resources::ConditionStatus::True
+                        && c.reason == "GateOn"
+                })
+            })
+        },
+    )
+    .await?;
+    let pod_name = shown
+        .status
+        .and_then(|s| s.pod)
+        .context("the instance names its Pod")?;
+    let pod: Pod = ns.get(&pod_name).await?;
+    let spec = pod.spec.context("the Pod's spec")?;
+    let command = spec.containers[0].command.clone().unwrap_or_default();
+    ensure!(
+        command.first().map(String::as_str) == Some("/loop-gate/loop-plugins")
+            && command.get(1).map(String::as_str) == Some("gate")
+            && command.last().map(String::as_str) == Some("/echo-plugin"),
+        "the plugin's command runs under the gate: {command:?}"
+    );
+    let init = spec.init_containers.unwrap_or_default();
+    ensure!(
+        init.iter().any(|c| c.name == "install-gate"),
+        "the gate's init container: {init:?}"
+    );
+    // The audit, on the plugin container's log: the gate's start line, and no denial.
+    let log = match ns.cluster().existing() {
+        Some(existing) if existing.real_containers => {
+            Some(ns.kubectl(["logs", &pod_name, "-c", "plugin"]).await?)
+        }
+        Some(_) => None,
+        None => {
+            let file = ns
+                .cluster()
+                .dev()?
+                .run_dir()
+                .join("kubelet/logs")
+                .join(ns.name())
+                .join(&pod_name)
+                .join("plugin.log");
+            Some(std::fs::read_to_string(&file).with_context(|| file.display().to_string())?)
+        }
+    };
+    if let Some(log) = log {
+        ensure!(
+            log.contains("\"event\":\"start\""),
+            "the gate's audit is not on the log:\n{log}"
+        );
+        ensure!(
+            !log.contains("\"decision\":\"deny\""),
+            "a denial in normal use:\n{log}"
+        );
+    }
     Ok(())
 }
 

@@ -23,10 +23,15 @@ use crate::controller_support::{
 use crate::support::{E2eTest, Ns, test, wait};
 
 pub fn tests() -> Vec<E2eTest> {
-    vec![test(
-        "trust::an_editor_changes_the_config_but_only_a_trustee_makes_it_count",
-        editor_and_trustee,
-    )]
+    // Two people's RBAC bindings to propagate, an image to publish and two trust verdicts to
+    // wait for: on kind, among the suite's other tests, that took longer than the default.
+    vec![
+        test(
+            "trust::an_editor_changes_the_config_but_only_a_trustee_makes_it_count",
+            editor_and_trustee,
+        )
+        .timeout(std::time::Duration::from_secs(240)),
+    ]
 }
 
 /// Someone bound to one of the chart's project roles in the test's namespace.

@@ -53,10 +53,14 @@ impl Cluster {
         // The stand-in plays every echo image of the run with the echo plugin's binary.
         images.insert(
             &plugin_images.echo_repository(),
-            LocalImage::new(Images::echo_binary()),
+            LocalImage::new(Images::echo_binary())
+                .in_image_at(loop_plugins_e2e::images::ECHO_ENTRYPOINT),
         );
+        // Containers run as their runAsUser, as in a cluster (when the suite runs as root): a
+        // plugin image's USER, the gate's refusal to run a plugin as root.
         let dev = DevCluster::start(DevClusterOptions {
             images,
+            run_as_pod_users: true,
             ..Default::default()
         })
         .await?;

@@ -51,6 +51,9 @@ pub struct Existing {
     pub api_addr: SocketAddr,
     /// HostConfig `apiUrl` for plugin pods (None: the chart's own).
     pub plugin_api_url: Option<String>,
+    /// Whether Pods run as real containers whose logs `kubectl logs` reads (kind; not the
+    /// kubelet stand-in of `make e2e-existing`).
+    pub real_containers: bool,
 }
 
 impl Existing {
@@ -141,6 +144,7 @@ pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Target, TargetEr
                     .unwrap_or_else(|| "loop-plugins".into()),
                 api_addr,
                 plugin_api_url: var("LOOP_PLUGINS_E2E_PLUGIN_API_URL").filter(|v| !v.is_empty()),
+                real_containers: cluster == "kind",
             }))
         }
         other => Err(TargetError::UnknownCluster(other.to_string())),
@@ -205,6 +209,7 @@ pub fn self_check() -> anyhow::Result<()> {
     ensure!(existing.fullname() == "loop-plugins");
     ensure!(existing.lease() == "loop-plugins-controller");
     ensure!(existing.plugin_api_url.is_none());
+    ensure!(existing.real_containers, "kind runs real containers");
     let other = Existing {
         release: "e2e".into(),
         ..existing
