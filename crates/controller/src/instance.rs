@@ -499,6 +499,16 @@ async fn ensure_secret(ctx: &Context, inputs: &PodInputs<'_>) -> Result<()> {
         let secret = build_secret(inputs, &random_token(), &random_token());
         return apply::create(ctx, &secret).await.map(|_| ());
     };
+    // An earlier instance's Secret (the instance was deleted and made again before garbage
+    // collection took its Secret): never adopted, so the removed instance's token dies with
+    // it. Once it is gone (the watch on Secrets brings us back), a fresh one is made.
+    let earlier = live
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid != inputs.owner.uid);
+    if earlier {
+        return apply::delete(ctx, live.as_ref()).await.map(|_| ());
+    }
     let value = |key: &str| {
         let bytes = &live.data.as_ref()?.get(key)?.0;
         String::from_utf8(bytes.clone()).ok()

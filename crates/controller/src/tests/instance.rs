@@ -201,6 +201,30 @@ async fn a_hand_edited_secret_label_is_applied_again_with_the_same_token() {
     verifier.done().await;
 }
 
+/// The Secret of an earlier instance of the same name (deleted and made again before garbage
+/// collection removed its Secret) is deleted, not adopted: its token must not work for the new
+/// instance. (Seen on kind: the Secret was re-owned by the new instance, and the removed
+/// instance's token kept working.)
+#[tokio::test]
+async fn the_secret_of_an_earlier_instance_is_replaced_not_adopted() {
+    let mut world = running().await;
+    world.secrets[0].metadata.owner_references.as_mut().unwrap()[0].uid = "uid-earlier".into();
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![Call::delete(path("secrets", "echo-general-token"))]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+    // Once it is gone, a Secret with a fresh token is made.
+    world.secrets.clear();
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![Call::create(collection("secrets"))]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
+
 #[tokio::test]
 async fn an_evicted_pod_is_replaced() {
     let mut world = running().await;
