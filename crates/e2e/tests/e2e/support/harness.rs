@@ -33,6 +33,20 @@ pub struct E2eTest {
     local_only: Option<&'static str>,
     /// Why the test needs a real cluster (kind), if it does.
     cluster_only: Option<&'static str>,
+    /// Why the test cannot run on the chart rehearsal (`make e2e-existing`: the chart on the
+    /// local control plane, whose kubelet stand-in runs every container as root).
+    not_on_rehearsal: Option<&'static str>,
+}
+
+/// Where the suite runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// The local control plane the suite starts.
+    Local,
+    /// An existing cluster whose Pods the kubelet stand-in runs (`make e2e-existing`).
+    Rehearsal,
+    /// An existing cluster with real containers (kind).
+    Real,
 }
 
 enum Body {
@@ -61,13 +75,35 @@ impl E2eTest {
         self
     }
 
-    /// Whether the run ignores the test on this target.
-    fn ignored(&self, existing: bool) -> bool {
-        if existing {
-            self.local_only.is_some()
-        } else {
-            self.cluster_only.is_some()
+    /// The test needs containers run as their runAsUser, which the chart rehearsal's stand-in
+    /// does not do (`reason` says why it matters); there it is ignored.
+    pub fn not_on_rehearsal(mut self, reason: &'static str) -> Self {
+        self.not_on_rehearsal = Some(reason);
+        self
+    }
+
+    /// Why the run ignores the test at `place`, if it does.
+    fn ignored_because(&self, place: Place) -> Option<String> {
+        match place {
+            Place::Local => self
+                .cluster_only
+                .map(|r| format!("needs a real cluster: {r}")),
+            Place::Rehearsal => self
+                .local_only
+                .map(|r| format!("is local-only: {r}"))
+                .or(self
+                    .cluster_only
+                    .map(|r| format!("needs a real cluster: {r}")))
+                .or(self
+                    .not_on_rehearsal
+                    .map(|r| format!("cannot run on the chart rehearsal: {r}"))),
+            Place::Real => self.local_only.map(|r| format!("is local-only: {r}")),
         }
+    }
+
+    /// Whether the run ignores the test at `place`.
+    fn ignored(&self, place: Place) -> bool {
+        self.ignored_because(place).is_some()
     }
 }
 
@@ -79,6 +115,7 @@ pub fn plain(name: &str, body: fn() -> anyhow::Result<()>) -> E2eTest {
         body: Body::Plain(body),
         local_only: None,
         cluster_only: None,
+        not_on_rehearsal: None,
     }
 }
 
@@ -94,6 +131,7 @@ where
         body: Body::InNamespace(Box::new(move |ns| Box::pin(body(ns)))),
         local_only: None,
         cluster_only: None,
+        not_on_rehearsal: None,
     }
 }
 
@@ -123,16 +161,18 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
 
     // Listing tests, or running only those that need no cluster, starts none.
     let listing = args.list;
-    let existing = match super::target::try_target() {
-        Ok(Target::Existing(_)) => true,
-        Ok(Target::Local) => false,
-        Err(_) if listing => false,
+    let place = match super::target::try_target() {
+        Ok(Target::Existing(e)) if e.real_containers => Place::Real,
+        Ok(Target::Existing(_)) => Place::Rehearsal,
+        Ok(Target::Local) => Place::Local,
+        Err(_) if listing => Place::Local,
         Err(e) => {
             eprintln!("e2e: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let needed = !listing && tests.iter().any(|t| wanted(&args, t, existing));
+    let existing = place != Place::Local;
+    let needed = !listing && tests.iter().any(|t| wanted(&args, t, place));
     let started = Instant::now();
     let cluster: Result<Arc<Cluster>, String> = if needed {
         runtime
@@ -155,12 +195,8 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
     }
     if !listing {
         for t in &tests {
-            match (existing, t.local_only, t.cluster_only) {
-                (true, Some(reason), _) => eprintln!("e2e: {} is local-only: {reason}", t.name),
-                (false, _, Some(reason)) => {
-                    eprintln!("e2e: {} needs a real cluster: {reason}", t.name)
-                }
-                _ => {}
+            if let Some(why) = t.ignored_because(place) {
+                eprintln!("e2e: {} {why}", t.name);
             }
         }
     }
@@ -171,7 +207,7 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
             let cluster = cluster.clone();
             let handle = runtime.handle().clone();
             let name = t.name.clone();
-            let ignored = t.ignored(existing);
+            let ignored = t.ignored(place);
             let trial = match t.body {
                 Body::Plain(body) => Trial::test(t.name, move || {
                     body().map_err(|e| Failed::from(format!("{e:#}")))
@@ -214,11 +250,11 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
 
 /// Whether the run will run `test` (by libtest's filters and ignore flags) and it needs the
 /// cluster.
-fn wanted(args: &Arguments, test: &E2eTest, existing: bool) -> bool {
+fn wanted(args: &Arguments, test: &E2eTest, place: Place) -> bool {
     if matches!(test.body, Body::Plain(_)) {
         return false;
     }
-    let ignored = test.ignored(existing);
+    let ignored = test.ignored(place);
     if (args.ignored && !ignored) || (ignored && !args.ignored && !args.include_ignored) {
         return false;
     }
