@@ -55,6 +55,7 @@ pub fn tests() -> Vec<E2eTest> {
             "chart::the_installed_replicas_run_on_different_nodes",
             the_installed_replicas_run_on_different_nodes,
         )
+        .timeout(Duration::from_secs(300))
         .cluster_only("the local control plane has one node"),
     ]
 }
@@ -63,35 +64,49 @@ pub fn tests() -> Vec<E2eTest> {
 /// topology spread puts them apart, so a node drain takes one at a time.
 async fn the_installed_replicas_run_on_different_nodes(ns: Ns) -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::Pod;
+    // Alone: the tests that restart the controller delete a replica's Pod, and its successor
+    // takes a moment to be Ready (and to be placed).
+    let _alone = crate::controller_support::exclusive().await;
     let existing = ns.cluster().existing().context("an existing cluster")?;
     let pods: Api<Pod> = Api::namespaced(ns.client(), &existing.namespace);
     let selector = format!(
         "app.kubernetes.io/name=loop-plugins,app.kubernetes.io/instance={}",
         existing.release
     );
-    let listed = pods
-        .list(&kube::api::ListParams::default().labels(&selector))
-        .await?;
-    let ready: Vec<(String, String)> = listed
-        .items
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .map(|p| {
-            (
-                p.metadata.name.clone().unwrap_or_default(),
-                p.spec
+    let ready_replicas = || async {
+        let listed = pods
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await?;
+        let ready: Vec<(String, String)> = listed
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                p.status
                     .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .unwrap_or_default(),
-            )
-        })
-        .collect();
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .map(|p| {
+                (
+                    p.metadata.name.clone().unwrap_or_default(),
+                    p.spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.clone())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        anyhow::Ok(ready)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let ready = loop {
+        let ready = ready_replicas().await?;
+        if ready.len() >= 2 || std::time::Instant::now() > deadline {
+            break ready;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    };
     ensure!(ready.len() >= 2, "two Ready replicas: {ready:?}");
     let nodes: std::collections::BTreeSet<&str> = ready.iter().map(|(_, n)| n.as_str()).collect();
     ensure!(
