@@ -58,6 +58,9 @@ pub fn give(dir: &Path, user: &User) -> std::io::Result<()> {
 /// (the build's folder may sit under a home only root can enter).
 pub fn runnable_by_anyone(program: &Path, programs: &Path) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
+    // Absolute: the container's process starts in a folder of its own.
+    let program = &std::path::absolute(program)?;
+    let programs = &std::path::absolute(programs)?;
     let open = program
         .ancestors()
         .skip(1)
@@ -98,6 +101,48 @@ pub fn can_switch() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_is_linked_where_anyone_can_run_it_by_an_absolute_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = std::env::temp_dir().join(format!("identity-{}", std::process::id()));
+        let closed = root.join("closed");
+        std::fs::create_dir_all(&closed).unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let program = closed.join("prog");
+        std::fs::write(&program, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A relative folder for the links (make dev's run folder is .dev/run).
+        let cwd = std::env::current_dir().unwrap();
+        let relative = pathdiff(&root.join("programs"), &cwd);
+        let linked = runnable_by_anyone(&program, &relative).unwrap();
+        assert!(linked.is_absolute(), "{}", linked.display());
+        let real = std::fs::canonicalize(&linked).unwrap();
+        assert!(
+            real.starts_with(std::fs::canonicalize(root.join("programs")).unwrap()),
+            "{}",
+            real.display()
+        );
+        assert!(linked.exists());
+        // Where everyone may go already, the program stays where it is.
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(runnable_by_anyone(&program, &relative).unwrap(), program);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// `path` relative to `base` (both absolute), through `..` as needed.
+    fn pathdiff(path: &Path, base: &Path) -> PathBuf {
+        let (p, b): (Vec<_>, Vec<_>) = (path.components().collect(), base.components().collect());
+        let common = p.iter().zip(&b).take_while(|(a, b)| a == b).count();
+        let mut out = PathBuf::new();
+        for _ in common..b.len() {
+            out.push("..");
+        }
+        for c in &p[common..] {
+            out.push(c);
+        }
+        out
+    }
     use k8s_openapi::api::core::v1::{PodSecurityContext, PodSpec, SecurityContext};
 
     #[test]

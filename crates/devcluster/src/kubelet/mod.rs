@@ -100,7 +100,10 @@ impl Kubelet {
         let shared = Arc::new(Shared {
             client: client.clone(),
             node: config.node_name.clone(),
-            root: config.root.clone(),
+            // Absolute: every path handed to a container (its volumes, its programs) must hold
+            // in the container's own working folder (make dev's root is `.dev/run/kubelet`).
+            root: std::path::absolute(&config.root)
+                .map_err(Error::io("resolving the kubelet's folder", &config.root))?,
             images: config.images,
             addresses: Addresses::random(),
             apiserver_port: config.apiserver_port,
