@@ -500,15 +500,26 @@ async fn refused_settings(ns: Ns) -> anyhow::Result<()> {
         table.contains("SETTINGS") && table.contains("SettingsLeftOut"),
         "{table}"
     );
-    let events = ns
-        .kubectl([
-            "get",
-            "events.events.k8s.io",
-            "-o",
-            "jsonpath={.items[*].reason}",
-        ])
-        .await?;
-    ensure!(events.contains("SettingsLeftOut"), "{events}");
+    // The Event follows the status write (the controller publishes it after): wait for it.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let events = ns
+            .kubectl([
+                "get",
+                "events.events.k8s.io",
+                "-o",
+                "jsonpath={.items[*].reason}",
+            ])
+            .await?;
+        if events.contains("SettingsLeftOut") {
+            break;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "no SettingsLeftOut Event: {events}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     // Fixed: nothing is left out, and the condition says so.
     apply_trusted(
         &ns,
