@@ -1,7 +1,9 @@
 //! What the e2e suite, the chart checks and the benchmarks share: where the repository is,
-//! the product binary they run, and the plugin images they push ([`images`]).
+//! the product binary they run, the plugin images they push ([`images`]), and the scale and
+//! chaos harness ([`scale`]).
 
 pub mod images;
+pub mod scale;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

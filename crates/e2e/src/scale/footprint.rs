@@ -1,0 +1,129 @@
+//! What the controller's and the API server's watches hold: each watched kind listed with the
+//! same selector, its objects' JSON size as the API server sends them and without their
+//! `managedFields` (which the API server's index drops), so a report can say what dominates a
+//! process's memory. JSON is smaller than the decoded structs (maps, Strings, Options), but in
+//! proportion: the kinds rank the same.
+
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
+use kube::api::ListParams;
+use kube::{Api, Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use model::names::MANAGED_SELECTOR;
+use model::resources::{AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project};
+
+/// One watched kind.
+#[derive(Clone, Debug)]
+pub struct Held {
+    pub kind: &'static str,
+    pub objects: usize,
+    /// JSON bytes as listed.
+    pub bytes: usize,
+    /// JSON bytes without managedFields.
+    pub slim_bytes: usize,
+}
+
+async fn held<K>(client: &Client, selector: Option<&str>) -> anyhow::Result<Held>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let mut params = ListParams::default();
+    if let Some(selector) = selector {
+        params = params.labels(selector);
+    }
+    let items = api.list(&params).await?.items;
+    let (mut bytes, mut slim_bytes) = (0, 0);
+    for mut item in items.iter().cloned() {
+        bytes += serde_json::to_vec(&item)?.len();
+        item.meta_mut().managed_fields = None;
+        slim_bytes += serde_json::to_vec(&item)?.len();
+    }
+    Ok(Held {
+        kind: leak(K::kind(&()).to_string()),
+        objects: items.len(),
+        bytes,
+        slim_bytes,
+    })
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// What the controller's watches hold (crates/controller/src/lib.rs's selectors).
+pub async fn controller(client: &Client) -> anyhow::Result<Vec<Held>> {
+    let managed = Some(MANAGED_SELECTOR);
+    Ok(vec![
+        held::<HostConfig>(client, None).await?,
+        held::<Plugin>(client, None).await?,
+        held::<Project>(client, None).await?,
+        held::<Channel>(client, None).await?,
+        held::<PluginInstance>(client, managed).await?,
+        held::<Pod>(client, managed).await?,
+        held::<Secret>(client, managed).await?,
+        held::<PersistentVolumeClaim>(client, managed).await?,
+        held::<CronJob>(client, managed).await?,
+    ])
+}
+
+/// What the API server's index holds (crates/server/src/index/mod.rs's selectors).
+pub async fn api(client: &Client) -> anyhow::Result<Vec<Held>> {
+    let managed = Some(MANAGED_SELECTOR);
+    let tokens = server::index::token_secrets_selector();
+    let pods = server::index::plugin_pods_selector();
+    let maps = server::index::config_maps_selector();
+    Ok(vec![
+        held::<HostConfig>(client, None).await?,
+        held::<Plugin>(client, None).await?,
+        held::<Project>(client, None).await?,
+        held::<Channel>(client, None).await?,
+        held::<PluginInstance>(client, managed).await?,
+        held::<AgentRun>(client, managed).await?,
+        held::<ConfigMap>(client, Some(&maps)).await?,
+        held::<Secret>(client, Some(&tokens)).await?,
+        held::<Pod>(client, Some(&pods)).await?,
+    ])
+}
+
+/// A table of `held`, biggest first, with the totals.
+pub fn table(held: &[Held]) -> String {
+    let mut rows = held.to_vec();
+    rows.sort_by_key(|h| std::cmp::Reverse(h.bytes));
+    let mut out = format!(
+        "    {:<24}{:>9}{:>14}{:>20}\n",
+        "kind", "objects", "JSON MiB", "without managedFields"
+    );
+    for h in &rows {
+        out.push_str(&format!(
+            "    {:<24}{:>9}{:>14.2}{:>20.2}\n",
+            h.kind,
+            h.objects,
+            mib(h.bytes),
+            mib(h.slim_bytes)
+        ));
+    }
+    let (bytes, slim): (usize, usize) = rows
+        .iter()
+        .fold((0, 0), |(b, s), h| (b + h.bytes, s + h.slim_bytes));
+    out.push_str(&format!(
+        "    {:<24}{:>9}{:>14.2}{:>20.2}\n",
+        "total",
+        rows.iter().map(|h| h.objects).sum::<usize>(),
+        mib(bytes),
+        mib(slim)
+    ));
+    out
+}
+
+pub fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// Total JSON bytes: as listed, and without managedFields.
+pub fn totals(held: &[Held]) -> (usize, usize) {
+    held.iter()
+        .fold((0, 0), |(b, s), h| (b + h.bytes, s + h.slim_bytes))
+}

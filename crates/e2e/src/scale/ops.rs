@@ -1,0 +1,173 @@
+//! Small operations on the cluster that both benches need: starting it with the images the
+//! stand-in plays, an instance's token and secret, its Pod's address, the HostConfig patched,
+//! waiting for the cluster's own volume binding, and calls through the host API.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use devcluster::{DevCluster, DevClusterOptions, ImageMap, LocalImage};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use model::names;
+use model::resources::{HOST_CONFIG_NAME, HostConfig};
+
+use super::world;
+
+/// The folder the running bench and our binaries were built into (`target/release`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the bench has a path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Starts a dev cluster whose stand-in plays the echo plugin and our own image.
+pub async fn start_cluster() -> anyhow::Result<DevCluster> {
+    let echo = target_dir().join("echo-plugin");
+    ensure!(
+        echo.exists(),
+        "{} is missing: build it with `cargo build --release --workspace --bins`",
+        echo.display()
+    );
+    let images = ImageMap::new();
+    images.insert(world::ECHO_IMAGE, LocalImage::new(&echo));
+    images.insert(world::SELF_IMAGE, LocalImage::new(crate::binary()));
+    let cluster = DevCluster::start(DevClusterOptions {
+        images,
+        ..Default::default()
+    })
+    .await?;
+    cluster.install_crds().await?;
+    Ok(cluster)
+}
+
+/// An instance's Plugin API token and the secret calls to it carry, from its Secret.
+pub async fn instance_secret(
+    admin: &Client,
+    ns: &str,
+    instance: &str,
+) -> anyhow::Result<(String, String)> {
+    let secret = Api::<Secret>::namespaced(admin.clone(), ns)
+        .get(&names::secret_name(instance))
+        .await?;
+    let data = secret.data.context("the Secret has no data")?;
+    let get = |key: &str| -> anyhow::Result<String> {
+        let value = data
+            .get(key)
+            .with_context(|| format!("the Secret of {instance} has no {key}"))?;
+        Ok(String::from_utf8(value.0.clone())?.trim().to_string())
+    };
+    Ok((
+        get(model::contract::TOKEN_KEY)?,
+        get(model::contract::SECRET_KEY)?,
+    ))
+}
+
+/// Where the instance's Ready Pod answers.
+pub async fn pod_address(admin: &Client, ns: &str, instance: &str) -> anyhow::Result<SocketAddr> {
+    let selector = format!("{}={instance}", names::LABEL_INSTANCE);
+    let pods = Api::<Pod>::namespaced(admin.clone(), ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    let view = server::index::pods::pod_view(pods.items.iter());
+    Ok(view.ready.context("no Ready Pod for the instance")?.addr)
+}
+
+/// Plugin Pods in `namespaces`.
+pub async fn pods_in(admin: &Client, namespaces: &[String]) -> anyhow::Result<usize> {
+    let mut n = 0;
+    for ns in namespaces {
+        n += Api::<Pod>::namespaced(admin.clone(), ns)
+            .list_metadata(&ListParams::default())
+            .await?
+            .items
+            .len();
+    }
+    Ok(n)
+}
+
+/// Merge-patches the HostConfig.
+pub async fn patch_host(admin: &Client, patch: Value) -> anyhow::Result<()> {
+    Api::<HostConfig>::all(admin.clone())
+        .patch(
+            HOST_CONFIG_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Waits until every claim of the cluster is Bound (the stand-in makes a volume for each, the
+/// controller manager binds it): the cluster's own work, which must not spill into the next
+/// measurement.
+pub async fn settle_claims(admin: &Client, what: &str) -> anyhow::Result<()> {
+    let api: Api<PersistentVolumeClaim> = Api::all(admin.clone());
+    let started = Instant::now();
+    loop {
+        let claims = api.list_metadata(&ListParams::default()).await?.items.len();
+        let bound = api
+            .list_metadata(&ListParams::default().fields("status.phase=Bound"))
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(0);
+        if bound >= claims {
+            eprintln!(
+                "    {what}: {bound} bound after {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            bail!("{what}: {bound} of {claims} bound after 300 s");
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// The host API path of a plugin in a chat.
+pub fn host_path(chat: &world::Chat, plugin: &str, rest: &str) -> String {
+    format!(
+        "{}/namespaces/{}/channels/{}/plugins/{plugin}{rest}",
+        server::host_api::PREFIX,
+        chat.namespace,
+        chat.name
+    )
+}
+
+/// An echo tool call's answer.
+pub fn is_echo(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    text.contains("\"is_error\":false") && text.contains("\"echo\"")
+}
+
+/// The requests the plugin in `chat` journaled on `route`, read through the host API's `/x`.
+pub async fn journal(
+    http: &reqwest::Client,
+    api: SocketAddr,
+    caller_token: &str,
+    chat: &world::Chat,
+    plugin: &str,
+) -> anyhow::Result<Vec<Value>> {
+    let url = format!("http://{api}{}", host_path(chat, plugin, "/x/journal"));
+    let answer = http.get(&url).bearer_auth(caller_token).send().await?;
+    let status = answer.status();
+    let body: Value = answer.json().await.unwrap_or(Value::Null);
+    ensure!(
+        status.is_success(),
+        "reading the journal at {url}: {status} {body}"
+    );
+    Ok(body["entries"]
+        .as_array()
+        .context("a journal")?
+        .iter()
+        .filter(|e| e["kind"] == "request")
+        .cloned()
+        .collect())
+}

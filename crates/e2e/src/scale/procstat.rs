@@ -1,0 +1,94 @@
+//! What /proc says about a process (its resident memory, its high-water mark, its CPU time),
+//! and pinning a process's threads to CPUs.
+
+use anyhow::{Context, bail};
+
+/// A field of /proc/<pid>/status in kB (VmRSS, VmHWM).
+pub fn status_kb(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("/proc/{pid}/status has no {field}"))
+}
+
+/// Resident memory now, in MiB.
+pub fn rss_mib(pid: u32) -> anyhow::Result<f64> {
+    Ok(status_kb(pid, "VmRSS")? as f64 / 1024.0)
+}
+
+/// The highest resident memory so far, in MiB.
+pub fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
+    Ok(status_kb(pid, "VmHWM")? as f64 / 1024.0)
+}
+
+/// The process's user and system CPU time so far, in seconds (every thread).
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let (_, rest) = stat.rsplit_once(')').context("/proc/<pid>/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the command: state is field 3; utime 14 and stime 15 (1-based, whole line).
+    let utime: f64 = fields.get(11).context("utime")?.parse()?;
+    let stime: f64 = fields.get(12).context("stime")?.parse()?;
+    Ok((utime + stime) / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf only reads a system constant.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
+}
+
+/// The CPUs this process may run on.
+pub fn online_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Pins every thread of `pid` (or the calling thread, for 0) to `cpus`.
+pub fn pin(pid: u32, cpus: &[usize]) -> anyhow::Result<()> {
+    let tids: Vec<libc::pid_t> = if pid == 0 {
+        vec![0]
+    } else {
+        std::fs::read_dir(format!("/proc/{pid}/task"))?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect()
+    };
+    for tid in tids {
+        // SAFETY: a zeroed cpu_set_t is valid; we pass its size.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &cpu in cpus {
+                libc::CPU_SET(cpu, &mut set);
+            }
+            if libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                bail!(
+                    "pinning thread {tid} to {cpus:?}: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_has_a_resident_size_and_cpu_time() {
+        let me = std::process::id();
+        assert!(rss_mib(me).unwrap() > 0.0);
+        assert!(peak_rss_mib(me).unwrap() >= rss_mib(me).unwrap());
+        assert!(cpu_seconds(me).unwrap() >= 0.0);
+    }
+}
