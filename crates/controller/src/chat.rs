@@ -14,15 +14,12 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::Context;
-use super::admission;
 use super::apply;
-use super::cronjob::{ANNOTATION_ENTRY, CronJobInputs, build_cronjob};
+use super::cronjob::{CronJobInputs, build_cronjob, existing_task};
 use super::error::{Error, Failures, Result};
-use super::plan::{ChatInputs, ChatPlan, ExistingTask, PluginView, plan_chat};
+use super::plan::{ChatInputs, ChatPlan, ExistingTask, PluginFacts, PluginView, plan_chat};
 use super::pod::build_data_claim;
-use model::manifest::{Capability, Manifest};
 use model::names;
-use model::resolve;
 use model::resources::{
     AppliedSchedule, Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance,
     PluginInstanceSpec, Project, ProjectTrust, set_condition,
@@ -57,26 +54,11 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .into_iter()
         .filter(|p| p.meta().deletion_timestamp.is_none())
         .collect();
-    let admissions: Vec<(String, Option<Manifest>, bool, bool)> = plugins
+    let facts: Vec<PluginFacts> = plugins
         .iter()
-        .map(|p| {
-            let parsed = model::manifest::from_value(&p.spec.manifest.to_json()).ok();
-            let admitted = admission::admit(&host, p).is_ok();
-            let may_schedule = parsed.as_ref().is_some_and(|m| {
-                resolve::approved_capabilities(p, m).contains(&Capability::Schedule)
-            });
-            (p.name_any(), parsed, admitted, may_schedule)
-        })
+        .map(|p| PluginFacts::of(&host, p))
         .collect();
-    let views: Vec<PluginView> = admissions
-        .iter()
-        .map(|(name, manifest, admitted, may_schedule)| PluginView {
-            name,
-            manifest: manifest.as_ref(),
-            admitted: *admitted,
-            may_schedule: *may_schedule,
-        })
-        .collect();
+    let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
 
     let cronjobs: Vec<Arc<CronJob>> = ctx
         .stores
@@ -88,10 +70,8 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
                 && c.labels().get(names::LABEL_CHANNEL) == Some(&name)
         })
         .collect();
-    let existing: BTreeMap<(String, String), ExistingTask> = cronjobs
-        .iter()
-        .filter_map(|c| Some((cronjob_key(c)?, existing_task(c))))
-        .collect();
+    let existing: BTreeMap<(String, String), ExistingTask> =
+        cronjobs.iter().filter_map(|c| existing_task(c)).collect();
     let current_status = ctx.chat_status(&channel);
     let plan = plan_chat(&ChatInputs {
         channel: &channel.spec,
@@ -266,7 +246,7 @@ async fn sync_tasks(
         }
     }
     for cronjob in cronjobs {
-        if cronjob_key(cronjob).is_none_or(|key| !plan.keep.contains(&key)) {
+        if existing_task(cronjob).map(|(key, _)| key).is_none_or(|key| !plan.keep.contains(&key)) {
             failures.check(apply::delete(ctx, cronjob.as_ref()).await);
         }
     }
@@ -361,26 +341,6 @@ fn turned_false<'a>(
     (now.status == ConditionStatus::False
         && was.is_none_or(|w| w.status != ConditionStatus::False || w.message != now.message))
     .then_some(now)
-}
-
-fn cronjob_key(cronjob: &CronJob) -> Option<(String, String)> {
-    let labels = cronjob.labels();
-    Some((
-        labels.get(names::LABEL_PLUGIN)?.clone(),
-        labels.get(names::LABEL_ACTION)?.clone(),
-    ))
-}
-
-fn existing_task(cronjob: &CronJob) -> ExistingTask {
-    ExistingTask {
-        cron: cronjob.spec.schedule.clone(),
-        entry_hash: cronjob
-            .annotations()
-            .get(ANNOTATION_ENTRY)
-            .cloned()
-            .unwrap_or_default(),
-        suspended: cronjob.spec.suspend.unwrap_or(false),
-    }
 }
 
 fn desired_instance(

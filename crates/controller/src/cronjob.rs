@@ -10,6 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use model::contract::SERVICE_ACCOUNT_TOKEN;
 use model::names;
 
+use crate::plan::ExistingTask;
+
 /// The ServiceAccount CronJobs run `trigger` as; it needs the host API's `trigger` grant.
 pub const TRIGGER_SERVICE_ACCOUNT: &str = "loop-plugins-trigger";
 
@@ -37,6 +39,28 @@ pub struct CronJobInputs<'a> {
 
 /// Annotation carrying the schedule entry's hash.
 pub const ANNOTATION_ENTRY: &str = "plugins.loop.dev/schedule-entry";
+
+/// A CronJob we made, as the plan reads it: its (plugin, action) from its labels, and the
+/// task it runs. None for one without our labels.
+pub fn existing_task(cronjob: &CronJob) -> Option<((String, String), ExistingTask)> {
+    let labels = cronjob.metadata.labels.as_ref()?;
+    let key = (
+        labels.get(names::LABEL_PLUGIN)?.clone(),
+        labels.get(names::LABEL_ACTION)?.clone(),
+    );
+    let task = ExistingTask {
+        cron: cronjob.spec.schedule.clone(),
+        entry_hash: cronjob
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_ENTRY))
+            .cloned()
+            .unwrap_or_default(),
+        suspended: cronjob.spec.suspend.unwrap_or(false),
+    };
+    Some((key, task))
+}
 
 /// The CronJob that runs `loop-plugins trigger` for one action of one plugin in one channel.
 pub fn build_cronjob(input: &CronJobInputs) -> CronJob {

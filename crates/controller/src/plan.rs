@@ -18,9 +18,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use model::manifest::Manifest;
+use model::manifest::{Capability, Manifest};
 use model::resolve;
-use model::resources::{AppliedSchedule, ChannelSpec, HostConfigSpec};
+use model::resources::{AppliedSchedule, ChannelSpec, HostConfigSpec, Plugin};
 
 /// An installed plugin, as the plan sees it.
 #[derive(Clone, Copy, Debug)]
@@ -33,6 +33,42 @@ pub struct PluginView<'a> {
     /// Whether its `schedule` capability is approved (and declared): only then does it get
     /// scheduled tasks.
     pub may_schedule: bool,
+}
+
+/// What the plan needs to know of an installed plugin, read from it once: the owned half of a
+/// [`PluginView`].
+#[derive(Clone, Debug)]
+pub struct PluginFacts {
+    pub name: String,
+    pub manifest: Option<Manifest>,
+    pub admitted: bool,
+    pub may_schedule: bool,
+}
+
+impl PluginFacts {
+    /// Reads `plugin` under `host`: its manifest (when it parses), whether it is admitted now,
+    /// and whether its `schedule` capability is approved.
+    pub fn of(host: &HostConfigSpec, plugin: &Plugin) -> Self {
+        let manifest = model::manifest::from_value(&plugin.spec.manifest.to_json()).ok();
+        let may_schedule = manifest.as_ref().is_some_and(|m| {
+            resolve::approved_capabilities(plugin, m).contains(&Capability::Schedule)
+        });
+        Self {
+            name: kube::ResourceExt::name_any(plugin),
+            admitted: crate::admission::admit(host, plugin).is_ok(),
+            may_schedule,
+            manifest,
+        }
+    }
+
+    pub fn view(&self) -> PluginView<'_> {
+        PluginView {
+            name: &self.name,
+            manifest: self.manifest.as_ref(),
+            admitted: self.admitted,
+            may_schedule: self.may_schedule,
+        }
+    }
 }
 
 /// Everything the plan of one chat depends on.

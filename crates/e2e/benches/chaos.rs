@@ -32,6 +32,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
+use loop_plugins_e2e::images::Images;
 use loop_plugins_e2e::scale::audit::{self, Tally};
 use loop_plugins_e2e::scale::burst::{self, ProjectState};
 use loop_plugins_e2e::scale::converge::Tracker;
@@ -93,9 +94,10 @@ fn main() -> anyhow::Result<()> {
         phases.next(&format!(
             "control plane for {replicas} controller replica(s)"
         ));
-        let cluster = runtime.block_on(ops::start_cluster())?;
+        let (cluster, images) = runtime.block_on(ops::start_cluster())?;
         let result = runtime.block_on(chaos(
             &cluster,
+            &images,
             &sizes,
             &knobs,
             replicas,
@@ -129,6 +131,7 @@ impl Controllers {
         n: usize,
         ids: &Identities,
         run_dir: &std::path::Path,
+        self_image: &str,
         api_url: &str,
     ) -> anyhow::Result<Self> {
         let mut procs = Vec::new();
@@ -138,6 +141,7 @@ impl Controllers {
                     &ids.controller,
                     run_dir,
                     &format!("controller-{i}"),
+                    self_image,
                     api_url,
                     n > 1,
                     &[],
@@ -419,6 +423,7 @@ fn put_kills(summary: &mut Summary, prefix: &str, kills: &[Kill], last: f64) {
 #[allow(clippy::too_many_arguments)]
 async fn chaos(
     cluster: &devcluster::DevCluster,
+    images: &Images,
     sizes: &Sizes,
     knobs: &Knobs,
     replicas: usize,
@@ -432,7 +437,8 @@ async fn chaos(
     let run_dir = cluster.run_dir().to_path_buf();
     let mut api = procs::start_api(&ids.api, &run_dir, "api-0").await?;
     let api_url = format!("http://{}", api.listen);
-    let chats = world::declare(&admin, sizes, &api_url, knobs.daily_runs).await?;
+    let chats = world::declare(&admin, images, sizes, &api_url, knobs.daily_runs).await?;
+    let self_image = images.self_image().await?;
     let namespaces = world::namespaces(sizes);
     let tracker = Tracker::start(&admin, &namespaces).await?;
     let mut problems = Vec::new();
@@ -443,7 +449,7 @@ async fn chaos(
     ));
     let load_before = load1();
     let started = Instant::now();
-    let mut controllers = Controllers::start(replicas, &ids, &run_dir, &api_url).await?;
+    let mut controllers = Controllers::start(replicas, &ids, &run_dir, &self_image, &api_url).await?;
     let done = AtomicBool::new(true);
     let gap = if replicas > 1 {
         (3.0, 12.0)

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::ensure;
 use devcluster::DevCluster;
 use kube::Client;
+use loop_plugins_e2e::images::Images;
 use loop_plugins_e2e::scale::audit::{self, Tally};
 use loop_plugins_e2e::scale::baseline::{self, Mode};
 use loop_plugins_e2e::scale::converge::Tracker;
@@ -43,8 +44,8 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     let mut phases = Phases::new();
     phases.next("control plane");
-    let cluster = runtime.block_on(ops::start_cluster())?;
-    let result = runtime.block_on(bench(&cluster, &sizes, &knobs, &mut phases));
+    let (cluster, images) = runtime.block_on(ops::start_cluster())?;
+    let result = runtime.block_on(bench(&cluster, &images, &sizes, &knobs, &mut phases));
     phases.next("shutdown");
     runtime.block_on(cluster.shutdown());
     phases.end();
@@ -53,6 +54,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn bench(
     cluster: &DevCluster,
+    images: &Images,
     sizes: &Sizes,
     knobs: &BenchKnobs,
     phases: &mut Phases,
@@ -72,7 +74,8 @@ async fn bench(
     let api_empty_rss = procstat::rss_mib(api.pid())?;
 
     phases.next("the declared world: HostConfig, plugins, projects, chats");
-    let chats = world::declare(&admin, sizes, &api_url, 50).await?;
+    let chats = world::declare(&admin, images, sizes, &api_url, 50).await?;
+    let self_image = images.self_image().await?;
     let namespaces = world::namespaces(sizes);
     summary.put("load_declare", format!("{:.2}", load1()));
 
@@ -95,8 +98,16 @@ async fn bench(
             knobs.concurrency
         ));
         let load_before = load1();
-        let outcome =
-            baseline::run(&admin, &ids.bare, sizes, mode, knobs.concurrency, &api_url).await?;
+        let outcome = baseline::run(
+            &admin,
+            &ids.bare,
+            sizes,
+            mode,
+            knobs.concurrency,
+            &api_url,
+            &self_image,
+        )
+        .await?;
         eprintln!(
             "    {} objects ({} writes) in {:.1} s: {:.0} objects/s, {:.0} writes/s",
             outcome.objects,
@@ -123,6 +134,7 @@ async fn bench(
         &ids.controller,
         &run_dir,
         "controller-0",
+        &self_image,
         &api_url,
         false,
         &controller_args(),

@@ -33,14 +33,14 @@ use serde_json::json;
 
 use controller::cronjob::{CronJobInputs, build_cronjob};
 use controller::plan::{ChatInputs, ChatPlan, PluginView, plan_chat};
-use controller::pod::{PodInputs, build_data_claim, build_secret, with_applied_hash};
+use controller::pod::{PodInputs, RunAs, build_data_claim, build_secret};
 use model::names;
 use model::resources::{
-    Channel, HostConfigSpec, Plugin, PluginInstance, PluginInstanceSpec, Project,
+    Channel, HostConfigSpec, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectTrust,
 };
 
 use super::knobs::Sizes;
-use super::world::{self, Chat, PROJECT, SELF_IMAGE, digest};
+use super::world::{self, Chat, PROJECT};
 
 /// How the bare client writes objects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +109,7 @@ struct Inputs {
     host: HostConfigSpec,
     plugins: Vec<Plugin>,
     project: Project,
+    trust: ProjectTrust,
 }
 
 fn relabel<K: Resource>(mut object: K, namespace: &str) -> K {
@@ -134,11 +135,15 @@ fn plan(inputs: &Inputs, chat: &Chat) -> ChatPlan {
             name,
             manifest: manifest.as_ref(),
             admitted: true,
+            may_schedule: true,
         })
         .collect();
     plan_chat(&ChatInputs {
         channel: &world::channel(chat).spec,
-        project: Some(&inputs.project.spec),
+        project: Some(model::resolve::ProjectView::new(
+            &inputs.project,
+            Some(&inputs.trust),
+        )),
         host: &inputs.host,
         plugins: &views,
         existing_cronjobs: &Default::default(),
@@ -161,6 +166,7 @@ async fn prepare(
             .map(|id| world::plugin(id))
             .collect::<anyhow::Result<_>>()?,
         project: world::project("x", world::project_config(&plugin_ids, true)),
+        trust: ProjectTrust::of(PROJECT, &world::project_config(&plugin_ids, true)),
     };
     let namespaces: Vec<String> = (0..sizes.projects)
         .map(|p| format!("{}-{p:02}", mode.prefix()))
@@ -322,6 +328,7 @@ async fn chat(
     client: &Client,
     mode: Mode,
     api_url: &str,
+    self_image: &str,
     job: &Job,
 ) -> anyhow::Result<(usize, usize)> {
     let ns = &job.chat.namespace;
@@ -341,11 +348,10 @@ async fn chat(
         );
         instance.metadata.labels = Some(names::labels(plugin, PROJECT, chat, "instance"));
         instance.metadata.owner_references = Some(vec![job.owner.clone()]);
-        let instance = relabel(with_applied_hash(instance), ns);
+        let instance = relabel(instance, ns);
         instances.push(make(client, mode, &instance, false).await?);
         objects += 2;
     }
-    let self_image = format!("{SELF_IMAGE}@sha256:{}", digest("self"));
     for schedule in &job.plan.schedules {
         let cronjob = build_cronjob(&CronJobInputs {
             plugin: &schedule.plugin,
@@ -356,7 +362,7 @@ async fn chat(
             cron: &schedule.cron,
             suspend: schedule.suspend,
             entry_hash: &schedule.entry_hash,
-            self_image: &self_image,
+            self_image,
             api_url,
             owner: job.owner.clone(),
         });
@@ -383,11 +389,13 @@ async fn chat(
             channel: chat,
             image: "",
             command: &[],
+            run_as: RunAs { user: 65532, group: 65532 },
+            image_pull_secret: None,
             memory: None,
             cpu: None,
             api_url,
             working_tree: None,
-            gate_image: None,
+            gate: None,
         };
         let secret = build_secret(&inputs, &random_hex(), &random_hex());
         make(client, mode, &relabel(secret, ns), true).await?;
@@ -419,7 +427,8 @@ fn random_hex() -> String {
 }
 
 /// Runs the baseline in `mode`: prepares (untimed), writes everything with `concurrency`
-/// chats at a time as the bare client (timed), then deletes the mirrors.
+/// chats at a time as the bare client (timed), then deletes the mirrors. `self_image` is the
+/// controller's own image, which its CronJobs name.
 pub async fn run(
     admin: &Client,
     bare: &Client,
@@ -427,6 +436,7 @@ pub async fn run(
     mode: Mode,
     concurrency: usize,
     api_url: &str,
+    self_image: &str,
 ) -> anyhow::Result<Outcome> {
     let (jobs, namespaces) = prepare(admin, sizes, mode, api_url).await?;
     let hash = model::config::config_hash(&world::project_config(&world::plugin_ids(sizes), true));
@@ -434,7 +444,7 @@ pub async fn run(
     // One stream of work, so at most `concurrency` requests are ever in flight.
     let work: Vec<BoxFuture<'_, anyhow::Result<(usize, usize)>>> = jobs
         .iter()
-        .map(|job| chat(bare, mode, api_url, job).boxed())
+        .map(|job| chat(bare, mode, api_url, self_image, job).boxed())
         .chain(namespaces.iter().map(|ns| {
             let hash = hash.clone();
             async move {

@@ -6,14 +6,14 @@
 
 use std::collections::BTreeMap;
 
-use kube::{Api, Client};
+use kube::Client;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use model::config::{PluginConfig, ScheduleEntry, config_hash};
-use model::resources::{Project, ProjectSpec, TrustedConfig};
+use model::config::{PluginConfig, PluginsConfig, ScheduleEntry};
+use model::resources::Project;
 
-use super::world::{self, ACTION, PROJECT};
+use super::world::{self, ACTION};
 
 /// A project's scheduled action, as its entry says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,26 +174,16 @@ fn config(states: &BTreeMap<String, PluginState>) -> BTreeMap<String, PluginConf
         .collect()
 }
 
-/// The Project a state makes: the trusted config, and the edited one when there is one.
-pub fn project(namespace: &str, state: &ProjectState) -> Project {
+/// The Project a state makes (its config the edited one when there is one) and the config
+/// its owner trusts.
+pub fn project(namespace: &str, state: &ProjectState) -> (Project, PluginsConfig) {
     let trusted = config(&state.trusted);
     let current = state
         .untrusted
         .as_ref()
         .map(config)
         .unwrap_or(trusted.clone());
-    let mut project = Project::new(
-        PROJECT,
-        ProjectSpec {
-            trusted: Some(TrustedConfig {
-                hash: config_hash(&trusted),
-                plugins: trusted,
-            }),
-            plugins: current,
-        },
-    );
-    project.metadata.namespace = Some(namespace.into());
-    project
+    (world::project(namespace, current), trusted)
 }
 
 /// Writes `change` (after `apply_to`, so `states` holds the project's new state).
@@ -204,12 +194,8 @@ pub async fn write(
 ) -> anyhow::Result<()> {
     match change {
         Change::Project { namespace, .. } | Change::Untrusted { namespace, .. } => {
-            let project = project(namespace, &states[namespace]);
-            world::apply(
-                &Api::<Project>::namespaced(client.clone(), namespace),
-                &project,
-            )
-            .await?;
+            let (project, trusted) = project(namespace, &states[namespace]);
+            world::project_trusted(client, &project, &trusted).await?;
         }
         Change::ApiUrl(url) => {
             super::ops::patch_host(client, serde_json::json!({ "spec": { "apiUrl": url } }))
@@ -232,9 +218,10 @@ mod tests {
     #[test]
     fn a_declared_state_makes_the_declared_project() {
         let state = ProjectState::declared(&plugins());
-        let made = project("ns", &state);
+        let (made, trusted) = project("ns", &state);
         let declared = world::project("ns", world::project_config(&plugins(), true));
         assert_eq!(made.spec, declared.spec);
+        assert_eq!(trusted, declared.spec.plugins);
     }
 
     #[test]
@@ -245,11 +232,10 @@ mod tests {
             plugin: "a".into(),
         };
         apply_to(&mut states, &plugins(), &change);
-        let made = project("ns", &states["ns"]);
-        let trusted = made.spec.trusted.as_ref().unwrap();
-        assert_eq!(trusted.plugins["a"].enabled, Some(true));
+        let (made, trusted) = project("ns", &states["ns"]);
+        assert_eq!(trusted["a"].enabled, Some(true));
         assert_eq!(made.spec.plugins["a"].enabled, Some(false));
-        assert_ne!(trusted.hash, config_hash(&made.spec.plugins));
+        assert_ne!(trusted, made.spec.plugins);
         // A trusted change then drops the pending edit.
         let change = Change::Project {
             namespace: "ns".into(),
@@ -260,8 +246,8 @@ mod tests {
             },
         };
         apply_to(&mut states, &plugins(), &change);
-        let made = project("ns", &states["ns"]);
-        assert_eq!(made.spec.plugins, made.spec.trusted.unwrap().plugins);
+        let (made, trusted) = project("ns", &states["ns"]);
+        assert_eq!(made.spec.plugins, trusted);
         assert_eq!(
             made.spec.plugins["b"].schedules[ACTION].enabled,
             Some(false)

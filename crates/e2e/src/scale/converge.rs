@@ -15,11 +15,13 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use controller::plan::{ChatInputs, PluginView, plan_chat};
+use controller::cronjob::existing_task;
+use controller::plan::{ChatInputs, ExistingTask, PluginFacts, PluginView, plan_chat};
+use model::resolve::ProjectView;
 use model::names;
 use model::resources::{
     AppliedSchedule, Channel, ConditionStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    InstancePhase, Plugin, PluginInstance, Project,
+    InstancePhase, Plugin, PluginInstance, Project, ProjectTrust,
 };
 
 /// What one chat should have, by the controller's plan.
@@ -84,6 +86,7 @@ pub struct Tracker {
     pub host: Store<HostConfig>,
     pub plugins: Store<Plugin>,
     pub projects: Store<Project>,
+    pub project_trusts: Store<ProjectTrust>,
     pub channels: Store<Channel>,
     pub instances: Store<PluginInstance>,
     pub cronjobs: Store<CronJob>,
@@ -130,6 +133,7 @@ impl Tracker {
             host: reflect(Api::all(client.clone()), Default::default(), &mut tasks),
             plugins: reflect(Api::all(client.clone()), Default::default(), &mut tasks),
             projects: reflect(Api::all(client.clone()), Default::default(), &mut tasks),
+            project_trusts: reflect(Api::all(client.clone()), Default::default(), &mut tasks),
             channels: reflect(Api::all(client.clone()), Default::default(), &mut tasks),
             instances: reflect(Api::all(client.clone()), managed(), &mut tasks),
             cronjobs: reflect(Api::all(client.clone()), managed(), &mut tasks),
@@ -140,6 +144,7 @@ impl Tracker {
             tracker.host.wait_until_ready(),
             tracker.plugins.wait_until_ready(),
             tracker.projects.wait_until_ready(),
+            tracker.project_trusts.wait_until_ready(),
             tracker.channels.wait_until_ready(),
             tracker.instances.wait_until_ready(),
             tracker.cronjobs.wait_until_ready(),
@@ -181,24 +186,11 @@ impl Tracker {
             .into_iter()
             .filter(|p| p.meta().deletion_timestamp.is_none())
             .collect();
-        let parsed: Vec<(String, Option<model::manifest::Manifest>, bool)> = plugins
+        let facts: Vec<PluginFacts> = plugins
             .iter()
-            .map(|p| {
-                (
-                    p.name_any(),
-                    model::manifest::from_value(&p.spec.manifest.to_json()).ok(),
-                    controller::admission::admit(&host, p).is_ok(),
-                )
-            })
+            .map(|p| PluginFacts::of(&host, p))
             .collect();
-        let views: Vec<PluginView> = parsed
-            .iter()
-            .map(|(name, manifest, admitted)| PluginView {
-                name,
-                manifest: manifest.as_ref(),
-                admitted: *admitted,
-            })
-            .collect();
+        let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
         let cronjobs = self.cronjobs_by_chat();
         let mut all = Vec::new();
         for chat in self.channels.state() {
@@ -214,21 +206,20 @@ impl Tracker {
                 .as_ref()
                 .map(|s| s.applied_schedules.clone())
                 .unwrap_or_default();
-            let existing: BTreeSet<(String, String)> = cronjobs
+            let trust = self
+                .project_trusts
+                .get(&reflector::ObjectRef::new(&chat.spec.project).within(&ns));
+            let existing: BTreeMap<(String, String), ExistingTask> = cronjobs
                 .get(&(ns.clone(), chat.name_any()))
                 .into_iter()
                 .flatten()
-                .filter_map(|c| {
-                    let labels = c.labels();
-                    Some((
-                        labels.get(names::LABEL_PLUGIN)?.clone(),
-                        labels.get(names::LABEL_ACTION)?.clone(),
-                    ))
-                })
+                .filter_map(|c| existing_task(c))
                 .collect();
             let plan = plan_chat(&ChatInputs {
                 channel: &chat.spec,
-                project: project.as_ref().map(|p| &p.spec),
+                project: project
+                    .as_deref()
+                    .map(|p| ProjectView::new(p, trust.as_deref())),
                 host: &host,
                 plugins: &views,
                 existing_cronjobs: &existing,

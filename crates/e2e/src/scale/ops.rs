@@ -17,6 +17,7 @@ use model::names;
 use model::resources::{HOST_CONFIG_NAME, HostConfig};
 
 use super::world;
+use crate::images::Images;
 
 /// The folder the running bench and our binaries were built into (`target/release`).
 pub fn target_dir() -> PathBuf {
@@ -27,24 +28,32 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Starts a dev cluster whose stand-in plays the echo plugin and our own image.
-pub async fn start_cluster() -> anyhow::Result<DevCluster> {
+/// Starts a registry for the run's images and a dev cluster whose stand-in plays them: the
+/// echo plugin's images with the echo binary, our own with ours.
+pub async fn start_cluster() -> anyhow::Result<(DevCluster, Images)> {
     let echo = target_dir().join("echo-plugin");
     ensure!(
         echo.exists(),
         "{} is missing: build it with `cargo build --release --workspace --bins`",
         echo.display()
     );
+    let registry = tokio::task::spawn_blocking(Images::start).await??;
     let images = ImageMap::new();
-    images.insert(world::ECHO_IMAGE, LocalImage::new(&echo));
-    images.insert(world::SELF_IMAGE, LocalImage::new(crate::binary()));
+    images.insert(
+        &registry.echo_repository(),
+        LocalImage::new(&echo).in_image_at(crate::images::ECHO_ENTRYPOINT),
+    );
+    images.insert(
+        &registry.self_repository(),
+        LocalImage::new(crate::binary()),
+    );
     let cluster = DevCluster::start(DevClusterOptions {
         images,
         ..Default::default()
     })
     .await?;
     cluster.install_crds().await?;
-    Ok(cluster)
+    Ok((cluster, registry))
 }
 
 /// An instance's Plugin API token and the secret calls to it carry, from its Secret.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure};
 use devcluster::process::{Process, ProcessSpec, tail};
 
-use super::world::{CONTROLLER_LEASE, FANOUT_LEASE, SELF_IMAGE, SYSTEM_NAMESPACE, digest};
+use super::world::{CONTROLLER_LEASE, FANOUT_LEASE, SYSTEM_NAMESPACE};
 
 /// A free port on loopback.
 pub fn free_port() -> anyhow::Result<u16> {
@@ -79,12 +79,14 @@ fn spec_for(
     spec
 }
 
-/// Starts `loop-plugins controller` as the controller's identity; with `leader`, it elects on
-/// the chart's Lease as `identity`. `extra` goes on its command line.
+/// Starts `loop-plugins controller` as the controller's identity, `self_image` its own image;
+/// with `leader`, it elects on the chart's Lease as `identity`. `extra` goes on its command
+/// line.
 pub async fn start_controller(
     kubeconfig: &Path,
     run_dir: &Path,
     identity: &str,
+    self_image: &str,
     api_url: &str,
     leader: bool,
     extra: &[String],
@@ -92,7 +94,7 @@ pub async fn start_controller(
     let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
     let mut args = vec![
         "controller".to_string(),
-        format!("--self-image={SELF_IMAGE}@sha256:{}", digest("self")),
+        format!("--self-image={self_image}"),
         format!("--api-url={api_url}"),
         format!("--metrics-addr={metrics}"),
     ];

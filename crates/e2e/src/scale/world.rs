@@ -12,15 +12,17 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
-use model::config::{PluginConfig, ScheduleEntry, config_hash};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use model::config::{PluginConfig, PluginsConfig, ScheduleEntry};
 use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, Plugin, Project, ProjectSpec, TrustedConfig,
+    HostPlugins, Plugin, Project, ProjectSpec, ProjectTrust,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::knobs::Sizes;
+use crate::images::Images;
 
 /// The chart release the controller and the API server run as (their RBAC, their Leases).
 pub const RELEASE: &str = "scale";
@@ -30,10 +32,9 @@ pub const SYSTEM_NAMESPACE: &str = "loop-plugins-system";
 pub const CONTROLLER_LEASE: &str = "scale-loop-plugins-controller";
 /// The API replicas' fan-out Lease (the chart's `<release>-loop-plugins-api`).
 pub const FANOUT_LEASE: &str = "scale-loop-plugins-api";
-/// The image the kubelet stand-in plays with the echo plugin's binary.
-pub const ECHO_IMAGE: &str = "scale.local/echo";
-/// Our own image (CronJobs' `trigger`, the gate's init container), played by our binary.
-pub const SELF_IMAGE: &str = "scale.local/loop-plugins";
+/// The image a Plugin names until [`declare`] publishes its own (the baseline, which only
+/// plans, never publishes).
+pub const UNPUBLISHED_IMAGE: &str = "unpublished.scale/echo";
 /// The Project in each namespace.
 pub const PROJECT: &str = "proj";
 /// Who writes the declared objects.
@@ -110,7 +111,8 @@ pub fn chats(sizes: &Sizes) -> Vec<Chat> {
     all
 }
 
-/// The echo plugin as plugin `id`, its scheduled action once a year.
+/// The echo plugin as plugin `id`, its scheduled action once a year, every capability
+/// approved; its image is a placeholder until [`declare`] publishes one.
 pub fn plugin(id: &str) -> anyhow::Result<Plugin> {
     let text = include_str!("../../../../examples/echo-plugin/plugin.json")
         .replacen("\"id\": \"echo\"", &format!("\"id\": \"{id}\""), 1)
@@ -119,7 +121,7 @@ pub fn plugin(id: &str) -> anyhow::Result<Plugin> {
         text.contains(YEARLY) && text.contains(id),
         "the echo manifest changed: the bench's edits no longer apply"
     );
-    let image = format!("{ECHO_IMAGE}@sha256:{}", digest(id));
+    let image = format!("{UNPUBLISHED_IMAGE}@sha256:{}", digest(id));
     Ok(Plugin::from_manifest(
         &text,
         &image,
@@ -161,20 +163,43 @@ pub fn project_config(plugins: &[String], enabled: bool) -> BTreeMap<String, Plu
         .collect()
 }
 
-/// The Project of a namespace, its config trusted by the owner.
-pub fn project(namespace: &str, config: BTreeMap<String, PluginConfig>) -> Project {
-    let mut project = Project::new(
-        PROJECT,
-        ProjectSpec {
-            trusted: Some(TrustedConfig {
-                hash: config_hash(&config),
-                plugins: config.clone(),
-            }),
-            plugins: config,
-        },
-    );
+/// The Project of a namespace with `config`.
+pub fn project(namespace: &str, config: PluginsConfig) -> Project {
+    let mut project = Project::new(PROJECT, ProjectSpec { plugins: config });
     project.metadata.namespace = Some(namespace.into());
     project
+}
+
+/// The owner's trust of `trusted` for `project` (as made, so it has a uid): the same-named
+/// ProjectTrust, owned by the Project, as `loop-plugins project trust` writes it.
+pub fn trust(project: &Project, trusted: &PluginsConfig) -> anyhow::Result<ProjectTrust> {
+    let mut trust = ProjectTrust::of(&project.name_any(), trusted);
+    trust.metadata.namespace = project.namespace();
+    trust.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: Project::api_version(&()).into_owned(),
+        kind: Project::kind(&()).into_owned(),
+        name: project.name_any(),
+        uid: project.uid().context("the Project as made has a uid")?,
+        controller: None,
+        block_owner_deletion: None,
+    }]);
+    Ok(trust)
+}
+
+/// Applies `project` and the owner's trust of `trusted` for it.
+pub async fn project_trusted(
+    client: &Client,
+    project: &Project,
+    trusted: &PluginsConfig,
+) -> anyhow::Result<()> {
+    let ns = project.namespace().context("a Project has a namespace")?;
+    let made = apply(&Api::<Project>::namespaced(client.clone(), &ns), project).await?;
+    apply(
+        &Api::<ProjectTrust>::namespaced(client.clone(), &ns),
+        &trust(&made, trusted)?,
+    )
+    .await?;
+    Ok(())
 }
 
 /// A chat's Channel.
@@ -254,10 +279,12 @@ pub async fn namespaces_made(client: &Client, names: &[String]) -> anyhow::Resul
     Ok(())
 }
 
-/// Writes the declared world: the HostConfig, the plugins, the namespaces, a Project in each
-/// and every chat. Returns the chats.
+/// Writes the declared world: the HostConfig, the plugins (each with its image published to
+/// `images`, as `plugin install` does), the namespaces, a trusted Project in each and every
+/// chat. Returns the chats.
 pub async fn declare(
     client: &Client,
+    images: &Images,
     sizes: &Sizes,
     api_url: &str,
     daily_runs: u32,
@@ -269,15 +296,25 @@ pub async fn declare(
     .await?;
     let plugins = plugin_ids(sizes);
     for id in &plugins {
-        apply(&Api::<Plugin>::all(client.clone()), &plugin(id)?).await?;
+        let mut plugin = plugin(id)?;
+        images.publish(&mut plugin).await?;
+        apply(&Api::<Plugin>::all(client.clone()), &plugin).await?;
     }
     let namespaces = namespaces(sizes);
     namespaces_made(client, &namespaces).await?;
-    let projects = namespaces
-        .iter()
-        .map(|ns| project(ns, project_config(&plugins, true)))
-        .collect();
-    apply_all(client, projects, 16).await?;
+    let config = project_config(&plugins, true);
+    let made: Vec<anyhow::Result<()>> = futures::stream::iter(&namespaces)
+        .map(|ns| {
+            let project = project(ns, config.clone());
+            let config = &config;
+            async move { project_trusted(client, &project, config).await }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for result in made {
+        result?;
+    }
     let chats = chats(sizes);
     apply_all(client, chats.iter().map(channel).collect(), 16).await?;
     Ok(chats)
