@@ -94,7 +94,7 @@ fn main() -> anyhow::Result<()> {
         phases.next(&format!(
             "control plane for {replicas} controller replica(s)"
         ));
-        let (cluster, images) = runtime.block_on(ops::start_cluster())?;
+        let (mut cluster, images) = runtime.block_on(ops::start_cluster())?;
         let result = runtime.block_on(chaos(
             &cluster,
             &images,
@@ -105,6 +105,13 @@ fn main() -> anyhow::Result<()> {
             &mut phases,
             &mut summary,
         ));
+        if result.is_err() {
+            cluster.keep_run_dir();
+            eprintln!(
+                "the run's folder (logs of the control plane, the stand-in, the controllers and the API server) is kept: {}",
+                cluster.run_dir().display()
+            );
+        }
         phases.next("shutdown");
         runtime.block_on(cluster.shutdown());
         if let Err(e) = result {

@@ -44,8 +44,15 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     let mut phases = Phases::new();
     phases.next("control plane");
-    let (cluster, images) = runtime.block_on(ops::start_cluster())?;
+    let (mut cluster, images) = runtime.block_on(ops::start_cluster())?;
     let result = runtime.block_on(bench(&cluster, &images, &sizes, &knobs, &mut phases));
+    if result.is_err() || std::env::var_os("SCALE_KEEP").is_some() {
+        cluster.keep_run_dir();
+        eprintln!(
+            "the run's folder (logs of the control plane, the stand-in, the controller and the API server) is kept: {}",
+            cluster.run_dir().display()
+        );
+    }
     phases.next("shutdown");
     runtime.block_on(cluster.shutdown());
     phases.end();
@@ -205,6 +212,7 @@ async fn bench(
             format!("{first:.1}"),
         );
     }
+    ops::ensure_admitted(&admin, &world::plugin_ids(sizes)).await?;
     let pods = ops::pods_in(&admin, &namespaces).await?;
     ensure!(
         pods == 0,

@@ -1,8 +1,9 @@
 //! What the e2e suite, the chart checks and the benchmarks share: where the repository is,
-//! the product binary they run, the plugin images they push ([`images`]), and the scale and
+//! the product binary they run, the plugin images they push ([`images`]), test plugins' manifests ([`plugins`]), and the scale and
 //! chaos harness ([`scale`]).
 
 pub mod images;
+pub mod plugins;
 pub mod scale;
 
 use std::path::PathBuf;

@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use serde_json::Value;
 
 use model::names;
-use model::resources::{HOST_CONFIG_NAME, HostConfig};
+use model::resources::{ConditionStatus, HOST_CONFIG_NAME, HostConfig, Plugin};
 
 use super::world;
 use crate::images::Images;
@@ -120,12 +120,13 @@ pub async fn settle_claims(admin: &Client, what: &str) -> anyhow::Result<()> {
     let api: Api<PersistentVolumeClaim> = Api::all(admin.clone());
     let started = Instant::now();
     loop {
-        let claims = api.list_metadata(&ListParams::default()).await?.items.len();
-        let bound = api
-            .list_metadata(&ListParams::default().fields("status.phase=Bound"))
-            .await
-            .map(|l| l.items.len())
-            .unwrap_or(0);
+        // Claims have no field selector on their phase: it is read from the list.
+        let listed = api.list(&ListParams::default()).await?.items;
+        let claims = listed.len();
+        let bound = listed
+            .iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+            .count();
         if bound >= claims {
             eprintln!(
                 "    {what}: {bound} bound after {:.0} s",
@@ -133,8 +134,8 @@ pub async fn settle_claims(admin: &Client, what: &str) -> anyhow::Result<()> {
             );
             return Ok(());
         }
-        if started.elapsed() > Duration::from_secs(300) {
-            bail!("{what}: {bound} of {claims} bound after 300 s");
+        if started.elapsed() > Duration::from_secs(120) {
+            bail!("{what}: {bound} of {claims} bound after 120 s");
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
@@ -179,4 +180,32 @@ pub async fn journal(
         .filter(|e| e["kind"] == "request")
         .cloned()
         .collect())
+}
+
+/// Fails unless every plugin of the world is admitted, naming the stage that stopped each one
+/// that is not and why (the world's plugins must all run, or the counts measure nothing).
+pub async fn ensure_admitted(admin: &Client, ids: &[String]) -> anyhow::Result<()> {
+    let api: Api<Plugin> = Api::all(admin.clone());
+    let mut refused = Vec::new();
+    for id in ids {
+        let plugin = api.get(id).await?;
+        let status = plugin.status.unwrap_or_default();
+        let admitted = status
+            .conditions
+            .iter()
+            .find(|c| c.r#type == "Admitted");
+        if admitted.is_none_or(|c| c.status != ConditionStatus::True) {
+            refused.push(format!(
+                "{id}: stage {}: {}",
+                status.stage.as_deref().unwrap_or("none yet"),
+                admitted.map(|c| c.message.as_str()).unwrap_or("no Admitted condition")
+            ));
+        }
+    }
+    ensure!(
+        refused.is_empty(),
+        "plugins of the world not admitted: {}",
+        refused.join("; ")
+    );
+    Ok(())
 }

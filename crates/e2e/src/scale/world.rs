@@ -112,7 +112,7 @@ pub fn chats(sizes: &Sizes) -> Vec<Chat> {
 }
 
 /// The echo plugin as plugin `id`, its scheduled action once a year, every capability
-/// approved; its image is a placeholder until [`declare`] publishes one.
+/// approved, its tools renamed but for the first plugin's; its image is a placeholder until [`declare`] publishes one.
 pub fn plugin(id: &str) -> anyhow::Result<Plugin> {
     let text = include_str!("../../../../examples/echo-plugin/plugin.json")
         .replacen("\"id\": \"echo\"", &format!("\"id\": \"{id}\""), 1)
@@ -122,12 +122,14 @@ pub fn plugin(id: &str) -> anyhow::Result<Plugin> {
         "the echo manifest changed: the bench's edits no longer apply"
     );
     let image = format!("{UNPUBLISHED_IMAGE}@sha256:{}", digest(id));
-    Ok(Plugin::from_manifest(
-        &text,
-        &image,
-        vec!["/echo-plugin".into()],
-        true,
-    )?)
+    let mut plugin = Plugin::from_manifest(&text, &image, vec!["/echo-plugin".into()], true)?;
+    // Tool names are registered across plugins, first come first served (admission's Names
+    // stage): the first plugin keeps `echo` (the tool the echo binary serves, which the API
+    // measure calls), the others get names of their own.
+    if id != plugin_id(0) {
+        crate::plugins::rename_tools(&mut plugin, |t| format!("{id}-{t}"));
+    }
+    Ok(plugin)
 }
 
 /// The global config: plugins on, LOOP_API_URL the API server's address.
