@@ -1,6 +1,7 @@
 //! The thin part that writes: server-side apply with one field manager, skipped when every
 //! field we would apply already has its value in the live object (see `drift`), so a steady
-//! state makes no write and a hand edit of a field we set is undone.
+//! state makes no write and a hand edit of a field we set is undone; and skipped when the same
+//! write went over the version the cache still shows (see `written`).
 
 use std::fmt::Debug;
 
@@ -13,6 +14,7 @@ use serde::de::DeserializeOwned;
 use super::Context;
 use super::drift;
 use super::error::{Error, Result};
+use super::written::{Target, content_hash, status_hash};
 use model::names::FIELD_MANAGER;
 
 /// The first field we set whose live value differs (or "absent"); `None` when `live` already
@@ -38,12 +40,24 @@ where
         return Ok(false);
     };
     let name = desired.name_any();
-    if live.is_some() {
-        tracing::info!(kind = kind::<K>(), %name, %field, "applying again: a field we set differs");
-    }
     let ns = desired
         .namespace()
         .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+    let target = Target {
+        kind: kind::<K>(),
+        part: "",
+        namespace: &ns,
+        name: &name,
+    };
+    let version = live.and_then(|l| l.resource_version());
+    let content = content_hash(desired);
+    if ctx.written.on_its_way(target, version.as_deref(), content) {
+        tracing::debug!(kind = kind::<K>(), %name, %field, "our write is on its way to the cache");
+        return Ok(false);
+    }
+    if live.is_some() {
+        tracing::info!(kind = kind::<K>(), %name, %field, "applying again: a field we set differs");
+    }
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
     ctx.metrics.write(kind::<K>(), "apply");
     api.patch(
@@ -54,9 +68,10 @@ where
     .await
     .map_err(|source| Error::Apply {
         kind: kind::<K>(),
-        name,
+        name: name.clone(),
         source,
     })?;
+    ctx.written.record(target, version.as_deref(), content);
     Ok(true)
 }
 
@@ -133,11 +148,12 @@ where
     }
 }
 
-/// Writes `status` through `api` with server-side apply, unless it is already what we'd write.
+/// Writes `status` on `object` through `api` with server-side apply, unless it is already what
+/// we'd write (`current`), or we wrote it over the version the cache still shows.
 pub async fn status<K, S>(
     ctx: &Context,
     api: &Api<K>,
-    name: &str,
+    object: &K,
     current: Option<&S>,
     status: &S,
 ) -> Result<bool>
@@ -148,6 +164,24 @@ where
     if current == Some(status) {
         return Ok(false);
     }
+    let name = object.name_any();
+    let ns = object.namespace().unwrap_or_default();
+    let target = Target {
+        kind: kind::<K>(),
+        part: "status",
+        namespace: &ns,
+        name: &name,
+    };
+    let version = object.resource_version();
+    let content = status_hash(status);
+    if ctx.written.on_its_way(target, version.as_deref(), content) {
+        return Ok(false);
+    }
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        let json = |s: &S| serde_json::to_value(s).expect("statuses serialize");
+        let field = drift::difference(&json(status), &current.map(json).unwrap_or_default());
+        tracing::debug!(kind = kind::<K>(), %name, field = field.as_deref().unwrap_or("-"), "writing the status");
+    }
     let patch = serde_json::json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
@@ -155,16 +189,17 @@ where
     });
     ctx.metrics.write(kind::<K>(), "status");
     api.patch_status(
-        name,
+        &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(&patch),
     )
     .await
     .map_err(|source| Error::Status {
         kind: kind::<K>(),
-        name: name.into(),
+        name: name.clone(),
         source,
     })?;
+    ctx.written.record(target, version.as_deref(), content);
     Ok(true)
 }
 

@@ -26,6 +26,9 @@ use model::resources::{
 };
 use model::time::now_rfc3339;
 
+/// How long a chat waiting for admission's verdict waits before it looks again anyway.
+const WAIT_FOR_ADMISSION: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Action> {
     let ns = channel
         .namespace()
@@ -54,10 +57,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .into_iter()
         .filter(|p| p.meta().deletion_timestamp.is_none())
         .collect();
-    let facts: Vec<PluginFacts> = plugins
-        .iter()
-        .map(|p| PluginFacts::of(&host, p))
-        .collect();
+    let facts: Vec<PluginFacts> = plugins.iter().map(|p| PluginFacts::of(&host, p)).collect();
     let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
 
     let cronjobs: Vec<Arc<CronJob>> = ctx
@@ -84,6 +84,11 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         applied: &current_status.applied_schedules,
     });
 
+    if plan.waits() {
+        tracing::debug!(awaiting = ?plan.awaiting, "waiting for admission's verdict on enabled plugins");
+        // The verdict brings the chat back; the requeue is for a verdict that never comes.
+        return Ok(Action::requeue(WAIT_FOR_ADMISSION));
+    }
     let mut failures = Failures::default();
     sync_instances(&ctx, &channel, &ns, &plan, &mut failures).await;
     let applied = sync_tasks(
@@ -106,7 +111,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         &now_rfc3339(),
     );
     let api: Api<Channel> = Api::namespaced(ctx.client.clone(), &ns);
-    if apply::status(&ctx, &api, &name, Some(&current_status), &status).await? {
+    if apply::status(&ctx, &api, channel.as_ref(), Some(&current_status), &status).await? {
         ctx.wrote_chat_status(&channel, status.clone());
     }
     for (kind, warning, action) in [
@@ -149,6 +154,7 @@ async fn sync_instances(
         .into_iter()
         .filter(|i| i.namespace().as_deref() == Some(ns) && i.spec.channel == name)
         .collect();
+    let mut made = Vec::new();
     for plugin in &plan.enabled {
         let claim = build_data_claim(plugin, project, &name, ns, owner.clone());
         let live_claim = ctx
@@ -163,15 +169,18 @@ async fn sync_instances(
             .find(|i| i.name_any() == instance.name_any());
         let wrote = failures.check(apply::apply(ctx, &instance, live.map(|i| i.as_ref())).await);
         if wrote == Some(true) && live.is_none() {
-            ctx.event(
-                channel,
-                false,
-                "PluginEnabled",
-                "CreateInstance",
-                format!("plugin {plugin} runs in this chat"),
-            )
-            .await;
+            made.push(plugin.as_str());
         }
+    }
+    // One Event for the plugins that start running here, not one each: at a cold start every
+    // chat gets its plugins at once, and each Event is a write.
+    if !made.is_empty() {
+        let note = match made.as_slice() {
+            [one] => format!("plugin {one} runs in this chat"),
+            many => format!("plugins {} run in this chat", many.join(", ")),
+        };
+        ctx.event(channel, false, "PluginEnabled", "CreateInstance", note)
+            .await;
     }
     for instance in &instances {
         if plan.enabled.contains(&instance.spec.plugin) {
@@ -246,7 +255,10 @@ async fn sync_tasks(
         }
     }
     for cronjob in cronjobs {
-        if existing_task(cronjob).map(|(key, _)| key).is_none_or(|key| !plan.keep.contains(&key)) {
+        if existing_task(cronjob)
+            .map(|(key, _)| key)
+            .is_none_or(|key| !plan.keep.contains(&key))
+        {
             failures.check(apply::delete(ctx, cronjob.as_ref()).await);
         }
     }

@@ -63,6 +63,8 @@ pub struct Context {
     /// The chat statuses this controller wrote, until the cache shows them: see
     /// [`Context::chat_status`].
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
+    /// Every write, until the cache shows it (see `written`).
+    pub written: super::written::Written,
 }
 
 impl Context {
@@ -81,6 +83,7 @@ impl Context {
             started: jiff::Timestamp::now(),
             images: Default::default(),
             written_chat_status: Mutex::default(),
+            written: Default::default(),
         }
     }
 

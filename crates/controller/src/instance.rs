@@ -244,7 +244,7 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         .as_ref()
         .map(observed_part)
         .unwrap_or_default();
-    if apply::status(&ctx, &api, &name, Some(&before), &status).await?
+    if apply::status(&ctx, &api, instance.as_ref(), Some(&before), &status).await?
         && before.refused_settings != status.refused_settings
     {
         match status

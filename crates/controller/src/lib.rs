@@ -28,6 +28,7 @@ mod retry;
 #[cfg(test)]
 mod tests;
 mod watch;
+mod written;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -14,7 +14,9 @@
 //!   still pauses with the plugin when the project stops enabling it;
 //! - only desktop channels get them: threads run their channel's, Slack and Discord none;
 //! - only a plugin whose `schedule` capability is approved (and declared) gets them: without
-//!   it, its entries make no task and its tasks go, and the status says why.
+//!   it, its entries make no task and its tasks go, and the status says why;
+//! - a chat whose project enables a plugin that admission has not judged yet (just installed,
+//!   or a new image) waits for the verdict before anything of it is written.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,6 +35,9 @@ pub struct PluginView<'a> {
     /// Whether its `schedule` capability is approved (and declared): only then does it get
     /// scheduled tasks.
     pub may_schedule: bool,
+    /// Whether admission has not judged its current spec yet (see
+    /// `Plugin::awaits_admission`).
+    pub awaiting_admission: bool,
 }
 
 /// What the plan needs to know of an installed plugin, read from it once: the owned half of a
@@ -43,6 +48,7 @@ pub struct PluginFacts {
     pub manifest: Option<Manifest>,
     pub admitted: bool,
     pub may_schedule: bool,
+    pub awaiting_admission: bool,
 }
 
 impl PluginFacts {
@@ -56,6 +62,7 @@ impl PluginFacts {
         Self {
             name: kube::ResourceExt::name_any(plugin),
             admitted: crate::admission::admit(host, plugin).is_ok(),
+            awaiting_admission: host.plugins.enabled && plugin.awaits_admission(),
             may_schedule,
             manifest,
         }
@@ -67,6 +74,7 @@ impl PluginFacts {
             manifest: self.manifest.as_ref(),
             admitted: self.admitted,
             may_schedule: self.may_schedule,
+            awaiting_admission: self.awaiting_admission,
         }
     }
 }
@@ -118,6 +126,20 @@ pub struct ChatPlan {
     pub applied: Vec<AppliedSchedule>,
     /// Problems to report: bad schedule entries, intervals cron cannot express.
     pub problems: Vec<String>,
+    /// Plugins the project enables here that admission has not judged yet: until it has, the
+    /// chat is left as it is (see [`ChatPlan::waits`]).
+    pub awaiting: Vec<String>,
+}
+
+impl ChatPlan {
+    /// Whether the chat waits for admission's verdict on a plugin it would run. Acting on the
+    /// plan now would write a state that the verdict, a moment later, undoes: at a cold start
+    /// every chat would be written once per plugin admitted, and an upgrade's new image would
+    /// take the chat's instances (and their tokens) down until it is admitted. The verdict
+    /// changes the Plugin, which brings every chat back.
+    pub fn waits(&self) -> bool {
+        !self.awaiting.is_empty()
+    }
 }
 
 /// Plans one chat.
@@ -126,11 +148,14 @@ pub fn plan_chat(input: &ChatInputs) -> ChatPlan {
     let runs_plugins = resolve::runs_plugins(input.channel);
     let gets_schedules = resolve::gets_schedules(input.channel);
     for view in input.plugins {
-        let enabled = runs_plugins
-            && view.admitted
+        let wanted = runs_plugins
             && input.project.is_some_and(|p| {
                 resolve::plugin_enabled(&input.host.plugins, view.name, p).is_enabled()
             });
+        if wanted && view.awaiting_admission {
+            plan.awaiting.push(view.name.to_string());
+        }
+        let enabled = wanted && view.admitted;
         if enabled {
             plan.enabled.push(view.name.to_string());
         }
@@ -326,6 +351,7 @@ mod tests {
         applied: Vec<AppliedSchedule>,
         admitted: bool,
         may_schedule: bool,
+        awaiting_admission: bool,
     }
 
     impl Case {
@@ -338,6 +364,7 @@ mod tests {
                 applied: vec![],
                 admitted: true,
                 may_schedule: true,
+                awaiting_admission: false,
             }
         }
 
@@ -348,6 +375,7 @@ mod tests {
                 manifest: Some(&manifest),
                 admitted: self.admitted,
                 may_schedule: self.may_schedule,
+                awaiting_admission: self.awaiting_admission,
             }];
             plan_chat(&ChatInputs {
                 channel: &self.channel,
@@ -406,6 +434,23 @@ mod tests {
         case.project = project(true, &[]);
         case.admitted = false;
         assert!(case.plan().enabled.is_empty());
+    }
+
+    #[test]
+    fn a_chat_waits_for_the_verdict_on_a_plugin_it_would_run() {
+        let mut case = Case::new(project(true, &[("tick", entry(None, None))]));
+        case.admitted = false;
+        case.awaiting_admission = true;
+        let plan = case.plan();
+        assert!(plan.waits());
+        assert_eq!(plan.awaiting, ["echo"]);
+        // Not enabled here: nothing to wait for.
+        case.project = project(false, &[]);
+        assert!(!case.plan().waits());
+        // A thread of another app runs no plugin either.
+        case.project = project(true, &[]);
+        case.channel = channel(ChannelKind::Channel, App::Slack);
+        assert!(!case.plan().waits());
     }
 
     #[test]

@@ -196,14 +196,7 @@ async fn admit(plugin: &Plugin, ctx: &Context) -> Result<Action> {
     let status = desired_status(plugin, &outcome, &now_rfc3339());
     let api: Api<Plugin> = Api::all(ctx.client.clone());
     let before = plugin.status.clone().unwrap_or_default();
-    let wrote = apply::status(
-        ctx,
-        &api,
-        &plugin.name_any(),
-        plugin.status.as_ref(),
-        &status,
-    )
-    .await?;
+    let wrote = apply::status(ctx, &api, plugin, plugin.status.as_ref(), &status).await?;
     if wrote {
         announce(ctx, plugin, &before, &status, &outcome).await;
     }

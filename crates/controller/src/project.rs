@@ -30,7 +30,7 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Actio
     if apply::status(
         &ctx,
         &api,
-        &project.name_any(),
+        project.as_ref(),
         project.status.as_ref(),
         &status,
     )

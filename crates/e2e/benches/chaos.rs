@@ -456,7 +456,8 @@ async fn chaos(
     ));
     let load_before = load1();
     let started = Instant::now();
-    let mut controllers = Controllers::start(replicas, &ids, &run_dir, &self_image, &api_url).await?;
+    let mut controllers =
+        Controllers::start(replicas, &ids, &run_dir, &self_image, &api_url).await?;
     let done = AtomicBool::new(true);
     let gap = if replicas > 1 {
         (3.0, 12.0)

@@ -484,9 +484,7 @@ async fn fan_out(
     // From the HostConfig patch (the window's first write) to the controller's last; with
     // no write, until every instance and chat was reconciled.
     let took = match (first, last) {
-        (Some(first), Some(last)) => Duration::from_secs_f64(
-            (last - first).as_secs_f64().max(0.0),
-        ),
+        (Some(first), Some(last)) => Duration::from_secs_f64((last - first).as_secs_f64().max(0.0)),
         _ => reconciled,
     };
     eprintln!(
@@ -536,7 +534,12 @@ async fn channel_rate(
     let (mut base, mut route) = (Vec::new(), Vec::new());
     for round in 1..=knobs.rps_rounds {
         for (name, request, check, into) in [
-            ("/healthz", &healthz, load::any as fn(&[u8]) -> bool, &mut base),
+            (
+                "/healthz",
+                &healthz,
+                load::any as fn(&[u8]) -> bool,
+                &mut base,
+            ),
             ("GET /channel", &channel, ok_json, &mut route),
         ] {
             let pid = api.pid();

@@ -136,6 +136,7 @@ fn plan(inputs: &Inputs, chat: &Chat) -> ChatPlan {
             manifest: manifest.as_ref(),
             admitted: true,
             may_schedule: true,
+            awaiting_admission: false,
         })
         .collect();
     plan_chat(&ChatInputs {
@@ -389,7 +390,10 @@ async fn chat(
             channel: chat,
             image: "",
             command: &[],
-            run_as: RunAs { user: 65532, group: 65532 },
+            run_as: RunAs {
+                user: 65532,
+                group: 65532,
+            },
             image_pull_secret: None,
             memory: None,
             cpu: None,

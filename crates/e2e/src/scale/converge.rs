@@ -17,8 +17,8 @@ use serde::de::DeserializeOwned;
 
 use controller::cronjob::existing_task;
 use controller::plan::{ChatInputs, ExistingTask, PluginFacts, PluginView, plan_chat};
-use model::resolve::ProjectView;
 use model::names;
+use model::resolve::ProjectView;
 use model::resources::{
     AppliedSchedule, Channel, ConditionStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
     InstancePhase, Plugin, PluginInstance, Project, ProjectTrust,
@@ -37,6 +37,8 @@ pub struct ChatWants {
     pub kept: BTreeSet<String>,
     /// The entries the chat's status should record.
     pub applied: Vec<AppliedSchedule>,
+    /// Plugins it waits for admission's verdict on: not converged while any.
+    pub awaiting: Vec<String>,
 }
 
 /// How far the world is from converged.
@@ -186,10 +188,7 @@ impl Tracker {
             .into_iter()
             .filter(|p| p.meta().deletion_timestamp.is_none())
             .collect();
-        let facts: Vec<PluginFacts> = plugins
-            .iter()
-            .map(|p| PluginFacts::of(&host, p))
-            .collect();
+        let facts: Vec<PluginFacts> = plugins.iter().map(|p| PluginFacts::of(&host, p)).collect();
         let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
         let cronjobs = self.cronjobs_by_chat();
         let mut all = Vec::new();
@@ -246,6 +245,7 @@ impl Tracker {
                 name,
                 plugins: plan.enabled.clone(),
                 applied: plan.applied.clone(),
+                awaiting: plan.awaiting.clone(),
             });
         }
         all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -331,7 +331,8 @@ pub fn chat_converged(chat: &Channel, want: &ChatWants) -> bool {
         return false;
     };
     let sorted = |v: &[String]| v.iter().cloned().collect::<BTreeSet<_>>();
-    status.observed_generation == chat.metadata.generation
+    want.awaiting.is_empty()
+        && status.observed_generation == chat.metadata.generation
         && sorted(&status.plugins) == sorted(&want.plugins)
         && status.applied_schedules == want.applied
         && status

@@ -134,8 +134,12 @@ pub async fn settle_claims(admin: &Client, what: &str) -> anyhow::Result<()> {
             );
             return Ok(());
         }
-        if started.elapsed() > Duration::from_secs(120) {
-            bail!("{what}: {bound} of {claims} bound after 120 s");
+        let limit = Duration::from_secs(120 + claims as u64 / 20);
+        if started.elapsed() > limit {
+            bail!(
+                "{what}: {bound} of {claims} bound after {} s",
+                limit.as_secs()
+            );
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
@@ -190,15 +194,14 @@ pub async fn ensure_admitted(admin: &Client, ids: &[String]) -> anyhow::Result<(
     for id in ids {
         let plugin = api.get(id).await?;
         let status = plugin.status.unwrap_or_default();
-        let admitted = status
-            .conditions
-            .iter()
-            .find(|c| c.r#type == "Admitted");
+        let admitted = status.conditions.iter().find(|c| c.r#type == "Admitted");
         if admitted.is_none_or(|c| c.status != ConditionStatus::True) {
             refused.push(format!(
                 "{id}: stage {}: {}",
                 status.stage.as_deref().unwrap_or("none yet"),
-                admitted.map(|c| c.message.as_str()).unwrap_or("no Admitted condition")
+                admitted
+                    .map(|c| c.message.as_str())
+                    .unwrap_or("no Admitted condition")
             ));
         }
     }

@@ -74,7 +74,10 @@ fn spec_for(
     spec.env
         .push(("KUBECONFIG".into(), kubeconfig.display().to_string()));
     // As the chart deploys them.
-    spec.env.push(("RUST_LOG".into(), "info,kube=warn".into()));
+    spec.env.push((
+        "RUST_LOG".into(),
+        std::env::var("SCALE_RUST_LOG").unwrap_or_else(|_| "info,kube=warn".into()),
+    ));
     spec.env.push(("NO_COLOR".into(), "1".into()));
     spec
 }

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use model::config::{PluginConfig, PluginsConfig, ScheduleEntry};
 use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,

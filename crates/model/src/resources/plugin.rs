@@ -257,6 +257,18 @@ impl Plugin {
             })
     }
 
+    /// Whether admission has given no verdict on this spec yet: a Plugin just installed, or
+    /// edited to a new image or manifest, in the moment before admission looks at it. What
+    /// runs the plugin waits for the verdict rather than acting on "not admitted" (making
+    /// nothing for a plugin about to be admitted, or taking down what an upgrade keeps).
+    pub fn awaits_admission(&self) -> bool {
+        !self.is_admitted()
+            && self
+                .status
+                .as_ref()
+                .is_none_or(|s| s.observed_generation != self.metadata.generation)
+    }
+
     /// The condition of one admission stage, if written.
     pub fn stage_condition(&self, stage: AdmissionStage) -> Option<&Condition> {
         self.status
@@ -387,5 +399,28 @@ mod tests {
         let mut refused = admitted();
         refused.status.as_mut().unwrap().conditions[0].status = ConditionStatus::False;
         assert!(!refused.is_admitted());
+    }
+
+    #[test]
+    fn only_a_spec_admission_has_not_judged_awaits_it() {
+        let mut fresh = admitted();
+        fresh.status = None;
+        assert!(fresh.awaits_admission());
+
+        let mut upgraded = admitted();
+        upgraded.spec.image = format!("r.test/echo@sha256:{}", "b".repeat(64));
+        upgraded.metadata.generation = Some(2);
+        assert!(upgraded.awaits_admission());
+
+        // Judged: admitted or refused, it waits for nothing.
+        assert!(!admitted().awaits_admission());
+        let mut refused = admitted();
+        refused.status.as_mut().unwrap().conditions[0].status = ConditionStatus::False;
+        assert!(!refused.awaits_admission());
+        // An approval keeps it admitted meanwhile.
+        let mut approved = admitted();
+        approved.spec.approved_capabilities = vec!["ui.notification.card".into()];
+        approved.metadata.generation = Some(2);
+        assert!(!approved.awaits_admission());
     }
 }
