@@ -48,6 +48,8 @@ where
         (0..subscribers).map(|_| unbounded()).unzip();
     let stream = watcher(api, config)
         .default_backoff()
+        // Nothing reads managedFields: they were 40% of what the stores held.
+        .modify(|object| object.meta_mut().managed_fields = None)
         .reflect(writer)
         .touched_objects();
     tokio::spawn(async move {

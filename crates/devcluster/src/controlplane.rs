@@ -302,6 +302,9 @@ async fn start_apiserver(
             format!("--audit-policy-file={}", audit.policy.display()),
             format!("--audit-log-path={}", audit.log.display()),
             "--audit-log-format=json".to_string(),
+            // No rotation (the apiserver's default rotates at 100 MB): the benches read the
+            // writes of a phase from one file, and the run's folder is temporary.
+            "--audit-log-maxsize=1000000".to_string(),
             "--v=1".to_string(),
         ]);
         let mut apiserver = Process::spawn(&spec).await?;
