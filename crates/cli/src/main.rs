@@ -84,6 +84,12 @@ struct ControllerArgs {
     /// The controller's own namespace: HostConfig's registry credentials Secret is read there.
     #[arg(long, env = "POD_NAMESPACE", default_value = "loop-plugins")]
     namespace: String,
+    /// Reconciles each of the four controllers runs at once. Unbounded, a cold start at
+    /// 3,000 instances had a thousand requests in flight, each on a connection of its own:
+    /// the API server spent its CPU on TLS handshakes and the controller its memory on
+    /// connection buffers (`make bench-scale`).
+    #[arg(long, env = "LOOP_PLUGINS_CONCURRENCY", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    concurrency: u16,
     #[command(flatten)]
     leader: runtime::leader::LeaderArgs,
 }
@@ -127,6 +133,7 @@ fn main() -> ExitCode {
                 self_image: args.self_image,
                 api_url: args.api_url,
                 namespace: args.namespace,
+                concurrency: args.concurrency,
             };
             controller::run(client, settings, args.metrics_addr, args.leader).await
         }),

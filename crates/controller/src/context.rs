@@ -44,6 +44,8 @@ pub struct Settings {
     pub api_url: String,
     /// The controller's own namespace, where HostConfig's registry credentials Secret is.
     pub namespace: String,
+    /// Reconciles each controller (chat, instance, plugin, project) runs at once.
+    pub concurrency: u16,
 }
 
 /// Shared by every reconcile.

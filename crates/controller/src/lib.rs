@@ -213,10 +213,13 @@ async fn reconcile_all(
                 .collect::<Vec<_>>()
         }
     };
+    let concurrency = ctx.settings.concurrency;
+    let config = || kube::runtime::controller::Config::default().concurrency(concurrency);
     let plugin_controller = Controller::for_stream(plugins.subscribe(), stores.plugins.clone())
         .watches_stream(host.subscribe(), all_plugins)
         .watches_stream(plugins.subscribe(), plugins_sharing_names)
         .watches_stream(registry_secrets.subscribe(), plugins_on_secret)
+        .with_config(config())
         .shutdown_on_signal()
         .run(
             traced("plugin", plugin::reconcile),
@@ -259,6 +262,7 @@ async fn reconcile_all(
         .watches_stream(host.subscribe(), move |_| on_host())
         .watches_stream(projects.subscribe(), channels_of_project)
         .watches_stream(project_trusts.subscribe(), channels_of_trust)
+        .with_config(config())
         .shutdown_on_signal()
         .run(
             traced("chat", chat::reconcile),
@@ -323,6 +327,7 @@ async fn reconcile_all(
             .watches_stream(channels.subscribe(), instances_of_channel)
             .watches_stream(projects.subscribe(), instances_of_project)
             .watches_stream(host.subscribe(), every_instance)
+            .with_config(config())
             .shutdown_on_signal()
             .run(
                 traced("instance", instance::reconcile),
@@ -340,6 +345,7 @@ async fn reconcile_all(
     };
     let project_controller = Controller::for_stream(projects.subscribe(), stores.projects.clone())
         .watches_stream(project_trusts.subscribe(), project_of_trust)
+        .with_config(config())
         .shutdown_on_signal()
         .run(
             traced("project", project::reconcile),

@@ -85,6 +85,7 @@ impl World {
             self_image: format!("registry.local/loop-plugins@sha256:{}", "1".repeat(64)),
             api_url: "http://api.loop-plugins-system:8080".into(),
             namespace: "loop-plugins-system".into(),
+            concurrency: 4,
         };
         let metrics = Metrics::new(&mut Registry::default());
         let mut ctx = Context::new(client, metrics, stores, settings);
