@@ -226,8 +226,7 @@ async fn kill_during(
     controllers: &mut Controllers,
     admin: &Client,
     tracker: &Tracker,
-    kills: usize,
-    gap: (f64, f64),
+    (kills, gap): (usize, (f64, f64)),
     rng: &mut StdRng,
     done: &AtomicBool,
 ) -> anyhow::Result<(Vec<Kill>, f64)> {
@@ -467,8 +466,7 @@ async fn chaos(
         &mut controllers,
         &admin,
         &tracker,
-        knobs.kills_converge,
-        gap,
+        (knobs.kills_converge, gap),
         rng,
         &done,
     )
@@ -539,8 +537,7 @@ async fn chaos(
         &mut controllers,
         &admin,
         &tracker,
-        knobs.kills_burst,
-        gap,
+        (knobs.kills_burst, gap),
         rng,
         &done,
     )
@@ -720,7 +717,7 @@ async fn api_chaos(
                         }
                         open += 1;
                         n += 1;
-                        let phase = if n % 2 == 0 { "Succeeded" } else { "Failed" };
+                        let phase = if n.is_multiple_of(2) { "Succeeded" } else { "Failed" };
                         let patch =
                             json!({"status": {"phase": phase, "result": format!("r-{name}")}});
                         if runs
