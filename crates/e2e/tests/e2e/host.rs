@@ -553,15 +553,18 @@ async fn gated_use(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
     let shown = wait::matches(
         &ns.api::<PluginInstance>(),
         &instance,
-        "Gated True on the instance",
+        "Gated True on the instance, which names its Pod",
         WAIT,
         |i: &PluginInstance| {
+            // The tool call is answered once the API server sees the Pod Ready; the
+            // controller's status naming the Pod may come a moment later.
             i.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| {
-                    c.r#type == "Gated"
-                        && c.status == model::resources::ConditionStatus::True
-                        && c.reason == "GateOn"
-                })
+                s.pod.is_some()
+                    && s.conditions.iter().any(|c| {
+                        c.r#type == "Gated"
+                            && c.status == model::resources::ConditionStatus::True
+                            && c.reason == "GateOn"
+                    })
             })
         },
     )
