@@ -717,7 +717,11 @@ async fn api_chaos(
                         }
                         open += 1;
                         n += 1;
-                        let phase = if n.is_multiple_of(2) { "Succeeded" } else { "Failed" };
+                        let phase = if n.is_multiple_of(2) {
+                            "Succeeded"
+                        } else {
+                            "Failed"
+                        };
                         let patch =
                             json!({"status": {"phase": phase, "result": format!("r-{name}")}});
                         if runs

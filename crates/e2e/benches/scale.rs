@@ -361,7 +361,9 @@ async fn bench(
     );
     summary.put("fanout_api_url_writes_by_kind", written.breakdown());
 
-    phases.next("fan-out: the gate turned on (no Pod runs: only the instances' Gated condition changes)");
+    phases.next(
+        "fan-out: the gate turned on (no Pod runs: only the instances' Gated condition changes)",
+    );
     let (took, written) = fan_out(
         cluster,
         &admin,
