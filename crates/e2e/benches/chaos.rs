@@ -258,12 +258,13 @@ async fn kill_during(
         let i = controllers.holder(admin).await?;
         let progress = tracker.progress();
         let killed = Instant::now();
+        let who = controllers.procs[i].identity.clone();
         controllers.procs[i].kill().await;
         let handover = if controllers.leader {
             // Another replica (or this one, started again) takes the Lease once the killed
             // holder's runs out: a renewal after the kill.
             let killed_ms = jiff::Timestamp::now().as_millisecond();
-            controllers.procs[i].restart().await?;
+            controllers.procs[i].restart_as_new_replica().await?;
             let leases: Api<Lease> = Api::namespaced(admin.clone(), world::SYSTEM_NAMESPACE);
             let deadline = Instant::now() + Duration::from_secs(90);
             loop {
@@ -288,7 +289,6 @@ async fn kill_during(
             None
         };
         restarted = Instant::now();
-        let who = controllers.procs[i].identity.clone();
         eprintln!(
             "  {what}: kill {}/{kills} of {who} at {:.1} s ({progress}){}",
             k + 1,

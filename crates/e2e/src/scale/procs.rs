@@ -44,6 +44,23 @@ impl Role {
         wait_healthy(&mut self.process, self.metrics).await
     }
 
+    /// Starts it again as a new replica would come up: under a new holder identity (as a
+    /// replaced Pod has a new name), so a Lease it held is not simply renewed by the same
+    /// identity but taken over after it runs out.
+    pub async fn restart_as_new_replica(&mut self) -> anyhow::Result<()> {
+        static GENERATION: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+        let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let base = self.identity.split('.').next().unwrap_or_default();
+        let identity = format!("{base}.{generation}");
+        for arg in &mut self.spec.args {
+            if arg.starts_with("--leader-identity=") {
+                *arg = format!("--leader-identity={identity}");
+            }
+        }
+        self.identity = identity;
+        self.restart().await
+    }
+
     /// Whether it still runs.
     pub fn running(&mut self) -> bool {
         self.process.try_wait().is_none()
