@@ -49,15 +49,8 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .project_trusts
         .get(&ObjectRef::<ProjectTrust>::new(&channel.spec.project).within(&ns));
 
-    // Installed plugins; one being deleted counts as removed.
-    let plugins: Vec<_> = ctx
-        .stores
-        .plugins
-        .state()
-        .into_iter()
-        .filter(|p| p.meta().deletion_timestamp.is_none())
-        .collect();
-    let facts: Vec<PluginFacts> = plugins.iter().map(|p| PluginFacts::of(&host, p)).collect();
+    let plugins = ctx.stores.plugins.state();
+    let facts = PluginFacts::installed(&host, plugins.iter().map(|p| p.as_ref()));
     let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
 
     let cronjobs: Vec<Arc<CronJob>> = ctx

@@ -68,6 +68,18 @@ impl PluginFacts {
         }
     }
 
+    /// The facts of every installed plugin; one being deleted counts as removed.
+    pub fn installed<'a>(
+        host: &HostConfigSpec,
+        plugins: impl IntoIterator<Item = &'a Plugin>,
+    ) -> Vec<Self> {
+        plugins
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| Self::of(host, p))
+            .collect()
+    }
+
     pub fn view(&self) -> PluginView<'_> {
         PluginView {
             name: &self.name,

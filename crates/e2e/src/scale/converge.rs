@@ -182,13 +182,8 @@ impl Tracker {
     /// What every chat of the run's namespaces should have, by the controller's plan.
     pub fn wants(&self) -> Vec<ChatWants> {
         let host = self.host_spec();
-        let plugins: Vec<_> = self
-            .plugins
-            .state()
-            .into_iter()
-            .filter(|p| p.meta().deletion_timestamp.is_none())
-            .collect();
-        let facts: Vec<PluginFacts> = plugins.iter().map(|p| PluginFacts::of(&host, p)).collect();
+        let plugins = self.plugins.state();
+        let facts = PluginFacts::installed(&host, plugins.iter().map(|p| p.as_ref()));
         let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
         let cronjobs = self.cronjobs_by_chat();
         let mut all = Vec::new();
