@@ -90,6 +90,11 @@ struct ControllerArgs {
     /// connection buffers (`make bench-scale`).
     #[arg(long, env = "LOOP_PLUGINS_CONCURRENCY", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
+    /// Writes (applies, creates, deletes, status patches, Events) in flight at once, across
+    /// every reconcile: what the controller asks of the API server at most, whatever the
+    /// concurrency. A chat's independent writes go out together within it.
+    #[arg(long, env = "LOOP_PLUGINS_WRITES_IN_FLIGHT", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    writes_in_flight: u16,
     #[command(flatten)]
     leader: runtime::leader::LeaderArgs,
 }
@@ -134,6 +139,7 @@ fn main() -> ExitCode {
                 api_url: args.api_url,
                 namespace: args.namespace,
                 concurrency: args.concurrency,
+                writes_in_flight: args.writes_in_flight,
             };
             controller::run(client, settings, args.metrics_addr, args.leader).await
         }),

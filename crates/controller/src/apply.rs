@@ -60,6 +60,7 @@ where
     }
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
     ctx.metrics.write(kind::<K>(), "apply");
+    let _turn = ctx.write_permit().await;
     api.patch(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
@@ -91,6 +92,7 @@ where
         .ok_or_else(|| Error::NoNamespace(name.clone()))?;
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
     ctx.metrics.write(kind::<K>(), "create");
+    let _turn = ctx.write_permit().await;
     match api
         .create(
             &PostParams {
@@ -129,6 +131,7 @@ where
         .ok_or_else(|| Error::NoNamespace(name.clone()))?;
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
     ctx.metrics.write(kind::<K>(), "delete");
+    let _turn = ctx.write_permit().await;
     let params = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         preconditions: object.uid().map(|uid| kube::api::Preconditions {
@@ -188,6 +191,7 @@ where
         "status": status,
     });
     ctx.metrics.write(kind::<K>(), "status");
+    let _turn = ctx.write_permit().await;
     api.patch_status(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),

@@ -147,22 +147,34 @@ async fn sync_instances(
         .into_iter()
         .filter(|i| i.namespace().as_deref() == Some(ns) && i.spec.channel == name)
         .collect();
+    // Each plugin's claim and instance are independent of the others': they are written at
+    // once (the controller's write limit still bounds what is in flight, see `Context`).
+    let writes = plan.enabled.iter().map(|plugin| {
+        let owner = owner.clone();
+        let name = &name;
+        let instances = &instances;
+        async move {
+            let claim = build_data_claim(plugin, project, name, ns, owner.clone());
+            let live_claim = ctx
+                .stores
+                .claims
+                .get(&ObjectRef::new(&names::data_claim_name(plugin, name)).within(ns));
+            let instance = desired_instance(plugin, project, name, ns, owner);
+            let live = instances
+                .iter()
+                .find(|i| i.name_any() == instance.name_any());
+            let (claim, wrote) = futures::join!(
+                apply::apply(ctx, &claim, live_claim.as_deref()),
+                apply::apply(ctx, &instance, live.map(|i| i.as_ref())),
+            );
+            (plugin.as_str(), claim, wrote.map(|w| w && live.is_none()))
+        }
+    });
     let mut made = Vec::new();
-    for plugin in &plan.enabled {
-        let claim = build_data_claim(plugin, project, &name, ns, owner.clone());
-        let live_claim = ctx
-            .stores
-            .claims
-            .get(&ObjectRef::new(&names::data_claim_name(plugin, &name)).within(ns));
-        failures.check(apply::apply(ctx, &claim, live_claim.as_deref()).await);
-
-        let instance = desired_instance(plugin, project, &name, ns, owner.clone());
-        let live = instances
-            .iter()
-            .find(|i| i.name_any() == instance.name_any());
-        let wrote = failures.check(apply::apply(ctx, &instance, live.map(|i| i.as_ref())).await);
-        if wrote == Some(true) && live.is_none() {
-            made.push(plugin.as_str());
+    for (plugin, claim, made_instance) in futures::future::join_all(writes).await {
+        failures.check(claim);
+        if failures.check(made_instance) == Some(true) {
+            made.push(plugin);
         }
     }
     // One Event for the plugins that start running here, not one each: at a cold start every
@@ -222,8 +234,7 @@ async fn sync_tasks(
         .expect("channels have a uid");
     let host = ctx.host();
     let api_url = ctx.api_url(&host);
-    let mut not_applied = BTreeSet::new();
-    for schedule in &plan.schedules {
+    let writes = plan.schedules.iter().map(|schedule| {
         let desired = build_cronjob(&CronJobInputs {
             plugin: &schedule.plugin,
             project: &channel.spec.project,
@@ -240,10 +251,14 @@ async fn sync_tasks(
         let live = cronjobs
             .iter()
             .find(|c| c.metadata.name == desired.metadata.name);
-        if failures
-            .check(apply::apply(ctx, &desired, live.map(|c| c.as_ref())).await)
-            .is_none()
-        {
+        async move {
+            let result = apply::apply(ctx, &desired, live.map(|c| c.as_ref())).await;
+            (schedule, result)
+        }
+    });
+    let mut not_applied = BTreeSet::new();
+    for (schedule, result) in futures::future::join_all(writes).await {
+        if failures.check(result).is_none() {
             not_applied.insert((schedule.plugin.clone(), schedule.action.clone()));
         }
     }

@@ -46,6 +46,8 @@ pub struct Settings {
     pub namespace: String,
     /// Reconciles each controller (chat, instance, plugin, project) runs at once.
     pub concurrency: u16,
+    /// Writes in flight at once, across every reconcile (see [`Context::write_permit`]).
+    pub writes_in_flight: u16,
 }
 
 /// Shared by every reconcile.
@@ -67,6 +69,8 @@ pub struct Context {
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
     /// Every write, until the cache shows it (see `written`).
     pub written: super::written::Written,
+    /// Bounds the writes in flight: `Settings::writes_in_flight` permits.
+    writes: tokio::sync::Semaphore,
 }
 
 impl Context {
@@ -80,13 +84,23 @@ impl Context {
             client,
             metrics,
             stores,
-            settings,
             backoff: Default::default(),
             started: jiff::Timestamp::now(),
             images: Default::default(),
             written_chat_status: Mutex::default(),
             written: Default::default(),
+            writes: tokio::sync::Semaphore::new(usize::from(settings.writes_in_flight.max(1))),
+            settings,
         }
+    }
+
+    /// Waits for a turn to write: every write to the API server holds one while in flight,
+    /// and there are `Settings::writes_in_flight` of them.
+    pub async fn write_permit(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.writes
+            .acquire()
+            .await
+            .expect("the write semaphore is never closed")
     }
 
     /// The global config; its defaults while no HostConfig exists.
@@ -106,10 +120,15 @@ impl Context {
     /// it just recorded and apply a CronJob someone deleted by hand again.
     pub fn chat_status(&self, channel: &Channel) -> ChannelStatus {
         let uid = channel.uid().unwrap_or_default();
-        let written = self.written_chat_status.lock().expect("not poisoned");
+        let mut written = self.written_chat_status.lock().expect("not poisoned");
         match written.get(&uid) {
             Some((over, status)) if *over == channel.resource_version() => status.clone(),
-            _ => channel.status.clone().unwrap_or_default(),
+            Some(_) => {
+                // The cache moved past our write: it shows it, or something newer.
+                written.remove(&uid);
+                channel.status.clone().unwrap_or_default()
+            }
+            None => channel.status.clone().unwrap_or_default(),
         }
     }
 
@@ -157,6 +176,7 @@ impl Context {
             secondary: None,
         };
         self.metrics.write("Event", "create");
+        let _turn = self.write_permit().await;
         if let Err(err) = self.recorder.publish(&event, &object.object_ref(&())).await {
             tracing::warn!(%err, reason, "could not publish an Event");
         }

@@ -86,6 +86,7 @@ impl World {
             api_url: "http://api.loop-plugins-system:8080".into(),
             namespace: "loop-plugins-system".into(),
             concurrency: 4,
+            writes_in_flight: 8,
         };
         let metrics = Metrics::new(&mut Registry::default());
         let mut ctx = Context::new(client, metrics, stores, settings);

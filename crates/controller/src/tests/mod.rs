@@ -2,6 +2,7 @@
 //! tests of the objects the builders make.
 
 mod chat;
+mod context;
 mod fixtures;
 mod instance;
 mod verifier;
