@@ -59,6 +59,11 @@ fn main() -> anyhow::Result<()> {
     result
 }
 
+/// The cores this machine has, as a float for CPU-time budgets.
+fn cores() -> f64 {
+    procstat::online_cpus().len() as f64
+}
+
 async fn bench(
     cluster: &DevCluster,
     images: &Images,
@@ -113,6 +118,7 @@ async fn bench(
             knobs.concurrency,
             &api_url,
             &self_image,
+            &cluster.control_plane().pids(),
         )
         .await?;
         eprintln!(
@@ -126,6 +132,15 @@ async fn bench(
         summary.put(
             &format!("load_baseline_{}", mode.name()),
             format!("{load_before:.2}..{:.2}", load1()),
+        );
+        let (cpu, total) = &outcome.cpu;
+        summary.put(
+            &format!("cpu_seconds_baseline_{}", mode.name()),
+            format!(
+                "{cpu} (sum {total:.1} of {:.1} on {} cores)",
+                outcome.elapsed.as_secs_f64() * cores(),
+                cores()
+            ),
         );
         baselines.push(outcome);
         ops::settle_claims(&admin, "the baseline's claims bound").await?;
@@ -144,13 +159,27 @@ async fn bench(
         &self_image,
         &api_url,
         false,
-        &controller_args(),
+        &controller_args(knobs),
     )
     .await?;
+    let cpu = procstat::CpuMeter::start(cluster.control_plane().pids().into_iter().chain([
+        ("controller", controller.pid()),
+        // This bench: its tracker watches every object the controller writes.
+        ("bench", std::process::id()),
+    ]));
     let took = tracker
         .wait_converged("convergence", knobs.converge_limit, Duration::from_secs(10))
         .await?;
     let converged = started.elapsed();
+    let (cpu, total) = cpu.read();
+    summary.put(
+        "cpu_seconds_convergence",
+        format!(
+            "{cpu} (sum {total:.1} of {:.1} on {} cores)",
+            converged.as_secs_f64() * cores(),
+            cores()
+        ),
+    );
     controller.check_running()?;
     let load_after = load1();
     let writes = window.writes()?;
@@ -279,6 +308,8 @@ async fn bench(
     phases.next("memory");
     let controller_steady = procstat::rss_mib(controller.pid())?;
     let api_steady = procstat::rss_mib(api.pid())?;
+    let (controller_anon, controller_file) = procstat::rss_parts_mib(controller.pid())?;
+    let (api_anon, api_file) = procstat::rss_parts_mib(api.pid())?;
     let controller_held = footprint::controller(&admin).await?;
     let api_held = footprint::api(&admin).await?;
     eprintln!(
@@ -293,6 +324,8 @@ async fn bench(
     let (a_bytes, a_slim) = footprint::totals(&api_held);
     summary.num("memory_controller_peak_rss_mib", controller_peak, 1);
     summary.num("memory_controller_steady_rss_mib", controller_steady, 1);
+    summary.num("memory_controller_steady_anon_mib", controller_anon, 1);
+    summary.num("memory_controller_steady_file_mib", controller_file, 1);
     summary.num("memory_controller_goal_mib", 64.0, 0);
     summary.num(
         "memory_controller_peak_ratio_to_goal",
@@ -315,6 +348,8 @@ async fn bench(
     );
     summary.num("memory_api_peak_rss_mib", api_peak, 1);
     summary.num("memory_api_steady_rss_mib", api_steady, 1);
+    summary.num("memory_api_steady_anon_mib", api_anon, 1);
+    summary.num("memory_api_steady_file_mib", api_file, 1);
     summary.num("memory_api_rss_before_the_world_mib", api_empty_rss, 1);
     summary.num("memory_api_goal_mib", 64.0, 0);
     summary.num("memory_api_peak_ratio_to_goal", api_peak / 64.0, 3);
@@ -414,12 +449,15 @@ async fn bench(
 }
 
 /// Extra flags for the controller, from SCALE_CONTROLLER_ARGS (space-separated).
-fn controller_args() -> Vec<String> {
-    std::env::var("SCALE_CONTROLLER_ARGS")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(String::from)
-        .collect()
+/// The controller's flags: its write limit is the baselines' requests in flight (the same
+/// concurrency limit), then SCALE_CONTROLLER_ARGS (which may set another).
+fn controller_args(knobs: &BenchKnobs) -> Vec<String> {
+    let extra = std::env::var("SCALE_CONTROLLER_ARGS").unwrap_or_default();
+    let mut args: Vec<String> = extra.split_whitespace().map(String::from).collect();
+    if !args.iter().any(|a| a.starts_with("--writes-in-flight")) {
+        args.extend(["--writes-in-flight".into(), knobs.concurrency.to_string()]);
+    }
+    args
 }
 
 fn by_kind(held: &[footprint::Held]) -> String {

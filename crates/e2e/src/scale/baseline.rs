@@ -16,6 +16,7 @@
 //! /data claim and instance, the CronJobs, the chat's status, then each instance's Secret and
 //! status; chats (and projects' statuses) run `concurrency` at a time.
 
+use super::procstat::CpuMeter;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -85,6 +86,8 @@ pub struct Outcome {
     /// Every write: the objects and the statuses.
     pub writes: usize,
     pub elapsed: Duration,
+    /// The control plane's CPU seconds in the timed part, by process, and their sum.
+    pub cpu: (String, f64),
 }
 
 impl Outcome {
@@ -432,7 +435,9 @@ fn random_hex() -> String {
 
 /// Runs the baseline in `mode`: prepares (untimed), writes everything with `concurrency`
 /// chats at a time as the bare client (timed), then deletes the mirrors. `self_image` is the
-/// controller's own image, which its CronJobs name.
+/// controller's own image, which its CronJobs name. `processes` are the control plane's, whose
+/// CPU time in the timed part the outcome reports.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     admin: &Client,
     bare: &Client,
@@ -441,10 +446,12 @@ pub async fn run(
     concurrency: usize,
     api_url: &str,
     self_image: &str,
+    processes: &[(&str, u32)],
 ) -> anyhow::Result<Outcome> {
     let (jobs, namespaces) = prepare(admin, sizes, mode, api_url).await?;
     let hash = model::config::config_hash(&world::project_config(&world::plugin_ids(sizes), true));
     let started = Instant::now();
+    let cpu = CpuMeter::start(processes.iter().copied());
     // One stream of work, so at most `concurrency` requests are ever in flight.
     let work: Vec<BoxFuture<'_, anyhow::Result<(usize, usize)>>> = jobs
         .iter()
@@ -463,6 +470,7 @@ pub async fn run(
         .collect()
         .await;
     let elapsed = started.elapsed();
+    let cpu = cpu.read();
     let (mut objects, mut writes) = (0, 0);
     for result in results {
         let (o, w) = result?;
@@ -475,5 +483,6 @@ pub async fn run(
         objects,
         writes,
         elapsed,
+        cpu,
     })
 }

@@ -23,6 +23,16 @@ pub fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
     Ok(status_kb(pid, "VmHWM")? as f64 / 1024.0)
 }
 
+/// Resident memory now, in MiB, split into anonymous memory (the heap, stacks: what the process
+/// allocated) and file-backed pages (its binary's and libraries' code and data, shared with the
+/// page cache).
+pub fn rss_parts_mib(pid: u32) -> anyhow::Result<(f64, f64)> {
+    Ok((
+        status_kb(pid, "RssAnon")? as f64 / 1024.0,
+        status_kb(pid, "RssFile")? as f64 / 1024.0,
+    ))
+}
+
 /// The process's user and system CPU time so far, in seconds (every thread).
 pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
@@ -32,6 +42,38 @@ pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let utime: f64 = fields.get(11).context("utime")?.parse()?;
     let stime: f64 = fields.get(12).context("stime")?.parse()?;
     Ok((utime + stime) / clock_ticks())
+}
+
+/// CPU seconds a set of processes spend between [`CpuMeter::start`] and [`CpuMeter::read`]:
+/// where a phase's CPU went (the controller, the API server, etcd), to say what limits it on a
+/// machine whose cores they share.
+pub struct CpuMeter {
+    started: Vec<(String, u32, f64)>,
+}
+
+impl CpuMeter {
+    pub fn start<'a>(processes: impl IntoIterator<Item = (&'a str, u32)>) -> Self {
+        let started = processes
+            .into_iter()
+            .map(|(name, pid)| (name.to_string(), pid, cpu_seconds(pid).unwrap_or(0.0)))
+            .collect();
+        Self { started }
+    }
+
+    /// `name:seconds` for each process, comma-separated, and their sum.
+    pub fn read(&self) -> (String, f64) {
+        let mut total = 0.0;
+        let parts: Vec<String> = self
+            .started
+            .iter()
+            .map(|(name, pid, before)| {
+                let spent = cpu_seconds(*pid).map(|now| now - before).unwrap_or(0.0);
+                total += spent;
+                format!("{name}:{spent:.1}")
+            })
+            .collect();
+        (parts.join(","), total)
+    }
 }
 
 fn clock_ticks() -> f64 {
