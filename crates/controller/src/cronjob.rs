@@ -168,6 +168,51 @@ mod tests {
         }
     }
 
+    /// The JSON paths of every value in `value`, list items by index.
+    fn paths(value: &serde_json::Value, at: String, all: &mut std::collections::BTreeSet<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, v) in map {
+                    paths(v, format!("{at}.{key}"), all);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    paths(v, format!("{at}[{i}]"), all);
+                }
+            }
+            _ => {
+                all.insert(at);
+            }
+        }
+    }
+
+    /// `apply::apply` makes an absent CronJob with a create, whose fields an apply later
+    /// takes only where it sets them: so whatever the inputs, the builder sets the same fields.
+    #[test]
+    fn sets_the_same_fields_whatever_the_inputs() {
+        let fields = |inputs: &CronJobInputs| {
+            let mut all = std::collections::BTreeSet::new();
+            paths(
+                &serde_json::to_value(build_cronjob(inputs)).unwrap(),
+                String::new(),
+                &mut all,
+            );
+            all
+        };
+        let other = CronJobInputs {
+            plugin: "other",
+            channel: "random",
+            action: "sweep",
+            cron: "0 3 * * 1",
+            suspend: true,
+            entry_hash: "def",
+            api_url: "http://elsewhere:9090",
+            ..inputs(false)
+        };
+        assert_eq!(fields(&inputs(false)), fields(&other));
+    }
+
     /// The whole CronJob, as a reviewer reads it (see `pod::tests::built_objects_snapshot`).
     #[test]
     fn built_cronjob_snapshot() {

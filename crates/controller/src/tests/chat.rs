@@ -1,4 +1,4 @@
-//! The Channel reconciler against a mocked API server: what it writes on the first reconcile,
+//! The Channel reconciler against a mocked API server: what it makes on the first reconcile,
 //! that a converged chat makes no write, that a hand edit of a child is undone, and that one
 //! refused write stops nothing else.
 
@@ -16,16 +16,16 @@ use crate::chat::reconcile;
 fn first_calls(world: &World) -> Vec<Call> {
     let channel = to_json(world.channel("general").as_ref());
     vec![
-        Call::apply(path("persistentvolumeclaims", "data-echo-general")).body(|b| {
+        Call::create(collection("persistentvolumeclaims")).body(|b| {
             assert_eq!(b["spec"]["resources"]["requests"]["storage"], "1Gi");
             assert_eq!(b["metadata"]["ownerReferences"][0]["kind"], "Channel");
         }),
-        Call::apply(path("plugininstances", "echo-general")).body(|b| {
+        Call::create(collection("plugininstances")).body(|b| {
             assert_eq!(b["spec"]["plugin"], "echo");
             assert_eq!(b["spec"]["channel"], "general");
         }),
         Call::event(NS, "PluginEnabled"),
-        Call::apply(path("cronjobs", "echo-general-tick")).body(|b| {
+        Call::create(collection("cronjobs")).body(|b| {
             assert_eq!(b["spec"]["schedule"], "*/5 * * * *");
             assert_eq!(b["spec"]["suspend"], false);
         }),
@@ -66,7 +66,7 @@ async fn converged() -> World {
 }
 
 #[tokio::test]
-async fn the_first_reconcile_applies_the_claim_the_instance_the_task_and_the_status() {
+async fn the_first_reconcile_makes_the_claim_the_instance_the_task_and_applies_the_status() {
     let world = World::echo();
     let (ctx, server) = world.context();
     let verifier = server.expect(first_calls(&world));
@@ -124,8 +124,8 @@ async fn a_plugin_without_the_schedule_capability_approved_gets_no_task() {
     let channel = to_json(world.channel("general").as_ref());
     let (ctx, server) = world.context();
     let verifier = server.expect(vec![
-        Call::apply(path("persistentvolumeclaims", "data-echo-general")),
-        Call::apply(path("plugininstances", "echo-general")),
+        Call::create(collection("persistentvolumeclaims")),
+        Call::create(collection("plugininstances")),
         Call::event(NS, "PluginEnabled"),
         Call::status(path("channels", "general"), channel).body(|b| {
             let valid = condition(&b["status"], "SchedulesValid");
@@ -150,21 +150,21 @@ async fn a_refused_task_stops_nothing_else_and_the_status_names_it() {
     let channel = to_json(world.channel("general").as_ref());
     let (ctx, server) = world.context();
     let verifier = server.expect(vec![
-        Call::apply(path("persistentvolumeclaims", "data-echo-general")),
-        Call::apply(path("plugininstances", "echo-general")),
+        Call::create(collection("persistentvolumeclaims")),
+        Call::create(collection("plugininstances")),
         Call::event(NS, "PluginEnabled"),
-        Call::apply(path("cronjobs", "echo-general-tick")).answer(Answer::Fail(422, "Invalid")),
+        Call::create(collection("cronjobs")).answer(Answer::Fail(422, "Invalid")),
         Call::status(path("channels", "general"), channel).body(|b| {
             let status = &b["status"];
             assert_eq!(status["plugins"], serde_json::json!(["echo"]));
-            // Not applied, so not recorded: the next reconcile applies it again.
+            // Not made, so not recorded: the next reconcile makes it again.
             assert!(status.get("appliedSchedules").is_none(), "{status}");
             let applied = condition(status, "Applied");
             assert_eq!(applied["status"], "False");
             assert_eq!(applied["reason"], "ApplyFailed");
             assert_eq!(
                 applied["message"],
-                "applying CronJob echo-general-tick: refused: Invalid (422)"
+                "creating CronJob echo-general-tick: refused: Invalid (422)"
             );
         }),
         Call::event(NS, "ApplyFailed"),
