@@ -6,7 +6,8 @@
 //! 1. the 3,000-instance convergence from cold, the controller killed at random moments and
 //!    started again at once;
 //! 2. a burst of config changes (projects enabling and disabling plugins, turning schedules
-//!    off, removing them, untrusted edits, the HostConfig's apiUrl), likewise;
+//!    off, removing them, untrusted edits, the HostConfig's apiUrl), likewise: for
+//!    CHAOS_BURST_SECONDS, and on until every kill is made (two replicas' handovers);
 //! 3. after each: every instance and chat converged (the controller's own plan of every chat),
 //!    every Pod, /data claim, Secret and CronJob with exactly one live owner that wants it, and
 //!    no write in a quiet window after.
@@ -503,9 +504,14 @@ async fn chaos(
     // The first two projects stay as declared: the API phase calls their chats.
     let burst_namespaces: Vec<String> = namespaces.iter().skip(2).cloned().collect();
     let changes = Arc::new(AtomicUsize::new(0));
+    // The burst lasts its length, and on until every kill is made: with two replicas each
+    // kill waits out a handover (the Lease running out, 12 to 14 s), so ten of them take
+    // longer than the burst's minute.
+    let kills_over = Arc::new(AtomicBool::new(false));
     let burst = tokio::spawn({
         let admin = admin.clone();
         let done = done.clone();
+        let kills_over = kills_over.clone();
         let changes = changes.clone();
         let plugins = world::plugin_ids(sizes);
         let urls = vec![
@@ -517,7 +523,7 @@ async fn chaos(
         async move {
             let mut states: BTreeMap<String, ProjectState> = BTreeMap::new();
             let started = Instant::now();
-            while started.elapsed() < length {
+            while started.elapsed() < length || !kills_over.load(Ordering::SeqCst) {
                 let change = burst::next(&mut rng, &states, &burst_namespaces, &plugins, &urls);
                 burst::apply_to(&mut states, &plugins, &change);
                 if let Err(e) = burst::write(&admin, &states, &change).await {
@@ -532,7 +538,7 @@ async fn chaos(
     let spacing = knobs.burst.as_secs_f64() / knobs.kills_burst.max(1) as f64;
     let gap = (spacing * 0.3, spacing * 1.3);
     let started = Instant::now();
-    let (kills, last) = kill_during(
+    let kills = kill_during(
         "burst",
         &mut controllers,
         &admin,
@@ -541,7 +547,9 @@ async fn chaos(
         rng,
         &done,
     )
-    .await?;
+    .await;
+    kills_over.store(true, Ordering::SeqCst);
+    let (kills, last) = kills?;
     burst.await?;
     summary.put(
         &format!("{prefix}_load_burst"),
