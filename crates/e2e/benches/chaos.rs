@@ -221,7 +221,7 @@ struct Kill {
 
 /// Kills the holder at random moments, `kills` times, `gap` seconds apart (uniform), starting
 /// it again at once; stops early once `done` says the phase's work is over and all converged.
-/// Then waits until converged. Returns the kills and the last restart's time to convergence.
+/// Says so in `kills_over` once the kills are made, then waits until converged. Returns the kills and the last restart's time to convergence.
 async fn kill_during(
     what: &str,
     controllers: &mut Controllers,
@@ -229,7 +229,7 @@ async fn kill_during(
     tracker: &Tracker,
     (kills, gap): (usize, (f64, f64)),
     rng: &mut StdRng,
-    done: &AtomicBool,
+    (done, kills_over): (&AtomicBool, &AtomicBool),
 ) -> anyhow::Result<(Vec<Kill>, f64)> {
     let started = Instant::now();
     let mut records: Vec<Kill> = Vec::new();
@@ -306,7 +306,9 @@ async fn kill_during(
             handover,
         });
     }
-    // The last restart: until converged (and the phase's work is over).
+    // The last restart: until converged (and the phase's work is over, which may have waited
+    // for the kills).
+    kills_over.store(true, Ordering::SeqCst);
     let base = controllers.writes().await;
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {
@@ -469,7 +471,7 @@ async fn chaos(
         &tracker,
         (knobs.kills_converge, gap),
         rng,
-        &done,
+        (&done, &AtomicBool::new(false)),
     )
     .await?;
     summary.put(
@@ -508,11 +510,14 @@ async fn chaos(
     // kill waits out a handover (the Lease running out, 12 to 14 s), so ten of them take
     // longer than the burst's minute.
     let kills_over = Arc::new(AtomicBool::new(false));
+    // A change the API server refuses tests nothing: counted, and a problem of the run.
+    let refused = Arc::new(AtomicUsize::new(0));
     let burst = tokio::spawn({
         let admin = admin.clone();
         let done = done.clone();
         let kills_over = kills_over.clone();
         let changes = changes.clone();
+        let refused = refused.clone();
         let plugins = world::plugin_ids(sizes);
         let urls = vec![
             api_url.clone(),
@@ -528,6 +533,7 @@ async fn chaos(
                 burst::apply_to(&mut states, &plugins, &change);
                 if let Err(e) = burst::write(&admin, &states, &change).await {
                     eprintln!("  burst: {change:?}: {e:#}");
+                    refused.fetch_add(1, Ordering::SeqCst);
                 }
                 changes.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(rng.random_range(200..1500))).await;
@@ -545,9 +551,10 @@ async fn chaos(
         &tracker,
         (knobs.kills_burst, gap),
         rng,
-        &done,
+        (&done, &kills_over),
     )
     .await;
+    // Also when the kills failed, so the burst ends.
     kills_over.store(true, Ordering::SeqCst);
     let (kills, last) = kills?;
     burst.await?;
@@ -559,6 +566,13 @@ async fn chaos(
         &format!("{prefix}_burst_changes"),
         changes.load(Ordering::SeqCst),
     );
+    let refused = refused.load(Ordering::SeqCst);
+    summary.put(&format!("{prefix}_burst_changes_refused"), refused);
+    if refused > 0 {
+        problems.push(format!(
+            "{prefix}: {refused} burst changes were refused by the API server"
+        ));
+    }
     summary.num(
         &format!("{prefix}_burst_seconds"),
         started.elapsed().as_secs_f64(),

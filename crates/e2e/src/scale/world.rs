@@ -158,7 +158,14 @@ pub fn project_config(plugins: &[String], enabled: bool) -> BTreeMap<String, Plu
                 PluginConfig {
                     enabled: Some(enabled),
                     settings: BTreeMap::new(),
-                    schedules: BTreeMap::from([(ACTION.to_string(), ScheduleEntry::default())]),
+                    // On, and saying so (see `burst::config`).
+                    schedules: BTreeMap::from([(
+                        ACTION.to_string(),
+                        ScheduleEntry {
+                            enabled: Some(true),
+                            ..Default::default()
+                        },
+                    )]),
                 },
             )
         })
