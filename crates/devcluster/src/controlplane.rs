@@ -153,14 +153,14 @@ impl ControlPlane {
             .map_err(Error::kube("a client with a bearer token"))
     }
 
-    /// The API server's audit log: one JSON event per line for every write (create, update,
-    /// patch, delete), with the user, verb and object.
     /// The control plane's processes by name (etcd, kube-apiserver, ...) and their pids, for
     /// a bench that accounts for their CPU time.
     pub fn pids(&self) -> Vec<(&str, u32)> {
         self.processes.iter().map(|p| (p.name(), p.pid())).collect()
     }
 
+    /// The API server's audit log: one JSON event per line for every write (create, update,
+    /// patch, delete), with the user, verb and object.
     pub fn audit_log(&self) -> &Path {
         &self.audit_log
     }

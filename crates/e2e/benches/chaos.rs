@@ -221,7 +221,8 @@ struct Kill {
 
 /// Kills the holder at random moments, `kills` times, `gap` seconds apart (uniform), starting
 /// it again at once; stops early once `done` says the phase's work is over and all converged.
-/// Says so in `kills_over` once the kills are made, then waits until converged. Returns the kills and the last restart's time to convergence.
+/// Says so in `kills_over` once the kills are made, then waits until converged. Returns the
+/// kills and the last restart's time to convergence.
 async fn kill_during(
     what: &str,
     controllers: &mut Controllers,
