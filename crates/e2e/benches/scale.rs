@@ -59,9 +59,14 @@ fn main() -> anyhow::Result<()> {
     result
 }
 
-/// The cores this machine has, as a float for CPU-time budgets.
-fn cores() -> f64 {
-    procstat::online_cpus().len() as f64
+/// A phase's CPU seconds by process (`CpuMeter::read`), with their sum against what the
+/// machine's cores had in `elapsed`.
+fn cpu_line((by_process, total): &(String, f64), elapsed: Duration) -> String {
+    let cores = procstat::online_cpus().len();
+    format!(
+        "{by_process} (sum {total:.1} of {:.1} on {cores} cores)",
+        elapsed.as_secs_f64() * cores as f64
+    )
 }
 
 async fn bench(
@@ -133,14 +138,9 @@ async fn bench(
             &format!("load_baseline_{}", mode.name()),
             format!("{load_before:.2}..{:.2}", load1()),
         );
-        let (cpu, total) = &outcome.cpu;
         summary.put(
             &format!("cpu_seconds_baseline_{}", mode.name()),
-            format!(
-                "{cpu} (sum {total:.1} of {:.1} on {} cores)",
-                outcome.elapsed.as_secs_f64() * cores(),
-                cores()
-            ),
+            cpu_line(&outcome.cpu, outcome.elapsed),
         );
         baselines.push(outcome);
         ops::settle_claims(&admin, "the baseline's claims bound").await?;
@@ -171,15 +171,7 @@ async fn bench(
         .wait_converged("convergence", knobs.converge_limit, Duration::from_secs(10))
         .await?;
     let converged = started.elapsed();
-    let (cpu, total) = cpu.read();
-    summary.put(
-        "cpu_seconds_convergence",
-        format!(
-            "{cpu} (sum {total:.1} of {:.1} on {} cores)",
-            converged.as_secs_f64() * cores(),
-            cores()
-        ),
-    );
+    summary.put("cpu_seconds_convergence", cpu_line(&cpu.read(), converged));
     controller.check_running()?;
     let load_after = load1();
     let writes = window.writes()?;
@@ -448,9 +440,8 @@ async fn bench(
     Ok(())
 }
 
-/// Extra flags for the controller, from SCALE_CONTROLLER_ARGS (space-separated).
 /// The controller's flags: its write limit is the baselines' requests in flight (the same
-/// concurrency limit), then SCALE_CONTROLLER_ARGS (which may set another).
+/// concurrency limit), then SCALE_CONTROLLER_ARGS (space-separated; it may set another).
 fn controller_args(knobs: &BenchKnobs) -> Vec<String> {
     let extra = std::env::var("SCALE_CONTROLLER_ARGS").unwrap_or_default();
     let mut args: Vec<String> = extra.split_whitespace().map(String::from).collect();

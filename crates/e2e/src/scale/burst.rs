@@ -10,7 +10,7 @@ use kube::Client;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use model::config::{PluginConfig, PluginsConfig, ScheduleEntry};
+use model::config::{PluginConfig, PluginsConfig};
 use model::resources::Project;
 
 use super::world::{self, ACTION};
@@ -151,25 +151,9 @@ fn config(states: &BTreeMap<String, PluginState>) -> BTreeMap<String, PluginConf
     states
         .iter()
         .map(|(plugin, state)| {
-            // An entry that is on says so: applied over `{enabled: false}`, an empty entry
-            // comes out of server-side apply as `null` (the only field it held was ours and
-            // went), which the CRD refuses. `make chaos` had 17 of 27 burst changes refused
-            // so; a person applying Projects server-side would meet it too (see the note).
             let schedules = match state.entry {
-                Entry::On => BTreeMap::from([(
-                    ACTION.to_string(),
-                    ScheduleEntry {
-                        enabled: Some(true),
-                        ..Default::default()
-                    },
-                )]),
-                Entry::Off => BTreeMap::from([(
-                    ACTION.to_string(),
-                    ScheduleEntry {
-                        enabled: Some(false),
-                        ..Default::default()
-                    },
-                )]),
+                Entry::On => BTreeMap::from([(ACTION.to_string(), world::schedule_entry(true))]),
+                Entry::Off => BTreeMap::from([(ACTION.to_string(), world::schedule_entry(false))]),
                 Entry::Removed => BTreeMap::new(),
             };
             (

@@ -148,6 +148,16 @@ pub fn host_config(api_url: &str, daily_runs: u32) -> HostConfig {
     )
 }
 
+/// The world's scheduled action, on or off. It names `enabled` either way: applied
+/// server-side over `{enabled: false}`, an empty entry comes out as `null` (the one field it
+/// held went), which the CRD refuses; `make chaos` had 17 of 27 burst changes refused so.
+pub fn schedule_entry(on: bool) -> ScheduleEntry {
+    ScheduleEntry {
+        enabled: Some(on),
+        ..Default::default()
+    }
+}
+
 /// A project's plugin config: `enabled` each plugin, each with its scheduled action.
 pub fn project_config(plugins: &[String], enabled: bool) -> BTreeMap<String, PluginConfig> {
     plugins
@@ -158,14 +168,7 @@ pub fn project_config(plugins: &[String], enabled: bool) -> BTreeMap<String, Plu
                 PluginConfig {
                     enabled: Some(enabled),
                     settings: BTreeMap::new(),
-                    // On, and saying so (see `burst::config`).
-                    schedules: BTreeMap::from([(
-                        ACTION.to_string(),
-                        ScheduleEntry {
-                            enabled: Some(true),
-                            ..Default::default()
-                        },
-                    )]),
+                    schedules: BTreeMap::from([(ACTION.to_string(), schedule_entry(true))]),
                 },
             )
         })
