@@ -17,12 +17,9 @@ use super::error::{Error, Result};
 use super::written::{Target, content_hash, status_hash};
 use model::names::FIELD_MANAGER;
 
-/// The first field we set whose live value differs (or "absent"); `None` when `live` already
-/// is what `desired` would make it.
-pub fn difference<K: Serialize>(desired: &K, live: Option<&K>) -> Option<String> {
-    let Some(live) = live else {
-        return Some("absent".into());
-    };
+/// The first field we set whose live value differs; `None` when `live` already is what
+/// `desired` would make it.
+pub fn difference<K: Serialize>(desired: &K, live: &K) -> Option<String> {
     let json = |k: &K| serde_json::to_value(k).expect("objects serialize");
     drift::difference(&json(desired), &json(live))
 }
@@ -47,7 +44,7 @@ where
     let Some(live) = live else {
         return create(ctx, desired).await;
     };
-    let Some(field) = difference(desired, Some(live)) else {
+    let Some(field) = difference(desired, live) else {
         return Ok(false);
     };
     let name = desired.name_any();
