@@ -16,7 +16,9 @@
 #                 ~/.cache/loop-plugins/kind-* and in Docker; online: kind's default node image
 #   cluster       kind-config.yaml's cluster (1 control plane, 2 workers, node port 30080 on
 #                 127.0.0.1:30080); where the host cannot grant --privileged, kind runs through
-#                 hack/kind/docker-privileged.sh
+#                 hack/kind/docker-privileged.sh. A cluster of that name is reused only when a
+#                 run kept it (KEEP_CLUSTER=1 writes ~/.cache/loop-plugins/kind-kept/<name>); one
+#                 left by a run killed before its cleanup is deleted and made anew
 #   registry      the local registry `kind-registry` on the `kind` network and 127.0.0.1:5001
 #                 (offline: distribution's registry built by hack/registry/build.sh, in an
 #                 image of its own; online: registry:2), each node's containerd sending
@@ -72,6 +74,8 @@ kubeconfig=${KIND_KUBECONFIG:-$root/.dev/kind.kubeconfig}
 release=${LOOP_PLUGINS_E2E_RELEASE:-loop-plugins}
 namespace=${LOOP_PLUGINS_E2E_RELEASE_NAMESPACE:-loop-plugins}
 keep=${KEEP_CLUSTER:-0}
+# Written when KEEP_CLUSTER=1 keeps the cluster: only a cluster kept on purpose is reused.
+kept_marker=$(kind_cache_root)/kind-kept/$cluster
 # The registry as kind's docs make it: the name and port the nodes' hosts.toml and every image
 # reference use; localhost:5001 works for `docker push` here and, through hosts.toml, in nodes.
 reg_name=kind-registry
@@ -114,6 +118,7 @@ finish() {
   [[ -n $current ]] && phases+=("$(printf '%-14s %5ss  FAILED' "$current" "$((SECONDS - current_start))")")
   local start=$SECONDS
   if [[ $keep == 1 ]]; then
+    mkdir -p "$(dirname "$kept_marker")" && date -u +%FT%TZ >"$kept_marker"
     say "KEEP_CLUSTER=1: cluster $cluster, registry $reg_name and the engine stay; KUBECONFIG=$kubeconfig"
     say "  remove them with: kind delete cluster --name $cluster; docker rm -f $reg_name; docker network rm kind"
     rm -f "$KIND_HOST_STATE/engine-started"
@@ -212,9 +217,18 @@ node() {
 create_cluster() {
   mkdir -p "$(dirname "$kubeconfig")"
   docker network inspect kind >/dev/null 2>&1 || made_network=1
+  if kind get clusters 2>/dev/null | grep -qx "$cluster" && [[ ! -f $kept_marker ]]; then
+    # Not kept on purpose: left by a run that was killed before its cleanup (or made by hand).
+    # Its state (namespaces of unfinished tests, pods still reconciled, a node restarted with
+    # the engine) is not the clean cluster the suite assumes, so it goes.
+    say "cluster $cluster was left by a run that did not finish (no KEEP_CLUSTER=1 marker $kept_marker): deleting it"
+    kind delete cluster --name "$cluster" >&2 ||
+      die "could not delete the leftover cluster $cluster: kind delete cluster --name $cluster, then run again"
+  fi
   if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
-    say "reusing cluster $cluster (made before this run: it stays)"
+    say "reusing cluster $cluster (kept by KEEP_CLUSTER=1 at $(cat "$kept_marker"): it stays)"
   else
+    rm -f "$kept_marker"
     made_cluster=1
     kind create cluster --name "$cluster" --config kind-config.yaml --kubeconfig "$kubeconfig" \
       ${node_image:+--image "$node_image"} --wait 5m
