@@ -353,7 +353,30 @@ suite_env() {
     cargo build --release --locked --target "$target" -p echo-plugin --bin echo-plugin >&2
   export LOOP_PLUGINS_E2E_ECHO_BINARY=$CARGO_TARGET_DIR/$target/release/echo-plugin
 }
-e2e() { suite_env; cargo test --test e2e -- "$@"; }
+e2e() {
+  suite_env
+  cargo test --test e2e -- "$@" && return 0
+  local status=$?
+  release_logs
+  return "$status"
+}
+
+# After a failure, before the cluster goes: what the release's replicas logged (each
+# container, its previous run too), the Lease and the Events of the release's namespace.
+release_logs() {
+  local dir pod container
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/loop-plugins-kind-logs.XXXXXX")
+  for pod in $(kubectl -n "$namespace" get pods -l "app.kubernetes.io/instance=$release" -o name 2>/dev/null); do
+    for container in $(kubectl -n "$namespace" get "$pod" -o jsonpath='{.spec.containers[*].name}' 2>/dev/null); do
+      kubectl -n "$namespace" logs "$pod" -c "$container" --timestamps >"$dir/${pod#pod/}.$container.log" 2>&1 || true
+      kubectl -n "$namespace" logs "$pod" -c "$container" --timestamps --previous \
+        >"$dir/${pod#pod/}.$container.previous.log" 2>/dev/null || rm -f "$dir/${pod#pod/}.$container.previous.log"
+    done
+  done
+  kubectl -n "$namespace" get pods,lease -o wide >"$dir/release.txt" 2>&1 || true
+  kubectl -n "$namespace" get events --sort-by=.lastTimestamp >"$dir/events.txt" 2>&1 || true
+  say "the release's logs are kept in $dir"
+}
 
 # make dev CLUSTER=kind: examples/ applied, HostConfig told how the controller reaches the local
 # registry, and the echo plugin installed from its image with `loop-plugins plugin install`

@@ -393,7 +393,9 @@ async fn removed_instance(ns: Ns) -> anyhow::Result<()> {
     let world = full_world(&ns, "rm", &[chat("general", ChannelKind::Channel, None)]).await?;
     let old = world.token("general").to_string();
     let api = ApiServer::start(&ns).await?;
-    api.until(200, "GET", "/channel", Some(&old), None).await?;
+    api.until(200, "GET", "/channel", Some(&old), None)
+        .await
+        .context("the first instance's token")?;
 
     // No token, a malformed one, one nobody issued.
     let answer = api.call("GET", "/channel", None, None).await?;
@@ -423,7 +425,8 @@ async fn removed_instance(ns: Ns) -> anyhow::Result<()> {
         .delete(&instance, &DeleteParams::default())
         .await?;
     api.until(401, "GET", "/channel", Some(&old), None)
-        .await?
+        .await
+        .context("the removed instance's token")?
         .expect(401, Some("invalid_token"))?;
 
     // The chat still enables the plugin: the controller makes a new instance with a new
@@ -449,7 +452,8 @@ async fn removed_instance(ns: Ns) -> anyhow::Result<()> {
     .await?;
     let new = String::from_utf8(fresh.data.unwrap_or_default()["token"].0.clone())?;
     api.until(200, "GET", "/channel", Some(new.trim()), None)
-        .await?;
+        .await
+        .context("the new instance's token")?;
     api.call("GET", "/channel", Some(&old), None)
         .await?
         .expect(401, Some("invalid_token"))?;
