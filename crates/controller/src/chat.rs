@@ -19,6 +19,7 @@ use super::cronjob::{CronJobInputs, build_cronjob, existing_task};
 use super::error::{Error, Failures, Result};
 use super::plan::{ChatInputs, ChatPlan, ExistingTask, PluginFacts, PluginView, plan_chat};
 use super::pod::build_data_claim;
+use super::slim;
 use model::names;
 use model::resources::{
     AppliedSchedule, Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance,
@@ -53,7 +54,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
     let facts = PluginFacts::installed(&host, plugins.iter().map(|p| p.as_ref()));
     let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
 
-    let cronjobs: Vec<Arc<CronJob>> = ctx
+    let cronjobs: Vec<CronJob> = ctx
         .stores
         .cronjobs
         .state()
@@ -62,9 +63,10 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
             c.namespace().as_deref() == Some(ns.as_str())
                 && c.labels().get(names::LABEL_CHANNEL) == Some(&name)
         })
-        .collect();
+        .map(|c| c.typed())
+        .collect::<Result<_, _>>()?;
     let existing: BTreeMap<(String, String), ExistingTask> =
-        cronjobs.iter().filter_map(|c| existing_task(c)).collect();
+        cronjobs.iter().filter_map(existing_task).collect();
     let current_status = ctx.chat_status(&channel);
     let plan = plan_chat(&ChatInputs {
         channel: &channel.spec,
@@ -155,16 +157,16 @@ async fn sync_instances(
         let instances = &instances;
         async move {
             let claim = build_data_claim(plugin, project, name, ns, owner.clone());
-            let live_claim = ctx
-                .stores
-                .claims
-                .get(&ObjectRef::new(&names::data_claim_name(plugin, name)).within(ns));
+            let claim_name = names::data_claim_name(plugin, name);
             let instance = desired_instance(plugin, project, name, ns, owner);
             let live = instances
                 .iter()
                 .find(|i| i.name_any() == instance.name_any());
             let (claim, wrote) = futures::join!(
-                apply::apply(ctx, &claim, live_claim.as_deref()),
+                async {
+                    let live = slim::get(&ctx.stores.claims, &claim_name, ns)?;
+                    apply::apply(ctx, &claim, live.as_ref()).await
+                },
                 apply::apply(ctx, &instance, live.map(|i| i.as_ref())),
             );
             (plugin.as_str(), claim, wrote.map(|w| w && live.is_none()))
@@ -224,7 +226,7 @@ async fn sync_tasks(
     channel: &Channel,
     ns: &str,
     plan: &ChatPlan,
-    cronjobs: &[Arc<CronJob>],
+    cronjobs: &[CronJob],
     applied_before: &[AppliedSchedule],
     failures: &mut Failures,
 ) -> Vec<AppliedSchedule> {
@@ -252,7 +254,7 @@ async fn sync_tasks(
             .iter()
             .find(|c| c.metadata.name == desired.metadata.name);
         async move {
-            let result = apply::apply(ctx, &desired, live.map(|c| c.as_ref())).await;
+            let result = apply::apply(ctx, &desired, live).await;
             (schedule, result)
         }
     });
@@ -267,7 +269,7 @@ async fn sync_tasks(
             .map(|(key, _)| key)
             .is_none_or(|key| !plan.keep.contains(&key))
         {
-            failures.check(apply::delete(ctx, cronjob.as_ref()).await);
+            failures.check(apply::delete(ctx, cronjob).await);
         }
     }
     let key = |r: &AppliedSchedule| (r.plugin.clone(), r.action.clone());

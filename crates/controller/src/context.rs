@@ -12,6 +12,7 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use super::metrics::Metrics;
+use super::slim::Slim;
 use model::resources::{
     Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
     Project, ProjectTrust,
@@ -28,9 +29,9 @@ pub struct Stores {
     pub channels: Store<Channel>,
     pub instances: Store<PluginInstance>,
     pub pods: Store<Pod>,
-    pub secrets: Store<Secret>,
-    pub claims: Store<PersistentVolumeClaim>,
-    pub cronjobs: Store<CronJob>,
+    pub secrets: Store<Slim<Secret>>,
+    pub claims: Store<Slim<PersistentVolumeClaim>>,
+    pub cronjobs: Store<Slim<CronJob>>,
     /// Secrets of the controller's own namespace: HostConfig's registry credentials.
     pub registry_secrets: Store<Secret>,
 }

@@ -2,6 +2,7 @@
 //! metric label and the Event reason.
 
 use super::pod::PodError;
+use super::slim::NotParsed;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -41,13 +42,15 @@ pub enum Error {
     NoNamespace(String),
     #[error("admitting Plugin {name}: {message} (looking again soon)")]
     Pending { name: String, message: String },
+    #[error(transparent)]
+    Stored(#[from] NotParsed),
 }
 
 impl Error {
     /// Whether looking again without a change cannot help: the object itself is wrong.
     pub fn is_permanent(&self) -> bool {
         match self {
-            Error::Pod(_) | Error::NoNamespace(_) => true,
+            Error::Pod(_) | Error::NoNamespace(_) | Error::Stored(_) => true,
             Error::Apply { source, .. }
             | Error::Create { source, .. }
             | Error::Delete { source, .. }
@@ -67,6 +70,7 @@ impl Error {
             Error::Pod(_) => "pod",
             Error::NoNamespace(_) => "invalid",
             Error::Pending { .. } => "registry",
+            Error::Stored(_) => "stored",
         }
     }
 }

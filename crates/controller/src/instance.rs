@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
@@ -17,6 +17,7 @@ use super::demand::{self, Demand, DemandInputs};
 use super::error::{Error, Result};
 use super::plugin_pod;
 use super::pod::{PodInputs, build_pod, build_secret};
+use super::slim;
 use model::contract::{SECRET_KEY, TOKEN_KEY};
 use model::manifest::Capability;
 use model::names;
@@ -491,10 +492,7 @@ fn channel_working_tree(ctx: &Context, channel: &Channel) -> Option<model::resou
 /// right a hand edit of what we set (its labels), keeping its token and secret.
 async fn ensure_secret(ctx: &Context, inputs: &PodInputs<'_>) -> Result<()> {
     let name = names::secret_name(inputs.instance);
-    let live = ctx
-        .stores
-        .secrets
-        .get(&ObjectRef::<Secret>::new(&name).within(inputs.namespace));
+    let live = slim::get(&ctx.stores.secrets, &name, inputs.namespace)?;
     let Some(live) = live else {
         let secret = build_secret(inputs, &random_token(), &random_token());
         return apply::create(ctx, &secret).await.map(|_| ());
@@ -507,7 +505,7 @@ async fn ensure_secret(ctx: &Context, inputs: &PodInputs<'_>) -> Result<()> {
         .iter()
         .any(|o| o.controller == Some(true) && o.uid != inputs.owner.uid);
     if earlier {
-        return apply::delete(ctx, live.as_ref()).await.map(|_| ());
+        return apply::delete(ctx, &live).await.map(|_| ());
     }
     let value = |key: &str| {
         let bytes = &live.data.as_ref()?.get(key)?.0;
@@ -516,9 +514,7 @@ async fn ensure_secret(ctx: &Context, inputs: &PodInputs<'_>) -> Result<()> {
     match (value(TOKEN_KEY), value(SECRET_KEY)) {
         (Some(token), Some(secret)) => {
             let desired = build_secret(inputs, &token, &secret);
-            apply::apply(ctx, &desired, Some(live.as_ref()))
-                .await
-                .map(|_| ())
+            apply::apply(ctx, &desired, Some(&live)).await.map(|_| ())
         }
         // Not ours to fill in: a Secret without them fails the Pod's mount, which shows.
         _ => Ok(()),

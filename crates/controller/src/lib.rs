@@ -25,6 +25,7 @@ pub mod plugin_pod;
 pub mod pod;
 mod project;
 mod retry;
+pub mod slim;
 #[cfg(test)]
 mod tests;
 mod watch;
@@ -46,6 +47,7 @@ use tracing::Instrument;
 
 pub use context::{Context, Settings, Stores};
 pub use error::Error;
+use slim::Slim;
 
 use model::names;
 use model::resources::{Channel, HostConfig, Plugin, PluginInstance, Project, ProjectTrust};
@@ -125,13 +127,14 @@ async fn reconcile_all(
     );
     let mut instances = watch::watch(Api::<PluginInstance>::all(client.clone()), managed(), 2);
     let mut pods = watch::watch(Api::<Pod>::all(client.clone()), managed(), 1);
-    let mut secrets = watch::watch(Api::<Secret>::all(client.clone()), managed(), 1);
+    // The children there are thousands of are kept slim (see `slim`).
+    let mut secrets = watch::watch(Api::<Slim<Secret>>::all(client.clone()), managed(), 1);
     let mut claims = watch::watch(
-        Api::<PersistentVolumeClaim>::all(client.clone()),
+        Api::<Slim<PersistentVolumeClaim>>::all(client.clone()),
         managed(),
         1,
     );
-    let mut cronjobs = watch::watch(Api::<CronJob>::all(client.clone()), managed(), 1);
+    let mut cronjobs = watch::watch(Api::<Slim<CronJob>>::all(client.clone()), managed(), 1);
     // HostConfig's registry credentials live in the controller's own namespace.
     let mut registry_secrets = watch::watch(
         Api::<Secret>::namespaced(client.clone(), &settings.namespace),

@@ -9,7 +9,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 
 use super::Context;
 use super::apply;
@@ -17,6 +16,7 @@ use super::error::Result;
 use super::gate_policy;
 use super::images::DOCKER_CONFIG_KEY;
 use super::pod::{GateInputs, RunAs};
+use super::slim;
 use model::manifest::Manifest;
 use model::names;
 use model::resources::{HostConfigSpec, Plugin};
@@ -160,11 +160,8 @@ pub async fn ensure_pull_secret(
     };
     let secret = build_pull_secret(instance, namespace, labels, owner, &credentials);
     let name = secret.name_any();
-    let live = ctx
-        .stores
-        .secrets
-        .get(&ObjectRef::new(&name).within(namespace));
-    apply::apply(ctx, &secret, live.as_deref()).await?;
+    let live = slim::get(&ctx.stores.secrets, &name, namespace)?;
+    apply::apply(ctx, &secret, live.as_ref()).await?;
     Ok(Some(name))
 }
 

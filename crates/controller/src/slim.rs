@@ -1,0 +1,359 @@
+//! How the controller keeps the children it watches in bulk (Secrets, data claims, CronJobs):
+//! the metadata typed, as the stores index it and the reconciles read it (names, labels,
+//! owners, uid, resourceVersion, deletion), and the rest (spec, status, data) as the compact
+//! JSON the API server sent, turned into the full type only when a reconcile reads one.
+//!
+//! At 3,000 instances the stores held about 10,500 such children; as k8s-openapi structs each
+//! costs several times its JSON (every optional field takes its room inline, a CronJob carries a
+//! whole PodSpec and its Containers), and they were most of the controller's memory.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+/// A stored child: `metadata` typed, every other top-level field as JSON.
+pub struct Slim<K> {
+    pub metadata: ObjectMeta,
+    /// A JSON object of the top-level fields but apiVersion, kind and metadata.
+    body: Box<str>,
+    kind: PhantomData<fn() -> K>,
+}
+
+/// A stored child that no longer parses as its type.
+#[derive(Debug, thiserror::Error)]
+#[error("the stored {kind} {name} does not parse: {source}")]
+pub struct NotParsed {
+    pub kind: &'static str,
+    pub name: String,
+    #[source]
+    pub source: serde_json::Error,
+}
+
+impl<K> Slim<K>
+where
+    K: k8s_openapi::Resource + k8s_openapi::Metadata<Ty = ObjectMeta> + DeserializeOwned,
+{
+    /// The object as its full type, parsed from what is kept.
+    pub fn typed(&self) -> Result<K, NotParsed> {
+        let meta = serde_json::to_string(&self.metadata).expect("ObjectMeta serializes");
+        let mut json = String::with_capacity(meta.len() + self.body.len() + 16);
+        json.push_str("{\"metadata\":");
+        json.push_str(&meta);
+        if self.body.len() > 2 {
+            json.push(',');
+            json.push_str(&self.body[1..]);
+        } else {
+            json.push('}');
+        }
+        serde_json::from_str(&json).map_err(|source| NotParsed {
+            kind: K::KIND,
+            name: self.metadata.name.clone().unwrap_or_default(),
+            source,
+        })
+    }
+
+    /// What the store would hold for `object` (tests, and anything built here).
+    pub fn of(object: &K) -> Self
+    where
+        K: serde::Serialize,
+    {
+        let json = serde_json::to_string(object).expect("objects serialize");
+        serde_json::from_str(&json).expect("a serialized object reads back")
+    }
+}
+
+/// The child named `name` in `namespace`, as its full type; `None` when the store has none.
+pub fn get<K>(store: &Store<Slim<K>>, name: &str, namespace: &str) -> Result<Option<K>, NotParsed>
+where
+    K: k8s_openapi::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + k8s_openapi::Metadata<Ty = ObjectMeta>
+        + DeserializeOwned,
+{
+    store
+        .get(&ObjectRef::new(name).within(namespace))
+        .map(|slim| slim.typed())
+        .transpose()
+}
+
+impl<K> Clone for Slim<K> {
+    fn clone(&self) -> Self {
+        Slim {
+            metadata: self.metadata.clone(),
+            body: self.body.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: k8s_openapi::Resource> fmt::Debug for Slim<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(K::KIND)
+            .field("metadata", &self.metadata)
+            .field("body", &self.body)
+            .finish()
+    }
+}
+
+impl<K: k8s_openapi::Resource> k8s_openapi::Resource for Slim<K> {
+    const API_VERSION: &'static str = K::API_VERSION;
+    const GROUP: &'static str = K::GROUP;
+    const KIND: &'static str = K::KIND;
+    const VERSION: &'static str = K::VERSION;
+    const URL_PATH_SEGMENT: &'static str = K::URL_PATH_SEGMENT;
+    type Scope = K::Scope;
+}
+
+impl<K: k8s_openapi::Resource> k8s_openapi::Metadata for Slim<K> {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl<'de, K> Deserialize<'de> for Slim<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(SlimVisitor(PhantomData))
+    }
+}
+
+struct SlimVisitor<K>(PhantomData<fn() -> K>);
+
+impl<'de, K> Visitor<'de> for SlimVisitor<K> {
+    type Value = Slim<K>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Slim<K>, A::Error> {
+        let mut metadata = None;
+        let mut body = Vec::with_capacity(256);
+        body.push(b'{');
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "metadata" => metadata = Some(map.next_value::<ObjectMeta>()?),
+                "apiVersion" | "kind" => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+                _ => {
+                    if body.len() > 1 {
+                        body.push(b',');
+                    }
+                    serde_json::to_writer(&mut body, &key).expect("strings serialize");
+                    body.push(b':');
+                    map.next_value_seed(ToJson(&mut body))?;
+                }
+            }
+        }
+        body.push(b'}');
+        let body = String::from_utf8(body).expect("serde_json writes UTF-8");
+        Ok(Slim {
+            metadata: metadata.unwrap_or_default(),
+            body: body.into_boxed_str(),
+            kind: PhantomData,
+        })
+    }
+}
+
+/// Writes the value it deserializes as JSON, with no tree in between. It works from any
+/// deserializer: serde buffers a watch event's object when its `type` comes after it.
+struct ToJson<'a>(&'a mut Vec<u8>);
+
+impl<'de> DeserializeSeed<'de> for ToJson<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl ToJson<'_> {
+    fn write<T: serde::Serialize + ?Sized, E>(self, value: &T) -> Result<(), E> {
+        serde_json::to_writer(self.0, value).expect("plain values serialize");
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for ToJson<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+        self.write(&v)
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+        self.write(&v)
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        self.write(&v)
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<(), E> {
+        self.write(&v)
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        self.write(v)
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.write(&())
+    }
+
+    fn visit_none<E>(self) -> Result<(), E> {
+        self.write(&())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.0.push(b'[');
+        let start = self.0.len();
+        loop {
+            let mark = self.0.len();
+            if mark > start {
+                self.0.push(b',');
+            }
+            if seq.next_element_seed(ToJson(self.0))?.is_none() {
+                self.0.truncate(mark);
+                break;
+            }
+        }
+        self.0.push(b']');
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.0.push(b'{');
+        let start = self.0.len();
+        loop {
+            let mark = self.0.len();
+            if mark > start {
+                self.0.push(b',');
+            }
+            if map.next_key_seed(ToJson(self.0))?.is_none() {
+                self.0.truncate(mark);
+                break;
+            }
+            self.0.push(b':');
+            map.next_value_seed(ToJson(self.0))?;
+        }
+        self.0.push(b'}');
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::CronJob;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::core::{ObjectList, WatchEvent};
+
+    fn cronjob() -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {
+                "name": "tick", "namespace": "p", "uid": "u-1", "resourceVersion": "7",
+                "labels": {"loop.dev/plugin": "echo"},
+                "managedFields": [{"manager": "loop-plugins", "operation": "Update"}]
+            },
+            "spec": {
+                "schedule": "*/5 * * * *",
+                "suspend": false,
+                "jobTemplate": {"spec": {"template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "trigger", "image": "img@sha256:00", "args": ["a \"quoted\" arg"]}]
+                }}}}
+            },
+            "status": {"lastScheduleTime": "2026-12-03T10:00:00Z"}
+        })
+    }
+
+    #[test]
+    fn reads_back_as_the_object_the_api_server_sent() {
+        let sent: CronJob = serde_json::from_value(cronjob()).unwrap();
+        let slim: Slim<CronJob> = serde_json::from_value(cronjob()).unwrap();
+        assert_eq!(slim.typed().unwrap(), sent);
+        assert_eq!(slim.metadata, sent.metadata);
+        assert_eq!(Slim::of(&sent).typed().unwrap(), sent);
+    }
+
+    #[test]
+    fn keeps_less_than_the_typed_object_would() {
+        let slim: Slim<CronJob> = serde_json::from_value(cronjob()).unwrap();
+        assert!(!slim.body.contains("metadata") && !slim.body.contains("apiVersion"));
+        assert!(slim.body.starts_with("{\"spec\":") && slim.body.contains("\"status\":"));
+        assert!(std::mem::size_of::<Slim<CronJob>>() * 4 < std::mem::size_of::<CronJob>());
+    }
+
+    #[test]
+    fn an_object_with_only_metadata_reads_back() {
+        let json =
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
+        let slim: Slim<Secret> = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(&*slim.body, "{}");
+        assert_eq!(
+            slim.typed().unwrap(),
+            serde_json::from_value::<Secret>(json).unwrap()
+        );
+    }
+
+    // kube reads lists, watch events and deletion answers with `serde_json::from_slice`; a
+    // list's flattened type fields, or an event whose `type` comes last (as here: `json!`
+    // sorts keys), make serde buffer the object before it reaches `Slim`.
+    #[test]
+    fn reads_from_lists_and_watch_events_as_kube_does() {
+        let list = serde_json::json!({
+            "apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "9"},
+            "items": [cronjob(), cronjob()]
+        });
+        let bytes = serde_json::to_vec(&list).unwrap();
+        let list: ObjectList<Slim<CronJob>> = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(list.items.len(), 2);
+        assert_eq!(list.items[1].typed().unwrap().spec.schedule, "*/5 * * * *");
+
+        let event = serde_json::json!({"type": "MODIFIED", "object": cronjob()});
+        let bytes = serde_json::to_vec(&event).unwrap();
+        match serde_json::from_slice::<WatchEvent<Slim<CronJob>>>(&bytes).unwrap() {
+            WatchEvent::Modified(slim) => {
+                assert_eq!(slim.metadata.resource_version.as_deref(), Some("7"))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_body_that_is_not_the_type_names_the_object() {
+        let mut json = cronjob();
+        json["spec"]["schedule"] = serde_json::json!(42);
+        let slim: Slim<CronJob> = serde_json::from_value(json).unwrap();
+        let err = slim.typed().unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("the stored CronJob tick does not parse"),
+            "{err}"
+        );
+    }
+}
