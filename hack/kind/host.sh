@@ -81,6 +81,9 @@ engine_up() {
   else
     setsid dockerd >"$log" 2>&1 </dev/null &
     echo "$!" >"$KIND_HOST_STATE/engine-started"
+    # Not a job of the script: its cleanup kills what is left of those, and KEEP_CLUSTER=1
+    # keeps the engine (engine_down stops it by its pid otherwise).
+    disown "$!"
   fi
   until "$docker" info >/dev/null 2>&1; do
     if ((SECONDS - start > 60)); then

@@ -47,15 +47,16 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether looking again without a change cannot help: the object itself is wrong.
+    /// Whether looking again without a change cannot help: the object itself is wrong. A
+    /// deletion is never refused for what the object is, only by the cluster's policy
+    /// (admission), which can be lifted without a change we watch: it is tried again.
     pub fn is_permanent(&self) -> bool {
         match self {
             Error::Pod(_) | Error::NoNamespace(_) | Error::Stored(_) => true,
             Error::Apply { source, .. }
             | Error::Create { source, .. }
-            | Error::Delete { source, .. }
             | Error::Status { source, .. } => is_invalid(source),
-            Error::Finalizer(_) | Error::Pending { .. } => false,
+            Error::Delete { .. } | Error::Finalizer(_) | Error::Pending { .. } => false,
         }
     }
 
@@ -197,5 +198,25 @@ mod tests {
         let mut permanent = Failures::default();
         permanent.check::<()>(Err(refused(422)));
         assert!(permanent.into_result().unwrap_err().is_permanent());
+    }
+
+    // What refuses a deletion is the cluster's policy (an admission policy or webhook), not
+    // the object: it can be lifted with no change to anything the controller watches, so the
+    // deletion is tried again (seen: an instance whose chat no longer enables its plugin
+    // stayed for good once a ValidatingAdmissionPolicy had refused its deletion once).
+    #[test]
+    fn a_refused_deletion_is_tried_again() {
+        for code in [400, 403, 422] {
+            let err = Error::Delete {
+                kind: "PluginInstance",
+                name: "echo-general".into(),
+                source: kube::Error::Api(
+                    kube::core::Status::failure("refused by a policy", "Invalid")
+                        .with_code(code)
+                        .boxed(),
+                ),
+            };
+            assert!(!err.is_permanent(), "{code}");
+        }
     }
 }
