@@ -61,7 +61,9 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .into_iter()
         .filter(|c| {
             c.namespace().as_deref() == Some(ns.as_str())
-                && c.labels().get(names::LABEL_CHANNEL) == Some(&name)
+                && c.owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.kind == "Channel" && o.name == name)
         })
         .map(|c| c.typed())
         .collect::<Result<_, _>>()?;

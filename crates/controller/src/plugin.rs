@@ -260,7 +260,7 @@ async fn cleanup(plugin: &Plugin, ctx: &Context) -> Result<Action> {
     if plugin.spec.purge_on_delete {
         let name = plugin.name_any();
         for claim in ctx.stores.claims.state() {
-            if claim.labels().get(names::LABEL_PLUGIN) == Some(&name) {
+            if claim.label(names::LABEL_PLUGIN).as_ref() == Some(&name) {
                 apply::delete(ctx, claim.as_ref()).await?;
             }
         }
