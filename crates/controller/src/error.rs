@@ -165,15 +165,20 @@ fn is_invalid(err: &kube::Error) -> bool {
 mod tests {
     use super::*;
 
+    /// The API server's refusal with `code`.
+    fn api_refusal(message: &str, code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, "Invalid")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
     fn refused(code: u16) -> Error {
         Error::Apply {
             kind: "CronJob",
             name: "echo-general-tick".into(),
-            source: kube::Error::Api(
-                kube::core::Status::failure("refused", "Invalid")
-                    .with_code(code)
-                    .boxed(),
-            ),
+            source: api_refusal("refused", code),
         }
     }
 
@@ -210,11 +215,7 @@ mod tests {
             let err = Error::Delete {
                 kind: "PluginInstance",
                 name: "echo-general".into(),
-                source: kube::Error::Api(
-                    kube::core::Status::failure("refused by a policy", "Invalid")
-                        .with_code(code)
-                        .boxed(),
-                ),
+                source: api_refusal("refused by a policy", code),
             };
             assert!(!err.is_permanent(), "{code}");
         }

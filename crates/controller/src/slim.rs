@@ -190,9 +190,7 @@ impl<'de, K> Visitor<'de> for SlimVisitor<K> {
                     map.next_value::<IgnoredAny>()?;
                 }
                 _ => {
-                    if body.len() > 1 {
-                        body.push(b',');
-                    }
+                    next_item(&mut body, 1);
                     serde_json::to_writer(&mut body, &key).expect("strings serialize");
                     body.push(b':');
                     map.next_value_seed(ToJson(&mut body))?;
@@ -209,6 +207,17 @@ impl<'de, K> Visitor<'de> for SlimVisitor<K> {
             kind: PhantomData,
         })
     }
+}
+
+/// Starts the next item of the JSON array or object whose first item would start at `start`:
+/// a comma unless it is the first. Returns where the item starts, to take back the comma when
+/// there is no item after all.
+fn next_item(out: &mut Vec<u8>, start: usize) -> usize {
+    let mark = out.len();
+    if mark > start {
+        out.push(b',');
+    }
+    mark
 }
 
 /// Writes the value it deserializes as JSON, with no tree in between. It works from any
@@ -277,10 +286,7 @@ impl<'de> Visitor<'de> for ToJson<'_> {
         self.0.push(b'[');
         let start = self.0.len();
         loop {
-            let mark = self.0.len();
-            if mark > start {
-                self.0.push(b',');
-            }
+            let mark = next_item(self.0, start);
             if seq.next_element_seed(ToJson(self.0))?.is_none() {
                 self.0.truncate(mark);
                 break;
@@ -294,10 +300,7 @@ impl<'de> Visitor<'de> for ToJson<'_> {
         self.0.push(b'{');
         let start = self.0.len();
         loop {
-            let mark = self.0.len();
-            if mark > start {
-                self.0.push(b',');
-            }
+            let mark = next_item(self.0, start);
             if map.next_key_seed(ToJson(self.0))?.is_none() {
                 self.0.truncate(mark);
                 break;
