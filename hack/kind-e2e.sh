@@ -217,15 +217,18 @@ node() {
 create_cluster() {
   mkdir -p "$(dirname "$kubeconfig")"
   docker network inspect kind >/dev/null 2>&1 || made_network=1
-  if kind get clusters 2>/dev/null | grep -qx "$cluster" && [[ ! -f $kept_marker ]]; then
+  local exists=0
+  kind get clusters 2>/dev/null | grep -qx "$cluster" && exists=1
+  if ((exists)) && [[ ! -f $kept_marker ]]; then
     # Not kept on purpose: left by a run that was killed before its cleanup (or made by hand).
     # Its state (namespaces of unfinished tests, pods still reconciled, a node restarted with
     # the engine) is not the clean cluster the suite assumes, so it goes.
     say "cluster $cluster was left by a run that did not finish (no KEEP_CLUSTER=1 marker $kept_marker): deleting it"
     kind delete cluster --name "$cluster" >&2 ||
       die "could not delete the leftover cluster $cluster: kind delete cluster --name $cluster, then run again"
+    exists=0
   fi
-  if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
+  if ((exists)); then
     say "reusing cluster $cluster (kept by KEEP_CLUSTER=1 at $(cat "$kept_marker"): it stays)"
   else
     rm -f "$kept_marker"
