@@ -32,6 +32,7 @@ use oci::{Digest, ImageRef};
 
 use super::conflicts::{self, Holder};
 use super::gate_policy;
+use super::manifests::Parsed;
 
 /// What the image is, once pulled and checked: the facts admission judges.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -620,11 +621,12 @@ pub struct Refusal {
 }
 
 /// The outcome of [`admit`].
-pub type Admission = Result<Manifest, Refusal>;
+pub type Admission = Result<Arc<Manifest>, Refusal>;
 
 /// Whether `plugin` is admitted now, as the other reconcilers ask it: the host switch is on,
-/// and the Plugin's status (written by admission) admits this very spec and digest.
-pub fn admit(host: &HostConfigSpec, plugin: &Plugin) -> Admission {
+/// and the Plugin's status (written by admission) admits this very spec and digest; `manifest`
+/// is its manifest as parsed (see `manifests`).
+pub fn admit(host: &HostConfigSpec, plugin: &Plugin, manifest: &Parsed) -> Admission {
     if !host.plugins.enabled {
         return Err(Refusal {
             stage: Some(AdmissionStage::Host),
@@ -647,7 +649,7 @@ pub fn admit(host: &HostConfigSpec, plugin: &Plugin) -> Admission {
             .unwrap_or_else(|| "admission has not looked at this version yet".into());
         return Err(Refusal { stage, message });
     }
-    manifest::from_value(&plugin.spec.manifest.to_json()).map_err(|err| Refusal {
+    manifest.clone().map_err(|err| Refusal {
         stage: Some(AdmissionStage::Manifest),
         message: err.to_string(),
     })

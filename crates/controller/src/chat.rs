@@ -51,7 +51,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .get(&ObjectRef::<ProjectTrust>::new(&channel.spec.project).within(&ns));
 
     let plugins = ctx.stores.plugins.state();
-    let facts = PluginFacts::installed(&host, plugins.iter().map(|p| p.as_ref()));
+    let facts = PluginFacts::installed(&host, plugins.iter().map(|p| p.as_ref()), &ctx.manifests);
     let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
 
     let cronjobs: Vec<CronJob> = ctx

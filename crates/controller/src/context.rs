@@ -65,6 +65,8 @@ pub struct Context {
     pub started: jiff::Timestamp,
     /// Registry clients and image facts by digest, for admission.
     pub images: super::images::Images,
+    /// Each Plugin's manifest, parsed once per version.
+    pub manifests: super::manifests::Manifests,
     /// The chat statuses this controller wrote, until the cache shows them: see
     /// [`Context::chat_status`].
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
@@ -88,6 +90,7 @@ impl Context {
             backoff: Default::default(),
             started: jiff::Timestamp::now(),
             images: Default::default(),
+            manifests: Default::default(),
             written_chat_status: Mutex::default(),
             written: Default::default(),
             writes: tokio::sync::Semaphore::new(usize::from(settings.writes_in_flight.max(1))),

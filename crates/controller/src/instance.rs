@@ -58,7 +58,7 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
 
     // What the instance runs, or why it cannot run.
     let runnable = match (&plugin, &channel) {
-        (Some(plugin), Some(channel)) => admission::admit(&host, plugin)
+        (Some(plugin), Some(channel)) => admission::admit(&host, plugin, &ctx.manifests.of(plugin))
             .map(|manifest| (plugin, channel, manifest))
             .map_err(|refusal| {
                 format!(

@@ -18,6 +18,7 @@ mod error;
 pub mod gate_policy;
 pub mod images;
 mod instance;
+pub mod manifests;
 pub mod metrics;
 pub mod plan;
 mod plugin;

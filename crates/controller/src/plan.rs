@@ -19,7 +19,9 @@
 //!   or a new image) waits for the verdict before anything of it is written.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
+use crate::manifests::Manifests;
 use model::manifest::{Capability, Manifest};
 use model::resolve;
 use model::resources::{AppliedSchedule, ChannelSpec, HostConfigSpec, Plugin};
@@ -45,23 +47,24 @@ pub struct PluginView<'a> {
 #[derive(Clone, Debug)]
 pub struct PluginFacts {
     pub name: String,
-    pub manifest: Option<Manifest>,
+    pub manifest: Option<Arc<Manifest>>,
     pub admitted: bool,
     pub may_schedule: bool,
     pub awaiting_admission: bool,
 }
 
 impl PluginFacts {
-    /// Reads `plugin` under `host`: its manifest (when it parses), whether it is admitted now,
-    /// and whether its `schedule` capability is approved.
-    pub fn of(host: &HostConfigSpec, plugin: &Plugin) -> Self {
-        let manifest = model::manifest::from_value(&plugin.spec.manifest.to_json()).ok();
+    /// Reads `plugin` under `host`: its manifest (when it parses, from `manifests`), whether it
+    /// is admitted now, and whether its `schedule` capability is approved.
+    pub fn of(host: &HostConfigSpec, plugin: &Plugin, manifests: &Manifests) -> Self {
+        let parsed = manifests.of(plugin);
+        let manifest = parsed.as_ref().ok().cloned();
         let may_schedule = manifest.as_ref().is_some_and(|m| {
             resolve::approved_capabilities(plugin, m).contains(&Capability::Schedule)
         });
         Self {
             name: kube::ResourceExt::name_any(plugin),
-            admitted: crate::admission::admit(host, plugin).is_ok(),
+            admitted: crate::admission::admit(host, plugin, &parsed).is_ok(),
             awaiting_admission: host.plugins.enabled && plugin.awaits_admission(),
             may_schedule,
             manifest,
@@ -72,18 +75,19 @@ impl PluginFacts {
     pub fn installed<'a>(
         host: &HostConfigSpec,
         plugins: impl IntoIterator<Item = &'a Plugin>,
+        manifests: &Manifests,
     ) -> Vec<Self> {
         plugins
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .map(|p| Self::of(host, p))
+            .map(|p| Self::of(host, p, manifests))
             .collect()
     }
 
     pub fn view(&self) -> PluginView<'_> {
         PluginView {
             name: &self.name,
-            manifest: self.manifest.as_ref(),
+            manifest: self.manifest.as_deref(),
             admitted: self.admitted,
             may_schedule: self.may_schedule,
             awaiting_admission: self.awaiting_admission,

@@ -257,6 +257,9 @@ async fn announce(
 /// A deleted Plugin: its instances and CronJobs go with the chats' next reconcile (the Plugin
 /// is gone from what they enable); its data volumes go only when purge was asked for.
 async fn cleanup(plugin: &Plugin, ctx: &Context) -> Result<Action> {
+    if let Some(uid) = plugin.uid() {
+        ctx.manifests.forget(&uid);
+    }
     if plugin.spec.purge_on_delete {
         let name = plugin.name_any();
         for claim in ctx.stores.claims.state() {

@@ -525,6 +525,8 @@ fn a_verified_signature_records_its_key() {
 #[test]
 fn admit_reads_the_status_admission_wrote() {
     use model::resources::{Condition, ConditionStatus, PluginStatus};
+    let manifests = crate::manifests::Manifests::default();
+    let admit = |h: &HostConfigSpec, p: &Plugin| admit(h, p, &manifests.of(p));
     let mut p = plugin();
     let h = host();
     assert!(admit(&h, &p).is_err(), "no status yet");
