@@ -4,7 +4,7 @@
 //! holds after any config change. Converged means every chat's status and every instance's
 //! status say so, for the generation they are at, and no instance is left that no chat wants.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
@@ -16,6 +16,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use controller::cronjob::existing_task;
+use controller::manifests::Manifests;
 use controller::plan::{ChatInputs, ExistingTask, PluginFacts, PluginView, plan_chat};
 use model::names;
 use model::resolve::ProjectView;
@@ -93,6 +94,12 @@ pub struct Tracker {
     pub instances: Store<PluginInstance>,
     pub cronjobs: Store<CronJob>,
     namespaces: BTreeSet<String>,
+    /// Each chat's wants with the versions of the objects they were planned from: progress
+    /// is polled twice a second, and planning a thousand chats each time would take the CPU
+    /// the run measures.
+    planned: std::sync::Mutex<HashMap<(String, String), (String, ChatWants)>>,
+    /// The plugins' manifests, parsed once per version as the controller does.
+    manifests: Manifests,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -140,6 +147,8 @@ impl Tracker {
             instances: reflect(Api::all(client.clone()), managed(), &mut tasks),
             cronjobs: reflect(Api::all(client.clone()), managed(), &mut tasks),
             namespaces: namespaces.iter().cloned().collect(),
+            planned: Default::default(),
+            manifests: Default::default(),
             tasks,
         };
         futures::try_join!(
@@ -179,36 +188,67 @@ impl Tracker {
         by_chat
     }
 
-    /// What every chat of the run's namespaces should have, by the controller's plan.
+    /// What every chat of the run's namespaces should have, by the controller's plan (planned
+    /// again only when an object it is planned from changed).
     pub fn wants(&self) -> Vec<ChatWants> {
         let host = self.host_spec();
         let plugins = self.plugins.state();
-        let facts = PluginFacts::installed(&host, plugins.iter().map(|p| p.as_ref()));
+        let facts =
+            PluginFacts::installed(&host, plugins.iter().map(|p| p.as_ref()), &self.manifests);
         let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
         let cronjobs = self.cronjobs_by_chat();
+        let mut global: Vec<String> = plugins
+            .iter()
+            .map(|p| version_of(Some(p.as_ref())))
+            .collect();
+        global.sort();
+        global.push(version_of(self.host.state().first().map(|h| h.as_ref())));
+        let global = global.concat();
+        let mut planned = self.planned.lock().expect("the plans' lock");
         let mut all = Vec::new();
         for chat in self.channels.state() {
             if !self.ours(chat.namespace()) || chat.meta().deletion_timestamp.is_some() {
                 continue;
             }
             let ns = chat.namespace().unwrap_or_default();
+            let name = chat.name_any();
             let project = self
                 .projects
                 .get(&reflector::ObjectRef::new(&chat.spec.project).within(&ns));
+            let trust = self
+                .project_trusts
+                .get(&reflector::ObjectRef::new(&chat.spec.project).within(&ns));
+            let theirs = cronjobs
+                .get(&(ns.clone(), name.clone()))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let mut version = format!(
+                "{global}{}{}{}",
+                version_of(Some(chat.as_ref())),
+                version_of(project.as_deref()),
+                version_of(trust.as_deref())
+            );
+            // The store's order is not stable: the CronJobs' versions go in sorted.
+            let mut versions: Vec<String> = theirs
+                .iter()
+                .map(|c| version_of(Some(c.as_ref())))
+                .collect();
+            versions.sort();
+            version.extend(versions);
+            let key = (ns, name);
+            if let Some((at, wants)) = planned.get(&key)
+                && *at == version
+            {
+                all.push(wants.clone());
+                continue;
+            }
             let applied = chat
                 .status
                 .as_ref()
                 .map(|s| s.applied_schedules.clone())
                 .unwrap_or_default();
-            let trust = self
-                .project_trusts
-                .get(&reflector::ObjectRef::new(&chat.spec.project).within(&ns));
-            let existing: BTreeMap<(String, String), ExistingTask> = cronjobs
-                .get(&(ns.clone(), chat.name_any()))
-                .into_iter()
-                .flatten()
-                .filter_map(|c| existing_task(c))
-                .collect();
+            let existing: BTreeMap<(String, String), ExistingTask> =
+                theirs.iter().filter_map(|c| existing_task(c)).collect();
             let plan = plan_chat(&ChatInputs {
                 channel: &chat.spec,
                 project: project
@@ -219,8 +259,8 @@ impl Tracker {
                 existing_cronjobs: &existing,
                 applied: &applied,
             });
-            let name = chat.name_any();
-            all.push(ChatWants {
+            let (namespace, name) = key.clone();
+            let wants = ChatWants {
                 cronjobs: plan
                     .schedules
                     .iter()
@@ -236,12 +276,14 @@ impl Tracker {
                     .iter()
                     .map(|(plugin, action)| names::cronjob_name(plugin, &name, action))
                     .collect(),
-                namespace: ns,
+                namespace,
                 name,
                 plugins: plan.enabled.clone(),
                 applied: plan.applied.clone(),
                 awaiting: plan.awaiting.clone(),
-            });
+            };
+            all.push(wants.clone());
+            planned.insert(key, (version, wants));
         }
         all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         all
@@ -317,6 +359,18 @@ impl Tracker {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+}
+
+/// An object's identity and version, `-` for none: what a plan was made from.
+fn version_of<K: Resource>(object: Option<&K>) -> String {
+    match object {
+        Some(o) => format!(
+            "{}@{};",
+            o.meta().uid.as_deref().unwrap_or_default(),
+            o.meta().resource_version.as_deref().unwrap_or_default()
+        ),
+        None => "-;".into(),
     }
 }
 
