@@ -60,7 +60,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .state()
         .into_iter()
         .filter(|c| {
-            c.namespace().as_deref() == Some(ns.as_str())
+            c.meta().namespace.as_deref() == Some(ns.as_str())
                 && c.owner_references()
                     .iter()
                     .any(|o| o.controller == Some(true) && o.kind == "Channel" && o.name == name)
@@ -149,7 +149,7 @@ async fn sync_instances(
         .instances
         .state()
         .into_iter()
-        .filter(|i| i.namespace().as_deref() == Some(ns) && i.spec.channel == name)
+        .filter(|i| i.metadata.namespace.as_deref() == Some(ns) && i.spec.channel == name)
         .collect();
     // Each plugin's claim and instance are independent of the others': they are written at
     // once (the controller's write limit still bounds what is in flight, see `Context`).
@@ -200,7 +200,7 @@ async fn sync_instances(
         }
         // Stop its container now rather than when garbage collection gets to it.
         for pod in ctx.stores.pods.state() {
-            if pod.namespace().as_deref() == Some(ns)
+            if pod.metadata.namespace.as_deref() == Some(ns)
                 && pod.labels().get(names::LABEL_INSTANCE) == Some(&instance.name_any())
             {
                 failures.check(apply::delete(ctx, pod.as_ref()).await);

@@ -53,7 +53,7 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         .pods
         .state()
         .into_iter()
-        .filter(|p| p.namespace().as_deref() == Some(&ns) && owned_by(p, &instance))
+        .filter(|p| p.metadata.namespace.as_deref() == Some(&ns) && owned_by(p, &instance))
         .collect();
 
     // What the instance runs, or why it cannot run.

@@ -247,7 +247,7 @@ async fn reconcile_all(
             store
                 .state()
                 .iter()
-                .filter(|c| c.namespace() == namespace && c.spec.project == project)
+                .filter(|c| c.metadata.namespace == namespace && c.spec.project == project)
                 .map(|c| ObjectRef::from(c.as_ref()))
                 .collect::<Vec<_>>()
         }
@@ -289,12 +289,13 @@ async fn reconcile_all(
     let instances_of_channel = {
         let store = stores.instances.clone();
         move |channel: Channel| {
+            // Called on every event of every chat: compared in place, nothing copied per
+            // instance.
+            let (namespace, name) = (&channel.metadata.namespace, channel.metadata.name.as_ref());
             store
                 .state()
                 .iter()
-                .filter(|i| {
-                    i.namespace() == channel.namespace() && i.spec.channel == channel.name_any()
-                })
+                .filter(|i| i.metadata.namespace == *namespace && Some(&i.spec.channel) == name)
                 .map(|i| ObjectRef::from(i.as_ref()))
                 .collect::<Vec<_>>()
         }
@@ -303,12 +304,11 @@ async fn reconcile_all(
     let instances_of_project = {
         let store = stores.instances.clone();
         move |project: Project| {
+            let (namespace, name) = (&project.metadata.namespace, project.metadata.name.as_ref());
             store
                 .state()
                 .iter()
-                .filter(|i| {
-                    i.namespace() == project.namespace() && i.spec.project == project.name_any()
-                })
+                .filter(|i| i.metadata.namespace == *namespace && Some(&i.spec.project) == name)
                 .map(|i| ObjectRef::from(i.as_ref()))
                 .collect::<Vec<_>>()
         }
