@@ -9,7 +9,8 @@
 #                 docker.io installed first when missing; root on Debian only); stopped again
 #                 at the end when this run started it
 #   controlplane  hack/controlplane/build.sh: kubectl, helm, kube-apiserver, etcd, ...
-#   e2e build     the suite compiled first, so a compile error shows before the image builds
+#   e2e build     the suite and the binaries it runs compiled first, so a compile error shows
+#                 before the image builds
 #   kind          hack/kind/build-bins.sh: kind from its Go module (offline: every program of
 #                 the node too, see that script)
 #   node image    offline: hack/kind/debian-base.sh and hack/kind/node-image.sh, cached under
@@ -191,7 +192,12 @@ controlplane() {
 kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 helm() { "$bin/helm" --kubeconfig "$kubeconfig" "$@"; }
 
-e2e_build() { cargo test --test e2e --no-run; }
+# The suite runs the `loop-plugins` binary beside it (the CLI's `plugin install`), so it is
+# built here too: a fresh clone has no other step that builds it.
+e2e_build() {
+  cargo build --workspace --bins
+  cargo test --test e2e --no-run
+}
 
 kind_programs() {
   if ((offline)); then
