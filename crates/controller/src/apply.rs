@@ -1,7 +1,9 @@
-//! The thin part that writes: server-side apply with one field manager, skipped when every
-//! field we would apply already has its value in the live object (see `drift`), so a steady
-//! state makes no write and a hand edit of a field we set is undone; and skipped when the same
-//! write went over the version the cache still shows (see `written`).
+//! The thin part that writes, with one field manager: objects by server-side apply, skipped
+//! when every field we would apply already has its value in the live object (see `drift`), so
+//! a steady state makes no write and a hand edit of a field we set is undone; absent objects by
+//! a create; statuses by a merge patch of what changed in the part we own (see `merge_patch`).
+//! Each write is skipped when the same write went over the version the cache still shows (see
+//! `written`).
 
 use std::fmt::Debug;
 
@@ -14,6 +16,7 @@ use serde::de::DeserializeOwned;
 use super::Context;
 use super::drift;
 use super::error::{Error, Result};
+use super::merge_patch;
 use super::written::{Target, content_hash, status_hash};
 use model::names::FIELD_MANAGER;
 
@@ -157,8 +160,10 @@ where
     }
 }
 
-/// Writes `status` on `object` through `api` with server-side apply, unless it is already what
-/// we'd write (`current`), or we wrote it over the version the cache still shows.
+/// Writes `status` on `object` through `api`, unless it is already what we'd write
+/// (`current`: the part of the live status we own), or we wrote it over the version the cache
+/// still shows. The write is a merge patch of what differs from `current` (see `merge_patch`),
+/// so fields others own in the same status are left as they are.
 pub async fn status<K, S>(
     ctx: &Context,
     api: &Api<K>,
@@ -186,22 +191,23 @@ where
     if ctx.written.on_its_way(target, version.as_deref(), content) {
         return Ok(false);
     }
-    if tracing::enabled!(tracing::Level::DEBUG) {
-        let json = |s: &S| serde_json::to_value(s).expect("statuses serialize");
-        let field = drift::difference(&json(status), &current.map(json).unwrap_or_default());
-        tracing::debug!(kind = kind::<K>(), %name, field = field.as_deref().unwrap_or("-"), "writing the status");
-    }
-    let patch = serde_json::json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": status,
-    });
+    let json = |s: &S| serde_json::to_value(s).expect("statuses serialize");
+    let from = current.map(json).unwrap_or_else(|| serde_json::json!({}));
+    let Some(changes) = merge_patch::between(&from, &json(status)) else {
+        // Unequal as values, equal as JSON: nothing to write.
+        return Ok(false);
+    };
+    tracing::debug!(kind = kind::<K>(), %name, %changes, "writing the status");
+    let patch = serde_json::json!({ "status": changes });
     ctx.metrics.write(kind::<K>(), "status");
     let _turn = ctx.write_permit().await;
     api.patch_status(
         &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        },
+        &Patch::Merge(&patch),
     )
     .await
     .map_err(|source| Error::Status {

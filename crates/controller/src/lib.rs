@@ -19,6 +19,7 @@ pub mod gate_policy;
 pub mod images;
 mod instance;
 pub mod manifests;
+mod merge_patch;
 pub mod metrics;
 pub mod plan;
 mod plugin;

@@ -393,7 +393,7 @@ async fn demand_and_idle(ns: Ns) -> anyhow::Result<()> {
     ensure!(instance.status.unwrap().pod == Some(pod.name_any()));
     // Idle for longer than the idle timeout: stopped, and its data stays.
     pods_of(&ns, &name, 0, false).await?;
-    wait::matches(
+    let stopped = wait::matches(
         &ns.api::<PluginInstance>(),
         &name,
         "phase Stopped",
@@ -403,6 +403,17 @@ async fn demand_and_idle(ns: Ns) -> anyhow::Result<()> {
         },
     )
     .await?;
+    // The controller's status write took out the Pod it no longer has and left the field the
+    // API server writes (here the test, as it would) where it was.
+    let status = stopped.status.unwrap_or_default();
+    ensure!(
+        status.pod.is_none(),
+        "a stopped instance names no Pod: {status:?}"
+    );
+    ensure!(
+        status.last_activity.is_some(),
+        "lastActivity kept by the controller's writes: {status:?}"
+    );
     wait::exists(
         &ns.api::<PersistentVolumeClaim>(),
         &format!("data-{id}-general"),
