@@ -48,8 +48,9 @@ use super::world::{self, Chat, PROJECT};
 pub enum Mode {
     /// POST each object, merge-patch each status: the API server's cheapest path.
     Create,
-    /// As the controller does: server-side apply of claims, instances, CronJobs and statuses,
-    /// POST of Secrets.
+    /// Server-side apply of claims, instances, CronJobs and statuses, POST of Secrets: what
+    /// the controller did before it made absent objects with a create and wrote statuses with
+    /// a merge patch; kept as the second baseline, the cost of applying everything.
     Apply,
 }
 
