@@ -14,6 +14,7 @@
 //! - [`burst`]: a burst of config changes (projects and the HostConfig);
 //! - [`converge`]: watches that say how far the controller got, and when it converged;
 //! - [`baseline`]: a bare client writing the same objects, the rate to compare with;
+//! - [`deliveries`]: how many times a run's /done reached the plugin, against the kills;
 //! - [`footprint`]: what the processes' watches hold, kind by kind;
 //! - [`load`]: HTTP load (keep-alive connections, many callers) and percentiles;
 //! - [`ops`]: small operations on the cluster (an instance's Secret, a Pod's address, ...);
@@ -24,6 +25,7 @@ pub mod audit;
 pub mod baseline;
 pub mod burst;
 pub mod converge;
+pub mod deliveries;
 pub mod footprint;
 pub mod identity;
 pub mod knobs;
