@@ -37,30 +37,32 @@ pub fn between(from: &Value, to: &Value) -> Option<Value> {
     }
 }
 
+/// `patch` applied to `target` by RFC 7386's rules, as the API server does: for tests (here,
+/// and the reconcile tests' mocked server).
+#[cfg(test)]
+pub fn apply(target: &Value, patch: &Value) -> Value {
+    let Value::Object(patch) = patch else {
+        return patch.clone();
+    };
+    let mut out = match target {
+        Value::Object(t) => t.clone(),
+        _ => Map::new(),
+    };
+    for (key, value) in patch {
+        if value.is_null() {
+            out.remove(key);
+        } else {
+            let merged = apply(out.get(key).unwrap_or(&Value::Null), value);
+            out.insert(key.clone(), merged);
+        }
+    }
+    Value::Object(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    /// RFC 7386's own rules, applied: the patch made from `from` to `to` turns `from` into `to`.
-    fn apply(target: &Value, patch: &Value) -> Value {
-        let Value::Object(patch) = patch else {
-            return patch.clone();
-        };
-        let mut out = match target {
-            Value::Object(t) => t.clone(),
-            _ => Map::new(),
-        };
-        for (key, value) in patch {
-            if value.is_null() {
-                out.remove(key);
-            } else {
-                let merged = apply(out.get(key).unwrap_or(&Value::Null), value);
-                out.insert(key.clone(), merged);
-            }
-        }
-        Value::Object(out)
-    }
 
     #[test]
     fn equal_values_need_no_patch() {

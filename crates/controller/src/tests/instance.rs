@@ -32,20 +32,15 @@ fn phase(status: &Value) -> &str {
     status["status"]["phase"].as_str().unwrap_or_default()
 }
 
-/// Puts the controller's part of the status it wrote back on the instance, keeping the API
-/// server's part (its last activity).
+/// Puts the status write (a merge patch) on the instance, as the API server would: the API
+/// server's part (its last activity) stays.
 fn record_status(world: &mut World, body: &Value) {
-    let written: PluginInstanceStatus =
-        serde_json::from_value(body["status"].clone()).expect("an instance status");
     let instance = &mut world.instances[0];
-    let last_activity = instance
-        .status
-        .as_ref()
-        .and_then(|s| s.last_activity.clone());
-    instance.status = Some(PluginInstanceStatus {
-        last_activity,
-        ..written
-    });
+    let before = serde_json::to_value(instance.status.clone().unwrap_or_default())
+        .expect("statuses serialize");
+    let after = crate::merge_patch::apply(&before, &body["status"]);
+    let written: PluginInstanceStatus = serde_json::from_value(after).expect("an instance status");
+    instance.status = Some(written);
 }
 
 fn ready(mut pod: Pod) -> Pod {
@@ -242,7 +237,7 @@ async fn an_evicted_pod_is_replaced() {
         Call::event(NS, "PodFailed"),
         Call::status(path("plugininstances", "echo-general"), instance.clone()).body(|b| {
             assert_eq!(phase(b), "Starting");
-            assert!(b["status"].get("pod").is_none(), "{b}");
+            assert!(b["status"]["pod"].is_null(), "{b}");
         }),
     ]);
     reconcile(world.instance("echo-general"), ctx)
@@ -467,7 +462,7 @@ async fn refused_settings_are_shown_with_their_source_and_why() {
     let (ctx, server) = world.context();
     let verifier = server.expect(vec![
         Call::status(path("plugininstances", "echo-general"), instance).body(|b| {
-            assert!(b["status"].get("refusedSettings").is_none(), "{b}");
+            assert!(b["status"]["refusedSettings"].is_null(), "{b}");
         }),
         Call::event(NS, "SettingsApplied"),
     ]);

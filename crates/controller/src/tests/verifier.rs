@@ -15,8 +15,10 @@ use tower_test::mock::Handle;
 /// The query every write of the controller carries: server-side apply, forced, as its one
 /// field manager.
 pub const APPLY_QUERY: &str = "&force=true&fieldManager=loop-plugins-controller";
-/// The query of a create by the controller.
+/// The query of a create by the controller, and of a status write (a merge patch).
 pub const CREATE_QUERY: &str = "&fieldManager=loop-plugins-controller";
+/// How a status is written: a merge patch of what changed (see `merge_patch`).
+pub const STATUS_CONTENT_TYPE: &str = "application/merge-patch+json";
 
 /// How the mocked server answers a call.
 pub enum Answer {
@@ -38,6 +40,7 @@ pub struct Call {
     method: Method,
     path: String,
     query: Option<&'static str>,
+    content_type: Option<&'static str>,
     check: Option<BodyCheck>,
     answer: Answer,
 }
@@ -48,15 +51,17 @@ impl Call {
         Self::new(Method::PATCH, path, Some(APPLY_QUERY), Answer::Echo)
     }
 
-    /// A server-side apply of the status of the object at `path` (without `/status`).
+    /// A merge patch of the status of the object at `path` (without `/status`).
     pub fn status(path: impl Into<String>, object: Value) -> Self {
         let path = format!("{}/status", path.into());
-        Self::new(
+        let mut call = Self::new(
             Method::PATCH,
             path,
-            Some(APPLY_QUERY),
+            Some(CREATE_QUERY),
             Answer::WithStatus(object),
-        )
+        );
+        call.content_type = Some(STATUS_CONTENT_TYPE);
+        call
     }
 
     /// A create in the collection at `path`.
@@ -86,6 +91,7 @@ impl Call {
             method,
             path: path.into(),
             query,
+            content_type: None,
             check: None,
             answer,
         }
@@ -132,6 +138,14 @@ impl ApiServer {
                         "{what}: the query of {uri}"
                     );
                 }
+                if let Some(content_type) = call.content_type {
+                    let sent = request
+                        .headers()
+                        .get(http::header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default();
+                    assert_eq!(sent, content_type, "{what}: the content type");
+                }
                 let bytes = request.into_body().collect_bytes().await.expect("a body");
                 let body: Value = if bytes.is_empty() {
                     Value::Null
@@ -144,7 +158,8 @@ impl ApiServer {
                 let (code, answer) = match call.answer {
                     Answer::Echo => (200, body.clone()),
                     Answer::WithStatus(mut object) => {
-                        object["status"] = body["status"].clone();
+                        object["status"] =
+                            crate::merge_patch::apply(&object["status"], &body["status"]);
                         (200, object)
                     }
                     Answer::Deleted => (
