@@ -2,9 +2,9 @@
 //! controller writes.
 //!
 //! A status is written as a merge patch of only what changed, not as a server-side apply of the
-//! whole of it: an apply body is parsed as YAML and merged field by field under its manager,
-//! which cost the API server about three CPU-seconds over `make bench-scale`'s 4,000 status
-//! writes. A merge patch leaves alone every key it does not name, so the fields the API server
+//! whole of it: an apply body is parsed as YAML and merged field by field under its manager.
+//! Over `make bench-scale`'s convergence (4,000 status writes) the API server spent 43.2
+//! CPU-seconds with merge patches against 45.0 with applies (one run of each). A merge patch leaves alone every key it does not name, so the fields the API server
 //! writes into the same status under its own managers (an instance's `lastActivity`, `breaker`,
 //! `switches`, `liveHold`) stay theirs, as long as `from` holds only the fields we own.
 
@@ -37,32 +37,18 @@ pub fn between(from: &Value, to: &Value) -> Option<Value> {
     }
 }
 
-/// `patch` applied to `target` by RFC 7386's rules, as the API server does: for tests (here,
-/// and the reconcile tests' mocked server).
 #[cfg(test)]
-pub fn apply(target: &Value, patch: &Value) -> Value {
-    let Value::Object(patch) = patch else {
-        return patch.clone();
-    };
-    let mut out = match target {
-        Value::Object(t) => t.clone(),
-        _ => Map::new(),
-    };
-    for (key, value) in patch {
-        if value.is_null() {
-            out.remove(key);
-        } else {
-            let merged = apply(out.get(key).unwrap_or(&Value::Null), value);
-            out.insert(key.clone(), merged);
-        }
-    }
-    Value::Object(out)
-}
-
-#[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `patch` applied to `target` as the API server does (RFC 7386), by an implementation
+    /// other than ours.
+    pub fn apply(target: &Value, patch: &Value) -> Value {
+        let mut out = target.clone();
+        json_patch::merge(&mut out, patch);
+        out
+    }
 
     #[test]
     fn equal_values_need_no_patch() {

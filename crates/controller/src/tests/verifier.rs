@@ -159,7 +159,7 @@ impl ApiServer {
                     Answer::Echo => (200, body.clone()),
                     Answer::WithStatus(mut object) => {
                         object["status"] =
-                            crate::merge_patch::apply(&object["status"], &body["status"]);
+                            crate::merge_patch::tests::apply(&object["status"], &body["status"]);
                         (200, object)
                     }
                     Answer::Deleted => (
