@@ -173,6 +173,10 @@ async fn bench(
     let converged = started.elapsed();
     summary.put("cpu_seconds_convergence", cpu_line(&cpu.read(), converged));
     controller.check_running()?;
+    summary.put(
+        "convergence_reconciles",
+        reconciles_by_controller(&controller).await?,
+    );
     let load_after = load1();
     let writes = window.writes()?;
     let by_controller = Tally::of(&writes, &Role::Controller.user());
@@ -463,6 +467,23 @@ fn first_write_after(writes: &[audit::Write], user: &str, start: jiff::Timestamp
     let first = writes.iter().find(|w| w.user == user)?;
     let at: jiff::Timestamp = first.received.parse().ok()?;
     Some((at - start).as_secs_f64())
+}
+
+/// The controller's reconciles so far, by reconciler: `chat=N instance=N project=N plugin=N`.
+/// Against the chats and instances there are, they say how often a reconcile ran for nothing.
+async fn reconciles_by_controller(controller: &Proc) -> anyhow::Result<String> {
+    let mut counts = Vec::new();
+    for which in ["chat", "instance", "project", "plugin"] {
+        let labels = format!("controller=\"{which}\"");
+        let n = procs::counter(
+            controller.metrics,
+            "loop_plugins_controller_reconciles_total",
+            &labels,
+        )
+        .await?;
+        counts.push(format!("{which}={n}"));
+    }
+    Ok(counts.join(" "))
 }
 
 /// Applies `patch` to the HostConfig and waits until `done` holds for the CronJobs, every
