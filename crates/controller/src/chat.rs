@@ -367,7 +367,7 @@ fn turned_false<'a>(
     .then_some(now)
 }
 
-fn desired_instance(
+pub(crate) fn desired_instance(
     plugin: &str,
     project: &str,
     channel: &str,

@@ -30,6 +30,7 @@ mod retry;
 pub mod slim;
 #[cfg(test)]
 mod tests;
+mod wake;
 mod watch;
 mod written;
 
@@ -259,10 +260,11 @@ async fn reconcile_all(
     let channels_of_trust = move |t: ProjectTrust| of_trust(t.namespace(), t.name_any());
     let on_plugin = all_channels(stores.channels.clone());
     let on_host = all_channels(stores.channels.clone());
+    // A child wakes its chat only when something the chat sets on it changed (see `wake`).
     let chat_controller = Controller::for_stream(channels.subscribe(), stores.channels.clone())
-        .owns_stream(instances.subscribe())
-        .owns_stream(claims.subscribe())
-        .owns_stream(cronjobs.subscribe())
+        .owns_stream(instances.subscribe_on_change())
+        .owns_stream(claims.subscribe_on_change())
+        .owns_stream(cronjobs.subscribe_on_change())
         .watches_stream(plugins.subscribe(), move |_| on_plugin())
         .watches_stream(host.subscribe(), move |_| on_host())
         .watches_stream(projects.subscribe(), channels_of_project)
@@ -288,17 +290,14 @@ async fn reconcile_all(
         }
     };
     let instances_of_channel = {
-        let store = stores.instances.clone();
+        let instances = stores.instances.clone();
+        let channels = stores.channels.clone();
         move |channel: Channel| {
-            // Called on every event of every chat: compared in place, nothing copied per
-            // instance.
-            let (namespace, name) = (&channel.metadata.namespace, channel.metadata.name.as_ref());
-            store
-                .state()
-                .iter()
-                .filter(|i| i.metadata.namespace == *namespace && Some(&i.spec.channel) == name)
-                .map(|i| ObjectRef::from(i.as_ref()))
-                .collect::<Vec<_>>()
+            wake::instances_of_chat(
+                &channel,
+                channels.state().iter().map(|c| c.as_ref()),
+                instances.state().iter().map(|i| i.as_ref()),
+            )
         }
     };
     // A project's settings show on its instances (the values left out).
@@ -329,7 +328,7 @@ async fn reconcile_all(
             .owns_stream(pods.subscribe())
             .owns_stream(secrets.subscribe())
             .watches_stream(plugins.subscribe(), instances_of_plugin)
-            .watches_stream(channels.subscribe(), instances_of_channel)
+            .watches_stream(channels.subscribe_on_change(), instances_of_channel)
             .watches_stream(projects.subscribe(), instances_of_project)
             .watches_stream(host.subscribe(), every_instance)
             .with_config(config())

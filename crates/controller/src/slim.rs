@@ -97,6 +97,17 @@ where
 }
 
 impl<K> Slim<K> {
+    /// The JSON object of the metadata fields kept apart: labels, annotations, finalizers and
+    /// the creation time.
+    pub fn described(&self) -> &str {
+        &self.described
+    }
+
+    /// The JSON object of the top-level fields but apiVersion, kind and metadata.
+    pub fn body(&self) -> &str {
+        &self.body
+    }
+
     /// The value of the label `key`.
     pub fn label(&self, key: &str) -> Option<String> {
         #[derive(Deserialize)]

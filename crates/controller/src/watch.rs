@@ -1,9 +1,11 @@
 //! One watch per kind, feeding a reflector store and any number of controllers. Unlike kube's
 //! shared streams, deletions reach the controllers too, so a Pod or a Project that goes away
-//! wakes what depends on it.
+//! wakes what depends on it. A subscriber may ask to be woken only when an object's
+//! fingerprint changes (see `wake`).
 
+use std::collections::HashMap;
 use std::fmt::Debug;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures::{Stream, StreamExt};
@@ -12,13 +14,22 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
+use super::wake::Fingerprint;
+
+/// An object as a watch event left it.
+struct Touched<K> {
+    object: K,
+    /// Deleted, rather than made or changed.
+    gone: bool,
+}
+
 /// A store and the streams of touched objects, one per subscriber.
 pub struct Watched<K: Resource + 'static>
 where
     K::DynamicType: Hash + Eq,
 {
     pub store: Store<K>,
-    subscribers: Vec<UnboundedReceiver<K>>,
+    subscribers: Vec<UnboundedReceiver<Touched<K>>>,
 }
 
 impl<K> Watched<K>
@@ -33,7 +44,50 @@ where
         self.subscribers
             .pop()
             .expect("enough subscribers were asked for")
-            .map(Ok)
+            .map(|touched| Ok(touched.object))
+    }
+
+    /// The next subscriber's stream of the objects that appeared, went, or changed in their
+    /// fingerprint since this stream last gave them.
+    pub fn subscribe_on_change(
+        &mut self,
+    ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static + use<K>
+    where
+        K: Fingerprint,
+    {
+        let mut changes = Changes::default();
+        self.subscribers
+            .pop()
+            .expect("enough subscribers were asked for")
+            .filter_map(move |touched| {
+                let wakes = changes.wakes(&touched);
+                futures::future::ready(wakes.then_some(Ok(touched.object)))
+            })
+    }
+}
+
+/// The fingerprint last given of each object, by its uid (hashed: at 3,000 instances a
+/// subscriber keeps thousands).
+#[derive(Default)]
+struct Changes {
+    last: HashMap<u64, u64>,
+    keys: std::collections::hash_map::RandomState,
+}
+
+impl Changes {
+    fn wakes<K: Resource + Fingerprint>(&mut self, touched: &Touched<K>) -> bool {
+        let meta = touched.object.meta();
+        let key = self.keys.hash_one((
+            meta.uid.as_deref(),
+            meta.namespace.as_deref(),
+            meta.name.as_deref(),
+        ));
+        if touched.gone {
+            self.last.remove(&key);
+            return true;
+        }
+        let fingerprint = touched.object.fingerprint();
+        self.last.insert(key, fingerprint) != Some(fingerprint)
     }
 }
 
@@ -44,21 +98,32 @@ where
     K::DynamicType: Hash + Eq + Clone + Default,
 {
     let (store, writer) = reflector::store();
-    let (senders, receivers): (Vec<UnboundedSender<K>>, Vec<UnboundedReceiver<K>>) =
-        (0..subscribers).map(|_| unbounded()).unzip();
+    type Channel<K> = (UnboundedSender<Touched<K>>, UnboundedReceiver<Touched<K>>);
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..subscribers)
+        .map(|_| -> Channel<K> { unbounded() })
+        .unzip();
     let stream = watcher(api, config)
         .default_backoff()
         // Nothing reads managedFields: they were 40% of what the stores held.
         .modify(|object| object.meta_mut().managed_fields = None)
-        .reflect(writer)
-        .touched_objects();
+        .reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             match event {
-                Ok(object) => {
+                Ok(event) => {
+                    let (object, gone) = match event {
+                        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                            (object, false)
+                        }
+                        watcher::Event::Delete(object) => (object, true),
+                        watcher::Event::Init | watcher::Event::InitDone => continue,
+                    };
                     for sender in &senders {
-                        let _ = sender.unbounded_send(object.clone());
+                        let _ = sender.unbounded_send(Touched {
+                            object: object.clone(),
+                            gone,
+                        });
                     }
                 }
                 Err(err) => {
@@ -70,5 +135,63 @@ where
     Watched {
         store,
         subscribers: receivers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::resources::{App, Channel, ChannelKind, ChannelSpec};
+
+    fn chat(generation: i64, status_plugins: &[&str]) -> Channel {
+        let mut chat = Channel::new(
+            "general",
+            ChannelSpec {
+                project: "proj".into(),
+                kind: ChannelKind::Channel,
+                parent: None,
+                app: App::Desktop,
+                hidden: false,
+                working_tree: None,
+            },
+        );
+        chat.metadata.namespace = Some("team".into());
+        chat.metadata.uid = Some("uid-1".into());
+        chat.metadata.generation = Some(generation);
+        chat.status = Some(model::resources::ChannelStatus {
+            plugins: status_plugins.iter().map(|p| p.to_string()).collect(),
+            ..Default::default()
+        });
+        chat
+    }
+
+    fn touched(object: Channel, gone: bool) -> Touched<Channel> {
+        Touched { object, gone }
+    }
+
+    #[test]
+    fn an_object_wakes_when_first_seen_changed_or_gone_and_not_when_its_fingerprint_stays() {
+        let mut changes = Changes::default();
+        assert!(changes.wakes(&touched(chat(1, &[]), false)), "first seen");
+        assert!(
+            !changes.wakes(&touched(chat(1, &["echo"]), false)),
+            "status only"
+        );
+        assert!(
+            changes.wakes(&touched(chat(2, &["echo"]), false)),
+            "spec changed"
+        );
+        assert!(
+            !changes.wakes(&touched(chat(2, &["echo"]), false)),
+            "the same again"
+        );
+        assert!(changes.wakes(&touched(chat(2, &["echo"]), true)), "gone");
+        assert!(changes.wakes(&touched(chat(2, &["echo"]), false)), "back");
+        let mut other = chat(2, &["echo"]);
+        other.metadata.uid = Some("uid-2".into());
+        assert!(
+            changes.wakes(&touched(other, false)),
+            "made again, another uid"
+        );
     }
 }

@@ -6,3 +6,4 @@ mod context;
 mod fixtures;
 mod instance;
 mod verifier;
+mod wake;

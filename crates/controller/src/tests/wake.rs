@@ -1,0 +1,234 @@
+//! Which changes of a child or a chat wake a reconciler (`wake`): what the cluster writes on
+//! its own wakes nobody; what we set, edited by anyone, does.
+
+use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+
+use super::fixtures::{NS, channel, instance, served};
+use crate::chat::desired_instance;
+use crate::cronjob::{CronJobInputs, build_cronjob};
+use crate::pod::build_data_claim;
+use crate::slim::Slim;
+use crate::wake::{Fingerprint, clusters_annotation, instances_of_chat};
+use model::resources::{InstancePhase, PluginInstance, PluginInstanceStatus};
+
+fn owner() -> OwnerReference {
+    channel("general")
+        .controller_owner_ref(&())
+        .expect("a served chat has a uid")
+}
+
+fn claim() -> PersistentVolumeClaim {
+    served(build_data_claim("echo", "proj", "general", NS, owner()))
+}
+
+fn cronjob() -> CronJob {
+    served(build_cronjob(&CronJobInputs {
+        plugin: "echo",
+        project: "proj",
+        channel: "general",
+        namespace: NS,
+        action: "tidy",
+        cron: "0 * * * *",
+        suspend: false,
+        entry_hash: "abc",
+        self_image: "registry.local/loop-plugins@sha256:00",
+        api_url: "http://api:8080",
+        owner: owner(),
+    }))
+}
+
+/// The fingerprint of `object` as the store keeps it.
+fn slim<K>(object: &K) -> u64
+where
+    K: k8s_openapi::Resource
+        + k8s_openapi::Metadata<Ty = ObjectMeta>
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    Slim::of(object).fingerprint()
+}
+
+#[test]
+fn a_claims_binding_wakes_no_chat() {
+    let made = claim();
+    let mut bound = made.clone();
+    bound.metadata.resource_version = Some("7".into());
+    bound.annotations_mut().extend([
+        ("pv.kubernetes.io/bind-completed".into(), "yes".into()),
+        ("pv.kubernetes.io/bound-by-controller".into(), "yes".into()),
+    ]);
+    bound.spec.as_mut().unwrap().volume_name = Some("pvc-uid-data".into());
+    bound.status = Some(PersistentVolumeClaimStatus {
+        phase: Some("Bound".into()),
+        ..Default::default()
+    });
+    assert_eq!(slim(&made), slim(&bound));
+}
+
+#[test]
+fn an_edit_of_what_the_chat_sets_on_a_claim_wakes_it() {
+    let made = claim();
+    let mut relabelled = made.clone();
+    relabelled
+        .labels_mut()
+        .insert("app.kubernetes.io/managed-by".into(), "someone".into());
+    let mut resized = made.clone();
+    resized
+        .spec
+        .as_mut()
+        .unwrap()
+        .access_modes
+        .replace(vec!["ReadWriteMany".into()]);
+    let mut annotated = made.clone();
+    annotated
+        .annotations_mut()
+        .insert("example.com/note".into(), "mine".into());
+    let mut orphaned = made.clone();
+    orphaned.metadata.owner_references = None;
+    let mut going = made.clone();
+    going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    for changed in [relabelled, resized, annotated, orphaned, going] {
+        assert_ne!(slim(&made), slim(&changed), "{changed:?}");
+    }
+}
+
+#[test]
+fn a_cronjobs_runs_wake_no_chat_but_its_spec_does() {
+    let made = cronjob();
+    let mut ran = made.clone();
+    ran.status = Some(CronJobStatus {
+        last_schedule_time: Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+        ..Default::default()
+    });
+    assert_eq!(slim(&made), slim(&ran));
+    let mut suspended = made.clone();
+    suspended.spec.suspend = Some(true);
+    assert_ne!(slim(&made), slim(&suspended));
+    let mut other_entry = made.clone();
+    other_entry
+        .annotations_mut()
+        .insert(crate::cronjob::ANNOTATION_ENTRY.into(), "def".into());
+    assert_ne!(slim(&made), slim(&other_entry));
+}
+
+#[test]
+fn an_instances_status_wakes_no_chat_but_its_spec_and_labels_do() {
+    let made = instance();
+    let mut observed = made.clone();
+    observed.metadata.resource_version = Some("9".into());
+    observed.status = Some(PluginInstanceStatus {
+        phase: Some(InstancePhase::Stopped),
+        ..Default::default()
+    });
+    assert_eq!(made.fingerprint(), observed.fingerprint());
+    let mut respecced = made.clone();
+    respecced.metadata.generation = Some(2);
+    let mut relabelled = made.clone();
+    relabelled
+        .labels_mut()
+        .remove("app.kubernetes.io/managed-by");
+    for changed in [respecced, relabelled] {
+        assert_ne!(made.fingerprint(), changed.fingerprint());
+    }
+}
+
+#[test]
+fn a_chats_status_wakes_no_instance_but_its_spec_and_deletion_do() {
+    let made = channel("general");
+    let mut observed = made.clone();
+    observed.metadata.resource_version = Some("5".into());
+    observed.status = Some(model::resources::ChannelStatus {
+        observed_generation: Some(1),
+        plugins: vec!["echo".into()],
+        ..Default::default()
+    });
+    assert_eq!(made.fingerprint(), observed.fingerprint());
+    let mut respecced = made.clone();
+    respecced.metadata.generation = Some(2);
+    let mut going = made.clone();
+    going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    for changed in [respecced, going] {
+        assert_ne!(made.fingerprint(), changed.fingerprint());
+    }
+}
+
+/// What the fingerprints leave out must be nothing a builder sets, or a hand edit of it would
+/// wake nobody and stay.
+#[test]
+fn no_builder_sets_what_the_fingerprints_leave_out() {
+    let instance = desired_instance("echo", "proj", "general", NS, owner());
+    let claim = claim();
+    let cronjob = cronjob();
+    let annotations = [
+        instance.annotations(),
+        claim.annotations(),
+        cronjob.annotations(),
+    ];
+    for key in annotations.iter().flat_map(|a| a.keys()) {
+        assert!(!clusters_annotation(key), "a builder sets {key}");
+    }
+    assert_eq!(claim.spec.as_ref().unwrap().volume_name, None);
+}
+
+#[test]
+fn annotations_in_the_kubernetes_domains_are_the_clusters() {
+    for key in [
+        "pv.kubernetes.io/bind-completed",
+        "kubernetes.io/change-cause",
+        "kubectl.kubernetes.io/last-applied-configuration",
+        "volume.beta.kubernetes.io/storage-provisioner",
+        "k8s.io/x",
+    ] {
+        assert!(clusters_annotation(key), "{key}");
+    }
+    for key in [
+        "plugins.loop.dev/schedule-entry",
+        "example.com/kubernetes.io",
+        "notkubernetes.io/x",
+        "plain",
+    ] {
+        assert!(!clusters_annotation(key), "{key}");
+    }
+}
+
+#[test]
+fn a_chats_change_wakes_its_instances_and_its_threads() {
+    let general = channel("general");
+    let mut thread = channel("general-t1");
+    thread.spec.kind = model::resources::ChannelKind::Thread;
+    thread.spec.parent = Some("general".into());
+    let other = channel("random");
+    let mut elsewhere = channel("general");
+    elsewhere.metadata.namespace = Some("other".into());
+    let of = |chat: &str, ns: &str| {
+        let mut i = PluginInstance::new(
+            &format!("echo-{chat}"),
+            model::resources::PluginInstanceSpec {
+                plugin: "echo".into(),
+                channel: chat.into(),
+                project: "proj".into(),
+            },
+        );
+        i.metadata.namespace = Some(ns.into());
+        i
+    };
+    let instances = [
+        of("general", NS),
+        of("general-t1", NS),
+        of("random", NS),
+        of("general", "other"),
+    ];
+    let chats = [general.clone(), thread, other, elsewhere];
+    let woken = instances_of_chat(&general, chats.iter(), instances.iter());
+    assert_eq!(
+        woken,
+        vec![
+            ObjectRef::new("echo-general").within(NS),
+            ObjectRef::new("echo-general-t1").within(NS),
+        ]
+    );
+}
