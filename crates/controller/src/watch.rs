@@ -141,21 +141,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use model::resources::{App, Channel, ChannelKind, ChannelSpec};
+    use crate::tests::fixtures::channel;
+    use model::resources::Channel;
 
     fn chat(generation: i64, status_plugins: &[&str]) -> Channel {
-        let mut chat = Channel::new(
-            "general",
-            ChannelSpec {
-                project: "proj".into(),
-                kind: ChannelKind::Channel,
-                parent: None,
-                app: App::Desktop,
-                hidden: false,
-                working_tree: None,
-            },
-        );
-        chat.metadata.namespace = Some("team".into());
+        let mut chat = channel("general");
         chat.metadata.uid = Some("uid-1".into());
         chat.metadata.generation = Some(generation);
         chat.status = Some(model::resources::ChannelStatus {

@@ -3,7 +3,7 @@
 
 mod chat;
 mod context;
-mod fixtures;
+pub(crate) mod fixtures;
 mod instance;
 mod verifier;
 mod wake;
