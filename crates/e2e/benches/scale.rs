@@ -469,19 +469,23 @@ fn first_write_after(writes: &[audit::Write], user: &str, start: jiff::Timestamp
     Some((at - start).as_secs_f64())
 }
 
+/// The controller's reconciles so far by the reconciler `which` (chat, instance, ...).
+async fn reconciles(controller: &Proc, which: &str) -> anyhow::Result<f64> {
+    let labels = format!("controller=\"{which}\"");
+    procs::counter(
+        controller.metrics,
+        "loop_plugins_controller_reconciles_total",
+        &labels,
+    )
+    .await
+}
+
 /// The controller's reconciles so far, by reconciler: `chat=N instance=N project=N plugin=N`.
 /// Against the chats and instances there are, they say how often a reconcile ran for nothing.
 async fn reconciles_by_controller(controller: &Proc) -> anyhow::Result<String> {
     let mut counts = Vec::new();
     for which in ["chat", "instance", "project", "plugin"] {
-        let labels = format!("controller=\"{which}\"");
-        let n = procs::counter(
-            controller.metrics,
-            "loop_plugins_controller_reconciles_total",
-            &labels,
-        )
-        .await?;
-        counts.push(format!("{which}={n}"));
+        counts.push(format!("{which}={}", reconciles(controller, which).await?));
     }
     Ok(counts.join(" "))
 }
@@ -498,18 +502,14 @@ async fn fan_out(
     patch: serde_json::Value,
     done: impl Fn(&[std::sync::Arc<k8s_openapi::api::batch::v1::CronJob>]) -> bool,
 ) -> anyhow::Result<(Duration, Tally)> {
-    let reconciles = "loop_plugins_controller_reconciles_total";
-    let count = |which: &'static str| procs::counter(controller.metrics, reconciles, which);
-    let (instances_before, chats_before) = (
-        count("controller=\"instance\"").await?,
-        count("controller=\"chat\"").await?,
-    );
+    let count = |which: &'static str| reconciles(controller, which);
+    let (instances_before, chats_before) = (count("instance").await?, count("chat").await?);
     let window = audit::Window::open(cluster.control_plane().audit_log())?;
     let started = Instant::now();
     ops::patch_host(admin, patch).await?;
     loop {
-        let instances = count("controller=\"instance\"").await? - instances_before;
-        let chats = count("controller=\"chat\"").await? - chats_before;
+        let instances = count("instance").await? - instances_before;
+        let chats = count("chat").await? - chats_before;
         if instances >= sizes.instances() as f64
             && chats >= sizes.chats() as f64
             && done(&tracker.cronjobs.state())

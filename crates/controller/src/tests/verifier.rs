@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tower_test::mock::Handle;
 
-/// The query every write of the controller carries: server-side apply, forced, as its one
+/// The query of the controller's server-side applies (objects that exist): forced, as its one
 /// field manager.
 pub const APPLY_QUERY: &str = "&force=true&fieldManager=loop-plugins-controller";
 /// The query of a create by the controller, and of a status write (a merge patch).
