@@ -287,6 +287,8 @@ static ECHO_TOOL: Mutex<()> = Mutex::const_new(());
 pub async fn claim_echo_tool(ns: &Ns) -> anyhow::Result<tokio::sync::MutexGuard<'static, ()>> {
     let guard = ECHO_TOOL.lock().await;
     let api: Api<Plugin> = Api::all(ns.client());
+    // The Plugin kind must be served: a test may claim before anything else set up.
+    ns.cluster().ensure_crds().await?;
     for p in api.list(&Default::default()).await?.items {
         let declares = p
             .spec
