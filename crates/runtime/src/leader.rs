@@ -41,6 +41,14 @@ pub const RENEW_EVERY: Duration = Duration::from_secs(5);
 pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// How often a replica that waits looks again, and how soon a failed renewal is retried.
 pub const RETRY_EVERY: Duration = Duration::from_secs(2);
+/// How long before it takes over a replica may see a change the last holder never acted on:
+/// a holder that dies renewed at most [`RENEW_EVERY`] before, the others take the Lease
+/// [`LEASE_DURATION`] after that renewal and look every [`RETRY_EVERY`]; one more
+/// [`RENEW_EVERY`] covers a late renewal and the watches' lag. Work that acts on watch events
+/// while leading keeps what it saw for this long while waiting, and does it on taking over.
+pub const HANDOVER_WINDOW: Duration = Duration::from_secs(
+    LEASE_DURATION.as_secs() + 2 * RENEW_EVERY.as_secs() + RETRY_EVERY.as_secs(),
+);
 /// The Lease's name unless told otherwise (the chart passes `<release>-controller`).
 pub const DEFAULT_LEASE_NAME: &str = "loop-plugins-controller";
 

@@ -76,6 +76,7 @@ pub async fn setup(ns: &Ns) -> anyhow::Result<()> {
     if running.is_none() {
         apply_host(ns.client(), host_spec(true)).await?;
         *running = Some(start_controller(ns).await?);
+        crate::host::start_fanout_replica(ns).await?;
     }
     Ok(())
 }
@@ -286,9 +287,9 @@ static ECHO_TOOL: Mutex<()> = Mutex::const_new(());
 /// [`echo_tool_plugin`] is the one admission registers it for.
 pub async fn claim_echo_tool(ns: &Ns) -> anyhow::Result<tokio::sync::MutexGuard<'static, ()>> {
     let guard = ECHO_TOOL.lock().await;
-    let api: Api<Plugin> = Api::all(ns.client());
     // The Plugin kind must be served: a test may claim before anything else set up.
     ns.cluster().ensure_crds().await?;
+    let api: Api<Plugin> = Api::all(ns.client());
     for p in api.list(&Default::default()).await?.items {
         let declares = p
             .spec

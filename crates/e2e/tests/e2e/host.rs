@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::ResourceExt;
@@ -68,6 +69,11 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .local_only("starts two host APIs of its own"),
         test(
+            "host::a_config_write_while_nobody_leads_the_fanout_is_sent_by_the_next_leader",
+            settings_changed_across_a_handover,
+        )
+        .timeout(Duration::from_secs(180)),
+        test(
             "host::a_cronjob_every_minute_runs_its_action_with_trigger_schedule",
             cronjob,
         )
@@ -101,8 +107,9 @@ struct LocalHost {
     serve: tokio::task::JoinHandle<()>,
 }
 
-/// A server of the test's own, as the chart runs them: every server of the local suite (these
-/// and the API server processes) elects the one that does the fan-out on the same Lease.
+/// A server of the test's own, as the chart runs them: every server of the local suite (these,
+/// the API server processes and the suite's fan-out replica) elects the one that does the
+/// fan-out on the same Lease.
 fn local_options(calls: CallSettings) -> Options {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -116,6 +123,20 @@ fn local_options(calls: CallSettings) -> Options {
             format!("e2e-host-{}-{n}", std::process::id()),
         )),
     }
+}
+
+/// Starts the suite's own fan-out replica on the local control plane, with the controller
+/// (before any test's server, so it takes the fan-out Lease first); the cluster keeps it for
+/// the whole run. The Lease stays with it as with a settled Deployment's replica, instead of
+/// changing hands whenever a test's server stops. Every server can reach every container, so
+/// it sends what the tests' own servers would; the tests that move the Lease do so on purpose.
+pub async fn start_fanout_replica(ns: &Ns) -> anyhow::Result<()> {
+    ns.cluster()
+        .keep_fanout_replica(Server::start(
+            ns.client(),
+            local_options(CallSettings::default()),
+        ))
+        .await
 }
 
 /// Starts a host API (after the controller and the CRDs).
@@ -1143,10 +1164,11 @@ async fn events(ns: Ns) -> anyhow::Result<()> {
 /// Two host APIs (as the chart's two replicas, electing the fan-out on one Lease) both see
 /// the project's config write; the running container gets one `settings.changed`.
 async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
-    // Alone, and the project trusted before the two start: no other test's server leads the
-    // fan-out meanwhile, and the trust (a write the fan-out answers with settings.changed, with
-    // the settings as they are when it sends it) is in their first list, so no write but the
-    // test's own reaches the container.
+    // Alone, and the project trusted before the two start: no other test's write comes in
+    // between, and the trust (a write the fan-out answers with settings.changed, with the
+    // settings as they are when it sends it) is in the first list, so no write but the test's
+    // own reaches the container. Whichever replica leads (these two, or the suite's), one
+    // sends.
     let _exclusive = exclusive().await;
     setup(&ns).await?;
     let plugin = plugin_id(&ns, "hw");
@@ -1215,6 +1237,123 @@ async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
         sent.len()
     );
     Ok(())
+}
+
+/// A config write that lands while nobody leads the fan-out (the holder was killed or is
+/// releasing the Lease at a rolling update; here a stand-in holds the Lease and sends
+/// nothing): the replica that takes over next sends its `settings.changed`. Every replica saw
+/// the write while not leading; were they to drop it, no one would send it.
+async fn settings_changed_across_a_handover(ns: Ns) -> anyhow::Result<()> {
+    // Alone: while the stand-in holds the Lease, no test's fan-out sends anything.
+    let _exclusive = exclusive().await;
+    setup(&ns).await?;
+    let plugin = plugin_id(&ns, "hh");
+    world(
+        &ns,
+        &[(echo_plugin(&plugin)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let host = host(&ns).await?;
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    let warm = caller
+        .send_ready(
+            "GET",
+            &format!("/channels/general/plugins/{plugin}/x/warm"),
+            None,
+        )
+        .await?;
+    ensure!(warm.status == StatusCode::OK, "{warm:?}");
+
+    let (lease_ns, lease_name) = match ns.cluster().existing() {
+        Some(existing) => (existing.namespace.clone(), existing.fanout_lease()),
+        None => (CONTROLLER_NAMESPACE.to_string(), FANOUT_LEASE.to_string()),
+    };
+    let leases: kube::Api<Lease> = kube::Api::namespaced(ns.client(), &lease_ns);
+    let holder = |l: &Lease| {
+        l.spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.clone())
+            .filter(|h| !h.is_empty())
+    };
+    wait::matches(
+        &leases,
+        &lease_name,
+        "a host API to lead the fan-out",
+        WAIT,
+        |l| holder(l).is_some(),
+    )
+    .await?;
+    // The stand-in takes the Lease; the holder sees it at its next renewal and stops.
+    let stand_in = format!("e2e-stand-in-{}", ns.name());
+    set_lease_holder(&leases, &lease_name, Some(&stand_in)).await?;
+    tokio::time::sleep(runtime::leader::RENEW_EVERY + runtime::leader::RETRY_EVERY).await;
+
+    let verbose = |entries: &[Value]| {
+        entries
+            .iter()
+            .filter(|e| e["body"]["type"] == "settings.changed")
+            .map(|e| e["body"]["data"]["settings"]["verbose"] == true)
+            .collect::<Vec<_>>()
+    };
+    let mut entry = enabled();
+    entry.settings.insert("verbose".into(), json!(true));
+    apply(
+        &ns,
+        &project("proj", BTreeMap::from([(plugin.clone(), entry)])),
+    )
+    .await?;
+    // Nobody sends while the stand-in holds the Lease (the replicas see the write meanwhile).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = verbose(&caller.journal("general", &plugin, "/events").await?);
+    ensure!(
+        !before.contains(&true),
+        "settings.changed arrived while the stand-in held the Lease: was another replica \
+         leading? {before:?}"
+    );
+
+    // The stand-in goes as a releasing holder does; a replica takes over and sends.
+    set_lease_holder(&leases, &lease_name, None).await?;
+    let until = Instant::now() + WAIT;
+    loop {
+        let sent = verbose(&caller.journal("general", &plugin, "/events").await?);
+        if sent.contains(&true) {
+            break;
+        }
+        let lease = leases.get(&lease_name).await?;
+        ensure!(
+            Instant::now() < until,
+            "no settings.changed after the Lease went to {:?}: {sent:?}",
+            holder(&lease)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Ok(())
+}
+
+/// Writes the Lease's holder (None: released), renewed now, as the elector does: a
+/// conditional replace, read again on a conflict.
+async fn set_lease_holder(
+    leases: &kube::Api<Lease>,
+    name: &str,
+    holder: Option<&str>,
+) -> anyhow::Result<()> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    loop {
+        let mut lease = leases.get(name).await?;
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = holder.map(str::to_string);
+        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        match leases.replace(name, &PostParams::default(), &lease).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.is_conflict() => continue,
+            Err(e) => bail!("writing Lease {name}'s holder: {e}"),
+        }
+    }
 }
 
 async fn cronjob(ns: Ns) -> anyhow::Result<()> {

@@ -11,8 +11,11 @@
 //! - [`plugins_changed`]: `plugins.changed` to running containers when a plugin is installed,
 //!   upgraded or removed, or a container stops.
 //!
-//! A replica that does not lead reads the same events and drops them: the leader sends.
+//! A replica that does not lead reads the same events; the settings and plugins events it
+//! keeps for as long as a handover can take and sends them if it takes over, so that an event
+//! the last holder never sent is not lost ([`backlog`]).
 
+pub mod backlog;
 pub mod plugins_changed;
 pub mod runs_done;
 pub mod settings_changed;

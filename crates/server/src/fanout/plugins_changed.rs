@@ -6,9 +6,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::ResourceExt;
+use runtime::leader::HANDOVER_WINDOW;
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
+use super::backlog::Backlog;
 use crate::calls::CallOptions;
 use crate::host_api::events::PLUGINS_CHANGED;
 use crate::host_api::{HostState, deliver_event};
@@ -43,11 +46,15 @@ fn installed(host: &HostState) -> BTreeMap<String, i64> {
         .collect()
 }
 
-/// Sends the event for each change, while leading.
+/// Sends the event for each change while leading; keeps the changes seen while not, and sends
+/// those on taking over (see [`Backlog`]).
 pub async fn run(host: HostState, mut leading: watch::Receiver<bool>) {
     let mut known = installed(&host);
     let mut gone = host.index().pods.gone();
     let mut plugins = host.index().changed.plugins.subscribe();
+    let mut backlog = Backlog::new(HANDOVER_WINDOW);
+    // Without leader election the flag is true for good and its sender gone.
+    let mut handovers = true;
     loop {
         let data = tokio::select! {
             _ = plugins.changed() => {
@@ -64,14 +71,40 @@ pub async fn run(host: HostState, mut leading: watch::Receiver<bool>) {
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => vec![json!({ "change": "stopped" })],
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             },
+            changed = leading.changed(), if handovers => match changed {
+                Ok(()) if *leading.borrow_and_update() => backlog.take(Instant::now()),
+                Ok(()) => Vec::new(),
+                Err(_) => {
+                    handovers = false;
+                    Vec::new()
+                }
+            },
         };
-        if data.is_empty() || !*leading.borrow_and_update() {
+        if !*leading.borrow() {
+            let now = Instant::now();
+            for d in data {
+                backlog.keep(now, d);
+            }
             continue;
         }
-        for d in data {
+        for d in distinct(data) {
             send(&host, &d).await;
         }
     }
+}
+
+/// Each event once, where it last came: a container told twice that a plugin was installed,
+/// or that some container stopped, learns nothing the first did not tell it, and the last word
+/// on a plugin stays last.
+fn distinct(data: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(data.len());
+    for d in data.into_iter().rev() {
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out.reverse();
+    out
 }
 
 /// Sends `data` to every chat with a running container.
@@ -121,5 +154,22 @@ mod tests {
             ]
         );
         assert!(changes(&now, &now).is_empty());
+    }
+
+    #[test]
+    fn a_backlog_sends_each_event_once_where_it_last_came() {
+        let installed = json!({ "plugin": "a", "change": "installed" });
+        let removed = json!({ "plugin": "a", "change": "removed" });
+        let stopped = json!({ "change": "stopped" });
+        assert_eq!(
+            distinct(vec![
+                installed.clone(),
+                stopped.clone(),
+                removed.clone(),
+                stopped.clone(),
+                installed.clone(),
+            ]),
+            [removed, stopped, installed]
+        );
     }
 }

@@ -5,9 +5,12 @@
 //! starts no container and keeps none up.
 
 use kube::ResourceExt;
+use runtime::leader::HANDOVER_WINDOW;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
+use super::backlog::Backlog;
 use crate::calls::CallOptions;
 use crate::host_api::events::SETTINGS_CHANGED;
 use crate::host_api::{HostState, deliver_event};
@@ -31,42 +34,81 @@ pub fn chats_of<'a>(
         .collect()
 }
 
-/// Sends the event for each write while leading; drops the writes seen while not.
+/// Sends the event for each write while leading; keeps the writes seen while not, and sends
+/// those on taking over (see [`Backlog`]).
 pub async fn run(
     host: HostState,
     mut writes: mpsc::UnboundedReceiver<Written>,
-    leading: watch::Receiver<bool>,
+    mut leading: watch::Receiver<bool>,
 ) {
-    while let Some(written) = writes.recv().await {
-        if !*leading.borrow() {
-            tracing::debug!(?written.whose, "settings.changed: the leading replica sends it");
-            continue;
-        }
-        let all = host.index().channels.state();
-        let chats = chats_of(&written, all.iter().map(|c| c.as_ref()));
-        let sends = chats.into_iter().map(|c| {
-            let ns = c.namespace().unwrap_or_default();
-            let host = host.clone();
-            async move {
-                let answer = deliver_event(
-                    &host,
-                    &ns,
-                    c,
-                    SETTINGS_CHANGED,
-                    &Value::Null,
-                    CallOptions::IF_RUNNING,
-                )
-                .await;
-                let sent = answer["deliveries"]
-                    .as_array()
-                    .map_or(0, |d| d.iter().filter(|d| d["delivered"] == true).count());
-                if sent > 0 {
-                    tracing::info!(chat = %c.name_any(), namespace = %ns, sent, "settings.changed");
+    let mut backlog = Backlog::new(HANDOVER_WINDOW);
+    // Without leader election the flag is true for good and its sender gone.
+    let mut handovers = true;
+    loop {
+        tokio::select! {
+            written = writes.recv() => {
+                let Some(written) = written else { return };
+                if *leading.borrow() {
+                    send(&host, &written).await;
+                } else {
+                    tracing::debug!(?written.whose, "settings.changed: kept until this replica leads");
+                    backlog.keep(Instant::now(), written);
                 }
             }
-        });
-        futures::future::join_all(sends).await;
+            changed = leading.changed(), if handovers => match changed {
+                Ok(()) if *leading.borrow_and_update() => {
+                    let kept = distinct(backlog.take(Instant::now()));
+                    if !kept.is_empty() {
+                        tracing::info!(writes = kept.len(), "settings.changed: sending the writes seen before leading");
+                    }
+                    for written in kept {
+                        send(&host, &written).await;
+                    }
+                }
+                Ok(()) => {}
+                Err(_) => handovers = false,
+            },
+        }
     }
+}
+
+/// One write per whose, the first: the event carries the settings as they are when it is
+/// sent, so a second for the same chats would say the same.
+pub fn distinct(writes: Vec<Written>) -> Vec<Written> {
+    let mut out: Vec<Written> = Vec::with_capacity(writes.len());
+    for w in writes {
+        if !out.iter().any(|o| o.whose == w.whose) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// Sends `settings.changed` to the running containers of the chats `written` concerns.
+async fn send(host: &HostState, written: &Written) {
+    let all = host.index().channels.state();
+    let chats = chats_of(written, all.iter().map(|c| c.as_ref()));
+    let sends = chats.into_iter().map(|c| {
+        let ns = c.namespace().unwrap_or_default();
+        async move {
+            let answer = deliver_event(
+                host,
+                &ns,
+                c,
+                SETTINGS_CHANGED,
+                &Value::Null,
+                CallOptions::IF_RUNNING,
+            )
+            .await;
+            let sent = answer["deliveries"]
+                .as_array()
+                .map_or(0, |d| d.iter().filter(|d| d["delivered"] == true).count());
+            if sent > 0 {
+                tracing::info!(chat = %c.name_any(), namespace = %ns, sent, "settings.changed");
+            }
+        }
+    });
+    futures::future::join_all(sends).await;
 }
 
 #[cfg(test)]
@@ -114,5 +156,26 @@ mod tests {
             ..project
         };
         assert_eq!(names(&global), ["x", "y", "z"]);
+    }
+
+    #[test]
+    fn a_backlog_sends_one_event_per_whose() {
+        let write = |whose: Whose, generation| Written {
+            whose,
+            uid: "u".into(),
+            generation,
+        };
+        let p = || Whose::Project("a".into(), "p".into());
+        let q = || Whose::Project("a".into(), "q".into());
+        let kept = distinct(vec![
+            write(p(), 2),
+            write(q(), 1),
+            write(p(), 3),
+            write(Whose::Global, 4),
+        ]);
+        assert_eq!(
+            kept.iter().map(|w| w.whose.clone()).collect::<Vec<_>>(),
+            [p(), q(), Whose::Global]
+        );
     }
 }

@@ -31,6 +31,9 @@ pub struct Cluster {
     /// The local control plane, when the suite started it.
     local: Option<DevCluster>,
     crds: OnceCell<()>,
+    /// The suite's fan-out replica (see `crate::host::start_fanout_replica`), stopped before
+    /// the control plane.
+    fanout_replica: OnceCell<server::serve::Server>,
     /// The registry plugin images are pushed to (after `local`: it outlives no cluster).
     images: Images,
 }
@@ -73,6 +76,7 @@ impl Cluster {
             keep: false,
             local: Some(dev),
             crds: OnceCell::new(),
+            fanout_replica: OnceCell::new(),
             images: plugin_images,
         })
     }
@@ -105,6 +109,7 @@ impl Cluster {
             keep: false,
             local: None,
             crds: OnceCell::new(),
+            fanout_replica: OnceCell::new(),
             images: start_images().await?,
         })
     }
@@ -174,6 +179,15 @@ impl Cluster {
         Ok(())
     }
 
+    /// Starts the suite's one long-lived host API with `start`, once.
+    pub async fn keep_fanout_replica(
+        &self,
+        start: impl std::future::Future<Output = anyhow::Result<server::serve::Server>>,
+    ) -> anyhow::Result<()> {
+        self.fanout_replica.get_or_try_init(|| start).await?;
+        Ok(())
+    }
+
     /// The repository's crds/ folder.
     pub fn crds_dir(&self) -> PathBuf {
         repo_root().join("crds")
@@ -187,6 +201,9 @@ impl Cluster {
     }
 
     pub async fn shutdown(self) {
+        if let Some(replica) = self.fanout_replica.into_inner() {
+            replica.stop().await;
+        }
         match self.local {
             Some(dev) => dev.shutdown().await,
             None if !self.keep => {

@@ -70,6 +70,11 @@ impl Existing {
     pub fn lease(&self) -> String {
         format!("{}-controller", self.fullname())
     }
+
+    /// The Lease the API replicas elect the one that does the fan-out on.
+    pub fn fanout_lease(&self) -> String {
+        format!("{}-api", self.fullname())
+    }
 }
 
 /// Why the environment names no usable target.
