@@ -219,3 +219,14 @@ pub fn stack(router: Router, metrics: Arc<RequestMetrics>) -> Router {
         .layer(middleware::from_fn_with_state(metrics, track))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
 }
+
+/// A request body as `T`: a JSON object, as both APIs' documents describe every body. (serde
+/// would also read a struct from an array of its fields by position: `[true]` for
+/// `{"hold": true}`.) The error says what is wrong, for the API's `invalid_body`.
+pub fn json_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some_and(|b| *b != b'{') {
+        return Err("the body is not a valid request: it must be a JSON object".to_string());
+    }
+    serde_json::from_slice(body).map_err(|e| format!("the body is not a valid request: {e}"))
+}

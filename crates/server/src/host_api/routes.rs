@@ -117,12 +117,7 @@ pub fn routes(state: &HostState) -> Router<HostState> {
 
 /// The body as `T`, or 400 `invalid_body` naming what is wrong.
 fn json_body<T: DeserializeOwned>(body: &Bytes) -> HostResult<T> {
-    serde_json::from_slice(body).map_err(|e| {
-        HostError::new(
-            Code::InvalidBody,
-            format!("the body is not a valid request: {e}"),
-        )
-    })
+    crate::http::json_object(body).map_err(|message| HostError::new(Code::InvalidBody, message))
 }
 
 type InstancePath = (String, String, String);

@@ -377,6 +377,19 @@ async fn actions_carry_their_trigger_and_the_thread() {
         .send("POST", &at("general-t1", "/actions/tick"), Some(TOKEN), "{")
         .await;
     assert_eq!(a.code(), "invalid_body");
+    // Its fields in an array, which serde alone would read by position, are no request.
+    let a = w
+        .send(
+            "POST",
+            &at("general-t1", "/actions/tick"),
+            Some(TOKEN),
+            r#"["schedule", "echo-general-tick"]"#,
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.code()),
+        (StatusCode::BAD_REQUEST, "invalid_body")
+    );
 }
 
 /// One request and what it must answer.

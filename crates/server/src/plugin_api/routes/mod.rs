@@ -62,12 +62,7 @@ pub fn routes() -> Router<Arc<AppState>> {
 
 /// The body as `T`, or 400 `invalid_body` naming what is wrong.
 pub(crate) fn json_body<T: DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
-            Code::InvalidBody,
-            format!("the body is not a valid request: {e}"),
-        )
-    })
+    crate::http::json_object(body).map_err(|message| ApiError::new(Code::InvalidBody, message))
 }
 
 /// 400 unless `value` has at most `max` characters (and at least one when `non_empty`).

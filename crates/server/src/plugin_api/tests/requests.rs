@@ -710,6 +710,32 @@ async fn live_control_takes_only_listed_subtypes_and_hold_is_recorded() {
 }
 
 #[tokio::test]
+async fn a_body_must_be_an_object_not_its_fields_in_an_array() {
+    // serde reads a struct from an array of its fields by position; the API documents only
+    // objects (schemathesis sent `[true]` for `{"hold": true}` and got 200).
+    let h = World::new().build();
+    for (method, path, body) in [
+        ("PUT", "/channel/live/hold", json!([true])),
+        ("POST", "/runs", json!(["quiz", "p"])),
+        ("PUT", "/memory/k", json!([1])),
+    ] {
+        let a = h
+            .call(method, path, Some(TOKEN_A), Some(body.clone()))
+            .await;
+        assert_eq!(
+            (a.status, a.code().as_str()),
+            (StatusCode::BAD_REQUEST, "invalid_body"),
+            "{method} {path} {body}"
+        );
+        let message = a.json()["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(message.contains("a JSON object"), "{message}");
+    }
+}
+
+#[tokio::test]
 async fn cards_and_notifications_land_in_the_chats_inbox() {
     let h = World::new().build();
     let a = h
