@@ -201,22 +201,40 @@ where
     let patch = serde_json::json!({ "status": changes });
     ctx.metrics.write(kind::<K>(), "status");
     let _turn = ctx.write_permit().await;
-    api.patch_status(
-        &name,
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        },
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(|source| Error::Status {
-        kind: kind::<K>(),
-        name: name.clone(),
-        source,
-    })?;
+    let written = api
+        .patch_status(
+            &name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|source| Error::Status {
+            kind: kind::<K>(),
+            name: name.clone(),
+            source,
+        })?;
     ctx.written.record(target, version.as_deref(), content);
+    ctx.written
+        .produced(target, written.resource_version().as_deref());
     Ok(true)
+}
+
+/// Whether `object`, as a watch event shows it, is the echo of our own last status write to
+/// it (see `written`): the reconciler that wrote it has nothing to do on it.
+pub fn is_status_echo<K: Resource<DynamicType = ()>>(ctx: &Context, object: &K) -> bool {
+    let name = object.name_any();
+    let ns = object.namespace().unwrap_or_default();
+    let target = Target {
+        kind: kind::<K>(),
+        part: "status",
+        namespace: &ns,
+        name: &name,
+    };
+    ctx.written
+        .is_echo(target, object.resource_version().as_deref())
 }
 
 fn kind<K: Resource<DynamicType = ()>>() -> &'static str {

@@ -323,22 +323,30 @@ async fn reconcile_all(
                 .collect::<Vec<_>>()
         }
     };
-    let instance_controller =
-        Controller::for_stream(instances.subscribe(), stores.instances.clone())
-            .owns_stream(pods.subscribe())
-            .owns_stream(secrets.subscribe())
-            .watches_stream(plugins.subscribe(), instances_of_plugin)
-            .watches_stream(channels.subscribe_on_change(), instances_of_channel)
-            .watches_stream(projects.subscribe(), instances_of_project)
-            .watches_stream(host.subscribe(), every_instance)
-            .with_config(config())
-            .shutdown_on_signal()
-            .run(
-                traced("instance", instance::reconcile),
-                error_policy("instance"),
-                ctx.clone(),
-            )
-            .for_each(log_result("instance"));
+    // An instance's status is the instance reconciler's own output (and the API server's
+    // demand, which comes with its own version): the echo of its write wakes nothing.
+    let own_echo = {
+        let ctx = ctx.clone();
+        move |instance: &PluginInstance| apply::is_status_echo(&ctx, instance)
+    };
+    let instance_controller = Controller::for_stream(
+        instances.subscribe_without_echoes(own_echo),
+        stores.instances.clone(),
+    )
+    .owns_stream(pods.subscribe())
+    .owns_stream(secrets.subscribe())
+    .watches_stream(plugins.subscribe(), instances_of_plugin)
+    .watches_stream(channels.subscribe_on_change(), instances_of_channel)
+    .watches_stream(projects.subscribe(), instances_of_project)
+    .watches_stream(host.subscribe(), every_instance)
+    .with_config(config())
+    .shutdown_on_signal()
+    .run(
+        traced("instance", instance::reconcile),
+        error_policy("instance"),
+        ctx.clone(),
+    )
+    .for_each(log_result("instance"));
 
     let project_of_trust = |t: ProjectTrust| {
         let project = ObjectRef::<Project>::new(&t.name_any());

@@ -21,6 +21,8 @@ struct Touched<K> {
     object: K,
     /// Deleted, rather than made or changed.
     gone: bool,
+    /// From a (re)list rather than a change: it may stand for changes the watch missed.
+    listed: bool,
 }
 
 /// A store and the streams of touched objects, one per subscriber.
@@ -45,6 +47,25 @@ where
             .pop()
             .expect("enough subscribers were asked for")
             .map(|touched| Ok(touched.object))
+    }
+
+    /// The next subscriber's stream of every object applied or deleted, but the changes
+    /// `echo` says are the echo of our own write (a list is never one: it may stand for
+    /// changes the watch missed).
+    pub fn subscribe_without_echoes<E>(
+        &mut self,
+        echo: E,
+    ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static + use<K, E>
+    where
+        E: Fn(&K) -> bool + Send + 'static,
+    {
+        self.subscribers
+            .pop()
+            .expect("enough subscribers were asked for")
+            .filter_map(move |touched| {
+                let skip = !touched.gone && !touched.listed && echo(&touched.object);
+                futures::future::ready((!skip).then_some(Ok(touched.object)))
+            })
     }
 
     /// The next subscriber's stream of the objects that appeared, went, or changed in their
@@ -112,17 +133,17 @@ where
         while let Some(event) = stream.next().await {
             match event {
                 Ok(event) => {
-                    let (object, gone) = match event {
-                        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                            (object, false)
-                        }
-                        watcher::Event::Delete(object) => (object, true),
+                    let (object, gone, listed) = match event {
+                        watcher::Event::Apply(object) => (object, false, false),
+                        watcher::Event::InitApply(object) => (object, false, true),
+                        watcher::Event::Delete(object) => (object, true, false),
                         watcher::Event::Init | watcher::Event::InitDone => continue,
                     };
                     for sender in &senders {
                         let _ = sender.unbounded_send(Touched {
                             object: object.clone(),
                             gone,
+                            listed,
                         });
                     }
                 }
@@ -156,7 +177,11 @@ mod tests {
     }
 
     fn touched(object: Channel, gone: bool) -> Touched<Channel> {
-        Touched { object, gone }
+        Touched {
+            object,
+            gone,
+            listed: false,
+        }
     }
 
     #[test]
@@ -183,5 +208,40 @@ mod tests {
             changes.wakes(&touched(other, false)),
             "made again, another uid"
         );
+    }
+
+    #[tokio::test]
+    async fn an_echo_is_skipped_but_never_a_list_or_a_deletion() {
+        let (tx, rx) = unbounded();
+        let mut watched = Watched::<Channel> {
+            store: reflector::store().0,
+            subscribers: vec![rx],
+        };
+        let echo = |c: &Channel| c.metadata.resource_version.as_deref() == Some("ours");
+        let stream = watched.subscribe_without_echoes(echo);
+        let at = |version: &str, gone: bool, listed: bool| {
+            let mut object = chat(1, &[]);
+            object.metadata.resource_version = Some(version.into());
+            Touched {
+                object,
+                gone,
+                listed,
+            }
+        };
+        for t in [
+            at("theirs", false, false),
+            at("ours", false, false),
+            at("ours", false, true),
+            at("ours", true, false),
+        ] {
+            tx.unbounded_send(t).unwrap();
+        }
+        drop(tx);
+        let passed: Vec<String> = stream
+            .map(|c| c.unwrap().metadata.resource_version.unwrap())
+            .collect()
+            .await;
+        // The echo of a change is dropped; the same version listed again, or deleted, is not.
+        assert_eq!(passed, ["theirs", "ours", "ours"]);
     }
 }

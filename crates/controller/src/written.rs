@@ -12,6 +12,12 @@
 //! with it a new look. Only writes over an object the cache shows are remembered; making an
 //! absent one always goes to the server (an object made and deleted before the cache saw
 //! either would otherwise never be made again).
+//!
+//! A status write also brings the watch event of the object as the write left it (its echo),
+//! which would wake the reconciler that wrote it to find what it has just written. So the
+//! version a status write produced is remembered too, and the event that carries exactly that
+//! version is the echo ([`Written::is_echo`]): nobody else wrote in between, or the version
+//! would differ and that write's own event wake the reconciler.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -30,6 +36,8 @@ struct Entry {
 #[derive(Debug, Default)]
 pub struct Written {
     entries: Mutex<HashMap<u64, Entry>>,
+    /// The version each status write produced, until its echo (or another version) comes.
+    produced: Mutex<HashMap<u64, u64>>,
 }
 
 /// Names one object, or its status, for [`Written`].
@@ -108,10 +116,34 @@ impl Written {
         );
     }
 
+    /// Remembers that our write to `target` left it at `version` (the version the API server
+    /// answered with).
+    pub fn produced(&self, target: Target, version: Option<&str>) {
+        let Some(version) = version else {
+            return;
+        };
+        self.produced
+            .lock()
+            .expect("not poisoned")
+            .insert(hash_of(target), hash_of(version));
+    }
+
+    /// Whether a watch event showing `target` at `version` is the echo of our own last write
+    /// to it. Either way the write is forgotten: its echo comes once, and a later version
+    /// means someone wrote after us.
+    pub fn is_echo(&self, target: Target, version: Option<&str>) -> bool {
+        let mut produced = self.produced.lock().expect("not poisoned");
+        match (produced.remove(&hash_of(target)), version) {
+            (Some(ours), Some(version)) => ours == hash_of(version),
+            _ => false,
+        }
+    }
+
     /// How many writes are remembered.
     #[cfg(test)]
     fn len(&self) -> usize {
         self.entries.lock().expect("not poisoned").len()
+            + self.produced.lock().expect("not poisoned").len()
     }
 }
 
@@ -175,5 +207,35 @@ mod tests {
         written.record(POD, None, 1);
         assert!(!written.on_its_way(POD, None, 1));
         assert_eq!(written.len(), 0);
+    }
+
+    #[test]
+    fn only_the_version_our_write_produced_is_its_echo() {
+        let written = Written::default();
+        let status = Target {
+            kind: "PluginInstance",
+            part: "status",
+            namespace: "ns",
+            name: "echo-general",
+        };
+        // Nothing written: no event is an echo.
+        assert!(!written.is_echo(status, Some("8")));
+        written.produced(status, Some("9"));
+        // The event of the version before ours (someone else's write) is no echo, and after
+        // it ours is not awaited any more (a reconcile is woken anyway).
+        assert!(!written.is_echo(status, Some("8")));
+        assert!(!written.is_echo(status, Some("9")));
+        // Ours, seen once: the echo; seen again (a relist), a change to look at.
+        written.produced(status, Some("11"));
+        assert!(written.is_echo(status, Some("11")));
+        assert!(!written.is_echo(status, Some("11")));
+        // Another object's write is not this one's echo.
+        written.produced(status, Some("12"));
+        let other = Target {
+            name: "echo-random",
+            ..status
+        };
+        assert!(!written.is_echo(other, Some("12")));
+        assert_eq!(written.len(), 1);
     }
 }
