@@ -1,7 +1,7 @@
 //! The API replicas' shared records: ConfigMaps in the replicas' namespace (the chart's release
 //! namespace) through which replicas that each see the same cluster act as one, today
-//! `plugins.daily_runs` ([`crate::plugin_api::shared_runs`]) and one `settings.changed` per config
-//! write ([`crate::host_api::settings_sent`]).
+//! `plugins.daily_runs` ([`crate::plugin_api::shared_runs`]). (What is sent once for all, such
+//! as `settings.changed`, is sent by the holder of the fan-out Lease: see [`crate::fanout`].)
 //!
 //! A record is written only under the resourceVersion just read: a replica reads it, decides
 //! (a pure function of what it read), and writes what it decided; a write another replica made

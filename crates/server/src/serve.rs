@@ -155,7 +155,16 @@ impl Server {
         match &replicas_namespace {
             Some(namespace) => {
                 tracing::info!(%namespace, "replicas count plugins.daily_runs together");
-                app.shared_runs = Some(shared_runs::SharedRuns::new(client.clone(), namespace));
+                let replica = options
+                    .lease
+                    .as_ref()
+                    .map(|(_, _, identity)| identity.clone())
+                    .unwrap_or_else(runtime::leader::default_identity);
+                app.shared_runs = Some(shared_runs::SharedRuns::new(
+                    client.clone(),
+                    namespace,
+                    &replica,
+                ));
             }
             None => tracing::warn!(
                 "no --replicas-namespace (POD_NAMESPACE): this server counts plugins.daily_runs \

@@ -32,8 +32,7 @@ pub struct ApiConfig {
     /// How long one request may take.
     pub request_timeout: Duration,
     /// Where the replicas keep their shared records (each plugin's runs, see
-    /// [`super::shared_runs`]; the settings.changed sent, see
-    /// [`crate::host_api::settings_sent`]); None: this server counts and sends alone.
+    /// [`super::shared_runs`]); None: this server counts alone.
     pub replicas_namespace: Option<String>,
 }
 
