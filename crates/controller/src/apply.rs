@@ -178,14 +178,8 @@ where
     if current == Some(status) {
         return Ok(false);
     }
-    let name = object.name_any();
-    let ns = object.namespace().unwrap_or_default();
-    let target = Target {
-        kind: kind::<K>(),
-        part: "status",
-        namespace: &ns,
-        name: &name,
-    };
+    let (ns, name) = (object.namespace().unwrap_or_default(), object.name_any());
+    let target = status_target::<K>(&ns, &name);
     let version = object.resource_version();
     let content = status_hash(status);
     if ctx.written.on_its_way(target, version.as_deref(), content) {
@@ -225,16 +219,24 @@ where
 /// Whether `object`, as a watch event shows it, is the echo of our own last status write to
 /// it (see `written`): the reconciler that wrote it has nothing to do on it.
 pub fn is_status_echo<K: Resource<DynamicType = ()>>(ctx: &Context, object: &K) -> bool {
-    let name = object.name_any();
-    let ns = object.namespace().unwrap_or_default();
-    let target = Target {
+    let (ns, name) = (object.namespace().unwrap_or_default(), object.name_any());
+    ctx.written.is_echo(
+        status_target::<K>(&ns, &name),
+        object.resource_version().as_deref(),
+    )
+}
+
+/// The status of the `K` named `namespace/name`, for `written`.
+fn status_target<'a, K: Resource<DynamicType = ()>>(
+    namespace: &'a str,
+    name: &'a str,
+) -> Target<'a> {
+    Target {
         kind: kind::<K>(),
         part: "status",
-        namespace: &ns,
-        name: &name,
-    };
-    ctx.written
-        .is_echo(target, object.resource_version().as_deref())
+        namespace,
+        name,
+    }
 }
 
 fn kind<K: Resource<DynamicType = ()>>() -> &'static str {

@@ -365,6 +365,15 @@ impl Caller {
         }
     }
 
+    /// Starts the plugin's container in `chat` (any call does; this one asks the echo plugin
+    /// for nothing), waiting out the stores catching up.
+    pub async fn warm(&self, chat: &str, plugin: &str) -> anyhow::Result<()> {
+        let path = format!("/channels/{chat}/plugins/{plugin}/x/warm");
+        let warm = self.send_ready("GET", &path, None).await?;
+        ensure!(warm.status == StatusCode::OK, "GET {path}: {warm:?}");
+        Ok(())
+    }
+
     /// The `/events` requests the plugin's container in `chat` took, from its journal.
     pub async fn journal(
         &self,
@@ -997,14 +1006,7 @@ async fn events(ns: Ns) -> anyhow::Result<()> {
     );
 
     // b's channel container runs already (a call started it): it gets every event.
-    let warm = caller
-        .send_ready(
-            "GET",
-            &format!("/channels/general/plugins/{b}/x/warm"),
-            None,
-        )
-        .await?;
-    ensure!(warm.status == StatusCode::OK, "{warm:?}");
+    caller.warm("general", &b).await?;
 
     let message = json!({"type": "message.created", "data": {"text": "hi"}});
     let r = caller
@@ -1190,14 +1192,7 @@ async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
     // The container runs (settings.changed goes only to running ones), and both replicas
     // know it.
     for caller in [&via_one, &via_two] {
-        let warm = caller
-            .send_ready(
-                "GET",
-                &format!("/channels/general/plugins/{plugin}/x/warm"),
-                None,
-            )
-            .await?;
-        ensure!(warm.status == StatusCode::OK, "{warm:?}");
+        caller.warm("general", &plugin).await?;
     }
 
     // Settings edits: they apply without the owner's trust, so each is one write. The second
@@ -1260,14 +1255,7 @@ async fn settings_changed_across_a_handover(ns: Ns) -> anyhow::Result<()> {
         &ns,
         Some(caller_token(&ns, "app", Grant::All).await?),
     );
-    let warm = caller
-        .send_ready(
-            "GET",
-            &format!("/channels/general/plugins/{plugin}/x/warm"),
-            None,
-        )
-        .await?;
-    ensure!(warm.status == StatusCode::OK, "{warm:?}");
+    caller.warm("general", &plugin).await?;
 
     let (lease_ns, lease_name) = match ns.cluster().existing() {
         Some(existing) => (existing.namespace.clone(), existing.fanout_lease()),
