@@ -570,19 +570,8 @@ async fn a_taken_lease_stops_the_work(ns: Ns) -> anyhow::Result<()> {
     // Another replica takes the Lease (as one whose clock ran ahead would), with a
     // conditional replace like the elector's own.
     let leases: Api<Lease> = ns.api();
-    let taken = loop {
-        let mut lease = leases.get(LEASE).await?;
-        let spec = lease.spec.get_or_insert_with(Default::default);
-        spec.holder_identity = Some("replica-thief".into());
-        spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-            k8s_openapi::jiff::Timestamp::now(),
-        ));
-        match leases.replace(LEASE, &PostParams::default(), &lease).await {
-            Ok(_) => break tokio::time::Instant::now(),
-            Err(kube::Error::Api(s)) if s.is_conflict() => continue,
-            Err(e) => bail!("taking the Lease: {e}"),
-        }
-    };
+    crate::controller_support::set_lease_holder(&leases, LEASE, Some("replica-thief")).await?;
+    let taken = tokio::time::Instant::now();
     let result = tokio::time::timeout(Duration::from_secs(15), a)
         .await
         .context("replica-a kept working on a Lease it lost")??;

@@ -14,6 +14,7 @@ use devcluster::LocalImage;
 use devcluster::process::{Process, ProcessSpec};
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -485,5 +486,35 @@ pub struct KeepActive(tokio::task::JoinHandle<()>);
 impl Drop for KeepActive {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Who holds `lease` (None: nobody, or released).
+pub fn lease_holder(lease: &Lease) -> Option<&str> {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        .filter(|h| !h.is_empty())
+}
+
+/// Writes the Lease's holder (None: released), renewed now, as the elector does: a
+/// conditional replace, read again on a conflict.
+pub async fn set_lease_holder(
+    leases: &Api<Lease>,
+    name: &str,
+    holder: Option<&str>,
+) -> anyhow::Result<()> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    loop {
+        let mut lease = leases.get(name).await?;
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = holder.map(str::to_string);
+        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        match leases.replace(name, &PostParams::default(), &lease).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.is_conflict() => continue,
+            Err(e) => anyhow::bail!("writing Lease {name}'s holder: {e}"),
+        }
     }
 }

@@ -1262,18 +1262,12 @@ async fn settings_changed_across_a_handover(ns: Ns) -> anyhow::Result<()> {
         None => (CONTROLLER_NAMESPACE.to_string(), FANOUT_LEASE.to_string()),
     };
     let leases: kube::Api<Lease> = kube::Api::namespaced(ns.client(), &lease_ns);
-    let holder = |l: &Lease| {
-        l.spec
-            .as_ref()
-            .and_then(|s| s.holder_identity.clone())
-            .filter(|h| !h.is_empty())
-    };
     wait::matches(
         &leases,
         &lease_name,
         "a host API to lead the fan-out",
         WAIT,
-        |l| holder(l).is_some(),
+        |l| lease_holder(l).is_some(),
     )
     .await?;
     // The stand-in takes the Lease; the holder sees it at its next renewal and stops.
@@ -1316,32 +1310,11 @@ async fn settings_changed_across_a_handover(ns: Ns) -> anyhow::Result<()> {
         ensure!(
             Instant::now() < until,
             "no settings.changed after the Lease went to {:?}: {sent:?}",
-            holder(&lease)
+            lease_holder(&lease)
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     Ok(())
-}
-
-/// Writes the Lease's holder (None: released), renewed now, as the elector does: a
-/// conditional replace, read again on a conflict.
-async fn set_lease_holder(
-    leases: &kube::Api<Lease>,
-    name: &str,
-    holder: Option<&str>,
-) -> anyhow::Result<()> {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-    loop {
-        let mut lease = leases.get(name).await?;
-        let spec = lease.spec.get_or_insert_with(Default::default);
-        spec.holder_identity = holder.map(str::to_string);
-        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-        match leases.replace(name, &PostParams::default(), &lease).await {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if s.is_conflict() => continue,
-            Err(e) => bail!("writing Lease {name}'s holder: {e}"),
-        }
-    }
 }
 
 async fn cronjob(ns: Ns) -> anyhow::Result<()> {

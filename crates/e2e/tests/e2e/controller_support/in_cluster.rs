@@ -32,10 +32,10 @@ pub async fn leader(
         };
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let lease = wait::matches(&leases, &lease_name, &what, left, |l: &Lease| {
-            holder(l).is_some_and(|h| Some(h) != not)
+            super::lease_holder(l).is_some_and(|h| Some(h) != not)
         })
         .await?;
-        let holder = holder(&lease).unwrap_or_default().to_string();
+        let holder = super::lease_holder(&lease).unwrap_or_default().to_string();
         // The holder must be a Pod that runs (a Lease left by a deleted Pod names a ghost
         // until it runs out).
         if let Some(pod) = pods.get_opt(&holder).await? {
@@ -72,14 +72,6 @@ pub async fn kill_leader(client: Client, existing: &Existing) -> anyhow::Result<
     .await
     .with_context(|| format!("deleting the leading controller's Pod {pod}"))?;
     Ok(pod)
-}
-
-fn holder(lease: &Lease) -> Option<&str> {
-    lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.holder_identity.as_deref())
-        .filter(|h| !h.is_empty())
 }
 
 /// What every Ready API Pod of the release serves on `/metrics` (the `api` container's
