@@ -12,7 +12,58 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use runtime::leader::HANDOVER_WINDOW;
+use tokio::sync::watch;
 use tokio::time::Instant;
+
+/// One fan-out task's side of leading: what to send now, what to keep, and what to send on
+/// taking over.
+pub struct Handover<T> {
+    leading: watch::Receiver<bool>,
+    backlog: Backlog<T>,
+    /// False once the flag's sender is gone (without leader election the flag is true for
+    /// good): no takeover will come.
+    watching: bool,
+}
+
+impl<T> Handover<T> {
+    pub fn new(leading: watch::Receiver<bool>) -> Self {
+        Self {
+            leading,
+            backlog: Backlog::new(HANDOVER_WINDOW),
+            watching: true,
+        }
+    }
+
+    /// `events` to send now while this replica leads; none, and `events` kept, while not.
+    pub fn now_or_later(&mut self, events: Vec<T>) -> Vec<T> {
+        if *self.leading.borrow() {
+            return events;
+        }
+        let now = Instant::now();
+        for event in events {
+            self.backlog.keep(now, event);
+        }
+        Vec::new()
+    }
+
+    /// Resolves each time this replica takes over, with what it kept meanwhile. Cancel-safe
+    /// (for `select!`): a takeover is not missed by dropping the future.
+    pub async fn taken_over(&mut self) -> Vec<T> {
+        loop {
+            if !self.watching {
+                std::future::pending::<()>().await;
+            }
+            match self.leading.changed().await {
+                Ok(()) if *self.leading.borrow_and_update() => {
+                    return self.backlog.take(Instant::now());
+                }
+                Ok(()) => {}
+                Err(_) => self.watching = false,
+            }
+        }
+    }
+}
 
 /// Events seen while not leading, each with when it was seen; older than the window, dropped.
 #[derive(Debug)]
@@ -42,12 +93,9 @@ impl<T> Backlog<T> {
     }
 
     /// How many are kept (the window not applied).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.kept.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.kept.is_empty()
     }
 
     fn forget_before(&mut self, now: Instant) {
@@ -89,5 +137,25 @@ mod tests {
         // A replica that waits for hours holds only a window's worth.
         assert_eq!(backlog.len(), 21);
         assert_eq!(backlog.take(at(99)), (79..100).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn what_came_while_another_led_goes_out_on_taking_over_and_not_before() {
+        let (flag, leading) = watch::channel(false);
+        let mut handover = Handover::new(leading);
+        assert!(handover.now_or_later(vec!["a", "b"]).is_empty());
+        let waiting = tokio::time::timeout(Duration::from_millis(50), handover.taken_over());
+        assert!(waiting.await.is_err(), "no takeover yet");
+        flag.send_replace(true);
+        assert_eq!(handover.taken_over().await, ["a", "b"]);
+        // Leading: sent at once, nothing kept for a later takeover.
+        assert_eq!(handover.now_or_later(vec!["c"]), ["c"]);
+        flag.send_replace(false);
+        flag.send_replace(true);
+        assert!(handover.taken_over().await.is_empty());
+        // Without leader election (the flag's sender gone) no takeover ever comes.
+        drop(flag);
+        let never = tokio::time::timeout(Duration::from_millis(50), handover.taken_over());
+        assert!(never.await.is_err());
     }
 }

@@ -6,12 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::ResourceExt;
-use runtime::leader::HANDOVER_WINDOW;
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tokio::time::Instant;
 
-use super::backlog::Backlog;
+use super::backlog::Handover;
 use crate::calls::CallOptions;
 use crate::host_api::events::PLUGINS_CHANGED;
 use crate::host_api::{HostState, deliver_event};
@@ -47,46 +45,32 @@ fn installed(host: &HostState) -> BTreeMap<String, i64> {
 }
 
 /// Sends the event for each change while leading; keeps the changes seen while not, and sends
-/// those on taking over (see [`Backlog`]).
-pub async fn run(host: HostState, mut leading: watch::Receiver<bool>) {
+/// those on taking over (see [`Handover`]).
+pub async fn run(host: HostState, leading: watch::Receiver<bool>) {
     let mut known = installed(&host);
     let mut gone = host.index().pods.gone();
     let mut plugins = host.index().changed.plugins.subscribe();
-    let mut backlog = Backlog::new(HANDOVER_WINDOW);
-    // Without leader election the flag is true for good and its sender gone.
-    let mut handovers = true;
+    let mut handover = Handover::new(leading);
     loop {
         let data = tokio::select! {
             _ = plugins.changed() => {
                 let now = installed(&host);
                 let found = changes(&known, &now);
                 known = now;
-                found
+                let found = found
                     .into_iter()
                     .map(|(plugin, what)| json!({ "plugin": plugin, "change": what }))
-                    .collect::<Vec<_>>()
+                    .collect();
+                handover.now_or_later(found)
             }
             uid = gone.recv() => match uid {
-                Ok(_) => vec![json!({ "change": "stopped" })],
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => vec![json!({ "change": "stopped" })],
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    handover.now_or_later(vec![json!({ "change": "stopped" })])
+                }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             },
-            changed = leading.changed(), if handovers => match changed {
-                Ok(()) if *leading.borrow_and_update() => backlog.take(Instant::now()),
-                Ok(()) => Vec::new(),
-                Err(_) => {
-                    handovers = false;
-                    Vec::new()
-                }
-            },
+            kept = handover.taken_over() => kept,
         };
-        if !*leading.borrow() {
-            let now = Instant::now();
-            for d in data {
-                backlog.keep(now, d);
-            }
-            continue;
-        }
         for d in distinct(data) {
             send(&host, &d).await;
         }

@@ -5,12 +5,10 @@
 //! starts no container and keeps none up.
 
 use kube::ResourceExt;
-use runtime::leader::HANDOVER_WINDOW;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
 
-use super::backlog::Backlog;
+use super::backlog::Handover;
 use crate::calls::CallOptions;
 use crate::host_api::events::SETTINGS_CHANGED;
 use crate::host_api::{HostState, deliver_event};
@@ -35,39 +33,33 @@ pub fn chats_of<'a>(
 }
 
 /// Sends the event for each write while leading; keeps the writes seen while not, and sends
-/// those on taking over (see [`Backlog`]).
+/// those on taking over (see [`Handover`]).
 pub async fn run(
     host: HostState,
     mut writes: mpsc::UnboundedReceiver<Written>,
-    mut leading: watch::Receiver<bool>,
+    leading: watch::Receiver<bool>,
 ) {
-    let mut backlog = Backlog::new(HANDOVER_WINDOW);
-    // Without leader election the flag is true for good and its sender gone.
-    let mut handovers = true;
+    let mut handover = Handover::new(leading);
     loop {
-        tokio::select! {
+        let to_send = tokio::select! {
             written = writes.recv() => {
                 let Some(written) = written else { return };
-                if *leading.borrow() {
-                    send(&host, &written).await;
-                } else {
-                    tracing::debug!(?written.whose, "settings.changed: kept until this replica leads");
-                    backlog.keep(Instant::now(), written);
+                let now = handover.now_or_later(vec![written]);
+                if now.is_empty() {
+                    tracing::debug!("settings.changed: kept until this replica leads");
                 }
+                now
             }
-            changed = leading.changed(), if handovers => match changed {
-                Ok(()) if *leading.borrow_and_update() => {
-                    let kept = distinct(backlog.take(Instant::now()));
-                    if !kept.is_empty() {
-                        tracing::info!(writes = kept.len(), "settings.changed: sending the writes seen before leading");
-                    }
-                    for written in kept {
-                        send(&host, &written).await;
-                    }
+            kept = handover.taken_over() => {
+                let kept = distinct(kept);
+                if !kept.is_empty() {
+                    tracing::info!(writes = kept.len(), "settings.changed: sending the writes seen before leading");
                 }
-                Ok(()) => {}
-                Err(_) => handovers = false,
-            },
+                kept
+            }
+        };
+        for written in to_send {
+            send(&host, &written).await;
         }
     }
 }
