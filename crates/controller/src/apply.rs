@@ -219,10 +219,12 @@ where
 /// Whether `object`, as a watch event shows it, is the echo of our own last status write to
 /// it (see `written`): the reconciler that wrote it has nothing to do on it.
 pub fn is_status_echo<K: Resource<DynamicType = ()>>(ctx: &Context, object: &K) -> bool {
-    let (ns, name) = (object.namespace().unwrap_or_default(), object.name_any());
+    // Every instance event passes here: borrow the names rather than copy them.
+    let meta = object.meta();
+    let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
     ctx.written.is_echo(
-        status_target::<K>(&ns, &name),
-        object.resource_version().as_deref(),
+        status_target::<K>(ns.unwrap_or_default(), name.unwrap_or_default()),
+        meta.resource_version.as_deref(),
     )
 }
 
