@@ -11,8 +11,8 @@
 //! count. A process killed between the two leaves a reservation no run follows: the next
 //! decision drops it (see [`merge`]) once it is sure no run will come, that is when the same
 //! replica runs another process now (after [`IN_FLIGHT`]), or after [`ORPHAN_AFTER`] for a
-//! replica gone for good. A
-//! reservation whose run a replica's store (or ledger) shows is a started run from then on.
+//! replica gone for good. A reservation whose run a replica's store (or ledger) shows is a
+//! started run from then on.
 //!
 //! [`Ledger`]: super::quota::Ledger
 
