@@ -180,6 +180,7 @@ fn main() -> ExitCode {
 
 /// Runs a long-lived role on a Tokio runtime, with logs on stderr.
 fn run_async(role: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    runtime::allocator::limit_arenas();
     runtime::logging::init();
     let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime");
     match runtime.block_on(role) {

@@ -2,8 +2,10 @@
 //! - [`logging`]: tracing to stderr, filtered by `RUST_LOG`;
 //! - [`metrics`]: `/healthz` and `/metrics` of a Prometheus registry;
 //! - [`shutdown`]: SIGTERM or Ctrl-C;
-//! - [`leader`]: leader election on a Lease (only the holder does work that must happen once).
+//! - [`leader`]: leader election on a Lease (only the holder does work that must happen once);
+//! - [`allocator`]: how many malloc arenas the process keeps.
 
+pub mod allocator;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
