@@ -19,13 +19,13 @@ FROM rust:${RUST_VERSION}-alpine AS build
 # ring (rustls' crypto) compiles C; readelf (binutils, pulled in by gcc) checks the result.
 RUN apk add --no-cache gcc musl-dev
 WORKDIR /src
-ENV CARGO_PROFILE_RELEASE_STRIP=symbols
+ENV CARGO_PROFILE_RELEASE_STRIP=symbols CARGO_PROFILE_DIST_STRIP=symbols
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --package loop-plugins-cli --bin loop-plugins \
+    cargo build --profile dist --locked --package loop-plugins-cli --bin loop-plugins \
     && mkdir -p /out \
-    && cp target/release/loop-plugins /out/loop-plugins \
+    && cp target/dist/loop-plugins /out/loop-plugins \
     && if readelf -d /out/loop-plugins | grep -q NEEDED; then \
          echo "loop-plugins is not statically linked" >&2; exit 1; \
        fi \

@@ -44,18 +44,20 @@ e2e:
 # GET /channel requests per second on one core (the API server pinned to CPU 0, the loader on
 # CPU 1), against /healthz of the same server as the baseline; then a tool call through the
 # host API against the plugin directly (p50, p99, ratios) and Pod Ready → the held call at the
-# plugin. Release builds.
+# plugin. Release builds, `loop-plugins` as it ships (Cargo.toml's dist profile).
 bench:
 	$(CARGO) build --release --workspace --bins
-	$(CARGO) bench --bench api_channel
-	$(CARGO) bench --bench host_calls
+	$(CARGO) build --profile dist -p loop-plugins-cli --bin loop-plugins
+	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)/dist/loop-plugins $(CARGO) bench --bench api_channel
+	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)/dist/loop-plugins $(CARGO) bench --bench host_calls
 
 # The controller and the API at a team's size (1,000 chats, 3,000 instances), each figure with a
 # baseline measured in the same run: convergence from cold against a bare client writing the
 # same objects, 5 minutes of steady state (writes from the audit log, CPU seconds), peak and
 # steady RSS, a HostConfig change's fan-out, GET /channel against /healthz on one core and a
-# tool call through the host API against a direct one under 200 callers. Release builds; the
-# summary is `name=value` lines. SCALE_QUICK=1 runs a tenth of it (see hack/scale.sh).
+# tool call through the host API against a direct one under 200 callers. Release builds
+# (`loop-plugins` as it ships: dist); the summary is `name=value` lines. SCALE_QUICK=1 runs a
+# tenth of it (see hack/scale.sh).
 .PHONY: bench-scale
 bench-scale:
 	@hack/scale.sh scale

@@ -42,22 +42,24 @@ case $how in
   prebuilt)
     start=$SECONDS
     target_dir=${CARGO_TARGET_DIR:-$("$root/hack/target-dir.sh")}
-    (cd "$root" && RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-      cargo build --release --locked --target "$TARGET" \
-      -p "$APP_PACKAGE" -p "$ECHO_PACKAGE" --bin "$APP_BIN" --bin "$ECHO_BIN") >&2
-    say "built $APP_BIN and $ECHO_BIN (static, release) in $((SECONDS - start))s"
-    out=$target_dir/$TARGET/release
-    for b in "$APP_BIN" "$ECHO_BIN"; do
+    # Ours with the profile that ships (Cargo.toml: dist), the example plugin's as release.
+    (cd "$root" && export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+      && cargo build --profile dist --locked --target "$TARGET" -p "$APP_PACKAGE" --bin "$APP_BIN" \
+      && cargo build --release --locked --target "$TARGET" -p "$ECHO_PACKAGE" --bin "$ECHO_BIN") >&2
+    say "built $APP_BIN (static, dist) and $ECHO_BIN (static, release) in $((SECONDS - start))s"
+    app=$target_dir/$TARGET/dist/$APP_BIN
+    echo_bin=$target_dir/$TARGET/release/$ECHO_BIN
+    for b in "$app" "$echo_bin"; do
       # Static: no program interpreter, no shared libraries.
-      if readelf -lW "$out/$b" | grep -q 'Requesting program interpreter' || readelf -dW "$out/$b" | grep -q NEEDED; then
-        die "$out/$b is not statically linked: $(readelf -dW "$out/$b" | grep NEEDED | tr -s ' ' | tr '\n' ';')"
+      if readelf -lW "$b" | grep -q 'Requesting program interpreter' || readelf -dW "$b" | grep -q NEEDED; then
+        die "$b is not statically linked: $(readelf -dW "$b" | grep NEEDED | tr -s ' ' | tr '\n' ';')"
       fi
     done
-    "$out/$APP_BIN" --version >/dev/null
+    "$app" --version >/dev/null
     ctx=$(mktemp -d "${TMPDIR:-/tmp}/loop-plugins-app-images.XXXXXX")
     trap 'rm -rf "$ctx"' EXIT
-    cp "$out/$APP_BIN" "$ctx/loop-plugins"
-    cp "$out/$ECHO_BIN" "$ctx/echo-plugin"
+    cp "$app" "$ctx/loop-plugins"
+    cp "$echo_bin" "$ctx/echo-plugin"
     strip "$ctx/loop-plugins" "$ctx/echo-plugin"
     mkdir -p "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/tmp" "$ctx/loop-plugin" "$ctx/data/data"
     chmod 1777 "$ctx/rootfs/tmp"
