@@ -175,12 +175,17 @@ impl Server {
         if options.lease.is_none() {
             tracing::warn!("no --leader-election-namespace: this server does the fan-out alone");
         }
+        let mark = options
+            .lease
+            .as_ref()
+            .map(|(ns, name, _)| crate::fanout::sent::SentRecord::new(client.clone(), ns, name));
         let leading = runtime::leader::leading(client.clone(), options.lease, stopped.clone());
         let fanout = tokio::spawn(crate::fanout::run(
             host.clone(),
             started.config_writes,
             Arc::new(KubeDoneRecorder::new(client)),
             leading,
+            mark,
             stopped,
         ));
         let router = crate::http::stack(

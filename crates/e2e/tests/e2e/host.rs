@@ -70,9 +70,19 @@ pub fn tests() -> Vec<E2eTest> {
         .local_only("starts two host APIs of its own"),
         test(
             "host::a_config_write_while_nobody_leads_the_fanout_is_sent_by_the_next_leader",
-            settings_changed_across_a_handover,
+            |ns| settings_changed_across_a_handover(ns, Duration::ZERO),
         )
         .timeout(Duration::from_secs(180)),
+        test(
+            "host::a_config_write_older_than_any_replicas_backlog_is_sent_by_the_next_leader",
+            |ns| {
+                settings_changed_across_a_handover(
+                    ns,
+                    runtime::leader::HANDOVER_WINDOW + Duration::from_secs(3),
+                )
+            },
+        )
+        .timeout(Duration::from_secs(240)),
         test(
             "host::a_cronjob_every_minute_runs_its_action_with_trigger_schedule",
             cronjob,
@@ -1238,7 +1248,11 @@ async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
 /// releasing the Lease at a rolling update; here a stand-in holds the Lease and sends
 /// nothing): the replica that takes over next sends its `settings.changed`. Every replica saw
 /// the write while not leading; were they to drop it, no one would send it.
-async fn settings_changed_across_a_handover(ns: Ns) -> anyhow::Result<()> {
+/// The stand-in holds the Lease while the project's config is written, and `longer` after it:
+/// with nothing more, a replica that saw the write sends it on taking over (its backlog); past
+/// the handover window none has it kept, and only the holders' mark of what they sent shows it
+/// unsent (`server::fanout::sent`), as for a write no running replica saw.
+async fn settings_changed_across_a_handover(ns: Ns, longer: Duration) -> anyhow::Result<()> {
     // Alone: while the stand-in holds the Lease, no test's fan-out sends anything.
     let _exclusive = exclusive().await;
     setup(&ns).await?;
@@ -1289,8 +1303,14 @@ async fn settings_changed_across_a_handover(ns: Ns) -> anyhow::Result<()> {
         &project("proj", BTreeMap::from([(plugin.clone(), entry)])),
     )
     .await?;
-    // Nobody sends while the stand-in holds the Lease (the replicas see the write meanwhile).
+    // Nobody sends while the stand-in holds the Lease (the replicas see the write meanwhile);
+    // it holds on for `longer`, renewing as a holder does.
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let held_until = Instant::now() + longer;
+    while let Some(left) = held_until.checked_duration_since(Instant::now()) {
+        tokio::time::sleep(left.min(runtime::leader::RENEW_EVERY)).await;
+        set_lease_holder(&leases, &lease_name, Some(&stand_in)).await?;
+    }
     let before = verbose(&caller.journal("general", &plugin, "/events").await?);
     ensure!(
         !before.contains(&true),

@@ -8,6 +8,9 @@
 //! handover is at least once: what the last holder did send within that window goes out again
 //! (the reference allows it for `settings.changed`: "the settings may be unchanged: a plugin
 //! compares them with the ones it acted on"; `plugins.changed` only asks to list again).
+//! What no running replica saw, or saw longer ago than the window, the holders' mark of what
+//! they sent covers ([`super::sent`]); the backlog also carries the containers' stops, which
+//! the mark does not.
 
 use std::collections::VecDeque;
 use std::time::Duration;

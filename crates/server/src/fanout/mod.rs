@@ -12,12 +12,14 @@
 //!   upgraded or removed, or a container stops.
 //!
 //! A replica that does not lead reads the same events; the settings and plugins events it
-//! keeps for as long as a handover can take and sends them if it takes over, so that an event
-//! the last holder never sent is not lost ([`backlog`]).
+//! keeps for as long as a handover can take and sends them if it takes over ([`backlog`]), and
+//! it also sends what the holders' mark of what they sent does not show ([`sent`]), so that an
+//! event the last holder never sent is not lost, even one this replica did not see.
 
 pub mod backlog;
 pub mod plugins_changed;
 pub mod runs_done;
+pub mod sent;
 pub mod settings_changed;
 pub mod sweep;
 
@@ -28,20 +30,23 @@ use tokio::sync::{mpsc, watch};
 use crate::host_api::HostState;
 use crate::index::Written;
 
-/// Runs the fan-out until `stop` turns true; only while `leading` says so does it send.
+/// Runs the fan-out until `stop` turns true; only while `leading` says so does it send. With
+/// a `mark` (there is one with a Lease), the holder records what it sent there.
 pub async fn run(
     host: HostState,
     config_writes: mpsc::UnboundedReceiver<Written>,
     done: Arc<dyn runs_done::DoneRecorder>,
     leading: watch::Receiver<bool>,
+    mark: Option<sent::SentRecord>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let mark = mark.map(Arc::new);
     let tasks = async {
         tokio::join!(
-            settings_changed::run(host.clone(), config_writes, leading.clone()),
+            settings_changed::run(host.clone(), config_writes, leading.clone(), mark.clone()),
             runs_done::run(host.clone(), done, leading.clone()),
             sweep::run(host.clone(), leading.clone()),
-            plugins_changed::run(host.clone(), leading.clone()),
+            plugins_changed::run(host.clone(), leading.clone(), mark.clone()),
         )
     };
     tokio::select! {

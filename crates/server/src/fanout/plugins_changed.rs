@@ -4,12 +4,14 @@
 //! ... the idle or disabled containers the daemon stops on its own").
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use kube::ResourceExt;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::backlog::Handover;
+use super::sent::{self, SentRecord};
 use crate::calls::CallOptions;
 use crate::host_api::events::PLUGINS_CHANGED;
 use crate::host_api::{HostState, deliver_event};
@@ -44,37 +46,73 @@ fn installed(host: &HostState) -> BTreeMap<String, i64> {
         .collect()
 }
 
-/// Sends the event for each change while leading; keeps the changes seen while not, and sends
-/// those on taking over (see [`Handover`]).
-pub async fn run(host: HostState, leading: watch::Receiver<bool>) {
+/// Sends the event for each change while leading; keeps the changes seen while not, and on
+/// taking over sends those and the changes since the plugins the mark says were last told of
+/// (see [`Handover`] and [`super::sent`]). The mark, when there is one, is written after each
+/// change to the plugins is sent.
+pub async fn run(host: HostState, leading: watch::Receiver<bool>, mark: Option<Arc<SentRecord>>) {
     let mut known = installed(&host);
     let mut gone = host.index().pods.gone();
     let mut plugins = host.index().changed.plugins.subscribe();
     let mut handover = Handover::new(leading);
     loop {
-        let data = tokio::select! {
+        let (mut data, took_over, plugins_moved) = tokio::select! {
             _ = plugins.changed() => {
                 let now = installed(&host);
                 let found = changes(&known, &now);
                 known = now;
-                let found = found
-                    .into_iter()
-                    .map(|(plugin, what)| json!({ "plugin": plugin, "change": what }))
-                    .collect();
-                handover.now_or_later(found)
+                let moved = !found.is_empty();
+                let found = found.into_iter().map(|(plugin, what)| event(&plugin, what)).collect();
+                let now = handover.now_or_later(found);
+                let moved = moved && !now.is_empty();
+                (now, false, moved)
             }
             uid = gone.recv() => match uid {
                 Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    handover.now_or_later(vec![json!({ "change": "stopped" })])
+                    (handover.now_or_later(vec![json!({ "change": "stopped" })]), false, false)
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             },
-            kept = handover.taken_over() => kept,
+            kept = handover.taken_over() => (kept, true, false),
         };
+        let mut marked = plugins_moved;
+        if took_over && let Some(record) = &mark {
+            match record.read().await {
+                Ok(told) => {
+                    let told = told.map(|m| sent::plugins_told(&m));
+                    let unsent = told.map_or_else(Vec::new, |told| changes(&told, &known));
+                    if !unsent.is_empty() {
+                        tracing::info!(
+                            changes = unsent.len(),
+                            "plugins.changed: sending what the last holder did not"
+                        );
+                    }
+                    data.extend(
+                        unsent
+                            .into_iter()
+                            .map(|(plugin, what)| event(&plugin, what)),
+                    );
+                    marked = true;
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "plugins.changed: the mark of what was sent is unreadable; sending only what this replica saw")
+                }
+            }
+        }
         for d in distinct(data) {
             send(&host, &d).await;
         }
+        if marked && let Some(record) = &mark {
+            let entries = sent::plugin_entries(&known);
+            if let Err(err) = record.write(&entries, Some(sent::PLUGINS)).await {
+                tracing::warn!(%err, "plugins.changed: could not mark what was sent; the next holder may send it again");
+            }
+        }
     }
+}
+
+fn event(plugin: &str, change: &str) -> Value {
+    json!({ "plugin": plugin, "change": change })
 }
 
 /// Each event once, where it last came: a container told twice that a plugin was installed,

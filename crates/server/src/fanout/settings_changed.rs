@@ -4,11 +4,14 @@
 //! already running, without a thread id, with the settings as `GET /channel` has them. It
 //! starts no container and keeps none up.
 
+use std::sync::Arc;
+
 use kube::ResourceExt;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::backlog::Handover;
+use super::sent::{self, SentRecord};
 use crate::calls::CallOptions;
 use crate::host_api::events::SETTINGS_CHANGED;
 use crate::host_api::{HostState, deliver_event};
@@ -18,12 +21,12 @@ use model::resources::Channel;
 
 /// The chats a write concerns.
 pub fn chats_of<'a>(
-    written: &Written,
+    whose: &Whose,
     chats: impl IntoIterator<Item = &'a Channel>,
 ) -> Vec<&'a Channel> {
     chats
         .into_iter()
-        .filter(|c| match &written.whose {
+        .filter(|c| match whose {
             Whose::Global => true,
             Whose::Project(ns, name) => {
                 c.namespace().as_deref() == Some(ns.as_str()) && &c.spec.project == name
@@ -32,54 +35,103 @@ pub fn chats_of<'a>(
         .collect()
 }
 
-/// Sends the event for each write while leading; keeps the writes seen while not, and sends
-/// those on taking over (see [`Handover`]).
+/// Sends the event for each write while leading; keeps the writes seen while not, and on
+/// taking over sends those and what the mark shows the last holder did not send (see
+/// [`Handover`] and [`super::sent`]). The mark, when there is one, is written after each send.
 pub async fn run(
     host: HostState,
     mut writes: mpsc::UnboundedReceiver<Written>,
     leading: watch::Receiver<bool>,
+    mark: Option<Arc<SentRecord>>,
 ) {
     let mut handover = Handover::new(leading);
     loop {
-        let to_send = tokio::select! {
+        let (to_send, took_over) = tokio::select! {
             written = writes.recv() => {
                 let Some(written) = written else { return };
-                let now = handover.now_or_later(vec![written]);
+                let now = handover.now_or_later(vec![written.whose]);
                 if now.is_empty() {
                     tracing::debug!("settings.changed: kept until this replica leads");
                 }
-                now
+                (now, false)
             }
-            kept = handover.taken_over() => {
-                let kept = distinct(kept);
-                if !kept.is_empty() {
-                    tracing::info!(writes = kept.len(), "settings.changed: sending the writes seen before leading");
-                }
-                kept
-            }
+            kept = handover.taken_over() => (kept, true),
         };
-        for written in to_send {
-            send(&host, &written).await;
+        if took_over {
+            take_over(&host, mark.as_deref(), to_send).await;
+            continue;
+        }
+        for whose in distinct(to_send) {
+            send(&host, &whose).await;
+            if let Some(mark) = &mark {
+                let configs = sent::configs_now(host.index());
+                let sent_for = configs.iter().filter(|c| c.whose == whose);
+                write_mark(mark, &sent::settings_entries(sent_for), None).await;
+            }
         }
     }
 }
 
-/// One write per whose, the first: the event carries the settings as they are when it is
+/// On taking over: sends what was kept and what the mark does not show as sent, one event per
+/// config, then marks every config as it is now (dropping those gone).
+async fn take_over(host: &HostState, mark: Option<&SentRecord>, kept: Vec<Whose>) {
+    let configs = sent::configs_now(host.index());
+    let (unsent, marked) = match mark {
+        None => (Vec::new(), None),
+        Some(record) => match record.read().await {
+            // No mark yet: nothing can be known to be unsent; from now on there is one.
+            Ok(None) => (Vec::new(), Some(record)),
+            Ok(Some(versions)) => (sent::unsent(&versions, &configs), Some(record)),
+            Err(err) => {
+                tracing::warn!(%err, "settings.changed: the mark of what was sent is unreadable; sending only what this replica saw");
+                (Vec::new(), None)
+            }
+        },
+    };
+    let from_mark = unsent.len();
+    let to_send = distinct(kept.into_iter().chain(unsent).collect());
+    if !to_send.is_empty() {
+        tracing::info!(
+            configs = to_send.len(),
+            unsent_by_the_mark = from_mark,
+            "settings.changed: sending what the last holder did not"
+        );
+    }
+    for whose in &to_send {
+        send(host, whose).await;
+    }
+    if let Some(record) = marked {
+        write_mark(
+            record,
+            &sent::settings_entries(&configs),
+            Some(sent::SETTINGS),
+        )
+        .await;
+    }
+}
+
+async fn write_mark(record: &SentRecord, entries: &sent::Versions, snapshot: Option<&str>) {
+    if let Err(err) = record.write(entries, snapshot).await {
+        tracing::warn!(%err, "settings.changed: could not mark what was sent; the next holder may send it again");
+    }
+}
+
+/// One event per config, the first: the event carries the settings as they are when it is
 /// sent, so a second for the same chats would say the same.
-pub fn distinct(writes: Vec<Written>) -> Vec<Written> {
-    let mut out: Vec<Written> = Vec::with_capacity(writes.len());
+pub fn distinct(writes: Vec<Whose>) -> Vec<Whose> {
+    let mut out: Vec<Whose> = Vec::with_capacity(writes.len());
     for w in writes {
-        if !out.iter().any(|o| o.whose == w.whose) {
+        if !out.contains(&w) {
             out.push(w);
         }
     }
     out
 }
 
-/// Sends `settings.changed` to the running containers of the chats `written` concerns.
-async fn send(host: &HostState, written: &Written) {
+/// Sends `settings.changed` to the running containers of the chats `whose` config concerns.
+async fn send(host: &HostState, whose: &Whose) {
     let all = host.index().channels.state();
-    let chats = chats_of(written, all.iter().map(|c| c.as_ref()));
+    let chats = chats_of(whose, all.iter().map(|c| c.as_ref()));
     let sends = chats.into_iter().map(|c| {
         let ns = c.namespace().unwrap_or_default();
         async move {
@@ -131,43 +183,21 @@ mod tests {
             chat("a", "y", "q"),
             chat("b", "z", "p"),
         ];
-        let project = Written {
-            whose: Whose::Project("a".into(), "p".into()),
-            uid: "u".into(),
-            generation: 2,
-        };
-        let names = |w: &Written| {
+        let names = |w: &Whose| {
             chats_of(w, chats.iter())
                 .iter()
                 .map(|c| c.name_any())
                 .collect::<Vec<_>>()
         };
-        assert_eq!(names(&project), ["x"]);
-        let global = Written {
-            whose: Whose::Global,
-            ..project
-        };
-        assert_eq!(names(&global), ["x", "y", "z"]);
+        assert_eq!(names(&Whose::Project("a".into(), "p".into())), ["x"]);
+        assert_eq!(names(&Whose::Global), ["x", "y", "z"]);
     }
 
     #[test]
     fn a_backlog_sends_one_event_per_whose() {
-        let write = |whose: Whose, generation| Written {
-            whose,
-            uid: "u".into(),
-            generation,
-        };
         let p = || Whose::Project("a".into(), "p".into());
         let q = || Whose::Project("a".into(), "q".into());
-        let kept = distinct(vec![
-            write(p(), 2),
-            write(q(), 1),
-            write(p(), 3),
-            write(Whose::Global, 4),
-        ]);
-        assert_eq!(
-            kept.iter().map(|w| w.whose.clone()).collect::<Vec<_>>(),
-            [p(), q(), Whose::Global]
-        );
+        let kept = distinct(vec![p(), q(), p(), Whose::Global]);
+        assert_eq!(kept, [p(), q(), Whose::Global]);
     }
 }
