@@ -44,12 +44,13 @@ e2e:
 # GET /channel requests per second on one core (the API server pinned to CPU 0, the loader on
 # CPU 1), against /healthz of the same server as the baseline; then a tool call through the
 # host API against the plugin directly (p50, p99, ratios) and Pod Ready → the held call at the
-# plugin. Release builds, `loop-plugins` as it ships (Cargo.toml's dist profile).
+# plugin. Release builds, `loop-plugins` as it ships (Cargo.toml's dist profile, in the
+# target folder hack/scale.sh builds it in too).
 bench:
 	$(CARGO) build --release --workspace --bins
-	$(CARGO) build --profile dist -p loop-plugins-cli --bin loop-plugins
-	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)/dist/loop-plugins $(CARGO) bench --bench api_channel
-	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)/dist/loop-plugins $(CARGO) bench --bench host_calls
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)-dist $(CARGO) build --profile dist -p loop-plugins-cli --bin loop-plugins
+	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench --bench api_channel
+	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench --bench host_calls
 
 # The controller and the API at a team's size (1,000 chats, 3,000 instances), each figure with a
 # baseline measured in the same run: convergence from cold against a bare client writing the

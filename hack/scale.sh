@@ -35,13 +35,31 @@ trap report EXIT
 
 controlplane_dir() { LOOP_PLUGINS_CONTROLPLANE=$(hack/controlplane/build.sh | tail -n 1); export LOOP_PLUGINS_CONTROLPLANE; }
 phase "control plane binaries" controlplane_dir
-phase "release build" cargo build --release --workspace --bins
 # The scale bench measures the binary that ships (its memory above all): Cargo.toml's dist
-# profile. Chaos checks what kills leave behind, which does not depend on how it was linked,
-# and keeps the release build (the dist link costs ~5 minutes after any change).
+# profile. Its link is mostly one core's work for ~5 minutes after any change, so it runs in a
+# target folder of its own (cargo builds one thing at a time in a folder) beside the release
+# and bench builds, and the bench waits for it. Chaos checks what kills leave behind, which
+# does not depend on how the binary was linked, and keeps the release build.
+dist_pid=
 if [[ $bench == scale ]]; then
-  phase "dist build (loop-plugins)" cargo build --profile dist -p loop-plugins-cli --bin loop-plugins
-  export LOOP_PLUGINS_BIN=$CARGO_TARGET_DIR/dist/loop-plugins
+  dist_dir=$CARGO_TARGET_DIR-dist
+  dist_log=$(mktemp "${TMPDIR:-/tmp}/loop-plugins-dist-build.XXXXXX")
+  CARGO_TARGET_DIR=$dist_dir cargo build --profile dist -p loop-plugins-cli --bin loop-plugins \
+    >"$dist_log" 2>&1 &
+  dist_pid=$!
+  trap 'kill "$dist_pid" 2>/dev/null || true; rm -f "$dist_log"; report' EXIT
 fi
+phase "release build" cargo build --release --workspace --bins
 phase "bench build" cargo bench -p "$BENCH_PACKAGE" --bench "$bench" --no-run
+if [[ -n $dist_pid ]]; then
+  dist_wait() {
+    if ! wait "$dist_pid"; then
+      cat "$dist_log" >&2
+      echo "hack/scale.sh: the dist build of loop-plugins failed" >&2
+      exit 1
+    fi
+  }
+  phase "dist build (the rest of it)" dist_wait
+  export LOOP_PLUGINS_BIN=$dist_dir/dist/loop-plugins
+fi
 phase "$bench" cargo bench -p "$BENCH_PACKAGE" --bench "$bench"
