@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Finds import cycles in the workspace's Rust code, between files and between top-level modules.
+"""Finds import cycles in the workspace's Rust code: between files, between top-level modules and
+between crates.
 
-For each crate under crates/ (and examples/), every `.rs` file is a module (`a/mod.rs` and
+For the root package (src/) and each crate under crates/ (and examples/), every `.rs` file is a module (`a/mod.rs` and
 `a.rs` are module `a`; `lib.rs`/`main.rs` the crate root). An edge A -> B is a path A names
 that resolves to module B: `use crate::x::y`, `use super::y`, inline `crate::x::f(..)`,
 `super::y::Z`. A parent naming its own child module (`mod child; pub use child::X;`) is not an
@@ -9,25 +10,74 @@ edge (a module's children are its parts); a child naming its parent's items is. 
 left out: `#[cfg(test)] mod ... { }` blocks, and files under a `tests/` module, which exist only
 to test what imports them.
 
-Exit status 1 and the cycles printed when there is one; 0 and a summary otherwise.
+Between crates, an edge A -> B is a `[dependencies]`, `[build-dependencies]` or
+`[dev-dependencies]` entry of A naming workspace crate B (Cargo refuses the first two kinds of
+cycle; a dev-dependency cycle builds, and is still a circle a reader has to untangle).
+
+Comments, strings and char literals are blanked by a small lexer before paths are read (see
+`strip_comments`): a glob such as "/data/**" in a string is not a block comment.
+hack/import_cycles_test.py feeds it the cases it must catch.
+
+Usage: import-cycles.py [ROOT]. Exit status 1 and the cycles printed when there is one; 0 and
+a summary otherwise.
 """
 import os
 import re
 import sys
+import tomllib
 from collections import defaultdict
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
-def crates():
+def crate_dirs(root):
+    """The root package (when the root Cargo.toml has one) and every crate under crates/ and
+    examples/, as (label, folder)."""
+    if os.path.isdir(os.path.join(root, "src")):
+        yield ".", root
     for base in ("crates", "examples"):
-        d = os.path.join(ROOT, base)
+        d = os.path.join(root, base)
         if not os.path.isdir(d):
             continue
         for name in sorted(os.listdir(d)):
-            src = os.path.join(d, name, "src")
-            if os.path.isdir(src):
-                yield f"{base}/{name}", src
+            if os.path.isfile(os.path.join(d, name, "Cargo.toml")):
+                yield f"{base}/{name}", os.path.join(d, name)
+
+
+def crates(root):
+    for label, d in crate_dirs(root):
+        src = os.path.join(d, "src")
+        if os.path.isdir(src):
+            yield label, src
+
+
+def crate_graph(root):
+    """Package name -> the workspace packages it depends on, of every dependency kind."""
+    manifests = {}
+    for label, d in crate_dirs(root):
+        path = os.path.join(d, "Cargo.toml")
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        if "package" in data:
+            manifests[data["package"]["name"]] = data
+    workspace_aliases = {}
+    top = os.path.join(root, "Cargo.toml")
+    if os.path.isfile(top):
+        with open(top, "rb") as f:
+            deps = tomllib.load(f).get("workspace", {}).get("dependencies", {})
+        for alias, spec in deps.items():
+            if isinstance(spec, dict):
+                workspace_aliases[alias] = spec.get("package", alias)
+    graph = defaultdict(set)
+    for name, data in manifests.items():
+        for kind in ("dependencies", "build-dependencies", "dev-dependencies"):
+            for alias, spec in data.get(kind, {}).items():
+                target = alias
+                if isinstance(spec, dict):
+                    target = spec.get("package", workspace_aliases.get(alias, alias))
+                if target in manifests and target != name:
+                    graph[name].add(target)
+    return graph, len(manifests)
 
 
 def module_of(src, path):
@@ -59,8 +109,63 @@ def strip_tests(text):
 
 
 def strip_comments(text):
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    return re.sub(r"//[^\n]*", "", text)
+    """Blanks out comments, string literals and char literals, keeping the code's line breaks.
+
+    A real lexer, not a regex: `"/data/**"` is a string, not the start of a block comment; block
+    comments nest (`/* a /* b */ c */`); raw strings (`r#"..."#`) end only at their own number of
+    hashes; a byte or char literal (`b'"'`, `'{'`) is not the start of a string; a lifetime
+    (`'a`, `'static`) is not the start of a char literal.
+    """
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        nxt = text[i + 1] if i + 1 < n else ""
+        if c == "/" and nxt == "/":
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if c == "/" and nxt == "*":
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif text.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            out.append(" " + "\n" * text.count("\n", i, j))
+            i = j
+            continue
+        raw = re.match(r'(?:b|c)?r(#*)"', text[i:]) if c in "bcr" and not _ident_before(text, i) else None
+        if raw:
+            close = '"' + raw.group(1)
+            j = text.find(close, i + raw.end())
+            j = n if j < 0 else j + len(close)
+            out.append('""' + "\n" * text.count("\n", i, j))
+            i = j
+            continue
+        if c == '"' or (c in "bc" and nxt == '"' and not _ident_before(text, i)):
+            j = i + (1 if c == '"' else 2)
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append('""' + "\n" * text.count("\n", i, j))
+            i = j + 1
+            continue
+        if c == "'" or (c == "b" and nxt == "'" and not _ident_before(text, i)):
+            start = i + (1 if c == "'" else 2)
+            m = re.match(r"(\\(x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]{1,6}\}|.)|[^\\\n])'", text[start:])
+            if m:
+                out.append("' '")
+                i = start + m.end()
+                continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _ident_before(text, i):
+    """Whether text[i] continues an identifier (the `r` of `for"` is not a raw string's)."""
+    return i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_")
 
 
 USE = re.compile(r"\buse\s+([^;]+);")
@@ -108,10 +213,11 @@ def resolve(path, here, modules):
     return best
 
 
-def main():
-    found = False
+def find_cycles(root):
+    """Every cycle under root, as printable lines, and what was read (files, modules, crates)."""
+    lines = []
     files = mods = 0
-    for name, src in crates():
+    for name, src in crates(root):
         modules = {}
         for dirpath, _, names in os.walk(src):
             for n in names:
@@ -123,7 +229,8 @@ def main():
         for mod, path in modules.items():
             if mod in test_only:
                 continue
-            text = strip_tests(strip_comments(open(path, encoding="utf-8").read()))
+            with open(path, encoding="utf-8") as f:
+                text = strip_tests(strip_comments(f.read()))
             paths = [p for t in USE.findall(text) for p in expand(t)]
             paths += INLINE.findall(text)
             for p in paths:
@@ -144,15 +251,30 @@ def main():
         mods += len({m[:1] for m in modules if m})
         for label, graph in (("files", edges), ("modules", top)):
             for scc in sccs(graph):
-                found = True
                 shown = " <-> ".join("::".join(m) or "(root)" for m in sorted(scc))
-                print(f"{name}: cycle between {label}: {shown}")
+                lines.append(f"{name}: cycle between {label}: {shown}")
                 for a in sorted(scc):
                     for b in sorted(graph[a] & set(scc)):
-                        print(f"    {'::'.join(a) or '(root)'} -> {'::'.join(b) or '(root)'}")
-    if found:
+                        lines.append(f"    {'::'.join(a) or '(root)'} -> {'::'.join(b) or '(root)'}")
+    graph, crate_count = crate_graph(root)
+    for scc in sccs(graph):
+        lines.append(f"workspace: cycle between crates: {' <-> '.join(sorted(scc))}")
+        for a in sorted(scc):
+            for b in sorted(graph[a] & set(scc)):
+                lines.append(f"    {a} -> {b}")
+    return lines, (files, mods, crate_count)
+
+
+def main(argv):
+    root = argv[1] if len(argv) > 1 else ROOT
+    lines, (files, mods, crate_count) = find_cycles(root)
+    if lines:
+        print("\n".join(lines))
         return 1
-    print(f"import-cycles: no cycle between {files} files or {mods} top-level modules")
+    print(
+        f"import-cycles: no cycle between {files} files, {mods} top-level modules or "
+        f"{crate_count} crates"
+    )
     return 0
 
 
@@ -190,4 +312,4 @@ def sccs(graph):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

@@ -10,8 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use globset::{GlobBuilder, GlobMatcher};
-
+use crate::glob::{Glob, literal_prefix, under};
 use crate::policy::{AuditDestination, Decision, Operation, Policy, PolicyError};
 
 /// The usual `/dev` files: every file op on them is in the baseline. With them the
@@ -44,33 +43,6 @@ pub const CHANGING: &[Operation] = &[
     Operation::Setattr,
 ];
 
-/// Compiles one rule path as a glob: `*` and `?` stay within a component, `**` spans them.
-pub fn glob(pattern: &str) -> Result<GlobMatcher, globset::Error> {
-    Ok(GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .backslash_escape(true)
-        .build()?
-        .compile_matcher())
-}
-
-/// The leading components of a glob that hold no glob syntax: the dir everything it can
-/// match lies under.
-pub fn literal_prefix(pattern: &str) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for part in pattern.split('/').filter(|p| !p.is_empty()) {
-        if part.contains(['*', '?', '[', '{', '\\']) {
-            break;
-        }
-        out.push(part);
-    }
-    out
-}
-
-/// `path` is `dir` or lies beneath it (component by component).
-pub fn under(path: &Path, dir: &Path) -> bool {
-    path.starts_with(dir)
-}
-
 /// The canonical form of `path` on this host: the longest existing ancestor resolved with
 /// realpath, the rest appended as written (normalised, `..` refused by keeping it literal).
 pub fn canonical_on_host(path: &Path) -> PathBuf {
@@ -91,83 +63,6 @@ pub fn canonical_on_host(path: &Path) -> PathBuf {
             }
             _ => return path.to_path_buf(),
         }
-    }
-}
-
-/// One component of a glob, for matching what lies below a dir.
-#[derive(Debug, Clone)]
-enum Part {
-    /// `**`: any number of components.
-    Any,
-    One(GlobMatcher),
-}
-
-/// One compiled rule path.
-#[derive(Debug, Clone)]
-pub struct Glob {
-    /// As the rule wrote it.
-    pub text: String,
-    /// The literal prefix, canonical.
-    pub prefix: PathBuf,
-    matcher: GlobMatcher,
-    /// Component by component; `None` when an alternation spans components (then what may
-    /// lie below a dir is judged by the prefix alone).
-    parts: Option<Vec<Part>>,
-}
-
-impl Glob {
-    fn new(text: String, prefix: PathBuf, pattern: &str) -> Result<Glob, globset::Error> {
-        let matcher = glob(pattern)?;
-        let spans = pattern
-            .split('{')
-            .skip(1)
-            .any(|alt| alt.split('}').next().is_some_and(|a| a.contains('/')));
-        let parts = if spans {
-            None
-        } else {
-            let mut parts = Vec::new();
-            for c in pattern.split('/').filter(|c| !c.is_empty()) {
-                parts.push(if c == "**" {
-                    Part::Any
-                } else {
-                    Part::One(glob(c)?)
-                });
-            }
-            Some(parts)
-        };
-        Ok(Glob {
-            text,
-            prefix,
-            matcher,
-            parts,
-        })
-    }
-
-    pub fn matches(&self, path: &Path) -> bool {
-        self.matcher.is_match(path)
-    }
-
-    /// Some path strictly beneath `dir` may match.
-    pub fn may_match_below(&self, dir: &Path) -> bool {
-        let Some(parts) = &self.parts else {
-            return under(&self.prefix, dir) || under(dir, &self.prefix);
-        };
-        let names: Vec<&std::ffi::OsStr> = dir
-            .components()
-            .filter_map(|c| match c {
-                Component::Normal(n) => Some(n),
-                _ => None,
-            })
-            .collect();
-        for (i, name) in names.iter().enumerate() {
-            match parts.get(i) {
-                None => return false,
-                Some(Part::Any) => return true,
-                Some(Part::One(m)) if m.is_match(name) => {}
-                Some(Part::One(_)) => return false,
-            }
-        }
-        parts.len() > names.len()
     }
 }
 
@@ -364,54 +259,6 @@ mod tests {
 
     fn same(p: &Path) -> PathBuf {
         p.to_path_buf()
-    }
-
-    #[test]
-    fn globs_keep_stars_within_a_component() {
-        let g = glob("/data/*/x").unwrap();
-        assert!(g.is_match("/data/a/x"));
-        assert!(!g.is_match("/data/a/b/x"));
-        let g = glob("/data/cache/**").unwrap();
-        assert!(g.is_match("/data/cache/a"));
-        assert!(g.is_match("/data/cache/a/b/c"));
-        assert!(!g.is_match("/data/cachex/a"));
-        assert!(!g.is_match("/data/cache"));
-    }
-
-    #[test]
-    fn what_may_match_below_a_dir() {
-        let g = Glob::new("".into(), "/data/cache".into(), "/data/cache/**").unwrap();
-        for (dir, below) in [
-            ("/", true),
-            ("/data", true),
-            ("/data/cache", true),
-            ("/data/cache/a/b", true),
-            ("/data/other", false),
-            ("/etc", false),
-        ] {
-            assert_eq!(g.may_match_below(Path::new(dir)), below, "{dir}");
-        }
-        let g = Glob::new("".into(), "/data".into(), "/data/*.log").unwrap();
-        assert!(g.may_match_below(Path::new("/data")));
-        assert!(!g.may_match_below(Path::new("/data/x")));
-        let g = Glob::new("".into(), "/data".into(), "/data/*/secret/**").unwrap();
-        assert!(g.may_match_below(Path::new("/data/x")));
-        assert!(g.may_match_below(Path::new("/data/x/secret")));
-        assert!(!g.may_match_below(Path::new("/data/x/public")));
-        let g = Glob::new("".into(), "/data".into(), "/data/{a/b,c}/x").unwrap();
-        assert!(g.may_match_below(Path::new("/data/zzz")));
-        assert!(!g.may_match_below(Path::new("/etc")));
-    }
-
-    #[test]
-    fn literal_prefixes_stop_at_glob_syntax() {
-        assert_eq!(
-            literal_prefix("/data/cache/**"),
-            PathBuf::from("/data/cache")
-        );
-        assert_eq!(literal_prefix("/data/c*/x"), PathBuf::from("/data"));
-        assert_eq!(literal_prefix("/**"), PathBuf::from("/"));
-        assert_eq!(literal_prefix("/etc/hosts"), PathBuf::from("/etc/hosts"));
     }
 
     #[test]

@@ -16,7 +16,8 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::compiled::{CompiledPolicy, under};
+use crate::compiled::CompiledPolicy;
+use crate::glob::under;
 use crate::policy::{Decision, Operation};
 
 /// Which rule decided: named in every audit line.

@@ -88,6 +88,7 @@ pub mod audit;
 pub mod compiled;
 pub mod decide;
 pub mod filter;
+pub mod glob;
 pub mod kernel;
 pub mod notify;
 pub mod perform;

@@ -271,7 +271,7 @@ impl GateRules {
                 if p.contains('\0') {
                     return Err(field_error(f, "must not contain NUL"));
                 }
-                crate::compiled::glob(p).map_err(|e| field_error(f, e.to_string()))?;
+                crate::glob::glob(p).map_err(|e| field_error(f, e.to_string()))?;
             }
         }
         for (i, rule) in self.commands.iter().enumerate() {

@@ -24,8 +24,9 @@ use landlock::{
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 
-use crate::compiled::{CompiledPolicy, under};
+use crate::compiled::CompiledPolicy;
 use crate::decide::decide_exec;
+use crate::glob::under;
 
 /// Why the ruleset could not be built.
 #[derive(Debug, thiserror::Error)]
