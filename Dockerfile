@@ -23,7 +23,7 @@ ENV CARGO_PROFILE_RELEASE_STRIP=symbols CARGO_PROFILE_DIST_STRIP=symbols
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --profile dist --locked --package loop-plugins-cli --bin loop-plugins \
+    cargo build --profile dist --locked --package loop-plugins --bin loop-plugins \
     && mkdir -p /out \
     && cp target/dist/loop-plugins /out/loop-plugins \
     && if readelf -d /out/loop-plugins | grep -q NEEDED; then \

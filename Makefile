@@ -25,10 +25,11 @@ fmt:
 	$(CARGO) fmt --all
 
 lint:
+	python3 hack/import_cycles_test.py
 	hack/import-cycles.py
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy -p loop-plugins-e2e --test e2e -- -D warnings
+	$(CARGO) clippy -p loop-plugins --test e2e -- -D warnings
 
 unit:
 	$(CARGO) test --workspace --lib --bins
@@ -48,9 +49,9 @@ e2e:
 # target folder hack/scale.sh builds it in too).
 bench:
 	$(CARGO) build --release --workspace --bins
-	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)-dist $(CARGO) build --profile dist -p loop-plugins-cli --bin loop-plugins
-	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench --bench api_channel
-	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench --bench host_calls
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)-dist $(CARGO) build --profile dist -p loop-plugins --bin loop-plugins
+	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench -p loop-plugins-bench --bench api_channel
+	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench -p loop-plugins-bench --bench host_calls
 
 # The controller and the API at a team's size (1,000 chats, 3,000 instances), each figure with a
 # baseline measured in the same run: convergence from cold against a bare client writing the

@@ -398,7 +398,7 @@ dev_examples() {
   done
   kubectl patch hostconfig default --type merge -p \
     "{\"spec\":{\"plugins\":{\"registry\":{\"mirrors\":[{\"registry\":\"$registry\",\"address\":\"$reg_name:5000\",\"plainHttp\":true}]}}}}" >&2
-  cargo build -p loop-plugins-cli --bin loop-plugins >&2
+  cargo build -p loop-plugins --bin loop-plugins >&2
   KUBECONFIG=$kubeconfig "$CARGO_TARGET_DIR/debug/loop-plugins" plugin install "$echo_pinned" \
     --approve-all --controller-namespace "$namespace" >&2 ||
     die "loop-plugins plugin install $echo_pinned failed"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench-scale` and `make chaos`: builds what is missing (the control-plane binaries, our
-# release binaries, for the scale bench `loop-plugins` as it ships, and the bench), then runs crates/e2e/benches/<bench>.rs against a local
+# release binaries, for the scale bench `loop-plugins` as it ships, and the bench), then runs crates/bench/benches/<bench>.rs against a local
 # control plane it starts. Prints how long each phase took; the bench prints its own phases,
 # then a `name=value` summary on standard output.
 #
@@ -15,7 +15,7 @@ export GOTOOLCHAIN=local
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$(hack/target-dir.sh)}
 
 # The package that holds the benches (the product binary comes from `--workspace --bins`).
-BENCH_PACKAGE=loop-plugins-e2e
+BENCH_PACKAGE=loop-plugins-bench
 
 bench=${1:?usage: hack/scale.sh scale|chaos}
 case "$bench" in
@@ -44,7 +44,7 @@ dist_pid=
 if [[ $bench == scale ]]; then
   dist_dir=$CARGO_TARGET_DIR-dist
   dist_log=$(mktemp "${TMPDIR:-/tmp}/loop-plugins-dist-build.XXXXXX")
-  CARGO_TARGET_DIR=$dist_dir cargo build --profile dist -p loop-plugins-cli --bin loop-plugins \
+  CARGO_TARGET_DIR=$dist_dir cargo build --profile dist -p loop-plugins --bin loop-plugins \
     >"$dist_log" 2>&1 &
   dist_pid=$!
   trap 'kill "$dist_pid" 2>/dev/null || true; rm -f "$dist_log"; report' EXIT

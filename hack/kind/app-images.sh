@@ -24,7 +24,7 @@ tag=${2:?tag}
 how=${KIND_APP_IMAGES:-prebuilt}
 
 # The binaries and their packages (one place, for the workspace split).
-APP_PACKAGE=loop-plugins-cli
+APP_PACKAGE=loop-plugins
 APP_BIN=loop-plugins
 ECHO_PACKAGE=echo-plugin
 ECHO_BIN=echo-plugin

@@ -6,7 +6,7 @@
 //!   (the replica that delivered remembers it until its cache shows the record); a replica
 //!   killed after the plugin took it and before the record was written leaves the next
 //!   leader no way to tell, and it delivers again (at least once, never lost: `make chaos`
-//!   counts those apart, see `loop_plugins_e2e::scale::deliveries`);
+//!   counts those apart, see `loop_plugins_bench::deliveries`);
 //! - a try that fails (the container could not be had, it did not answer, or it refused) is
 //!   counted in `status.doneAttempts` with the reason in `status.doneError`, and tried again
 //!   after a backoff that doubles ([`retry_after`]); after [`DONE_ATTEMPTS`] it gives up;

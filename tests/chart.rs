@@ -1,0 +1,954 @@
+//! The Helm chart and the kustomize base, checked without a cluster, with the built helm and
+//! kubectl (`$LOOP_PLUGINS_CONTROLPLANE`, else what `hack/controlplane/build.sh` prints):
+//! `helm lint` is clean; the chart renders with its defaults and with every switch; no rendered
+//! Role or ClusterRole uses `*`; the values schema refuses bad values; the flags the chart
+//! passes are flags the binary takes; the chart's CRDs are crds/; and `kubectl kustomize
+//! deploy/` is the chart's default rendering.
+//!
+//! deploy/ is generated from the chart. After changing the chart, regenerate it with
+//! `LOOP_PLUGINS_UPDATE_DEPLOY=1 cargo test --test chart` and review the diff.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use clap::{Args, CommandFactory, FromArgMatches};
+use devcluster::binaries::Binaries;
+use serde_json::{Value, json};
+
+const CHART: &str = "charts/loop-plugins";
+/// The release and namespace deploy/ is rendered for: the chart's defaults.
+const RELEASE: &str = "loop-plugins";
+const NAMESPACE: &str = "loop-plugins";
+const UPDATE_ENV: &str = "LOOP_PLUGINS_UPDATE_DEPLOY";
+const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+fn repo() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(testkit::repo_root)
+}
+
+/// The built helm and kubectl.
+fn tools() -> &'static (PathBuf, PathBuf) {
+    static TOOLS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        let binaries = Binaries::locate().expect("the control-plane binaries (make controlplane)");
+        (binaries.path("helm"), binaries.path("kubectl"))
+    })
+}
+
+/// Runs `program` in the repository; its stdout, or everything it said when it failed.
+fn run(program: &Path, args: &[&str]) -> Result<String, String> {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(repo())
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("loop-plugins-helm-cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("loop-plugins-helm-config"),
+        )
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if output.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "{} {}: {}\n{stdout}{stderr}",
+            program.display(),
+            args.join(" "),
+            output.status
+        ))
+    }
+}
+
+fn helm(args: &[&str]) -> Result<String, String> {
+    run(&tools().0, args)
+}
+
+fn kubectl(args: &[&str]) -> Result<String, String> {
+    run(&tools().1, args)
+}
+
+/// `helm template` of the chart as release loop-plugins in namespace loop-plugins, with `extra`.
+fn template(extra: &[&str]) -> Result<String, String> {
+    let mut args = vec!["template", RELEASE, CHART, "--namespace", NAMESPACE];
+    args.extend_from_slice(extra);
+    helm(&args)
+}
+
+/// The objects of a multi-document YAML stream.
+fn parse(yaml: &str) -> Vec<Value> {
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(yaml).unwrap_or_else(|e| panic!("parsing YAML: {e}\n{yaml}"));
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+fn render(extra: &[&str]) -> Vec<Value> {
+    parse(&template(extra).unwrap_or_else(|e| panic!("{e}")))
+}
+
+fn kind(doc: &Value) -> &str {
+    doc["kind"].as_str().unwrap_or_default()
+}
+
+fn name(doc: &Value) -> &str {
+    doc["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn key(doc: &Value) -> String {
+    let ns = doc["metadata"]["namespace"].as_str().unwrap_or("-");
+    format!("{} {ns}/{}", kind(doc), name(doc))
+}
+
+fn find<'a>(docs: &'a [Value], wanted_kind: &str, wanted_name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| kind(d) == wanted_kind && name(d) == wanted_name)
+        .unwrap_or_else(|| {
+            let keys: Vec<String> = docs.iter().map(key).collect();
+            panic!("no {wanted_kind} {wanted_name} among {keys:?}")
+        })
+}
+
+fn container<'a>(deployment: &'a Value, wanted: &str) -> &'a Value {
+    deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == wanted))
+        .unwrap_or_else(|| panic!("no container {wanted}"))
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Value sets that turn every switch of the chart.
+fn switches() -> Vec<Vec<String>> {
+    let set = |pairs: &[&str]| {
+        pairs
+            .iter()
+            .flat_map(|p| ["--set".to_string(), p.to_string()])
+            .collect()
+    };
+    let mut everything: Vec<String> = set(&[
+        &format!("image.digest={DIGEST}"),
+        "projectNamespaces={team-a,team-b}",
+        "networkPolicy.egress.allowAll=true",
+        "podDisruptionBudget.minAvailable=1",
+        "hostConfig.plugins.enabled=true",
+        &format!("hostConfig.plugins.trustedPublisherKeys={{{KEY}}}"),
+        "hostConfig.plugins.signatureMode=strict",
+        "hostConfig.gates.agentgate.enabled=true",
+        &format!("hostConfig.gates.agentgate.image=registry.local/gate@{DIGEST}"),
+        "hostConfig.apiUrl=http://api.example:8080",
+        "api.worktreeRoot=/worktrees",
+        "serviceAccount.name=custom",
+        "leaderElection.leaseName=custom-lease",
+        "fullnameOverride=lp",
+        "replicas=3",
+        "service.type=NodePort",
+        "service.nodePort=30080",
+    ]);
+    everything.extend([
+        "--set-json".to_string(),
+        r#"networkPolicy.egress.extraRules=[{"to":[{"ipBlock":{"cidr":"10.0.0.0/8"}}],"ports":[{"port":443,"protocol":"TCP"}]}]"#.to_string(),
+        "--set-json".to_string(),
+        r#"hostConfig.plugins.defaults={"echo":{"enabled":true}}"#.to_string(),
+        "--set-json".to_string(),
+        r#"api.extraVolumeMounts=[{"name":"trees","mountPath":"/worktrees","readOnly":true}]"#.to_string(),
+        "--set-json".to_string(),
+        r#"extraVolumes=[{"name":"trees","emptyDir":{}}]"#.to_string(),
+    ]);
+    let mut dns_only = set(&["networkPolicy.egress.dns.enabled=false"]);
+    dns_only.extend([
+        "--set-json".to_string(),
+        r#"networkPolicy.egress.extraRules=[{"to":[{"namespaceSelector":{}}]}]"#.to_string(),
+    ]);
+    vec![
+        vec![],
+        set(&[
+            "replicas=1",
+            "leaderElection.enabled=false",
+            "podDisruptionBudget.enabled=false",
+            "networkPolicy.enabled=false",
+            "hostConfig.create=false",
+            "callerRole.create=false",
+            "projectRoles.create=false",
+            // Not rendered: a ClusterIP Service has no node port.
+            "service.nodePort=30080",
+        ]),
+        everything,
+        dns_only,
+    ]
+}
+
+fn as_strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn helm_lint_is_clean() {
+    for values in switches() {
+        let mut args = vec!["lint", "--strict", CHART];
+        args.extend(as_strs(&values));
+        let out = helm(&args).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !out.contains("[WARNING]") && !out.contains("[ERROR]"),
+            "helm lint {values:?}:\n{out}"
+        );
+        assert!(
+            out.contains("0 chart(s) failed"),
+            "helm lint {values:?}:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn the_defaults_render_every_object() {
+    let docs = render(&[]);
+    let count = |k: &str| docs.iter().filter(|d| kind(d) == k).count();
+    let expected = [
+        ("ServiceAccount", 2),
+        ("ClusterRole", 6),
+        ("ClusterRoleBinding", 2),
+        ("Role", 2),
+        ("RoleBinding", 3),
+        ("Deployment", 1),
+        ("Service", 1),
+        ("PodDisruptionBudget", 1),
+        ("NetworkPolicy", 1),
+        ("HostConfig", 1),
+    ];
+    for (k, n) in expected {
+        assert_eq!(
+            count(k),
+            n,
+            "{k} objects in {:?}",
+            docs.iter().map(key).collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(docs.len(), expected.iter().map(|(_, n)| n).sum::<usize>());
+
+    let deployment = find(&docs, "Deployment", "loop-plugins");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let controller = container(deployment, "controller");
+    let args = strings(&controller["args"]);
+    assert_eq!(args[0], "controller");
+    assert!(
+        args.contains(&"--leader-election-namespace=$(POD_NAMESPACE)".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&"--lease-name=loop-plugins-controller".to_string()),
+        "{args:?}"
+    );
+    let env = &controller["env"];
+    let pod_name = env
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "POD_NAME")
+        .expect("POD_NAME");
+    assert_eq!(
+        pod_name["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+
+    let host = find(&docs, "HostConfig", "default");
+    assert_eq!(
+        host["spec"],
+        json!({
+            "plugins": {"enabled": false, "dailyRuns": 50, "idleTimeout": "10m", "signatureMode": "disabled"},
+            "gates": {
+                "agentgate": {"enabled": false},
+                "audit": {"destination": "/data/.loop-audit", "maxAgeDays": 30, "maxBytes": 67108864},
+            },
+            "apiUrl": "http://loop-plugins-api.loop-plugins.svc:8080",
+        })
+    );
+    // The Leases the Role names are the Leases the controller and the API are told to use.
+    let role = find(&docs, "Role", "loop-plugins-leader-election");
+    let named: Vec<String> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| strings(&r["resourceNames"]))
+        .collect();
+    assert_eq!(named, ["loop-plugins-controller", "loop-plugins-api"]);
+    let deployment = find(&docs, "Deployment", "loop-plugins");
+    let args = |c: &str| strings(&container(deployment, c)["args"]);
+    assert!(args("controller").contains(&"--lease-name=loop-plugins-controller".to_string()));
+    assert!(args("api").contains(&"--fanout-lease-name=loop-plugins-api".to_string()));
+}
+
+#[test]
+fn every_switch_renders() {
+    let [_, minimal, everything, dns_only] = <[Vec<String>; 4]>::try_from(switches()).unwrap();
+
+    let docs = render(&as_strs(&minimal));
+    for absent in ["PodDisruptionBudget", "NetworkPolicy", "HostConfig"] {
+        assert!(
+            !docs.iter().any(|d| kind(d) == absent),
+            "{absent} rendered with {minimal:?}"
+        );
+    }
+    // Only the roles the chart binds are left.
+    let cluster_roles: Vec<&str> = docs
+        .iter()
+        .filter(|d| kind(d) == "ClusterRole")
+        .map(name)
+        .collect();
+    assert_eq!(
+        cluster_roles,
+        [
+            "loop-plugins-controller",
+            "loop-plugins-api",
+            "loop-plugins-trigger"
+        ],
+        "with {minimal:?}"
+    );
+    // Without leader election only the API's Role for its runs record is left.
+    let roles: Vec<&str> = docs
+        .iter()
+        .filter(|d| kind(d) == "Role")
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(roles, ["loop-plugins-api-runs"], "with {minimal:?}");
+    let args = strings(&container(find(&docs, "Deployment", "loop-plugins"), "controller")["args"]);
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.contains("leader") || a.contains("lease")),
+        "{args:?}"
+    );
+    let service = &find(&docs, "Service", "loop-plugins-api")["spec"];
+    assert_eq!(service["type"], "ClusterIP");
+    assert!(service["ports"][0].get("nodePort").is_none(), "{service}");
+
+    let docs = render(&as_strs(&everything));
+    let service = &find(&docs, "Service", "lp-api")["spec"];
+    assert_eq!(service["type"], "NodePort");
+    assert_eq!(service["ports"][0]["nodePort"], 30080);
+    let deployment = find(&docs, "Deployment", "lp");
+    let image = format!("registry.local/loop-plugins@{DIGEST}");
+    assert_eq!(container(deployment, "controller")["image"], image.as_str());
+    assert_eq!(container(deployment, "api")["image"], image.as_str());
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["serviceAccountName"],
+        "custom"
+    );
+    assert!(
+        strings(&container(deployment, "api")["args"])
+            .contains(&"--worktree-root=/worktrees".to_string())
+    );
+    assert!(
+        strings(&container(deployment, "controller")["args"])
+            .contains(&"--lease-name=custom-lease".to_string())
+    );
+    for ns in ["team-a", "team-b"] {
+        let policy = docs
+            .iter()
+            .find(|d| kind(d) == "NetworkPolicy" && d["metadata"]["namespace"] == ns)
+            .unwrap_or_else(|| panic!("no NetworkPolicy in {ns}"));
+        assert_eq!(policy["spec"]["egress"], json!([{}]));
+        assert!(docs.iter().any(|d| kind(d) == "ServiceAccount"
+            && name(d) == controller::cronjob::TRIGGER_SERVICE_ACCOUNT
+            && d["metadata"]["namespace"] == ns));
+    }
+    assert_eq!(
+        find(&docs, "PodDisruptionBudget", "lp")["spec"]["minAvailable"],
+        1
+    );
+    let host = find(&docs, "HostConfig", "default");
+    assert_eq!(
+        host["spec"]["plugins"]["trustedPublisherKeys"],
+        json!([KEY])
+    );
+    assert_eq!(
+        host["spec"]["plugins"]["defaults"],
+        json!({"echo": {"enabled": true}})
+    );
+    assert_eq!(
+        host["spec"]["gates"]["agentgate"]["image"],
+        format!("registry.local/gate@{DIGEST}")
+    );
+    assert_eq!(host["spec"]["apiUrl"], "http://api.example:8080");
+
+    let docs = render(&as_strs(&dns_only));
+    let egress = &find(&docs, "NetworkPolicy", "loop-plugins-plugins")["spec"]["egress"];
+    assert_eq!(egress.as_array().map(Vec::len), Some(2), "{egress}");
+    assert_eq!(egress[1], json!({"to": [{"namespaceSelector": {}}]}));
+}
+
+/// The verbs `role` grants on `resource` of plugins.loop.dev.
+/// The NetworkPolicy the chart renders for plugin Pods, whole, as a reviewer reads it (in
+/// `tests/snapshots/`; `INSTA_UPDATE=always cargo test --test chart` rewrites it).
+#[test]
+fn the_plugin_network_policy_snapshot() {
+    let docs = render(&[]);
+    let policy = without_helm_labels(find(&docs, "NetworkPolicy", "loop-plugins-plugins").clone());
+    insta::assert_yaml_snapshot!("plugin_network_policy", policy);
+}
+
+fn verbs_on(role: &Value, resource: &str) -> Vec<String> {
+    let mut verbs: Vec<String> = role["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| strings(&r["apiGroups"]).contains(&"plugins.loop.dev".to_string()))
+        .filter(|r| strings(&r["resources"]).contains(&resource.to_string()))
+        .flat_map(|r| strings(&r["verbs"]))
+        .collect();
+    verbs.sort();
+    verbs
+}
+
+#[test]
+fn editing_a_project_and_trusting_it_are_two_roles() {
+    let docs = render(&[]);
+    let editor = find(&docs, "ClusterRole", "loop-plugins-project-editor");
+    let trustee = find(&docs, "ClusterRole", "loop-plugins-project-trustee");
+    let read = ["get", "list", "watch"];
+    let write = ["create", "update", "patch", "delete"];
+    let all: Vec<String> = {
+        let mut v: Vec<String> = read.iter().chain(&write).map(|v| v.to_string()).collect();
+        v.sort();
+        v
+    };
+    let read_only: Vec<String> = read.iter().map(|v| v.to_string()).collect();
+    assert_eq!(verbs_on(editor, "projects"), all);
+    assert_eq!(verbs_on(editor, "projecttrusts"), read_only);
+    assert_eq!(verbs_on(trustee, "projects"), read_only);
+    assert_eq!(verbs_on(trustee, "projecttrusts"), all);
+    // Neither writes a Project's status (the controller's), nor anything else.
+    for role in [editor, trustee] {
+        for rule in role["rules"].as_array().unwrap() {
+            assert_eq!(strings(&rule["apiGroups"]), ["plugins.loop.dev"], "{rule}");
+            for resource in strings(&rule["resources"]) {
+                assert!(
+                    ["projects", "projecttrusts"].contains(&resource.as_str()),
+                    "{}: {resource}",
+                    name(role)
+                );
+            }
+        }
+    }
+    // Nobody is bound to them by the chart.
+    for binding in docs
+        .iter()
+        .filter(|d| matches!(kind(d), "ClusterRoleBinding" | "RoleBinding"))
+    {
+        let role = binding["roleRef"]["name"].as_str().unwrap_or_default();
+        assert!(!role.contains("project-"), "{} binds {role}", name(binding));
+    }
+}
+
+/// Every rule of every Role and ClusterRole in `docs` that uses `*`.
+fn wildcard_rules(docs: &[Value]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for doc in docs
+        .iter()
+        .filter(|d| matches!(kind(d), "Role" | "ClusterRole"))
+    {
+        for (i, rule) in doc["rules"].as_array().into_iter().flatten().enumerate() {
+            for field in [
+                "apiGroups",
+                "resources",
+                "verbs",
+                "resourceNames",
+                "nonResourceURLs",
+            ] {
+                if strings(&rule[field]).iter().any(|s| s.contains('*')) {
+                    problems.push(format!("{} rule {i} {field}: {}", key(doc), rule[field]));
+                }
+            }
+        }
+        if doc.get("aggregationRule").is_some() {
+            problems.push(format!("{} aggregates other roles", key(doc)));
+        }
+    }
+    problems
+}
+
+#[test]
+fn no_rendered_role_uses_a_wildcard() {
+    for values in switches() {
+        let docs = render(&as_strs(&values));
+        assert!(docs.iter().any(|d| kind(d) == "ClusterRole"));
+        let problems = wildcard_rules(&docs);
+        assert!(problems.is_empty(), "with {values:?}: {problems:#?}");
+    }
+}
+
+#[test]
+fn the_wildcard_check_finds_a_star() {
+    let roles = parse(
+        "kind: ClusterRole\nmetadata: {name: a}\nrules:\n- {apiGroups: [''], resources: [pods], verbs: [get]}\n\
+         - {apiGroups: ['*'], resources: [pods], verbs: [get]}\n---\n\
+         kind: Role\nmetadata: {name: b, namespace: team}\nrules:\n- {apiGroups: [''], resources: ['pods/*'], verbs: ['*']}\n",
+    );
+    assert_eq!(
+        wildcard_rules(&roles),
+        [
+            r#"ClusterRole -/a rule 1 apiGroups: ["*"]"#,
+            r#"Role team/b rule 0 resources: ["pods/*"]"#,
+            r#"Role team/b rule 0 verbs: ["*"]"#,
+        ]
+    );
+}
+
+#[test]
+fn the_values_schema_refuses_bad_values() {
+    for (set, why) in [
+        ("replicas=-1", "replicas"),
+        ("replica=2", "replica"),
+        (
+            "hostConfig.plugins.signatureMode=sometimes",
+            "signatureMode",
+        ),
+        ("hostConfig.plugins.idleTimeout=soon", "idleTimeout"),
+        ("image.digest=latest", "digest"),
+        (
+            "hostConfig.gates.agentgate.image=registry.local/gate:latest",
+            "image",
+        ),
+        ("projectNamespaces={Team_A}", "projectNamespaces"),
+        ("leaderElection.enabled=false", "leaderElection"),
+        ("service.nodePort=8080", "nodePort"),
+        ("service.nodePort=32768", "nodePort"),
+        ("hostConfig.gates.audit.destination=/var/log", "destination"),
+        ("hostConfig.gates.audit.maxBytes=10", "maxBytes"),
+    ] {
+        let err = template(&["--set", set]).expect_err(set);
+        assert!(err.contains(why), "{set}: {err}");
+    }
+    let err = template(&[
+        "--set-json",
+        r#"trigger.rules=[{"apiGroups":["plugins.loop.dev"],"resources":["plugininstances/actions"],"verbs":["*"]}]"#,
+    ])
+    .expect_err("a wildcard verb");
+    assert!(err.contains("verbs"), "{err}");
+    let err = template(&[
+        "--set-json",
+        r#"hostConfig.plugins.registry.mirrors=[{"registry":"localhost:5001"}]"#,
+    ])
+    .expect_err("a mirror without an address");
+    assert!(err.contains("address"), "{err}");
+}
+
+#[test]
+fn registry_settings_reach_host_config() {
+    let docs = render(&[
+        "--set",
+        "hostConfig.plugins.registry.credentialsSecret=pull",
+        "--set-json",
+        r#"hostConfig.plugins.registry.mirrors=[{"registry":"localhost:5001","address":"kind-registry:5000","plainHttp":true}]"#,
+        "--set",
+        "hostConfig.gates.audit.destination=stdout",
+    ]);
+    let host = find(&docs, "HostConfig", "default");
+    assert_eq!(
+        host["spec"]["plugins"]["registry"],
+        json!({
+            "credentialsSecret": "pull",
+            "mirrors": [{"registry": "localhost:5001", "address": "kind-registry:5000", "plainHttp": true}],
+        })
+    );
+    assert_eq!(host["spec"]["gates"]["audit"]["destination"], "stdout");
+}
+
+/// `--flag` names in `args` (values and positionals left out).
+fn flags(args: &[String]) -> Vec<String> {
+    args.iter()
+        .filter(|a| a.starts_with("--"))
+        .map(|a| a.split('=').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn the_chart_passes_only_flags_the_binary_takes() {
+    let docs = render(&[]);
+    let deployment = find(&docs, "Deployment", "loop-plugins");
+    let binary = &testkit::binary();
+    let help =
+        |role: &str| run(Path::new(binary), &[role, "--help"]).unwrap_or_else(|e| panic!("{e}"));
+
+    // The API server's flags parse with its own definitions.
+    let api_args = strings(&container(deployment, "api")["args"]);
+    assert_eq!(api_args[0], "api");
+    let command = server::serve::ApiArgs::augment_args(clap::Command::new("api"));
+    let matches = command
+        .try_get_matches_from(&api_args)
+        .unwrap_or_else(|e| panic!("{api_args:?}: {e}"));
+    let parsed = server::serve::ApiArgs::from_arg_matches(&matches).unwrap();
+    assert_eq!(parsed.listen.port(), 8080);
+    assert_eq!(parsed.metrics_addr.port(), 9091);
+    let api_help = help("api");
+    for flag in flags(&api_args) {
+        assert!(api_help.contains(&flag), "loop-plugins api takes no {flag}");
+    }
+
+    // The controller's: its own, and leader election's (src/leader.rs LeaderArgs).
+    let controller_args = strings(&container(deployment, "controller")["args"]);
+    assert_eq!(controller_args[0], "controller");
+    let controller_help = help("controller");
+    let leader = runtime::leader::LeaderArgs::augment_args(clap::Command::new("leader"));
+    let leader_flags: Vec<String> = leader
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect();
+    for flag in flags(&controller_args) {
+        assert!(
+            controller_help.contains(&flag) || leader_flags.contains(&flag),
+            "loop-plugins controller takes no {flag}"
+        );
+    }
+    // The env the controller reads its image from (LOOP_PLUGINS_IMAGE) names the same image.
+    let controller = container(deployment, "controller");
+    let image_env = controller["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "LOOP_PLUGINS_IMAGE");
+    assert_eq!(image_env.map(|e| &e["value"]), Some(&controller["image"]));
+    assert!(
+        controller_help.contains("LOOP_PLUGINS_IMAGE"),
+        "{controller_help}"
+    );
+    // The leader flags flatten into a command without clashes (clap's own consistency check).
+    #[derive(clap::Parser)]
+    struct Probe {
+        #[command(flatten)]
+        leader: runtime::leader::LeaderArgs,
+    }
+    Probe::command().debug_assert();
+}
+
+#[test]
+fn every_container_runs_restricted_with_probes() {
+    let docs = render(&[]);
+    let pod = &find(&docs, "Deployment", "loop-plugins")["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    for c in pod["containers"].as_array().unwrap() {
+        let sc = &c["securityContext"];
+        assert_eq!(sc["allowPrivilegeEscalation"], false, "{}", c["name"]);
+        assert_eq!(sc["readOnlyRootFilesystem"], true, "{}", c["name"]);
+        assert_eq!(sc["runAsNonRoot"], true, "{}", c["name"]);
+        assert_eq!(sc["runAsUser"], 65532, "{}", c["name"]);
+        assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{}", c["name"]);
+        assert_eq!(
+            sc["seccompProfile"]["type"], "RuntimeDefault",
+            "{}",
+            c["name"]
+        );
+        assert_eq!(
+            c["livenessProbe"]["httpGet"]["path"], "/healthz",
+            "{}",
+            c["name"]
+        );
+        assert!(
+            c["resources"]["requests"].is_object()
+                && c["resources"]["limits"]["memory"].is_string()
+        );
+    }
+    let controller = container(
+        &find(&docs, "Deployment", "loop-plugins").clone(),
+        "controller",
+    )
+    .clone();
+    assert_eq!(controller["livenessProbe"]["httpGet"]["port"], "metrics");
+    assert_eq!(controller["ports"][0]["containerPort"], 9090);
+    let api = container(find(&docs, "Deployment", "loop-plugins"), "api");
+    assert_eq!(api["readinessProbe"]["httpGet"]["port"], "http");
+}
+
+/// The copies of crds/loop-plugins.yaml.
+const CRD_COPIES: [&str; 2] = [
+    "charts/loop-plugins/crds/loop-plugins.yaml",
+    "deploy/crds/loop-plugins.yaml",
+];
+
+/// With `LOOP_PLUGINS_UPDATE_DEPLOY` set, rewrites deploy/ and the CRDs' copies, once, before
+/// any test reads them.
+fn update_if_asked() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        if std::env::var_os(UPDATE_ENV).is_none() {
+            return;
+        }
+        let generated = std::fs::read_to_string(repo().join("crds/loop-plugins.yaml")).unwrap();
+        for copy in CRD_COPIES {
+            std::fs::create_dir_all(repo().join(copy).parent().unwrap()).unwrap();
+            std::fs::write(repo().join(copy), &generated).unwrap();
+        }
+        for (path, text) in deploy_files() {
+            let file = repo().join("deploy").join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, text).unwrap();
+        }
+    });
+}
+
+#[test]
+fn the_charts_crds_are_crds() {
+    update_if_asked();
+    let generated = std::fs::read_to_string(repo().join("crds/loop-plugins.yaml")).unwrap();
+    for copy in CRD_COPIES {
+        let text = std::fs::read_to_string(repo().join(copy)).unwrap_or_default();
+        assert!(
+            text == generated,
+            "{copy} differs from crds/loop-plugins.yaml: copy it (cp crds/loop-plugins.yaml {copy}), \
+             or run {UPDATE_ENV}=1 cargo test --test chart"
+        );
+    }
+}
+
+/// Drops what only Helm adds: the chart label and `managed-by: Helm`.
+fn without_helm_labels(mut doc: Value) -> Value {
+    if let Some(labels) = doc["metadata"]["labels"].as_object_mut() {
+        labels.remove("helm.sh/chart");
+        labels.remove("app.kubernetes.io/managed-by");
+    }
+    doc
+}
+
+/// The files of deploy/, generated from the chart's default rendering, by path.
+fn deploy_files() -> BTreeMap<String, String> {
+    const HEADER: &str = "# Generated by tests/chart.rs from `helm template loop-plugins charts/loop-plugins \
+         -n loop-plugins`,\n# less Helm's own labels. Edit the chart, then run \
+         LOOP_PLUGINS_UPDATE_DEPLOY=1 cargo test --test chart.\n";
+    let rendered = template(&[]).unwrap_or_else(|e| panic!("{e}"));
+    let mut by_source: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    for doc in rendered.split("\n---\n") {
+        let mut source = None;
+        let mut lines = Vec::new();
+        for line in doc.lines() {
+            let trimmed = line.trim();
+            if let Some(path) = trimmed.strip_prefix("# Source: loop-plugins/templates/") {
+                source = Some(path.to_string());
+            } else if !(trimmed.starts_with("helm.sh/chart:")
+                || trimmed == "app.kubernetes.io/managed-by: Helm"
+                || trimmed == "---")
+            {
+                lines.push(line);
+            }
+        }
+        let text = lines.join("\n").trim().to_string();
+        let Some(source) = source.filter(|_| !text.is_empty()) else {
+            continue;
+        };
+        if !order.contains(&source) {
+            order.push(source.clone());
+        }
+        by_source.entry(source).or_default().push(text);
+    }
+    let mut files = BTreeMap::new();
+    let mut resources = vec!["crds".to_string(), "namespace.yaml".to_string()];
+    for source in &order {
+        let docs = &by_source[source];
+        files.insert(
+            source.clone(),
+            format!("{HEADER}---\n{}\n", docs.join("\n---\n")),
+        );
+        resources.push(source.clone());
+    }
+    files.insert(
+        "namespace.yaml".into(),
+        format!(
+            "{HEADER}---\n# The release namespace, held to the restricted Pod Security level.\n\
+             apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n  labels:\n    \
+             app.kubernetes.io/part-of: loop-plugins\n    pod-security.kubernetes.io/enforce: restricted\n"
+        ),
+    );
+    let listed: String = resources.iter().map(|r| format!("  - {r}\n")).collect();
+    files.insert(
+        "kustomization.yaml".into(),
+        format!(
+            "{HEADER}#\n# The kustomize base: the chart's defaults, release loop-plugins in namespace loop-plugins.\n\
+             # Install: kubectl apply --server-side -k deploy/crds, then kubectl apply --server-side -k deploy/\n\
+             # (the HostConfig needs its CRD established first). Another image or namespace: use Helm,\n\
+             # or an overlay (README.md, Install).\n\
+             apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n{listed}"
+        ),
+    );
+    files.insert(
+        "crds/kustomization.yaml".into(),
+        format!(
+            "{HEADER}#\n# The CRDs alone (crds/loop-plugins.yaml), to apply before the rest.\n\
+             apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - loop-plugins.yaml\n"
+        ),
+    );
+    files
+}
+
+#[test]
+fn deploy_is_generated_from_the_chart() {
+    update_if_asked();
+    let files = deploy_files();
+    let dir = repo().join("deploy");
+    let mut stale = Vec::new();
+    for (path, text) in &files {
+        if std::fs::read_to_string(dir.join(path)).ok().as_deref() != Some(text.as_str()) {
+            stale.push(path.clone());
+        }
+    }
+    // Nothing else lives in deploy/ but the CRDs' copy.
+    let mut present = Vec::new();
+    for entry in walk(&dir) {
+        let rel = entry
+            .strip_prefix(&dir)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if !files.contains_key(&rel) && rel != "crds/loop-plugins.yaml" {
+            present.push(rel);
+        }
+    }
+    assert!(
+        stale.is_empty() && present.is_empty(),
+        "deploy/ is not the chart's rendering (stale: {stale:?}, not generated: {present:?}); \
+         run {UPDATE_ENV}=1 cargo test --test chart"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// Objects by kind, namespace and name, with whole floats as integers (YAML writers differ
+/// on `0` and `0.0`).
+fn by_key<'a>(docs: impl IntoIterator<Item = &'a Value>) -> BTreeMap<String, Value> {
+    docs.into_iter()
+        .map(|d| (key(d), whole_numbers(d.clone())))
+        .collect()
+}
+
+fn whole_numbers(value: Value) -> Value {
+    match value {
+        Value::Number(n) if n.is_f64() => match n.as_f64() {
+            Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Value::from(f as i64),
+            _ => Value::Number(n),
+        },
+        Value::Array(a) => Value::Array(a.into_iter().map(whole_numbers).collect()),
+        Value::Object(o) => {
+            Value::Object(o.into_iter().map(|(k, v)| (k, whole_numbers(v))).collect())
+        }
+        other => other,
+    }
+}
+
+/// Fails naming the objects only one side has and those that differ (with the first path
+/// where they do), rather than printing whole objects.
+fn assert_same(left: &BTreeMap<String, Value>, right: &BTreeMap<String, Value>, what: &str) {
+    let mut problems = Vec::new();
+    for k in left.keys().filter(|k| !right.contains_key(*k)) {
+        problems.push(format!("only in {what}: {k}"));
+    }
+    for k in right.keys().filter(|k| !left.contains_key(*k)) {
+        problems.push(format!("only in the chart: {k}"));
+    }
+    for (k, l) in left {
+        if let Some(r) = right.get(k).filter(|r| *r != l) {
+            problems.push(format!(
+                "{k} differs at {}",
+                first_difference(l, r, String::new())
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{what} is not the chart's default rendering:\n{}",
+        problems.join("\n")
+    );
+}
+
+fn first_difference(l: &Value, r: &Value, path: String) -> String {
+    match (l, r) {
+        (Value::Object(a), Value::Object(b)) => {
+            for k in a.keys().chain(b.keys()) {
+                if a.get(k) != b.get(k) {
+                    return first_difference(
+                        &a.get(k).cloned().unwrap_or(Value::Null),
+                        &b.get(k).cloned().unwrap_or(Value::Null),
+                        format!("{path}.{k}"),
+                    );
+                }
+            }
+            path
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                if x != y {
+                    return first_difference(x, y, format!("{path}[{i}]"));
+                }
+            }
+            path
+        }
+        _ => format!("{path}: {l} vs {r}"),
+    }
+}
+
+#[test]
+fn kubectl_kustomize_renders_the_charts_defaults() {
+    update_if_asked();
+    let kustomized = parse(&kubectl(&["kustomize", "deploy/"]).unwrap_or_else(|e| panic!("{e}")));
+    let chart: Vec<Value> = render(&[]).into_iter().map(without_helm_labels).collect();
+    let of_kind = |docs: &[Value], wanted: &str| by_key(docs.iter().filter(|d| kind(d) == wanted));
+
+    // The CRDs are crds/; the Namespace is the base's own.
+    let generated = parse(&std::fs::read_to_string(repo().join("crds/loop-plugins.yaml")).unwrap());
+    let crd = "CustomResourceDefinition";
+    assert_same(
+        &of_kind(&kustomized, crd),
+        &of_kind(&generated, crd),
+        "the base's CRDs",
+    );
+    let namespace = find(&kustomized, "Namespace", NAMESPACE);
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+
+    let rest: Vec<Value> = kustomized
+        .into_iter()
+        .filter(|d| !matches!(kind(d), "CustomResourceDefinition" | "Namespace"))
+        .collect();
+    // RBAC first, for the clearest failure.
+    let rbac = |docs: &[Value]| {
+        by_key(docs.iter().filter(|d| {
+            d["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("rbac.authorization.k8s.io/"))
+                || kind(d) == "ServiceAccount"
+        }))
+    };
+    assert_same(&rbac(&rest), &rbac(&chart), "the base's RBAC");
+    assert!(rbac(&chart).len() >= 9);
+    assert_same(&by_key(&rest), &by_key(&chart), "kubectl kustomize deploy/");
+}

@@ -1,0 +1,1801 @@
+//! The host API on the real control plane: the controller process runs the instances' Pods
+//! (the echo plugin, through the kubelet stand-in), the host API runs in this process on a
+//! loopback port with the admin client, and callers use ServiceAccount tokens that RBAC
+//! grants (or does not). On an existing cluster the chart's API Service is the host API.
+//! Each test reads what reached the plugin from its journal (`GET /x/journal`, through the
+//! host API).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use kube::ResourceExt;
+use kube::api::PostParams;
+use model::config::{PluginConfig, ScheduleEntry};
+use model::names;
+use model::resources::{ChannelKind, InstancePhase, Plugin, PluginInstance};
+use model::schedule::ScheduleType;
+use prometheus_client::registry::Registry;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use server::calls::CallSettings;
+use server::host_api::PREFIX;
+use server::serve::{Options, Server};
+
+use crate::controller_support::*;
+use crate::support::{E2eTest, Ns, test, wait};
+
+pub fn tests() -> Vec<E2eTest> {
+    vec![
+        test(
+            "host::a_tool_call_to_a_stopped_instance_starts_its_pod_and_returns_the_echo",
+            tool_from_zero,
+        ),
+        test(
+            "host::input_and_output_schema_violations_give_is_error",
+            schemas,
+        ),
+        test("host::a_caller_without_the_rbac_grant_gets_403", rbac),
+        test(
+            "host::the_echo_plugin_runs_under_the_gate_with_no_denial_in_normal_use",
+            gated,
+        )
+        .timeout(Duration::from_secs(180))
+        .not_on_rehearsal("the gate refuses to run a plugin as root"),
+        test(
+            "host::a_hanging_plugin_trips_the_breaker_and_one_trial_closes_it",
+            breaker,
+        )
+        .timeout(Duration::from_secs(180)),
+        test(
+            "host::events_reach_exactly_the_containers_the_rules_name",
+            events,
+        )
+        .timeout(Duration::from_secs(180)),
+        test(
+            "host::a_click_and_the_plugins_put_that_arrive_together_both_survive",
+            switch_race,
+        )
+        .timeout(Duration::from_secs(180)),
+        test(
+            "host::two_replicas_send_one_settings_changed_per_config_write",
+            settings_changed_once,
+        )
+        .local_only("starts two host APIs of its own"),
+        test(
+            "host::a_config_write_while_nobody_leads_the_fanout_is_sent_by_the_next_leader",
+            |ns| settings_changed_across_a_handover(ns, Duration::ZERO),
+        )
+        .timeout(Duration::from_secs(180)),
+        test(
+            "host::a_config_write_older_than_any_replicas_backlog_is_sent_by_the_next_leader",
+            |ns| {
+                settings_changed_across_a_handover(
+                    ns,
+                    runtime::leader::HANDOVER_WINDOW + Duration::from_secs(3),
+                )
+            },
+        )
+        .timeout(Duration::from_secs(240)),
+        test(
+            "host::a_cronjob_every_minute_runs_its_action_with_trigger_schedule",
+            cronjob,
+        )
+        .timeout(Duration::from_secs(240)),
+        test("host::a_plugins_data_outlives_its_pod", data_outlives_pod)
+            .timeout(Duration::from_secs(180)),
+        test(
+            "host::the_charts_network_policy_lets_a_plugin_pod_reach_only_the_api_and_dns",
+            network_policy,
+        )
+        .timeout(Duration::from_secs(300))
+        .cluster_only("the kubelet stand-in's Pods share this machine's network: no NetworkPolicy"),
+    ]
+}
+
+/// The host API a test calls: on the local control plane one of the test's own, in this
+/// process, on a loopback port, with the admin client (dropping it stops the server and its
+/// watches); on an existing cluster the chart's API Service.
+pub struct HostServer {
+    /// Where this process reaches it.
+    pub url: String,
+    /// What HostConfig `apiUrl` says for Pods to reach it (None: the chart's own).
+    pub url_for_pods: Option<String>,
+    local: Option<LocalHost>,
+}
+
+struct LocalHost {
+    registry: Arc<Registry>,
+    /// Its watches and fan-out stop when it is dropped.
+    _server: Server,
+    serve: tokio::task::JoinHandle<()>,
+}
+
+/// A server of the test's own, as the chart runs them: every server of the local suite (these,
+/// the API server processes and the suite's fan-out replica) elects the one that does the
+/// fan-out on the same Lease.
+fn local_options(calls: CallSettings) -> Options {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    Options {
+        api: Default::default(),
+        calls,
+        review_ttl: server::host_api::state::REVIEW_TTL,
+        lease: Some((
+            crate::controller_support::CONTROLLER_NAMESPACE.to_string(),
+            crate::controller_support::FANOUT_LEASE.to_string(),
+            format!("e2e-host-{}-{n}", std::process::id()),
+        )),
+    }
+}
+
+/// Starts the suite's own fan-out replica on the local control plane, with the controller
+/// (before any test's server, so it takes the fan-out Lease first); the cluster keeps it for
+/// the whole run. The Lease stays with it as with a settled Deployment's replica, instead of
+/// changing hands whenever a test's server stops. Every server can reach every container, so
+/// it sends what the tests' own servers would; the tests that move the Lease do so on purpose.
+pub async fn start_fanout_replica(ns: &Ns) -> anyhow::Result<()> {
+    ns.cluster()
+        .keep_fanout_replica(Server::start(
+            ns.client(),
+            local_options(CallSettings::default()),
+        ))
+        .await
+}
+
+/// Starts a host API (after the controller and the CRDs).
+pub async fn host(ns: &Ns) -> anyhow::Result<HostServer> {
+    host_with(ns, CallSettings::default()).await
+}
+
+/// Starts a host API with `settings` (on an existing cluster: the chart's, whatever they are).
+pub async fn host_with(ns: &Ns, settings: CallSettings) -> anyhow::Result<HostServer> {
+    setup(ns).await?;
+    if let Some(existing) = ns.cluster().existing() {
+        return Ok(HostServer {
+            url: format!("http://{}", existing.api_addr),
+            url_for_pods: existing.plugin_api_url.clone(),
+            local: None,
+        });
+    }
+    let server = Server::start(ns.client(), local_options(settings)).await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let app = server.router.clone();
+    let serve = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(HostServer {
+        url: url.clone(),
+        url_for_pods: Some(url),
+        local: Some(LocalHost {
+            registry: server.registry.clone(),
+            _server: server,
+            serve,
+        }),
+    })
+}
+
+impl HostServer {
+    /// The stores of the server in this process (None on an existing cluster).
+    pub fn index(&self) -> Option<Arc<server::index::Index>> {
+        self.local.as_ref().map(|l| l._server.index.clone())
+    }
+
+    /// Its metrics: the registry of the server in this process, or what every API Pod of the
+    /// chart's release serves on `/metrics`.
+    pub async fn metrics(&self, ns: &Ns) -> anyhow::Result<String> {
+        match (&self.local, ns.cluster().existing()) {
+            (Some(local), _) => Ok(runtime::metrics::encode(&local.registry)),
+            (None, Some(existing)) => in_cluster::api_metrics(ns.client(), existing).await,
+            (None, None) => bail!("a host API with no metrics"),
+        }
+    }
+}
+
+impl Drop for HostServer {
+    fn drop(&mut self) {
+        if let Some(local) = &self.local {
+            local.serve.abort();
+        }
+    }
+}
+
+/// What a caller may do: everything the host API offers, only running actions, or nothing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    All,
+    Actions,
+    None,
+}
+
+/// A ServiceAccount of the test's namespace with `grant`, and a token for it.
+pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<String> {
+    let accounts = ns.api::<ServiceAccount>();
+    let mut account = ServiceAccount::default();
+    account.metadata.name = Some(name.into());
+    apply(ns, &account).await?;
+    let resources: &[&str] = match grant {
+        Grant::All => &[
+            "plugininstances/actions",
+            "plugininstances/tools",
+            "plugininstances/switches",
+            "plugininstances/x",
+            "channels/events",
+        ],
+        Grant::Actions => &["plugininstances/actions"],
+        Grant::None => &[],
+    };
+    if !resources.is_empty() {
+        grant_role(ns, name, resources).await?;
+    }
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await?
+        .status
+        .and_then(|s| s.token)
+        .context("the TokenRequest has no token")
+}
+
+/// A Role on the host API's resources, bound to the ServiceAccount `account`.
+async fn grant_role(ns: &Ns, account: &str, resources: &[&str]) -> anyhow::Result<()> {
+    let mut role = Role {
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec!["plugins.loop.dev".into()]),
+            resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+            verbs: ["create", "get", "update", "patch", "delete"]
+                .map(String::from)
+                .to_vec(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    role.metadata.name = Some(account.into());
+    apply(ns, &role).await?;
+    let mut binding = RoleBinding {
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: account.into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account.into(),
+            namespace: Some(ns.name().into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    binding.metadata.name = Some(account.into());
+    apply(ns, &binding).await?;
+    Ok(())
+}
+
+/// Calls the host API as one caller, in the test's namespace.
+#[derive(Clone)]
+pub struct Caller {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+/// An answer: status and JSON body (Null when none).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub json: Value,
+    pub took: Duration,
+}
+
+impl Answer {
+    pub fn code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+impl Caller {
+    pub fn new(host: &HostServer, ns: &Ns, token: Option<String>) -> Self {
+        server::calls::client::install_crypto_provider();
+        Self {
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .timeout(Duration::from_secs(150))
+                .build()
+                .expect("a client"),
+            base: format!("{}{PREFIX}/namespaces/{}", host.url, ns.name()),
+            token,
+        }
+    }
+
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<Answer> {
+        let mut request = self
+            .http
+            .request(method.parse()?, format!("{}{path}", self.base));
+        if let Some(t) = &self.token {
+            request = request.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            request = request.json(&b);
+        }
+        let started = Instant::now();
+        let response = request
+            .send()
+            .await
+            .with_context(|| format!("{method} {path}"))?;
+        let status = response.status();
+        let bytes = response.bytes().await?;
+        Ok(Answer {
+            status,
+            json: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            took: started.elapsed(),
+        })
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Answer> {
+        self.send("POST", path, Some(body)).await
+    }
+
+    /// Like `send`, but waits out the host's stores catching up with what the test just
+    /// made (`channel_not_found`, `plugin_not_found`, `instance_pending`).
+    pub async fn send_ready(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<Answer> {
+        let until = Instant::now() + WAIT;
+        loop {
+            let a = self.send(method, path, body.clone()).await?;
+            let catching_up = matches!(
+                a.code(),
+                "instance_pending" | "channel_not_found" | "plugin_not_found"
+            );
+            if !catching_up || Instant::now() > until {
+                return Ok(a);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Starts the plugin's container in `chat` (any call does; this one asks the echo plugin
+    /// for nothing), waiting out the stores catching up.
+    pub async fn warm(&self, chat: &str, plugin: &str) -> anyhow::Result<()> {
+        let path = format!("/channels/{chat}/plugins/{plugin}/x/warm");
+        let warm = self.send_ready("GET", &path, None).await?;
+        ensure!(warm.status == StatusCode::OK, "GET {path}: {warm:?}");
+        Ok(())
+    }
+
+    /// The `/events` requests the plugin's container in `chat` took, from its journal.
+    pub async fn journal(
+        &self,
+        chat: &str,
+        plugin: &str,
+        route: &str,
+    ) -> anyhow::Result<Vec<Value>> {
+        let a = self
+            .send_ready(
+                "GET",
+                &format!("/channels/{chat}/plugins/{plugin}/x/journal"),
+                None,
+            )
+            .await?;
+        ensure!(a.status == StatusCode::OK, "reading the journal: {a:?}");
+        Ok(a.json["entries"]
+            .as_array()
+            .context("a journal")?
+            .iter()
+            .filter(|e| e["kind"] == "request" && e["route"] == route)
+            .cloned()
+            .collect())
+    }
+}
+
+/// A plugin of the test's own whose tool is `echo`, with `edit` applied to its manifest.
+fn tool_plugin_with(
+    id: &str,
+    edit: impl FnOnce(&mut BTreeMap<String, Value>),
+) -> anyhow::Result<Plugin> {
+    let mut plugin = echo_tool_plugin(id)?;
+    edit(&mut plugin.spec.manifest.rest);
+    Ok(plugin)
+}
+
+/// A plugin of the test's own (the echo plugin), with `edit` applied to its manifest.
+fn plugin_with(
+    id: &str,
+    edit: impl FnOnce(&mut BTreeMap<String, Value>),
+) -> anyhow::Result<Plugin> {
+    let mut plugin = echo_plugin(id)?;
+    edit(&mut plugin.spec.manifest.rest);
+    Ok(plugin)
+}
+
+/// Installs the plugins, a trusted project enabling them (with their entries) and the chats;
+/// waits for every instance to be made and its Secret to exist.
+async fn world(
+    ns: &Ns,
+    plugins: &[(Plugin, PluginConfig)],
+    chats: &[(&str, ChannelKind, Option<&str>, bool)],
+) -> anyhow::Result<()> {
+    for (p, _) in plugins {
+        install(ns, p).await?;
+    }
+    let config: BTreeMap<String, PluginConfig> = plugins
+        .iter()
+        .map(|(p, e)| (p.name_any(), e.clone()))
+        .collect();
+    apply_trusted(ns, "proj", config).await?;
+    for (name, kind, parent, hidden) in chats {
+        let mut c = channel(name, "proj", *kind, *parent);
+        c.spec.hidden = *hidden;
+        apply(ns, &c).await?;
+    }
+    for (p, _) in plugins {
+        for (chat, _, _, hidden) in chats {
+            if *hidden {
+                continue;
+            }
+            let instance = names::instance_name(&p.name_any(), chat);
+            wait::matches(
+                &ns.api::<PluginInstance>(),
+                &instance,
+                "a Stopped instance",
+                WAIT,
+                |i: &PluginInstance| {
+                    i.status.as_ref().and_then(|s| s.phase) == Some(InstancePhase::Stopped)
+                },
+            )
+            .await?;
+            wait::exists(&ns.api::<Secret>(), &names::secret_name(&instance), WAIT).await?;
+        }
+    }
+    Ok(())
+}
+
+fn enabled() -> PluginConfig {
+    entry(true, &[])
+}
+
+async fn pods_of(ns: &Ns, instance: &str) -> anyhow::Result<Vec<Pod>> {
+    let label = format!("{}={instance}", names::LABEL_INSTANCE);
+    Ok(ns
+        .api::<Pod>()
+        .list(&kube::api::ListParams::default().labels(&label))
+        .await?
+        .items)
+}
+
+/// An agent's call of the echo tool.
+fn say_hello() -> Value {
+    json!({"input": {"text": "hello"}, "agent": "say", "thread_id": "th-1", "run_id": "run-1"})
+}
+
+async fn tool_from_zero(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let _echo = claim_echo_tool(&ns).await?;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "hz");
+    world(
+        &ns,
+        &[(echo_tool_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let instance = names::instance_name(&id, "general");
+    ensure!(
+        pods_of(&ns, &instance).await?.is_empty(),
+        "no Pod before the call"
+    );
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+
+    let tool = format!("/channels/general/plugins/{id}/tools/echo");
+    let a = caller.send_ready("POST", &tool, Some(say_hello())).await?;
+    ensure!(a.status == StatusCode::OK, "{a:?}");
+    ensure!(
+        a.json
+            == json!({"content": [{"type": "text", "text": "hello"}],
+                       "structured_content": {"echo": "hello"}, "is_error": false}),
+        "{a:?}"
+    );
+    // The call started the Pod: demand on the instance, a Ready Pod.
+    let i: PluginInstance = ns.get(&instance).await?;
+    ensure!(
+        i.status
+            .as_ref()
+            .and_then(|s| s.last_activity.as_ref())
+            .is_some(),
+        "lastActivity recorded: {:?}",
+        i.status
+    );
+    let pods = pods_of(&ns, &instance).await?;
+    ensure!(pods.len() == 1, "one Pod: {pods:?}");
+    // The plugin got the call as the contract says, with the secret (it refuses any other).
+    let calls = caller.journal("general", &id, "/tools/echo").await?;
+    ensure!(calls.len() == 1, "{calls:?}");
+    ensure!(
+        calls[0]["body"]
+            == json!({"input": {"text": "hello"}, "agent": "say", "thread_id": "th-1", "run_id": "run-1"}),
+        "{calls:?}"
+    );
+    // A workflow may call with an empty agent and thread, and a longer limit.
+    let workflow =
+        json!({"input": {"text": "wf"}, "run_id": "workflow:run-1:node-1", "timeout_seconds": 120});
+    let a = caller.post(&tool, workflow).await?;
+    ensure!(
+        a.json["structured_content"] == json!({"echo": "wf"}),
+        "{a:?}"
+    );
+    Ok(())
+}
+
+/// HostConfig `gates.agentgate.enabled`: the echo plugin's Pod installs the gate from our image
+/// (init container `install-gate`) and runs its command under it (Landlock, seccomp, the audit
+/// on the container log); the instance says so (`Gated`), and normal use, a tool call and the
+/// journal the plugin keeps in /data, goes through with no denial. On kind, in a real
+/// container under the `restricted` Pod Security level, the container log is read for denials.
+async fn gated(ns: Ns) -> anyhow::Result<()> {
+    let _alone = exclusive().await;
+    setup(&ns).await?;
+    let _echo = claim_echo_tool(&ns).await?;
+    let host = host(&ns).await?;
+    let mut spec = host_spec(true);
+    spec.gates.agentgate.enabled = true;
+    spec.gates.audit.destination = "stdout".into();
+    apply_host(ns.client(), spec).await?;
+    let result = gated_use(&ns, &host).await;
+    apply_host(ns.client(), host_spec(true)).await?;
+    result
+}
+
+async fn gated_use(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
+    let id = plugin_id(ns, "hg");
+    world(
+        ns,
+        &[(echo_tool_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let instance = names::instance_name(&id, "general");
+    let caller = Caller::new(host, ns, Some(caller_token(ns, "app", Grant::All).await?));
+    let tool = format!("/channels/general/plugins/{id}/tools/echo");
+    let a = caller.send_ready("POST", &tool, Some(say_hello())).await?;
+    ensure!(a.status == StatusCode::OK, "{a:?}");
+    ensure!(
+        a.json["structured_content"] == json!({"echo": "hello"}),
+        "{a:?}"
+    );
+    let calls = caller.journal("general", &id, "/tools/echo").await?;
+    ensure!(calls.len() == 1, "the journal in /data: {calls:?}");
+
+    let shown = wait::matches(
+        &ns.api::<PluginInstance>(),
+        &instance,
+        "Gated True on the instance, which names its Pod",
+        WAIT,
+        |i: &PluginInstance| {
+            // The tool call is answered once the API server sees the Pod Ready; the
+            // controller's status naming the Pod may come a moment later.
+            i.status.as_ref().is_some_and(|s| {
+                s.pod.is_some()
+                    && s.conditions.iter().any(|c| {
+                        c.r#type == "Gated"
+                            && c.status == model::resources::ConditionStatus::True
+                            && c.reason == "GateOn"
+                    })
+            })
+        },
+    )
+    .await?;
+    let pod_name = shown
+        .status
+        .and_then(|s| s.pod)
+        .context("the instance names its Pod")?;
+    let pod: Pod = ns.get(&pod_name).await?;
+    let spec = pod.spec.context("the Pod's spec")?;
+    let command = spec.containers[0].command.clone().unwrap_or_default();
+    ensure!(
+        command.first().map(String::as_str) == Some("/loop-gate/loop-plugins")
+            && command.get(1).map(String::as_str) == Some("gate")
+            && command.last().map(String::as_str) == Some("/echo-plugin"),
+        "the plugin's command runs under the gate: {command:?}"
+    );
+    let init = spec.init_containers.unwrap_or_default();
+    ensure!(
+        init.iter().any(|c| c.name == "install-gate"),
+        "the gate's init container: {init:?}"
+    );
+    // The audit, on the plugin container's log: the gate's start line, and no denial.
+    let log = match ns.cluster().existing() {
+        Some(existing) if existing.real_containers => {
+            Some(ns.kubectl(["logs", &pod_name, "-c", "plugin"]).await?)
+        }
+        Some(_) => None,
+        None => {
+            let file = ns
+                .cluster()
+                .dev()?
+                .run_dir()
+                .join("kubelet/logs")
+                .join(ns.name())
+                .join(&pod_name)
+                .join("plugin.log");
+            Some(std::fs::read_to_string(&file).with_context(|| file.display().to_string())?)
+        }
+    };
+    if let Some(log) = log {
+        ensure!(
+            log.contains("\"event\":\"start\""),
+            "the gate's audit is not on the log:\n{log}"
+        );
+        ensure!(
+            !log.contains("\"decision\":\"deny\""),
+            "a denial in normal use:\n{log}"
+        );
+    }
+    Ok(())
+}
+
+async fn schemas(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let _echo = claim_echo_tool(&ns).await?;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "hs");
+    // The manifest's echo tool promises a score the echo plugin never gives.
+    let plugin = tool_plugin_with(&id, |m| {
+        m.get_mut("tools").unwrap()[0]["output_schema"] = json!({
+            "type": "object",
+            "properties": {"score": {"type": "integer"}},
+            "required": ["score"],
+        });
+    })?;
+    world(
+        &ns,
+        &[(plugin, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    let tool = format!("/channels/general/plugins/{id}/tools/echo");
+
+    let a = caller
+        .send_ready(
+            "POST",
+            &tool,
+            Some(json!({"input": {"text": 5}, "agent": "say"})),
+        )
+        .await?;
+    ensure!(a.status == StatusCode::OK, "{a:?}");
+    ensure!(
+        a.json["is_error"] == true && a.json["error_code"] == "input_invalid",
+        "{a:?}"
+    );
+
+    let a = caller.post(&tool, say_hello()).await?;
+    ensure!(
+        a.json["is_error"] == true && a.json["error_code"] == "output_invalid",
+        "{a:?}"
+    );
+    ensure!(a.json.get("structured_content").is_none(), "{a:?}");
+    // Only the valid input reached the plugin.
+    let calls = caller.journal("general", &id, "/tools/echo").await?;
+    ensure!(
+        calls.len() == 1,
+        "the refused input never reached the plugin: {calls:?}"
+    );
+    ensure!(
+        calls[0]["body"]["input"] == json!({"text": "hello"}),
+        "{calls:?}"
+    );
+    Ok(())
+}
+
+async fn rbac(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let _echo = claim_echo_tool(&ns).await?;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "hr");
+    world(
+        &ns,
+        &[(echo_tool_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let tool = format!("/channels/general/plugins/{id}/tools/echo");
+
+    let nobody = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "nobody", Grant::None).await?),
+    );
+    let a = nobody.post(&tool, say_hello()).await?;
+    ensure!(
+        a.status == StatusCode::FORBIDDEN && a.code() == "forbidden",
+        "{a:?}"
+    );
+    let message = a.json["error"]["message"].as_str().unwrap_or("");
+    ensure!(
+        message.contains("create plugininstances/tools"),
+        "{message}"
+    );
+
+    let anonymous = Caller::new(&host, &ns, None);
+    let a = anonymous.post(&tool, say_hello()).await?;
+    ensure!(a.status == StatusCode::UNAUTHORIZED, "{a:?}");
+    let forged = Caller::new(&host, &ns, Some("not-a-token".into()));
+    let a = forged.post(&tool, say_hello()).await?;
+    ensure!(
+        a.status == StatusCode::UNAUTHORIZED && a.code() == "invalid_token",
+        "{a:?}"
+    );
+
+    // Granted actions only: the action runs, the tool is refused.
+    let runner = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "runner", Grant::Actions).await?),
+    );
+    let a = runner
+        .send_ready(
+            "POST",
+            &format!("/channels/general/plugins/{id}/actions/ping"),
+            Some(json!({"trigger": "manual"})),
+        )
+        .await?;
+    ensure!(a.status == StatusCode::ACCEPTED, "{a:?}");
+    let a = runner.post(&tool, say_hello()).await?;
+    ensure!(a.status == StatusCode::FORBIDDEN, "{a:?}");
+    // Nothing but the action reached the plugin.
+    let admin = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    ensure!(
+        admin
+            .journal("general", &id, "/tools/echo")
+            .await?
+            .is_empty()
+    );
+    Ok(())
+}
+
+/// The breaker an instance shows.
+fn breaker_of(i: &PluginInstance) -> Option<&model::resources::BreakerState> {
+    i.status.as_ref().and_then(|s| s.breaker.as_ref())
+}
+
+async fn breaker(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let _echo = claim_echo_tool(&ns).await?;
+    let host = host(&ns).await?;
+    // On the local control plane, a second host API stands for the chart's second replica
+    // (an existing cluster's release runs one).
+    let replica = match ns.cluster().existing() {
+        None => Some(host_with(&ns, CallSettings::default()).await?),
+        Some(_) => None,
+    };
+    let id = plugin_id(&ns, "hb");
+    world(
+        &ns,
+        &[(echo_tool_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let instance = names::instance_name(&id, "general");
+    let instances = ns.api::<PluginInstance>();
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    let at = |rest: &str| format!("/channels/general/plugins/{id}{rest}");
+
+    // Activity keeps the container up through the breaker's 30 s, as a chat in use would (a
+    // switch that is on starts it only when the controller starts, then idle applies).
+    let _active = keep_active(&ns, &instance);
+    let a = caller
+        .send_ready("POST", &at("/switches/mode"), Some(json!({"on": true})))
+        .await?;
+    ensure!(a.status == StatusCode::OK && a.json["on"] == true, "{a:?}");
+    ensure!(a.json["title"] == "Mode is on", "{a:?}");
+
+    // The next 3 actions hang past the 10 s limit.
+    let a = caller
+        .post(
+            &at("/x/hang"),
+            json!({"count": 3, "seconds": 13, "kinds": ["actions"]}),
+        )
+        .await?;
+    ensure!(a.status == StatusCode::OK, "{a:?}");
+    let manual = json!({"trigger": "manual"});
+    let ping = at("/actions/ping");
+    let hung = futures::future::join_all((0..3).map(|_| caller.post(&ping, manual.clone()))).await;
+    for a in hung {
+        let a = a?;
+        ensure!(
+            a.status == StatusCode::GATEWAY_TIMEOUT && a.code() == "plugin_timeout",
+            "{a:?}"
+        );
+        // A lower bound: the host waited out the 10 s limit (load only makes it longer).
+        ensure!(a.took >= Duration::from_secs(9), "{a:?}");
+    }
+
+    // The 4th fails without reaching the plugin (its journal, read once the breaker closed,
+    // shows no call between the hung ones and the trial), and so does a tool call.
+    let a = caller.post(&ping, manual.clone()).await?;
+    ensure!(
+        a.status == StatusCode::SERVICE_UNAVAILABLE && a.code() == "breaker_open",
+        "the 4th call: {a:?}"
+    );
+    let t = caller.post(&at("/tools/echo"), say_hello()).await?;
+    ensure!(t.json["error_code"] == "breaker_open", "{t:?}");
+    let shown = wait::matches(
+        &instances,
+        &instance,
+        "the breaker Open on the instance",
+        WAIT,
+        |i: &PluginInstance| {
+            breaker_of(i).is_some_and(|b| b.state == "Open" && b.open_until.is_some())
+        },
+    )
+    .await?;
+    let shown = breaker_of(&shown).cloned().context("the breaker")?;
+    // From here until it closes, every breaker the instance shows: the other replica must
+    // not change it, and the host shows only its own trial on the way to Closed.
+    let history = {
+        let instances = instances.clone();
+        let instance = instance.clone();
+        tokio::spawn(async move {
+            let seen = std::sync::Mutex::new(Vec::new());
+            let closed = wait::matches(
+                &instances,
+                &instance,
+                "the breaker Closed on the instance",
+                Duration::from_secs(120),
+                |i: &PluginInstance| {
+                    let b = breaker_of(i).cloned();
+                    let closed = b.as_ref().is_some_and(|b| b.state == "Closed");
+                    seen.lock().unwrap().push(b);
+                    closed
+                },
+            )
+            .await;
+            (closed, seen.into_inner().unwrap())
+        })
+    };
+    if let Some(replica) = &replica {
+        // The other replica never called the container, yet fails at once too once its
+        // store has the status.
+        let index = replica.index().context("the replica's index")?;
+        let key = server::index::InstanceKey::new(ns.name(), &instance);
+        let until = Instant::now() + WAIT;
+        while index
+            .instance(&key)
+            .and_then(|i| breaker_of(&i).cloned())
+            .as_ref()
+            != Some(&shown)
+        {
+            ensure!(
+                Instant::now() < until,
+                "the replica's store never showed {shown:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let via_replica = Caller::new(replica, &ns, caller.token.clone());
+        let a = via_replica.post(&ping, manual.clone()).await?;
+        ensure!(
+            a.status == StatusCode::SERVICE_UNAVAILABLE && a.code() == "breaker_open",
+            "the other replica: {a:?}"
+        );
+    }
+    let metrics = host.metrics(&ns).await?;
+    let gauge = format!(
+        "loop_plugins_host_breaker_state{{namespace=\"{}\",instance=\"{instance}\"}} 1",
+        ns.name()
+    );
+    ensure!(metrics.contains(&gauge), "{gauge} in\n{metrics}");
+
+    // Once the time the breaker shows has passed, one trial call goes through and its answer
+    // closes it; until then each call is refused without reaching the plugin.
+    let open_until = shown
+        .open_until
+        .as_deref()
+        .and_then(model::time::parse)
+        .context("the breaker's openUntil")?;
+    let left = open_until.duration_since(jiff::Timestamp::now());
+    tokio::time::sleep(Duration::try_from(left).unwrap_or_default()).await;
+    let until = Instant::now() + WAIT;
+    let trial = loop {
+        let a = caller.post(&ping, manual.clone()).await?;
+        if a.code() != "breaker_open" || Instant::now() > until {
+            break a;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    ensure!(trial.status == StatusCode::ACCEPTED, "the trial: {trial:?}");
+    let a = caller.post(&ping, manual).await?;
+    ensure!(a.status == StatusCode::ACCEPTED, "after the trial: {a:?}");
+    let (closed, seen) = history.await?;
+    let closed = closed?;
+    for b in seen.iter().flatten() {
+        ensure!(
+            *b == shown || b.state != "Open",
+            "the breaker shown changed from {shown:?} to {b:?} while open: {seen:#?}"
+        );
+    }
+    // One container throughout: the one that hung is the one the trial closed.
+    let closed = breaker_of(&closed).cloned().context("the breaker")?;
+    ensure!(
+        closed.container == shown.container,
+        "the breaker closed on {:?}, not on {:?}, the container that hung",
+        closed.container,
+        shown.container
+    );
+    // What reached the plugin: the 3 that hung, the trial and the one after; no refused call,
+    // and no tool call.
+    let pings = caller.journal("general", &id, "/actions/ping").await?;
+    ensure!(pings.len() == 5, "{pings:#?}");
+    let tools = caller.journal("general", &id, "/tools/echo").await?;
+    ensure!(tools.is_empty(), "{tools:#?}");
+    Ok(())
+}
+
+/// The chats of the events test: a channel, a thread of it, a hidden thread.
+const CHATS: [(&str, ChannelKind, Option<&str>, bool); 3] = [
+    ("general", ChannelKind::Channel, None, false),
+    ("general-t1", ChannelKind::Thread, Some("general"), false),
+    ("general-h", ChannelKind::Thread, Some("general"), true),
+];
+
+async fn events(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let host = host(&ns).await?;
+    // a: the thread's container; b: both, started only while `verbose` is on (it is off);
+    // c: the channel's, started by `verbose`, which its project turns on; d: not subscribed.
+    let (a, b, c, d) = (
+        plugin_id(&ns, "ha"),
+        plugin_id(&ns, "hb"),
+        plugin_id(&ns, "hc"),
+        plugin_id(&ns, "hd"),
+    );
+    let gated = |thread_events: &'static str| {
+        move |m: &mut BTreeMap<String, Value>| {
+            m.insert("thread_events".into(), json!(thread_events));
+            m.insert("events_start".into(), json!({"settings": ["verbose"]}));
+        }
+    };
+    let mut verbose = enabled();
+    verbose.settings.insert("verbose".into(), json!(true));
+    world(
+        &ns,
+        &[
+            (echo_plugin(&a)?, enabled()),
+            (plugin_with(&b, gated("both"))?, enabled()),
+            (plugin_with(&c, gated("channel"))?, verbose),
+            (
+                plugin_with(&d, |m| {
+                    m.insert("events".into(), json!(["agent.status"]));
+                })?,
+                enabled(),
+            ),
+        ],
+        &CHATS,
+    )
+    .await?;
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+
+    // b's channel container runs already (a call started it): it gets every event.
+    caller.warm("general", &b).await?;
+
+    let message = json!({"type": "message.created", "data": {"text": "hi"}});
+    let r = caller
+        .send_ready("POST", "/channels/general-t1/events", Some(message.clone()))
+        .await?;
+    ensure!(r.status == StatusCode::OK, "{r:?}");
+    let mut got: Vec<(String, String, bool, bool)> = r.json["deliveries"]
+        .as_array()
+        .context("deliveries")?
+        .iter()
+        .map(|d| {
+            ensure!(d["thread_id"] == "general-t1", "{d}");
+            Ok((
+                d["plugin"].as_str().unwrap_or("").to_string(),
+                d["chat"].as_str().unwrap_or("").to_string(),
+                d["start"] == true,
+                d["delivered"] == true,
+            ))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    got.sort();
+    let mut want = vec![
+        (a.clone(), "general-t1".to_string(), true, true),
+        (b.clone(), "general".to_string(), false, true),
+        (c.clone(), "general".to_string(), true, true),
+    ];
+    want.sort();
+    ensure!(got == want, "deliveries {got:?}, want {want:?}\n{}", r.json);
+    let skipped = r.json["skipped"].as_array().context("skipped")?;
+    ensure!(
+        skipped.len() == 1
+            && skipped[0]["plugin"] == b.as_str()
+            && skipped[0]["chat"] == "general-t1",
+        "{}",
+        r.json
+    );
+
+    // Hidden threads never get events.
+    let r = caller.post("/channels/general-h/events", message).await?;
+    ensure!(r.json["deliveries"] == json!([]), "{r:?}");
+    ensure!(
+        r.json["ignored"].as_str().unwrap_or("").contains("hidden"),
+        "{r:?}"
+    );
+
+    // settings.changed: only the containers already running, without a thread id.
+    let r = caller
+        .post(
+            "/channels/general/events",
+            json!({"type": "settings.changed"}),
+        )
+        .await?;
+    let mut got: Vec<String> = r.json["deliveries"]
+        .as_array()
+        .context("deliveries")?
+        .iter()
+        .filter(|d| d["delivered"] == true)
+        .map(|d| d["plugin"].as_str().unwrap_or("").to_string())
+        .collect();
+    got.sort();
+    let mut want = vec![b.clone(), c.clone()];
+    want.sort();
+    ensure!(
+        got == want,
+        "settings.changed went to {got:?}, want {want:?}: {}",
+        r.json
+    );
+
+    // The journals agree, container by container.
+    // (event type, thread id) in the order a container got them.
+    type Events = Vec<(String, Option<String>)>;
+    let events_of = |entries: Vec<Value>| -> Events {
+        entries
+            .iter()
+            .map(|e| {
+                (
+                    e["body"]["type"].as_str().unwrap_or("").to_string(),
+                    e["body"]["thread_id"].as_str().map(String::from),
+                )
+            })
+            .collect()
+    };
+    let t1 = || Some("general-t1".to_string());
+    let expect: [(&str, &str, Events); 5] = [
+        (
+            a.as_str(),
+            "general-t1",
+            vec![("message.created".into(), t1())],
+        ),
+        (a.as_str(), "general", vec![]),
+        (
+            b.as_str(),
+            "general",
+            vec![
+                ("message.created".into(), t1()),
+                ("settings.changed".into(), None),
+            ],
+        ),
+        (b.as_str(), "general-t1", vec![]),
+        (
+            c.as_str(),
+            "general",
+            vec![
+                ("message.created".into(), t1()),
+                ("settings.changed".into(), None),
+            ],
+        ),
+    ];
+    for (plugin, chat, want) in expect {
+        let entries = caller.journal(chat, plugin, "/events").await?;
+        let got = events_of(entries.clone());
+        ensure!(got == want, "{plugin} in {chat} got {got:?}, want {want:?}");
+        if let Some(settings) = entries
+            .iter()
+            .find(|e| e["body"]["type"] == "settings.changed")
+        {
+            let verbose = settings["body"]["data"]["settings"]["verbose"].clone();
+            ensure!(verbose == json!(plugin == c), "{plugin}: {settings}");
+        }
+    }
+    // d never had a container started.
+    for chat in ["general", "general-t1"] {
+        let instance = names::instance_name(&d, chat);
+        ensure!(
+            pods_of(&ns, &instance).await?.is_empty(),
+            "{instance} has a Pod"
+        );
+    }
+
+    // A config write sends settings.changed by itself: c's project turns verbose off (settings
+    // apply without the owner's trust).
+    let config: BTreeMap<String, PluginConfig> = [&a, &b, &c, &d]
+        .into_iter()
+        .map(|id| (id.clone(), enabled()))
+        .collect();
+    apply(&ns, &project("proj", config)).await?;
+    let until = Instant::now() + WAIT;
+    loop {
+        let entries = caller.journal("general", &c, "/events").await?;
+        let last = entries
+            .last()
+            .map(|e| e["body"].clone())
+            .unwrap_or_default();
+        if last["type"] == "settings.changed" && last["data"]["settings"]["verbose"] == false {
+            ensure!(last.get("thread_id").is_none(), "{last}");
+            break;
+        }
+        ensure!(
+            Instant::now() < until,
+            "no settings.changed after the write: {entries:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Ok(())
+}
+
+/// Two host APIs (as the chart's two replicas, electing the fan-out on one Lease) both see
+/// the project's config write; the running container gets one `settings.changed`.
+async fn settings_changed_once(ns: Ns) -> anyhow::Result<()> {
+    // Alone, and the project trusted before the two start: no other test's write comes in
+    // between, and the trust (a write the fan-out answers with settings.changed, with the
+    // settings as they are when it sends it) is in the first list, so no write but the test's
+    // own reaches the container. Whichever replica leads (these two, or the suite's), one
+    // sends.
+    let _exclusive = exclusive().await;
+    setup(&ns).await?;
+    let plugin = plugin_id(&ns, "hw");
+    world(
+        &ns,
+        &[(echo_plugin(&plugin)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let (one, two) = tokio::try_join!(
+        host_with(&ns, CallSettings::default()),
+        host_with(&ns, CallSettings::default())
+    )?;
+    let token = caller_token(&ns, "app", Grant::All).await?;
+    let (via_one, via_two) = (
+        Caller::new(&one, &ns, Some(token.clone())),
+        Caller::new(&two, &ns, Some(token)),
+    );
+    // The container runs (settings.changed goes only to running ones), and both replicas
+    // know it.
+    for caller in [&via_one, &via_two] {
+        caller.warm("general", &plugin).await?;
+    }
+
+    // Settings edits: they apply without the owner's trust, so each is one write. The second
+    // is a marker: once its event arrived, the first's from the other replica, were it to
+    // send one too, would have (each replica sends the writes in order).
+    let write = |verbose: bool| {
+        let mut entry = enabled();
+        entry.settings.insert("verbose".into(), json!(verbose));
+        project("proj", BTreeMap::from([(plugin.clone(), entry)]))
+    };
+    let changed = |entries: &[Value]| -> Vec<bool> {
+        entries
+            .iter()
+            .filter(|e| e["body"]["type"] == "settings.changed")
+            .map(|e| e["body"]["data"]["settings"]["verbose"] == true)
+            .collect()
+    };
+    let mut sent = Vec::new();
+    for verbose in [true, false] {
+        apply(&ns, &write(verbose)).await?;
+        let until = Instant::now() + WAIT;
+        loop {
+            sent = changed(&via_two.journal("general", &plugin, "/events").await?);
+            if sent.contains(&verbose) {
+                break;
+            }
+            ensure!(
+                Instant::now() < until,
+                "no settings.changed with verbose {verbose} after its write: {sent:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    ensure!(
+        sent == [true, false],
+        "the container got {} settings.changed (verbose each), not one per write: {sent:?}",
+        sent.len()
+    );
+    Ok(())
+}
+
+/// A config write that lands while nobody leads the fan-out (the holder was killed or is
+/// releasing the Lease at a rolling update; here a stand-in holds the Lease and sends
+/// nothing): the replica that takes over next sends its `settings.changed`. Every replica saw
+/// the write while not leading; were they to drop it, no one would send it.
+/// The stand-in holds the Lease while the project's config is written, and `longer` after it:
+/// with nothing more, a replica that saw the write sends it on taking over (its backlog); past
+/// the handover window none has it kept, and only the holders' mark of what they sent shows it
+/// unsent (`server::fanout::sent`), as for a write no running replica saw.
+async fn settings_changed_across_a_handover(ns: Ns, longer: Duration) -> anyhow::Result<()> {
+    // Alone: while the stand-in holds the Lease, no test's fan-out sends anything.
+    let _exclusive = exclusive().await;
+    setup(&ns).await?;
+    let plugin = plugin_id(&ns, "hh");
+    world(
+        &ns,
+        &[(echo_plugin(&plugin)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let host = host(&ns).await?;
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    caller.warm("general", &plugin).await?;
+
+    let (lease_ns, lease_name) = match ns.cluster().existing() {
+        Some(existing) => (existing.namespace.clone(), existing.fanout_lease()),
+        None => (CONTROLLER_NAMESPACE.to_string(), FANOUT_LEASE.to_string()),
+    };
+    let leases: kube::Api<Lease> = kube::Api::namespaced(ns.client(), &lease_ns);
+    wait::matches(
+        &leases,
+        &lease_name,
+        "a host API to lead the fan-out",
+        WAIT,
+        |l| lease_holder(l).is_some(),
+    )
+    .await?;
+    // The stand-in takes the Lease; the holder sees it at its next renewal and stops.
+    let stand_in = format!("e2e-stand-in-{}", ns.name());
+    set_lease_holder(&leases, &lease_name, Some(&stand_in)).await?;
+    tokio::time::sleep(runtime::leader::RENEW_EVERY + runtime::leader::RETRY_EVERY).await;
+
+    let verbose = |entries: &[Value]| {
+        entries
+            .iter()
+            .filter(|e| e["body"]["type"] == "settings.changed")
+            .map(|e| e["body"]["data"]["settings"]["verbose"] == true)
+            .collect::<Vec<_>>()
+    };
+    let mut entry = enabled();
+    entry.settings.insert("verbose".into(), json!(true));
+    apply(
+        &ns,
+        &project("proj", BTreeMap::from([(plugin.clone(), entry)])),
+    )
+    .await?;
+    // Nobody sends while the stand-in holds the Lease (the replicas see the write meanwhile);
+    // it holds on for `longer`, renewing as a holder does.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held_until = Instant::now() + longer;
+    while let Some(left) = held_until.checked_duration_since(Instant::now()) {
+        tokio::time::sleep(left.min(runtime::leader::RENEW_EVERY)).await;
+        set_lease_holder(&leases, &lease_name, Some(&stand_in)).await?;
+    }
+    let before = verbose(&caller.journal("general", &plugin, "/events").await?);
+    ensure!(
+        !before.contains(&true),
+        "settings.changed arrived while the stand-in held the Lease: was another replica \
+         leading? {before:?}"
+    );
+
+    // The stand-in goes as a releasing holder does; a replica takes over and sends.
+    set_lease_holder(&leases, &lease_name, None).await?;
+    let until = Instant::now() + WAIT;
+    loop {
+        let sent = verbose(&caller.journal("general", &plugin, "/events").await?);
+        if sent.contains(&true) {
+            break;
+        }
+        let lease = leases.get(&lease_name).await?;
+        ensure!(
+            Instant::now() < until,
+            "no settings.changed after the Lease went to {:?}: {sent:?}",
+            lease_holder(&lease)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Ok(())
+}
+
+async fn cronjob(ns: Ns) -> anyhow::Result<()> {
+    let _exclusive = exclusive().await;
+    let host = host(&ns).await?;
+    // The CronJob's `trigger` reaches the host API at the HostConfig's apiUrl.
+    let mut spec = host_spec(true);
+    spec.api_url = host.url_for_pods.clone();
+    apply_host(ns.client(), spec).await?;
+    let result = run_cronjob(&ns, &host).await;
+    apply_host(ns.client(), host_spec(true)).await?;
+    result
+}
+
+async fn run_cronjob(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
+    // The ServiceAccount CronJobs run as, with the one grant `trigger` needs.
+    let account = controller::cronjob::TRIGGER_SERVICE_ACCOUNT;
+    let mut sa = ServiceAccount::default();
+    sa.metadata.name = Some(account.into());
+    apply(ns, &sa).await?;
+    grant_role(ns, account, &["plugininstances/actions"]).await?;
+
+    let id = plugin_id(ns, "hj");
+    let every_minute = ScheduleEntry {
+        enabled: Some(true),
+        kind: Some(ScheduleType::Cron),
+        schedule: Some("* * * * *".into()),
+    };
+    world(
+        ns,
+        &[(echo_plugin(&id)?, entry(true, &[("tick", every_minute)]))],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let task = names::cronjob_name(&id, "general", "tick");
+    let cj = wait::exists(&ns.api::<CronJob>(), &task, WAIT).await?;
+    ensure!(cj.spec.schedule == "* * * * *", "{:?}", cj.spec);
+
+    // The next minute's Job runs `loop-plugins trigger`, which must succeed.
+    let label = format!("{}={id}", names::LABEL_PLUGIN);
+    let jobs = list_until(
+        &ns.api::<Job>(),
+        Some(&label),
+        "a Job of the CronJob to finish",
+        Duration::from_secs(150),
+        |jobs: &[Job]| {
+            jobs.iter().any(|j| {
+                j.status
+                    .as_ref()
+                    .is_some_and(|s| s.succeeded.unwrap_or(0) > 0 || s.failed.unwrap_or(0) > 0)
+            })
+        },
+    )
+    .await?;
+    let failed = jobs
+        .iter()
+        .any(|j| j.status.as_ref().is_some_and(|s| s.failed.unwrap_or(0) > 0));
+    if failed {
+        let pods = ns
+            .api::<Pod>()
+            .list(&kube::api::ListParams::default().labels(&label))
+            .await?;
+        let names: Vec<String> = pods.items.iter().map(|p| p.name_any()).collect();
+        let logs = names.iter().map(|name| ns.pod_log(name, "trigger"));
+        let logs: Vec<String> = futures::future::join_all(logs).await;
+        bail!("the trigger Job failed: {logs:#?}");
+    }
+    let caller = Caller::new(host, ns, Some(caller_token(ns, "app", Grant::All).await?));
+    let ticks = caller.journal("general", &id, "/actions/tick").await?;
+    ensure!(!ticks.is_empty(), "the plugin saw no tick");
+    ensure!(
+        ticks[0]["body"]["trigger"] == "schedule" && ticks[0]["body"]["task_id"] == task.as_str(),
+        "{ticks:#?}"
+    );
+    Ok(())
+}
+
+/// The echo plugin with a second composer switch, `sync`, that only the plugin sets (its own
+/// `mode` is what a click reaches).
+fn two_switch_plugin(id: &str) -> anyhow::Result<Plugin> {
+    let text = include_str!("../../examples/echo-plugin/plugin.json")
+        .replacen("\"id\": \"echo\"", &format!("\"id\": \"{id}\""), 1)
+        .replacen(
+            r#""composer_switches": [{"#,
+            r#""composer_switches": [{ "id": "sync", "label": "Sync", "icon": "ui/mode.svg" }, {"#,
+            1,
+        );
+    let mut plugin = Plugin::from_manifest(&text, &unpublished(id), vec![], true)?;
+    rename_tools(&mut plugin, |t| format!("{id}-{t}"));
+    Ok(plugin)
+}
+
+/// A click on `mode` (the host API, which records the plugin's answer) and the plugin's own
+/// `PUT /composer/switches/sync` (the Plugin API), sent together round after round: each
+/// round, both states are on the instance. Both write the one switch list; were either to
+/// write a list it read before the other's write, one state would be lost.
+async fn switch_race(ns: Ns) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    let _shared = shared().await;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "hs");
+    world(
+        &ns,
+        &[(two_switch_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let instance = names::instance_name(&id, "general");
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    let click = format!("/channels/general/plugins/{id}/switches/mode");
+    let warm = caller
+        .send_ready("POST", &click, Some(json!({"on": false})))
+        .await?;
+    ensure!(warm.status == StatusCode::OK, "{warm:?}");
+    // The plugin's token, as its Pod reads it.
+    let secret: Secret = ns.get(&names::secret_name(&instance)).await?;
+    let token = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(model::contract::TOKEN_KEY))
+        .map(|t| String::from_utf8_lossy(&t.0).trim().to_string())
+        .context("the instance's token")?;
+    let plugin_api = reqwest::Client::builder().no_proxy().build()?;
+    let put = format!("{}/api/plugin/v1/composer/switches/sync", host.url);
+    let instances = ns.api::<PluginInstance>();
+    for round in 0..8 {
+        let on = round % 2 == 0;
+        let title = format!("round {round}");
+        let (clicked, put) = tokio::join!(
+            caller.post(&click, json!({ "on": on })),
+            plugin_api
+                .put(&put)
+                .bearer_auth(&token)
+                .json(&json!({ "on": true, "title": title }))
+                .send()
+        );
+        let clicked = clicked?;
+        ensure!(
+            clicked.status == StatusCode::OK,
+            "round {round}: {clicked:?}"
+        );
+        let put = put?;
+        ensure!(
+            put.status().is_success(),
+            "round {round}: the plugin's PUT answered {}",
+            put.status()
+        );
+        let now = instances.get_status(&instance).await?;
+        let switches = now.status.map(|s| s.switches).unwrap_or_default();
+        let mode = switches.iter().find(|s| s.id == "mode");
+        let sync = switches.iter().find(|s| s.id == "sync");
+        ensure!(
+            mode.is_some_and(|m| m.on == on)
+                && sync.is_some_and(|s| s.title.as_deref() == Some(title.as_str())),
+            "round {round}: the instance shows {switches:?}"
+        );
+    }
+    Ok(())
+}
+
+/// The chart's NetworkPolicy for plugin pods, enforced by the cluster's CNI: a plugin pod
+/// reaches the API Service by its DNS name, but neither another plugin pod nor the Kubernetes
+/// API, and the API still reaches it. Each probe is a real plugin pod: the echo plugin's `ping`
+/// action calls `GET $LOOP_API_URL/api/plugin/v1/channel` and journals the answer's status or
+/// the error, and HostConfig `apiUrl` (read when a Pod is made) aims each probe's
+/// `LOOP_API_URL`. The peer is a Pod of the echo plugin's image with a plugin pod's labels
+/// (HostConfig changes replace instances' Pods, not it). Without the policy a probe reaches the
+/// peer (which answers 401: not its secret), so the policy is what stops it.
+async fn network_policy(ns: Ns) -> anyhow::Result<()> {
+    // HostConfig `apiUrl` is cluster-wide.
+    let _alone = exclusive().await;
+    let existing = ns.cluster().existing().context("an existing cluster")?;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "np");
+    let chats: Vec<(&str, ChannelKind, Option<&str>, bool)> = ["open", "peer", "kube", "api"]
+        .into_iter()
+        .map(|c| (c, ChannelKind::Channel, None, false))
+        .collect();
+    world(&ns, &[(echo_plugin(&id)?, enabled())], &chats).await?;
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    // The peer runs the plugin's own image, as another plugin's Pod would.
+    let image = kube::Api::<Plugin>::all(ns.client())
+        .get(&id)
+        .await?
+        .spec
+        .image;
+    let peer_url = peer_pod(&ns, &image).await?;
+    let probes = async {
+        let open = ping_via(&ns, &caller, &id, "open", Some(&peer_url)).await?;
+        ensure!(
+            open["status"] == 401,
+            "without a policy the peer answers: {open}"
+        );
+
+        let docs = crate::chart::render(
+            &existing.release,
+            &existing.namespace,
+            &[&format!("projectNamespaces={{{}}}", ns.name())],
+        )
+        .await?;
+        let policies: Vec<Value> = docs
+            .into_iter()
+            .filter(|d| d["kind"] == "NetworkPolicy" && d["metadata"]["namespace"] == ns.name())
+            .collect();
+        ensure!(
+            policies.len() == 1,
+            "the chart's policy for {}: {policies:?}",
+            ns.name()
+        );
+        crate::chart::apply(ns.cluster(), &policies, false).await?;
+        // The CNI's policy engine applies it within seconds.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+
+        let peer = ping_via(&ns, &caller, &id, "peer", Some(&peer_url)).await?;
+        ensure!(
+            peer["status"].is_null() && peer["error"].is_string(),
+            "a plugin pod reached another plugin pod: {peer}"
+        );
+        // Plain HTTP to the HTTPS port: answered (400) if reached at all.
+        let kube = ping_via(
+            &ns,
+            &caller,
+            &id,
+            "kube",
+            Some("http://kubernetes.default.svc:443"),
+        )
+        .await?;
+        ensure!(
+            kube["status"].is_null() && kube["error"].is_string(),
+            "a plugin pod reached the Kubernetes API: {kube}"
+        );
+        let api = ping_via(&ns, &caller, &id, "api", None).await?;
+        ensure!(
+            api["status"] == 200,
+            "a plugin pod did not reach the API Service: {api}"
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    // The other tests' HostConfig, whatever happened.
+    apply_host(ns.client(), host_spec(true)).await?;
+    probes
+}
+
+/// A Pod of the echo plugin's image labelled as a plugin pod, serving on 8080 with a secret
+/// of its own; returns its URL once it runs.
+async fn peer_pod(ns: &Ns, image: &str) -> anyhow::Result<String> {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "peer" },
+        "stringData": { "secret": "peer-secret" }
+    }))?;
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "peer", "labels": { "app.kubernetes.io/name": "loop-plugin" } },
+        "spec": {
+            "automountServiceAccountToken": false,
+            "securityContext": {
+                "runAsNonRoot": true,
+                "seccompProfile": { "type": "RuntimeDefault" }
+            },
+            "containers": [{
+                "name": "plugin",
+                "image": image,
+                "env": [
+                    { "name": "LOOP_PLUGIN_SECRET_FILE", "value": "/secret/secret" },
+                    { "name": "LOOP_PLUGIN_PORT", "value": "8080" }
+                ],
+                "ports": [{ "containerPort": 8080 }],
+                "readinessProbe": { "tcpSocket": { "port": 8080 }, "periodSeconds": 1 },
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "capabilities": { "drop": ["ALL"] }
+                },
+                "volumeMounts": [{ "name": "secret", "mountPath": "/secret", "readOnly": true }]
+            }],
+            "volumes": [{ "name": "secret", "secret": { "secretName": "peer" } }]
+        }
+    }))?;
+    ns.api::<Pod>().create(&PostParams::default(), &pod).await?;
+    let pod = wait::matches(
+        &ns.api::<Pod>(),
+        "peer",
+        "the peer Ready",
+        WAIT,
+        |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        },
+    )
+    .await?;
+    let ip = pod.status.and_then(|s| s.pod_ip).context("the peer's IP")?;
+    Ok(format!("http://{ip}:8080"))
+}
+
+/// Aims `LOOP_API_URL` of the next plugin pods at `api_url` (None: the run's own), starts the
+/// chat's pod (its switch keeps it up), checks the Pod got that URL, and returns the Pod.
+async fn switch_on(
+    ns: &Ns,
+    caller: &Caller,
+    plugin: &str,
+    chat: &str,
+    api_url: Option<&str>,
+) -> anyhow::Result<Pod> {
+    let spec = model::resources::HostConfigSpec {
+        api_url: api_url.map(String::from),
+        ..host_spec(true)
+    };
+    let want = spec.api_url.clone();
+    apply_host(ns.client(), spec).await?;
+    // The controller makes the Pod from its cached HostConfig.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let a = caller
+        .send_ready(
+            "POST",
+            &format!("/channels/{chat}/plugins/{plugin}/switches/mode"),
+            Some(json!({"on": true})),
+        )
+        .await?;
+    ensure!(
+        a.status == StatusCode::OK,
+        "turning {chat}'s switch on: {a:?}"
+    );
+    let pod = pods_of(ns, &names::instance_name(plugin, chat))
+        .await?
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .with_context(|| format!("{chat}'s Pod"))?;
+    if let Some(want) = want {
+        let got = pod
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .flat_map(|c| c.env.iter().flatten())
+            .find(|e| e.name == "LOOP_API_URL")
+            .and_then(|e| e.value.clone());
+        ensure!(
+            got.as_deref() == Some(want.as_str()),
+            "{chat}'s Pod has LOOP_API_URL {got:?}, not {want}"
+        );
+    }
+    Ok(pod)
+}
+
+/// Runs `ping` in the chat's pod, its `LOOP_API_URL` aimed at `api_url`, and returns the
+/// journal's `loop_api` entry: `status` when something answered, `error` when not.
+async fn ping_via(
+    ns: &Ns,
+    caller: &Caller,
+    plugin: &str,
+    chat: &str,
+    api_url: Option<&str>,
+) -> anyhow::Result<Value> {
+    switch_on(ns, caller, plugin, chat, api_url).await?;
+    // The policy engine (kube-router) programs a new Pod's rules a moment after it starts;
+    // until then its traffic is not filtered.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let at = |rest: &str| format!("/channels/{chat}/plugins/{plugin}{rest}");
+    let a = caller
+        .post(&at("/actions/ping"), json!({"trigger": "manual"}))
+        .await?;
+    ensure!(a.status == StatusCode::ACCEPTED, "ping in {chat}: {a:?}");
+    // The plugin's own call gives up after 10 s.
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let a = caller.send_ready("GET", &at("/x/journal"), None).await?;
+        ensure!(a.status == StatusCode::OK, "{chat}'s journal: {a:?}");
+        let entry = a.json["entries"]
+            .as_array()
+            .context("a journal")?
+            .iter()
+            .find(|e| e["kind"] == "loop_api")
+            .cloned();
+        if let Some(entry) = entry {
+            // Its Pod may go once idle.
+            caller
+                .post(&at("/switches/mode"), json!({"on": false}))
+                .await?;
+            return Ok(entry);
+        }
+        ensure!(
+            Instant::now() < until,
+            "no ping answer in {chat}'s journal: {}",
+            a.json
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// `/data` is the instance's PersistentVolumeClaim (on kind bound by local-path, the default
+/// StorageClass): what the plugin wrote there (its journal) is there again when its Pod is
+/// deleted and the next call starts a new one.
+async fn data_outlives_pod(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "hd");
+    world(
+        &ns,
+        &[(echo_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let instance = names::instance_name(&id, "general");
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    let ping = format!("/channels/general/plugins/{id}/actions/ping");
+    let a = caller
+        .send_ready("POST", &ping, Some(json!({"trigger": "manual"})))
+        .await?;
+    ensure!(a.status == StatusCode::ACCEPTED, "{a:?}");
+    let before = caller.journal("general", &id, "/actions/ping").await?;
+    ensure!(before.len() == 1, "one ping in the journal: {before:?}");
+    let claim = ns
+        .api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>()
+        .get(&format!("data-{instance}"))
+        .await?;
+    ensure!(
+        claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"),
+        "the instance's claim: {:?}",
+        claim.status
+    );
+    let old = pods_of(&ns, &instance).await?;
+    ensure!(old.len() == 1, "one Pod: {}", old.len());
+    let old_uid = old[0].metadata.uid.clone();
+    ns.api::<Pod>()
+        .delete(&old[0].name_any(), &kube::api::DeleteParams::default())
+        .await?;
+    let until = Instant::now() + WAIT;
+    while pods_of(&ns, &instance)
+        .await?
+        .iter()
+        .any(|p| p.metadata.uid == old_uid)
+    {
+        ensure!(Instant::now() < until, "the old Pod is still there");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The next call starts a new Pod on the same claim.
+    let after = caller.journal("general", &id, "/actions/ping").await?;
+    let now = pods_of(&ns, &instance).await?;
+    ensure!(
+        now.iter().all(|p| p.metadata.uid != old_uid) && !now.is_empty(),
+        "a new Pod: {:?}",
+        now.iter().map(|p| &p.metadata.uid).collect::<Vec<_>>()
+    );
+    ensure!(
+        after.first() == before.first(),
+        "the journal after the restart: {after:?}, before: {before:?}"
+    );
+    Ok(())
+}
