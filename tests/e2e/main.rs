@@ -17,6 +17,7 @@ mod crds;
 mod host;
 mod pods;
 mod support;
+mod tour;
 mod trust;
 mod versions;
 
@@ -34,6 +35,7 @@ fn main() -> std::process::ExitCode {
         crds::tests(),
         host::tests(),
         pods::tests(),
+        tour::tests(),
         trust::tests(),
         versions::tests(),
     ];

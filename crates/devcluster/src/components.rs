@@ -110,6 +110,7 @@ async fn watch_over(mut process: Process, mut stop: watch::Receiver<bool>) {
     }
 }
 
-fn absolute(path: &Path) -> PathBuf {
+/// `path` made absolute against the current folder (as it is, when that fails).
+pub(crate) fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }

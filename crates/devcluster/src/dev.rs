@@ -5,7 +5,11 @@
 //! controller (see [`super::components`]), applies examples/, then pushes the echo plugin's
 //! image (built from examples/echo-plugin and the echo-plugin binary, see
 //! [`super::dev_images`]) and installs it with `loop-plugins plugin install`, so what runs
-//! carries the image's real digest; writes the kubeconfig and waits. With `--cluster-only`
+//! carries the image's real digest; writes the kubeconfig and, beside it, what README's tour
+//! starts from (`env`: KUBECONFIG, PATH, LOOP_API; `bin/`: kubectl, helm, loop-plugins), and
+//! waits. Before examples/ it applies the chart's ClusterRoles (from `deploy/`, the chart's
+//! default rendering), so examples/ can bind them: the tour's `demo/app` ServiceAccount calls
+//! plugins through the host API as the chart's `loop-plugins-host-api-caller`. With `--cluster-only`
 //! it stops after the stand-in (and the registry, with our image pushed, written to
 //! `<run-dir>/registry.env`): the cluster is empty, for installing the chart into it as one
 //! would into kind (`make e2e-existing`).
@@ -44,6 +48,10 @@ pub struct DevArgs {
     /// YAML applied once the cluster is up (a folder is searched for *.yaml and *.yml).
     #[arg(long, default_value = "examples")]
     pub examples: PathBuf,
+    /// The chart's default rendering (kustomize base): its ClusterRoles are applied before
+    /// examples/, which binds them.
+    #[arg(long, default_value = "deploy")]
+    pub deploy: PathBuf,
     /// An image and the local program that plays it, as IMAGE=PROGRAM (repeatable).
     #[arg(long = "image", value_parser = parse_image)]
     pub images: Vec<(String, PathBuf)>,
@@ -162,12 +170,16 @@ pub async fn run(args: DevArgs) -> Result<()> {
         eprintln!("dev: installing the CRDs from {}", args.crds.display());
         install_crds(&cluster.kubectl(), &cluster.client(), &args.crds).await?;
         let components = components::start(&cluster, &own, self_image).await?;
+        apply_chart_roles(&cluster, &args.deploy).await?;
         apply_examples(&cluster, &args.examples).await;
         install_echo(&cluster, registry, &own, &bin_dir).await?;
         Some(components)
     };
 
     write_kubeconfig(cluster.kubeconfig(), &args.kubeconfig)?;
+    if let Some(components) = &components {
+        write_tour_env(&cluster, &args.kubeconfig, &own, &components.api_url)?;
+    }
     print_usage(
         &cluster,
         &args,
@@ -185,6 +197,74 @@ pub async fn run(args: DevArgs) -> Result<()> {
     }
     eprintln!("dev: stopped");
     Ok(())
+}
+
+/// Applies the ClusterRoles of the chart's rendering under `deploy` (its top-level *.yaml; the
+/// CRDs are installed apart): the roles the controller and the API server would run as, the
+/// trigger's, and the ones the chart makes for people and apps to be bound to
+/// (`loop-plugins-host-api-caller`, `loop-plugins-project-editor`, `-trustee`). Nothing else
+/// of the chart: the dev cluster runs the controller and the API server itself.
+async fn apply_chart_roles(cluster: &DevCluster, deploy: &Path) -> Result<()> {
+    let mut roles = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(deploy)
+        .map_err(Error::io("reading the chart's rendering", deploy))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(Error::io("reading", &file))?;
+        roles.extend(cluster_roles(&text));
+    }
+    let out = cluster.run_dir().join("chart-cluster-roles.yaml");
+    std::fs::write(&out, roles.join("\n---\n")).map_err(Error::io("writing", &out))?;
+    let applied = cluster.kubectl().apply_server_side(&out).await?;
+    eprint!("dev: applied the chart's ClusterRoles\n{applied}");
+    Ok(())
+}
+
+/// The `ClusterRole` documents of a multi-document YAML text.
+fn cluster_roles(text: &str) -> Vec<String> {
+    text.split("\n---")
+        .filter(|doc| doc.lines().any(|l| l.trim_end() == "kind: ClusterRole"))
+        .map(|doc| doc.trim_start_matches('\n').to_string())
+        .collect()
+}
+
+/// Writes what README's tour starts from, beside the kubeconfig: `bin/` with links to the
+/// built kubectl and helm and to our binary, and `env`, which a shell sources to use them
+/// against this cluster and to know where the API server answers (`LOOP_API`).
+fn write_tour_env(
+    cluster: &DevCluster,
+    kubeconfig: &Path,
+    own: &Path,
+    api_url: &str,
+) -> Result<()> {
+    use components::absolute;
+    let dir = absolute(kubeconfig.parent().unwrap_or(Path::new(".")));
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).map_err(Error::io("making the tour's bin folder", &bin))?;
+    let binaries = cluster.control_plane().binaries();
+    for (name, target) in [
+        ("kubectl", binaries.path("kubectl")),
+        ("helm", binaries.path("helm")),
+        ("loop-plugins", own.to_path_buf()),
+    ] {
+        let link = bin.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link).map_err(Error::io("linking", &link))?;
+    }
+    let env = dir.join("env");
+    let text = format!(
+        "# Written by make dev: `source .dev/env` (README's tour).\n\
+         export KUBECONFIG={kubeconfig}\n\
+         export PATH={bin}:$PATH\n\
+         export LOOP_API={api_url}\n",
+        kubeconfig = absolute(kubeconfig).display(),
+        bin = bin.display(),
+    );
+    std::fs::write(&env, text).map_err(Error::io("writing", &env))
 }
 
 fn remove_stale_kubeconfig(path: &Path) -> Result<()> {
@@ -435,6 +515,34 @@ mod tests {
         assert!(!to.exists());
         remove_stale_kubeconfig(&to).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_cluster_roles_are_taken_from_the_rendering() {
+        let text = "# a comment\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n\
+                    ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n\
+                    ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: b\n";
+        let roles = cluster_roles(text);
+        assert_eq!(roles.len(), 1);
+        assert!(
+            roles[0].starts_with("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n")
+        );
+        let deploy = crate::binaries::repo_root().join("deploy");
+        let names: Vec<String> = std::fs::read_dir(&deploy)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "yaml"))
+            .flat_map(|e| cluster_roles(&std::fs::read_to_string(e.path()).unwrap()))
+            .filter_map(|doc| {
+                doc.lines()
+                    .skip_while(|l| *l != "metadata:")
+                    .find_map(|l| l.strip_prefix("  name: ").map(str::to_string))
+            })
+            .collect();
+        assert!(
+            names.iter().any(|n| n == "loop-plugins-host-api-caller"),
+            "the caller role the tour binds is in deploy/: {names:?}"
+        );
     }
 
     #[test]

@@ -1,0 +1,216 @@
+//! README's five-minute tour, run from the README itself so it cannot drift: the `sh` blocks of
+//! its "A five-minute tour" section, in order, in one bash with `set -euo pipefail`, against
+//! the cluster `make dev` makes (`loop-plugins-dev`, started here as `hack/dev.sh` starts it,
+//! with its `.dev/` in a folder of the test's own). The first block, `make dev` itself, is the
+//! one the test does instead of running. Every step of the tour fails the script when it
+//! does not do what the README says: `curl -f` on the host API's answers, `kubectl wait` on
+//! what the cluster should show.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tokio::process::Command;
+
+use crate::support::{E2eTest, plain, test};
+
+/// The README section the test runs.
+const SECTION: &str = "## A five-minute tour";
+
+pub fn tests() -> Vec<E2eTest> {
+    vec![
+        plain(
+            "tour::the_readme_has_a_tour_of_shell_blocks",
+            the_readme_has_a_tour_of_shell_blocks,
+        ),
+        test("tour::the_readme_tour_works_as_written", |ns| async move {
+            the_readme_tour_works_as_written(ns.cluster().run_dir()).await
+        })
+        .timeout(Duration::from_secs(600))
+        .local_only("it starts make dev's own cluster (loop-plugins-dev) beside the suite's"),
+    ]
+}
+
+fn readme() -> anyhow::Result<String> {
+    let path = testkit::repo_root().join("README.md");
+    std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// The shell blocks of README's tour, in order, but those that only run `make dev`.
+pub fn tour_blocks(readme: &str) -> Vec<String> {
+    let Some(start) = readme.find(&format!("\n{SECTION}\n")) else {
+        return Vec::new();
+    };
+    let section = &readme[start + 1..];
+    let end = section[SECTION.len()..]
+        .find("\n## ")
+        .map_or(section.len(), |i| i + SECTION.len());
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<&str>> = None;
+    for line in section[..end].lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```sh") => current = Some(Vec::new()),
+            (Some(lines), "```") => {
+                let block = lines.join("\n");
+                let only_make_dev = lines
+                    .iter()
+                    .map(|l| l.split('#').next().unwrap_or("").trim())
+                    .filter(|l| !l.is_empty())
+                    .all(|l| l.starts_with("make dev"));
+                if !only_make_dev {
+                    blocks.push(block);
+                }
+                current = None;
+            }
+            (Some(lines), _) => lines.push(line),
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+fn the_readme_has_a_tour_of_shell_blocks() -> anyhow::Result<()> {
+    let blocks = tour_blocks(&readme()?);
+    // See the resources, call the tool, watch it idle, flip the switch, the tampered image.
+    if blocks.len() < 5 {
+        bail!(
+            "README's {SECTION:?} has {} shell blocks to run, not the five steps of the tour",
+            blocks.len()
+        );
+    }
+    if !blocks[0].contains("source .dev/env") {
+        bail!(
+            "the tour's first commands do not start from .dev/env: {}",
+            blocks[0]
+        );
+    }
+    // The parser takes `make dev` out, and keeps everything else.
+    let sample = "x\n## A five-minute tour\n```sh\nmake dev  # run\n```\n```sh\na\nb\n```\n## Next\n```sh\nc\n```\n";
+    if tour_blocks(sample) != ["a\nb"] {
+        bail!("tour_blocks reads the sample as {:?}", tour_blocks(sample));
+    }
+    Ok(())
+}
+
+async fn the_readme_tour_works_as_written(run_dir: &Path) -> anyhow::Result<()> {
+    let blocks = tour_blocks(&readme()?);
+    if blocks.is_empty() {
+        bail!("README has no {SECTION:?} to run");
+    }
+    let dir = run_dir.join("tour");
+    std::fs::create_dir_all(&dir)?;
+    let mut dev = DevProcess::start(&dir).await?;
+    let script = format!("set -euo pipefail\nset -x\n{}\n", blocks.join("\n\n"));
+    let script_path = dir.join("tour.sh");
+    std::fs::write(&script_path, &script)?;
+    let out = Command::new("bash")
+        .arg(&script_path)
+        .current_dir(&dir)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .context("running the tour's commands with bash")?;
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(dir.join("tour.out"), &printed)?;
+    dev.stop().await;
+    if !out.status.success() {
+        bail!(
+            "README's tour failed ({}); what it printed (also in {}):\n{printed}\n\
+             make dev's log: {}",
+            out.status,
+            dir.join("tour.out").display(),
+            dev.log.display()
+        );
+    }
+    // What the README says the reader sees, seen.
+    for expected in [
+        "\"echo\":\"hi\"",
+        "pod/echo-general-",
+        "plugin.plugins.loop.dev/echo patched",
+    ] {
+        if !printed.contains(expected) {
+            bail!("the tour ran but never printed {expected:?}:\n{printed}");
+        }
+    }
+    Ok(())
+}
+
+/// `loop-plugins-dev` as `make dev` runs it, with its `.dev/` under a folder of the test's own.
+struct DevProcess {
+    child: tokio::process::Child,
+    log: PathBuf,
+}
+
+impl DevProcess {
+    async fn start(dir: &Path) -> anyhow::Result<Self> {
+        let repo = testkit::repo_root();
+        let dev_bin = testkit::binary().with_file_name("loop-plugins-dev");
+        let registry = oci::testing::registry_binary()?;
+        let dot_dev = dir.join(".dev");
+        let log = dir.join("make-dev.log");
+        let log_file = std::fs::File::create(&log)?;
+        let child = Command::new(&dev_bin)
+            .arg("--kubeconfig")
+            .arg(dot_dev.join("kubeconfig"))
+            .arg("--run-dir")
+            .arg(dot_dev.join("run"))
+            .arg("--crds")
+            .arg(repo.join("crds"))
+            .arg("--examples")
+            .arg(repo.join("examples"))
+            .arg("--deploy")
+            .arg(repo.join("deploy"))
+            .env("LOOP_PLUGINS_REGISTRY_BIN", &registry)
+            .current_dir(&repo)
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", dev_bin.display()))?;
+        let mut dev = DevProcess { child, log };
+        let env = dot_dev.join("env");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+        while !env.exists() {
+            if let Some(status) = dev.child.try_wait()? {
+                bail!(
+                    "loop-plugins-dev exited with {status} before the cluster was up:\n{}",
+                    std::fs::read_to_string(&dev.log).unwrap_or_default()
+                );
+            }
+            if tokio::time::Instant::now() > deadline {
+                dev.stop().await;
+                bail!(
+                    "loop-plugins-dev did not write {} within 240 s:\n{}",
+                    env.display(),
+                    std::fs::read_to_string(&dev.log).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Ok(dev)
+    }
+
+    /// SIGTERM, as Ctrl-C in the README's first terminal; killed after 30 s.
+    async fn stop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: a signal to our own child's pid.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGTERM);
+            }
+        }
+        if tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
