@@ -18,8 +18,10 @@
 //! Callers authenticate with their Kubernetes token and RBAC authorizes them (see [`auth`]).
 //!
 //! The parts, each with one job:
-//! - pure rules: [`tools`] (schemas, results), [`actions`], [`events`] (routing), [`switches`];
-//! - reads: [`target`] (the index → the instance a call goes to);
+//! - pure rules: [`tools`] (schemas, results), [`actions`], [`switches`];
+//! - [`events`]: the events route; which containers get an event, and the sending, are
+//!   `crate::delivery`'s, which the fan-out uses too, as it is for finding the instance a call
+//!   goes to;
 //! - I/O: [`auth`] (reviews); calls to plugins go through `crate::calls`, the one way;
 //! - [`state`] (what the handlers share, and how call failures become answers);
 //! - `routes`: the handlers; [`metrics`]; [`trigger`]: the `loop-plugins trigger` CLI.
@@ -32,7 +34,6 @@ pub mod metrics;
 mod routes;
 pub mod state;
 pub mod switches;
-pub mod target;
 pub mod tools;
 pub mod trigger;
 
@@ -42,7 +43,7 @@ mod tests;
 use axum::Router;
 
 pub use error::{Code, HostError};
-pub use routes::{PREFIX, ROUTES, deliver_event};
+pub use routes::{PREFIX, ROUTES};
 pub use state::HostState;
 
 /// The host API's routes, their errors in the one shape with the host API's codes. Merge it

@@ -2,10 +2,6 @@
 //! checks the caller first (401, then 403), then finds the chat, plugin and instance (404,
 //! 409, 503), then reads its body (400), then calls the plugin.
 
-use crate::http::ErrorCode;
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use axum::Json;
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -13,29 +9,21 @@ use axum::extract::{DefaultBodyLimit, OriginalUri, Path, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures::future::join_all;
-use kube::ResourceExt;
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::actions::{self, ActionCall};
 use super::auth::Permission;
 use super::error::{Code, HostError, HostResult};
-use super::events::{self, Chat, Container, PluginFacts, SETTINGS_CHANGED};
-use super::state::{HostState, call_error, plugin_error};
+use super::events;
+use super::state::{HostState, call_error, json_body, plugin_error, what};
 use super::switches::{self, Click};
-use super::target;
 use super::tools::{self, ToolCall, ToolResult};
 use crate::calls::client::PluginRequest;
-use crate::calls::{CallError, CallKind, CallOptions, Target};
+use crate::calls::{CallError, CallKind, Target};
 use crate::http::Passthrough;
-use crate::index::{Compiled, InstanceKey};
 use crate::status::{SwitchChange, SwitchEdit};
 use model::manifest::Capability;
 use model::names;
-use model::resolve::resolve_settings;
-use model::resources::PluginInstance;
 
 /// Where the routes live.
 pub const PREFIX: &str = "/api/host/v1";
@@ -111,24 +99,11 @@ pub fn routes(state: &HostState) -> Router<HostState> {
         .route(&format!("{INSTANCE}/x/{{*path}}"), x_methods)
         .route(
             "/namespaces/{namespace}/channels/{channel}/events",
-            post(event).layer(small),
+            post(events::post).layer(small),
         )
 }
 
-/// The body as `T`, or 400 `invalid_body` naming what is wrong.
-fn json_body<T: DeserializeOwned>(body: &Bytes) -> HostResult<T> {
-    crate::http::json_object(body).map_err(|message| HostError::new(Code::InvalidBody, message))
-}
-
 type InstancePath = (String, String, String);
-
-fn what(target: &Target, thing: &str) -> String {
-    format!(
-        "{thing} of plugin {} in chat {}",
-        target.plugin_name(),
-        target.chat
-    )
-}
 
 /// Checks the caller (401, 403) for `permission` on the plugin's instance in the chat, then
 /// finds the instance (404, 409, 503).
@@ -385,199 +360,6 @@ fn x_rest(raw: &str, ns: &str, chat: &str, plugin: &str, decoded: &str) -> Strin
             .replace('?', "%3F")
             .replace('#', "%23"),
     }
-}
-
-/// `POST .../channels/{channel}/events`'s body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EventPost {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    data: Value,
-}
-
-async fn event(
-    State(s): State<HostState>,
-    Path((ns, chat)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, HostError> {
-    s.authorize(&headers, &Permission::events(&ns, &chat))
-        .await?;
-    let channel = target::chat(s.index(), &ns, &chat)?;
-    let post: EventPost = json_body(&body)?;
-    if post.kind.is_empty() {
-        return Err(HostError::new(Code::InvalidBody, "type: must not be empty"));
-    }
-    let answer = deliver_event(
-        &s,
-        &ns,
-        &channel,
-        &post.kind,
-        &post.data,
-        CallOptions::DEMAND,
-    )
-    .await;
-    Ok(Json(answer).into_response())
-}
-
-/// Routes an event that happened in `channel` and delivers it, best effort and once, to
-/// every container the rules name, starting those it may start. The answer lists what
-/// happened to each.
-pub async fn deliver_event(
-    s: &HostState,
-    ns: &str,
-    channel: &model::resources::Channel,
-    kind: &str,
-    data: &Value,
-    options: CallOptions,
-) -> Value {
-    let index = s.index();
-    let host = index.host();
-    let chat = channel.name_any();
-    // Every installed plugin, as the chat's project sees it.
-    struct Known {
-        name: String,
-        compiled: Arc<Compiled>,
-        approved: std::collections::BTreeSet<Capability>,
-        enabled: bool,
-        settings: BTreeMap<String, Value>,
-    }
-    let project = index.project(ns, &channel.spec.project);
-    let known: Vec<Known> = index
-        .plugins
-        .state()
-        .iter()
-        .filter_map(|p| {
-            let name = p.name_any();
-            let (plugin, compiled) = target::installed(index, &host, &name).ok()?;
-            let enabled = target::enabled_in(index, &host, channel, &name).is_ok();
-            let settings = resolve_settings(
-                &compiled.manifest,
-                host.plugins.defaults.get(&name),
-                project.as_ref().and_then(|p| p.spec.plugins.get(&name)),
-            )
-            .values;
-            Some(Known {
-                approved: target::approved(&plugin, &compiled),
-                name,
-                compiled,
-                enabled,
-                settings,
-            })
-        })
-        .collect();
-    let facts: Vec<PluginFacts> = known
-        .iter()
-        .map(|k| PluginFacts {
-            name: &k.name,
-            manifest: &k.compiled.manifest,
-            approved: &k.approved,
-            enabled: k.enabled,
-            settings: &k.settings,
-        })
-        .collect();
-    // The instances of the chat and its parent channel, and whether their containers run.
-    let mut chats = vec![chat.clone()];
-    chats.extend(channel.spec.parent.clone());
-    let mut containers: BTreeMap<(String, String), (Arc<PluginInstance>, bool)> = BTreeMap::new();
-    for k in &known {
-        for c in &chats {
-            let key = InstanceKey::new(ns, &names::instance_name(&k.name, c));
-            if let Some(instance) = index.instance(&key) {
-                let running = s.calls.running(&key);
-                containers.insert((k.name.clone(), c.clone()), (instance, running));
-            }
-        }
-    }
-    let routing = events::route(
-        kind,
-        data,
-        Chat {
-            name: &chat,
-            spec: &channel.spec,
-        },
-        &facts,
-        |plugin, c| {
-            containers
-                .get(&(plugin.to_string(), c.to_string()))
-                .map(|(i, running)| Container {
-                    running: *running,
-                    switches: i
-                        .status
-                        .as_ref()
-                        .map(|st| st.switches.as_slice())
-                        .unwrap_or_default(),
-                })
-        },
-    );
-    let deliveries = routing.deliveries.iter().map(|d| {
-        let settings = known
-            .iter()
-            .find(|k| k.name == d.plugin)
-            .map(|k| k.settings.clone())
-            .unwrap_or_default();
-        async move {
-            let mut out = serde_json::to_value(d).unwrap_or_default();
-            let sent_data = if kind == SETTINGS_CHANGED {
-                json!({ "settings": settings })
-            } else {
-                data.clone()
-            };
-            let mut sent = json!({ "type": kind, "data": sent_data });
-            if let Some(t) = &d.thread_id {
-                sent["thread_id"] = json!(t);
-            }
-            let result = async {
-                let target = s.resolve(ns, &d.chat, &d.plugin)?;
-                let limits = s.calls.limits();
-                let request = PluginRequest::json(
-                    CallKind::Event,
-                    "/events".into(),
-                    &sent,
-                    limits.event,
-                    limits.body,
-                );
-                let what = what(&target, "the events route");
-                let answer = s
-                    .calls
-                    .call_target(&target, &request, options)
-                    .await
-                    .map_err(|e| call_error(&target, &what, e))?;
-                if answer.status.is_success() {
-                    Ok(answer.status)
-                } else {
-                    Err(plugin_error(&what, &answer))
-                }
-            }
-            .await;
-            match result {
-                Ok(status) => {
-                    out["delivered"] = json!(true);
-                    out["status"] = json!(status.as_u16());
-                }
-                Err(e) => {
-                    out["delivered"] = json!(false);
-                    if let Some(st) = e.plugin_status {
-                        out["status"] = json!(st);
-                    }
-                    out["error"] = json!({ "code": e.code.as_str(), "message": e.message });
-                }
-            }
-            out
-        }
-    });
-    let delivered: Vec<Value> = join_all(deliveries).await;
-    let mut answer = json!({
-        "type": kind,
-        "deliveries": delivered,
-        "skipped": routing.skipped,
-    });
-    if let Some(why) = routing.ignored {
-        answer["ignored"] = json!(why);
-    }
-    answer
 }
 
 #[cfg(test)]

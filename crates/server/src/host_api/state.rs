@@ -5,14 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use prometheus_client::registry::Registry;
+use serde::de::DeserializeOwned;
 
 use super::auth::{Auth, Lookup, Permission, Reviewer};
 use super::error::{Code, HostError, HostResult, failure_error};
 use super::metrics::{HostMetrics, ResultLabels};
-use super::target;
 use crate::calls::client::{PluginAnswer, PluginRequest, seconds};
 use crate::calls::{CallError, CallOptions, Calls, StartError, Target};
+use crate::delivery::target;
 use crate::index::Index;
 use crate::status::StatusWriter;
 
@@ -72,9 +74,9 @@ impl HostState {
         Ok(())
     }
 
-    /// The plugin's instance in a chat.
+    /// The plugin's instance in a chat (404, 409, 503).
     pub fn resolve(&self, namespace: &str, chat: &str, plugin: &str) -> HostResult<Target> {
-        target::resolve(self.index(), namespace, chat, plugin)
+        Ok(target::resolve(self.index(), namespace, chat, plugin)?)
     }
 
     /// Has the target's container (starting it), then calls it; the failure as the host API
@@ -88,6 +90,20 @@ impl HostState {
             .call_target(target, request, CallOptions::DEMAND)
             .await
     }
+}
+
+/// The body as `T`, or 400 `invalid_body` naming what is wrong.
+pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> HostResult<T> {
+    crate::http::json_object(body).map_err(|message| HostError::new(Code::InvalidBody, message))
+}
+
+/// How the answers name a call: `thing` of the target's plugin in its chat.
+pub fn what(target: &Target, thing: &str) -> String {
+    format!(
+        "{thing} of plugin {} in chat {}",
+        target.plugin_name(),
+        target.chat
+    )
 }
 
 /// The error answer for a container that could not be had.
