@@ -1,11 +1,13 @@
-//! The host API's shared state: who may call ([`Auth`]), the index the answers read, and the
-//! one way to call a plugin ([`Calls`]); and how a call's failures become the host API's
-//! answers.
+//! What the host API's handlers share: who may call ([`Auth`]), the index the answers read,
+//! the one way to call a plugin ([`Calls`]); the steps every handler takes (check the caller,
+//! find the instance, read the body, call the plugin); and how a call's failures become the
+//! host API's answers.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::http::HeaderMap;
 use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
 
@@ -17,6 +19,7 @@ use crate::calls::{CallError, CallOptions, Calls, StartError, Target};
 use crate::delivery::target;
 use crate::index::Index;
 use crate::status::StatusWriter;
+use model::names;
 
 /// How long a TokenReview or SubjectAccessReview answer is reused, by default.
 pub const REVIEW_TTL: Duration = Duration::from_secs(30);
@@ -57,11 +60,7 @@ impl HostState {
     }
 
     /// Checks the caller (401) and RBAC (403).
-    pub async fn authorize(
-        &self,
-        headers: &axum::http::HeaderMap,
-        permission: &Permission,
-    ) -> HostResult<()> {
+    pub async fn authorize(&self, headers: &HeaderMap, permission: &Permission) -> HostResult<()> {
         let (_, lookup) = self.auth.check(headers, permission).await?;
         let result = match lookup {
             Lookup::Cached => "cached",
@@ -79,6 +78,19 @@ impl HostState {
         Ok(target::resolve(self.index(), namespace, chat, plugin)?)
     }
 
+    /// Checks the caller (401, 403) for `permission` on the plugin's instance in the chat, then
+    /// finds the instance (404, 409, 503).
+    pub async fn authorized_target(
+        &self,
+        headers: &HeaderMap,
+        (ns, chat, plugin): (&str, &str, &str),
+        permission: impl FnOnce(&str, &str) -> Permission,
+    ) -> HostResult<Target> {
+        let instance = names::instance_name(plugin, chat);
+        self.authorize(headers, &permission(ns, &instance)).await?;
+        self.resolve(ns, chat, plugin)
+    }
+
     /// Has the target's container (starting it), then calls it; the failure as the host API
     /// answers it.
     pub async fn call_target(
@@ -89,6 +101,24 @@ impl HostState {
         self.calls
             .call_target(target, request, CallOptions::DEMAND)
             .await
+    }
+
+    /// Calls the target (starting it), and answers its 2xx answer or the error, naming the
+    /// call `what`.
+    pub async fn call_accepted(
+        &self,
+        target: &Target,
+        request: &PluginRequest,
+        what: &str,
+    ) -> HostResult<PluginAnswer> {
+        let answer = self
+            .call_target(target, request)
+            .await
+            .map_err(|e| call_error(target, what, e))?;
+        if !answer.status.is_success() {
+            return Err(plugin_error(what, &answer));
+        }
+        Ok(answer)
     }
 }
 
