@@ -7,11 +7,14 @@
 //! - [`status`]: the API server's writes of PluginInstance status, a field manager per field;
 //! - [`http`]: the one error body and the middleware stack;
 //! - [`calls`]: the one way to call a plugin (scale-from-zero, breaker, time limits, metrics);
+//! - [`delivery`]: the instance a call goes to, and events routed and sent to the containers
+//!   the rules name: what the host API and the fan-out both need, below both;
 //! - [`plugin_api`], [`host_api`]: the two APIs' routes;
 //! - [`fanout`]: what must happen once across replicas, on the fan-out Lease's holder;
 //! - [`serve`]: the wiring; `records`: the replicas' shared ConfigMap records.
 
 pub mod calls;
+pub mod delivery;
 pub mod fanout;
 pub mod host_api;
 pub mod http;

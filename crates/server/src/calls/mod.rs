@@ -1,5 +1,6 @@
-//! The one way to call a plugin, used by the host API (actions, tools, events, switches, `/x`),
-//! by `/runs/{run_id}/done` delivery and by `settings.changed`:
+//! The one way to call a plugin, used by the host API (actions, tools, switches, `/x`), by
+//! `crate::delivery` for events (the host API's and the fan-out's `settings.changed` and
+//! `plugins.changed`) and by `/runs/{run_id}/done` delivery:
 //!
 //! 1. [`Calls::ready`]: scale-from-zero. A running container answers at once; a stopped one
 //!    gets its demand recorded (`lastActivity`, which makes the controller start its Pod) and

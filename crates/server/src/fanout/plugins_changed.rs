@@ -13,8 +13,9 @@ use tokio::sync::watch;
 use super::backlog::Handover;
 use super::sent::{self, SentRecord};
 use crate::calls::CallOptions;
-use crate::host_api::events::PLUGINS_CHANGED;
-use crate::host_api::{HostState, deliver_event};
+use crate::delivery::deliver_event;
+use crate::delivery::routing::PLUGINS_CHANGED;
+use crate::host_api::HostState;
 use crate::index::InstanceKey;
 
 /// What happened to a plugin, between two looks at the installed Plugins (name → generation).
@@ -147,7 +148,7 @@ async fn send(host: &HostState, data: &Value) {
     for (ns, chat) in chats {
         if let Some(channel) = index.channel(&ns, &chat) {
             deliver_event(
-                host,
+                &host.calls,
                 &ns,
                 &channel,
                 PLUGINS_CHANGED,

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use crate::calls::client::PluginRequest;
 use crate::calls::{CallError, CallKind, CallOptions};
+use crate::delivery::target;
 use crate::host_api::HostState;
 use crate::host_api::state::call_error;
 use crate::status::status_body;
@@ -230,9 +231,9 @@ async fn deliver(host: &HostState, run: &AgentRun, status: &AgentRunStatus) -> O
     let attempts = status.done_attempts + 1;
     let failed = |error: String| Outcome::Failed { attempts, error };
     let ns = run.namespace().unwrap_or_default();
-    let target = match host.resolve(&ns, &run.spec.channel, &run.spec.plugin) {
+    let target = match target::resolve(host.index(), &ns, &run.spec.channel, &run.spec.plugin) {
         Ok(t) => t,
-        Err(e) => return failed(e.message),
+        Err(e) => return failed(e.to_string()),
     };
     let limits = host.calls.limits();
     let request = PluginRequest::json(

@@ -13,8 +13,9 @@ use tokio::sync::{mpsc, watch};
 use super::backlog::Handover;
 use super::sent::{self, SentRecord};
 use crate::calls::CallOptions;
-use crate::host_api::events::SETTINGS_CHANGED;
-use crate::host_api::{HostState, deliver_event};
+use crate::delivery::deliver_event;
+use crate::delivery::routing::SETTINGS_CHANGED;
+use crate::host_api::HostState;
 use crate::index::Written;
 use crate::index::config_writes::Whose;
 use model::resources::Channel;
@@ -135,18 +136,16 @@ async fn send(host: &HostState, whose: &Whose) {
     let sends = chats.into_iter().map(|c| {
         let ns = c.namespace().unwrap_or_default();
         async move {
-            let answer = deliver_event(
-                host,
+            let sent = deliver_event(
+                &host.calls,
                 &ns,
                 c,
                 SETTINGS_CHANGED,
                 &Value::Null,
                 CallOptions::IF_RUNNING,
             )
-            .await;
-            let sent = answer["deliveries"]
-                .as_array()
-                .map_or(0, |d| d.iter().filter(|d| d["delivered"] == true).count());
+            .await
+            .delivered();
             if sent > 0 {
                 tracing::info!(chat = %c.name_any(), namespace = %ns, sent, "settings.changed");
             }

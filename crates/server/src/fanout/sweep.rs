@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use kube::ResourceExt;
 use tokio::sync::watch;
 
+use crate::delivery::target::approved;
 use crate::host_api::HostState;
-use crate::host_api::target::approved;
 use crate::index::{Compiled, InstanceKey};
 use crate::status::{SwitchChange, SwitchEdit};
 use model::manifest::Capability;

@@ -1,11 +1,21 @@
-//! Running actions: the rules of `POST .../actions/{action}`'s body, and the body the plugin
-//! gets. Pure.
+//! `POST .../plugins/{plugin}/actions/{action}` → 202: running an action. The rules of the
+//! body and the body the plugin gets are pure ([`check`], [`plugin_body`]); [`post`] is the
+//! handler.
 
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::auth::Permission;
 use super::error::{Code, HostError, HostResult};
+use super::state::{HostState, json_body, what};
 use super::tools::is_workflow_run_id;
+use crate::calls::CallKind;
+use crate::calls::client::PluginRequest;
 use model::manifest::Manifest;
 
 /// What ran the action.
@@ -70,6 +80,35 @@ pub fn plugin_body(call: &ActionCall, thread_id: Option<&str>) -> Value {
         body["thread_id"] = json!(t);
     }
     body
+}
+
+/// Checks the caller and the call, then has the plugin run the action (10 s).
+pub async fn post(
+    State(s): State<HostState>,
+    Path((ns, chat, plugin, action)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HostError> {
+    let target = s
+        .authorized_target(&headers, (&ns, &chat, &plugin), Permission::action)
+        .await?;
+    let call: ActionCall = json_body(&body)?;
+    check(&target.compiled.manifest, &action, &call)?;
+    let limits = s.calls.limits();
+    let request = PluginRequest::json(
+        CallKind::Action,
+        format!("/actions/{action}"),
+        &plugin_body(&call, target.thread_id.as_deref()),
+        limits.action,
+        limits.body,
+    );
+    s.call_accepted(
+        &target,
+        &request,
+        &what(&target, &format!("action {action}")),
+    )
+    .await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }
 
 #[cfg(test)]

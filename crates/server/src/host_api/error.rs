@@ -5,6 +5,7 @@
 use axum::http::StatusCode;
 
 use crate::calls::client::{CallFailure, seconds};
+use crate::delivery::target::TargetError;
 use crate::http::ErrorAnswer;
 pub use crate::http::ErrorCode;
 
@@ -186,6 +187,27 @@ pub type HostError = ErrorAnswer<Code>;
 
 pub type HostResult<T> = Result<T, HostError>;
 
+/// A chat, plugin or instance a call cannot go to: 404 for what does not exist, 409 for a
+/// plugin the chat's project does not run, 503 (with a moment's wait) for what the controller
+/// has not made yet.
+impl From<TargetError> for HostError {
+    fn from(e: TargetError) -> Self {
+        let code = match &e {
+            TargetError::ChatNotFound { .. } => Code::ChannelNotFound,
+            TargetError::PluginNotFound { .. } => Code::PluginNotFound,
+            TargetError::PluginsOff
+            | TargetError::NotAdmitted { .. }
+            | TargetError::Disabled(_) => Code::PluginNotEnabled,
+            TargetError::Pending { .. } => Code::InstancePending,
+        };
+        let answer = HostError::new(code, e.to_string());
+        match e {
+            TargetError::Pending { .. } => answer.retry_after(1),
+            _ => answer,
+        }
+    }
+}
+
 /// The error answer for a call the container left without an answer.
 pub fn failure_error(what: &str, failure: &CallFailure) -> HostError {
     match failure {
@@ -228,6 +250,49 @@ mod tests {
     fn codes_are_distinct_and_listed() {
         let names: std::collections::BTreeSet<_> = Code::ALL.iter().map(|c| c.as_str()).collect();
         assert_eq!(names.len(), Code::ALL.len());
+    }
+
+    #[test]
+    fn a_target_that_cannot_be_had_answers_its_code_and_message() {
+        use crate::delivery::target::{Disabled, Missing};
+        let pending = HostError::from(TargetError::Pending {
+            missing: Missing::Secret,
+            plugin: "echo".into(),
+            chat: "general".into(),
+        });
+        assert_eq!(
+            (pending.code, pending.status(), pending.message.as_str()),
+            (
+                Code::InstancePending,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the controller has not made the Secret of plugin echo in chat general yet"
+            )
+        );
+        let r = pending.into_response();
+        assert_eq!(r.headers()[header::RETRY_AFTER], "1");
+        let hidden = HostError::from(TargetError::from(Disabled::HiddenThread {
+            chat: "general-h".into(),
+        }));
+        assert_eq!(
+            (hidden.code, hidden.message.as_str()),
+            (
+                Code::PluginNotEnabled,
+                "chat general-h is a hidden thread: plugins are not called there"
+            )
+        );
+        let missing = HostError::from(TargetError::ChatNotFound {
+            namespace: "team".into(),
+            name: "nowhere".into(),
+        });
+        assert_eq!(
+            (missing.code, missing.message.as_str()),
+            (
+                Code::ChannelNotFound,
+                "no Channel nowhere in namespace team"
+            )
+        );
+        let r = missing.into_response();
+        assert!(r.headers().get(header::RETRY_AFTER).is_none());
     }
 
     #[test]

@@ -18,21 +18,26 @@
 //! Callers authenticate with their Kubernetes token and RBAC authorizes them (see [`auth`]).
 //!
 //! The parts, each with one job:
-//! - pure rules: [`tools`] (schemas, results), [`actions`], [`events`] (routing), [`switches`];
-//! - reads: [`target`] (the index → the instance a call goes to);
-//! - I/O: [`auth`] (reviews); calls to plugins go through `crate::calls`, the one way;
-//! - [`state`] (what the handlers share, and how call failures become answers);
-//! - `routes`: the handlers; [`metrics`]; [`trigger`]: the `loop-plugins trigger` CLI.
+//! - `routes`: the route table;
+//! - the routes, each a module with its handler beside its pure rules: [`actions`], [`tools`]
+//!   (schemas, results), [`switches`], [`proxy`] (`/x`), [`events`] (the answer; which
+//!   containers get an event and the sending are `crate::delivery`'s, which the fan-out uses
+//!   too);
+//! - [`state`]: what the handlers share (the caller checked, the instance found through
+//!   `crate::delivery::target`, the body read, the plugin called through `crate::calls`, the
+//!   one way) and how call failures become answers;
+//! - I/O: [`auth`] (reviews); [`error`] (the codes); [`metrics`]; [`trigger`]: the
+//!   `loop-plugins trigger` CLI.
 
 pub mod actions;
 pub mod auth;
 pub mod error;
 pub mod events;
 pub mod metrics;
+pub mod proxy;
 mod routes;
 pub mod state;
 pub mod switches;
-pub mod target;
 pub mod tools;
 pub mod trigger;
 
@@ -42,8 +47,11 @@ mod tests;
 use axum::Router;
 
 pub use error::{Code, HostError};
-pub use routes::{PREFIX, ROUTES, deliver_event};
+pub use routes::ROUTES;
 pub use state::HostState;
+
+/// Where the routes live.
+pub const PREFIX: &str = "/api/host/v1";
 
 /// The host API's routes, their errors in the one shape with the host API's codes. Merge it
 /// into the server's router; it has no fallback of its own, so the merge takes the other's.

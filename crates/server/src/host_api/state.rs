@@ -1,20 +1,25 @@
-//! The host API's shared state: who may call ([`Auth`]), the index the answers read, and the
-//! one way to call a plugin ([`Calls`]); and how a call's failures become the host API's
-//! answers.
+//! What the host API's handlers share: who may call ([`Auth`]), the index the answers read,
+//! the one way to call a plugin ([`Calls`]); the steps every handler takes (check the caller,
+//! find the instance, read the body, call the plugin); and how a call's failures become the
+//! host API's answers.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
+use axum::http::HeaderMap;
 use prometheus_client::registry::Registry;
+use serde::de::DeserializeOwned;
 
 use super::auth::{Auth, Lookup, Permission, Reviewer};
 use super::error::{Code, HostError, HostResult, failure_error};
 use super::metrics::{HostMetrics, ResultLabels};
-use super::target;
 use crate::calls::client::{PluginAnswer, PluginRequest, seconds};
 use crate::calls::{CallError, CallOptions, Calls, StartError, Target};
+use crate::delivery::target;
 use crate::index::Index;
 use crate::status::StatusWriter;
+use model::names;
 
 /// How long a TokenReview or SubjectAccessReview answer is reused, by default.
 pub const REVIEW_TTL: Duration = Duration::from_secs(30);
@@ -55,11 +60,7 @@ impl HostState {
     }
 
     /// Checks the caller (401) and RBAC (403).
-    pub async fn authorize(
-        &self,
-        headers: &axum::http::HeaderMap,
-        permission: &Permission,
-    ) -> HostResult<()> {
+    pub async fn authorize(&self, headers: &HeaderMap, permission: &Permission) -> HostResult<()> {
         let (_, lookup) = self.auth.check(headers, permission).await?;
         let result = match lookup {
             Lookup::Cached => "cached",
@@ -72,9 +73,22 @@ impl HostState {
         Ok(())
     }
 
-    /// The plugin's instance in a chat.
+    /// The plugin's instance in a chat (404, 409, 503).
     pub fn resolve(&self, namespace: &str, chat: &str, plugin: &str) -> HostResult<Target> {
-        target::resolve(self.index(), namespace, chat, plugin)
+        Ok(target::resolve(self.index(), namespace, chat, plugin)?)
+    }
+
+    /// Checks the caller (401, 403) for `permission` on the plugin's instance in the chat, then
+    /// finds the instance (404, 409, 503).
+    pub async fn authorized_target(
+        &self,
+        headers: &HeaderMap,
+        (ns, chat, plugin): (&str, &str, &str),
+        permission: impl FnOnce(&str, &str) -> Permission,
+    ) -> HostResult<Target> {
+        let instance = names::instance_name(plugin, chat);
+        self.authorize(headers, &permission(ns, &instance)).await?;
+        self.resolve(ns, chat, plugin)
     }
 
     /// Has the target's container (starting it), then calls it; the failure as the host API
@@ -88,6 +102,38 @@ impl HostState {
             .call_target(target, request, CallOptions::DEMAND)
             .await
     }
+
+    /// Calls the target (starting it), and answers its 2xx answer or the error, naming the
+    /// call `what`.
+    pub async fn call_accepted(
+        &self,
+        target: &Target,
+        request: &PluginRequest,
+        what: &str,
+    ) -> HostResult<PluginAnswer> {
+        let answer = self
+            .call_target(target, request)
+            .await
+            .map_err(|e| call_error(target, what, e))?;
+        if !answer.status.is_success() {
+            return Err(plugin_error(what, &answer));
+        }
+        Ok(answer)
+    }
+}
+
+/// The body as `T`, or 400 `invalid_body` naming what is wrong.
+pub fn json_body<T: DeserializeOwned>(body: &Bytes) -> HostResult<T> {
+    crate::http::json_object(body).map_err(|message| HostError::new(Code::InvalidBody, message))
+}
+
+/// How the answers name a call: `thing` of the target's plugin in its chat.
+pub fn what(target: &Target, thing: &str) -> String {
+    format!(
+        "{thing} of plugin {} in chat {}",
+        target.plugin_name(),
+        target.chat
+    )
 }
 
 /// The error answer for a container that could not be had.

@@ -1,9 +1,23 @@
-//! Composer switch clicks: the plugin's answer made into the state the host keeps per chat
-//! (`PluginInstance.status.switches`). Pure.
+//! Composer switches: `GET .../plugins/{plugin}/switches` lists a chat's ([`list`]) and
+//! `POST .../switches/{switch}` clicks one ([`click`]), the plugin's answer made into the state
+//! the host keeps per chat (`PluginInstance.status.switches`). The rules are pure
+//! ([`state_after`], [`with_state`], [`to_json`]).
 
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use super::auth::Permission;
+use super::error::{Code, HostError, HostResult};
+use super::state::{HostState, json_body, what};
+use crate::calls::client::PluginRequest;
+use crate::calls::{CallKind, Target};
+use crate::status::{SwitchChange, SwitchEdit};
+use model::manifest::{Capability, ComposerSwitch};
 use model::resources::SwitchState;
 
 /// A switch's title (its tooltip), in characters: the reference's limit.
@@ -77,13 +91,122 @@ pub fn with_state(switches: &[SwitchState], state: SwitchState) -> Vec<SwitchSta
 
 /// A switch state as the host API answers it.
 pub fn to_json(state: &SwitchState) -> Value {
-    serde_json::json!({
+    json!({
         "id": state.id,
         "on": state.on,
         "title": state.title,
         "error": state.error,
         "busy": state.busy,
     })
+}
+
+/// A switch the plugin declares and may show (`ui.composer_switch` approved).
+fn declared_switch<'a>(target: &'a Target, id: &str) -> HostResult<&'a ComposerSwitch> {
+    target
+        .compiled
+        .manifest
+        .composer_switch(id)
+        .filter(|_| target.approved.contains(&Capability::UiComposerSwitch))
+        .ok_or_else(|| {
+            HostError::new(
+                Code::SwitchNotFound,
+                format!(
+                    "plugin {} shows no composer switch {id:?} (declared in ui.composer_switches, with ui.composer_switch approved)",
+                    target.plugin_name()
+                ),
+            )
+        })
+}
+
+/// The switches the plugin shows in the chat, with their state there.
+pub async fn list(
+    State(s): State<HostState>,
+    Path((ns, chat, plugin)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, HostError> {
+    let target = s
+        .authorized_target(&headers, (&ns, &chat, &plugin), |ns, i| {
+            Permission::switch("get", ns, i)
+        })
+        .await?;
+    let kept = target
+        .instance
+        .status
+        .as_ref()
+        .map(|st| st.switches.clone())
+        .unwrap_or_default();
+    let shown = target.approved.contains(&Capability::UiComposerSwitch);
+    let list: Vec<Value> = target
+        .compiled
+        .manifest
+        .ui
+        .composer_switches
+        .iter()
+        .filter(|_| shown)
+        .map(|m| {
+            let state = kept.iter().find(|k| k.id == m.id);
+            json!({
+                "id": m.id,
+                "label": m.label,
+                "icon": m.icon,
+                "on": state.is_some_and(|k| k.on),
+                "title": state.and_then(|k| k.title.clone()).or_else(|| m.title.clone()),
+                "error": state.is_some_and(|k| k.error),
+                "busy": state.is_some_and(|k| k.busy),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "switches": list })).into_response())
+}
+
+/// Sends the click to the chat's container (10 s) and keeps the state it answers.
+pub async fn click(
+    State(s): State<HostState>,
+    Path((ns, chat, plugin, switch)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HostError> {
+    let target = s
+        .authorized_target(&headers, (&ns, &chat, &plugin), |ns, i| {
+            Permission::switch("create", ns, i)
+        })
+        .await?;
+    declared_switch(&target, &switch)?;
+    let click: Click = json_body(&body)?;
+    let mut sent = json!({ "on": click.on });
+    if let Some(t) = &target.thread_id {
+        sent["thread_id"] = json!(t);
+    }
+    let limits = s.calls.limits();
+    let request = PluginRequest::json(
+        CallKind::Switch,
+        format!("/switches/{switch}"),
+        &sent,
+        limits.switch,
+        limits.body,
+    );
+    let what = what(&target, &format!("switch {switch}"));
+    let answer = s.call_accepted(&target, &request, &what).await?;
+    let current = target
+        .instance
+        .status
+        .as_ref()
+        .and_then(|st| st.switches.iter().find(|k| k.id == switch));
+    let state = state_after(&switch, current, &answer.body)
+        .map_err(|why| HostError::new(Code::InvalidAnswer, format!("{what}: {why}")))?;
+    let edit = SwitchEdit::for_plugin(
+        SwitchChange::Set(state.clone()),
+        &target.compiled.manifest,
+        &target.approved,
+    );
+    s.status.switches(&target.key, &edit).await.map_err(|e| {
+        HostError::new(
+            Code::Unavailable,
+            format!("{what} took the click but its state could not be kept: {e}"),
+        )
+        .retry_after(1)
+    })?;
+    Ok(Json(to_json(&state)).into_response())
 }
 
 #[cfg(test)]

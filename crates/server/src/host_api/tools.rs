@@ -3,18 +3,27 @@
 //! `structured_content` checked against `output_schema`, a mismatch turned into an `is_error`
 //! result, as are answers over 1 MB and every way the container can fail to answer.
 //!
-//! Pure: the compiled schemas come in as values.
+//! The rules are pure (the compiled schemas come in as values); [`post`], the handler of
+//! `POST .../plugins/{plugin}/tools/{tool}` → 200, checks the caller and the call, then calls
+//! the plugin and answers the result.
 
 use crate::http::ErrorCode;
 use std::time::Duration;
 
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use jsonschema::Validator;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::auth::Permission;
 use super::error::{Code, HostError, HostResult, failure_error};
-use crate::calls::Limits;
-use crate::calls::client::{CallFailure, PluginAnswer, seconds};
+use super::state::{HostState, json_body, start_error};
+use crate::calls::client::{CallFailure, PluginAnswer, PluginRequest, seconds};
+use crate::calls::{CallError, CallKind, Limits};
 use model::manifest::{Manifest, json_schema};
 
 /// `POST .../tools/{tool}`'s body.
@@ -293,6 +302,41 @@ fn parse_result(v: &Value) -> Option<ToolResult> {
 /// The `is_error` result for a call that brought no answer.
 pub fn failure_result(tool: &str, failure: &CallFailure) -> ToolResult {
     ToolResult::from_error(&failure_error(&format!("tool {tool}"), failure))
+}
+
+/// Checks the caller and the call, then calls the tool (60 s, or a workflow's longer limit);
+/// every way the call can fail is an `is_error` result, not an error answer.
+pub async fn post(
+    State(s): State<HostState>,
+    Path((ns, chat, plugin, tool)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HostError> {
+    let target = s
+        .authorized_target(&headers, (&ns, &chat, &plugin), Permission::tool)
+        .await?;
+    let call: ToolCall = json_body(&body)?;
+    let limits = s.calls.limits();
+    let (_, limit) = check_call(&target.compiled.manifest, &tool, &call, limits)?;
+    let result = match check_input(&target.compiled.inputs[&tool], &call.input) {
+        Err(refused) => refused,
+        Ok(()) => {
+            let request = PluginRequest::json(
+                CallKind::Tool,
+                format!("/tools/{tool}"),
+                &plugin_body(&call),
+                limit,
+                limits.tool_answer,
+            );
+            let output_schema = target.compiled.outputs.get(&tool);
+            match s.call_target(&target, &request).await {
+                Err(CallError::Start(e)) => ToolResult::from_error(&start_error(&target, &e)),
+                Err(CallError::Plugin(failure)) => result_of(&tool, Err(failure), output_schema),
+                Ok(answer) => result_of(&tool, Ok(answer), output_schema),
+            }
+        }
+    };
+    Ok(Json(result).into_response())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::json;
 
-use super::routes::PREFIX;
+use super::PREFIX;
 use crate::calls::client::install_crypto_provider;
 
 /// Where a Pod finds its ServiceAccount's token.

@@ -295,10 +295,6 @@ impl RecordingWriter {
             })
             .collect()
     }
-
-    pub fn clear(&self) {
-        self.writes.lock().unwrap().clear();
-    }
 }
 
 impl Writer for RecordingWriter {
@@ -508,6 +504,14 @@ pub fn key(chat: &str) -> InstanceKey {
     InstanceKey::new(NS, &names::instance_name(PLUGIN, chat))
 }
 
+/// The URI of `path`: relative to the prefix unless it starts with `//`.
+pub fn uri(path: &str) -> String {
+    match path.strip_prefix("//") {
+        Some(raw) => format!("/{raw}"),
+        None => format!("{PREFIX}{path}"),
+    }
+}
+
 /// An answer.
 #[derive(Debug)]
 pub struct Answer {
@@ -547,13 +551,9 @@ impl Harness {
         token: Option<&str>,
         body: Option<Value>,
     ) -> Answer {
-        let uri = match path.strip_prefix("//") {
-            Some(raw) => format!("/{raw}"),
-            None => format!("{PREFIX}{path}"),
-        };
         let mut req = Request::builder()
             .method(Method::from_bytes(method.as_bytes()).unwrap())
-            .uri(uri);
+            .uri(uri(path));
         if let Some(token) = token {
             req = req.header("authorization", format!("Bearer {token}"));
         }

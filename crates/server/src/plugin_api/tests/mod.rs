@@ -4,3 +4,4 @@
 pub(crate) mod fixtures;
 mod openapi;
 mod requests;
+mod rows;

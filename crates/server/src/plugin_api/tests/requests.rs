@@ -1,215 +1,433 @@
 //! Request-level tests: the router over stores filled by hand, each request through
 //! `tower::ServiceExt::oneshot`, every write recorded.
+//!
+//! Most are tables of [`Row`]s, one request each in a world of its own with what it must
+//! answer (see [`super::rows`]). What needs a sequence (a store or the clock changing between
+//! requests, a write seen afterwards) stays a test of its own, after the tables.
 
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::fixtures::*;
+use super::rows::{Auth, Row, Setup, check};
 use crate::plugin_api::inbox;
 use model::manifest::Capability;
 use model::resources::SwitchState;
 
-fn all_but(cap: Capability) -> Vec<Capability> {
-    Capability::ALL.into_iter().filter(|c| *c != cap).collect()
+/// A capability-gated call: what it needs, and what it answers with every capability approved.
+struct Gated {
+    method: &'static str,
+    path: &'static str,
+    body: Option<Value>,
+    needs: Capability,
+    status: StatusCode,
+    code: &'static str,
 }
 
-/// Every capability-gated call: (method, path, body, the capability it needs).
-fn gated() -> Vec<(&'static str, &'static str, Option<Value>, Capability)> {
+impl Gated {
+    fn row(&self) -> Row {
+        let row = Row::new(self.method, self.path);
+        match &self.body {
+            Some(body) => row.json(body.clone()),
+            None => row,
+        }
+    }
+}
+
+/// Every capability-gated call.
+fn gated() -> Vec<Gated> {
+    use StatusCode as S;
+    let gated = |method, path, body, needs, (status, code)| Gated {
+        method,
+        path,
+        body,
+        needs,
+        status,
+        code,
+    };
     vec![
-        (
+        gated(
             "POST",
             "/runs",
             Some(json!({ "agent": "quiz", "prompt": "ask" })),
             Capability::AgentReadonly,
+            (S::ACCEPTED, ""),
         ),
-        (
+        gated(
             "POST",
             "/runs",
             Some(json!({ "agent": "fixer", "prompt": "fix" })),
             Capability::AgentWrite,
+            (S::ACCEPTED, ""),
         ),
-        (
+        gated(
             "PUT",
             "/composer/switches/sync",
             Some(json!({ "on": true })),
             Capability::UiComposerSwitch,
+            (S::OK, ""),
         ),
-        (
+        gated(
             "DELETE",
             "/composer/switches/sync",
             None,
             Capability::UiComposerSwitch,
+            (S::OK, ""),
         ),
-        (
+        gated(
             "POST",
             "/cards",
             Some(json!({ "card": "score", "title": "Score" })),
             Capability::UiNotificationCard,
+            (S::CREATED, ""),
         ),
-        (
+        gated(
             "GET",
             "/cards/card-0000000000000000",
             None,
             Capability::UiNotificationCard,
+            (S::NOT_FOUND, "card_not_found"),
         ),
-        (
+        gated(
             "POST",
             "/notifications",
             Some(json!({ "title": "Hi" })),
             Capability::NotificationsSend,
+            (S::CREATED, ""),
         ),
-        (
+        gated(
             "POST",
             "/channel/live/control",
             Some(json!({ "subtype": "set_permission_mode" })),
             Capability::LiveControl,
+            (S::CONFLICT, "not_live"),
         ),
-        (
+        gated(
             "PUT",
             "/channel/live/hold",
             Some(json!({ "hold": true })),
             Capability::LiveControl,
+            (S::OK, ""),
         ),
-        ("GET", "/files/README.md", None, Capability::FilesRead),
-        ("GET", "/memory/last", None, Capability::MemoryRead),
-        (
+        gated(
+            "GET",
+            "/files/README.md",
+            None,
+            Capability::FilesRead,
+            (S::NOT_FOUND, "no_working_tree"),
+        ),
+        gated(
+            "GET",
+            "/memory/last",
+            None,
+            Capability::MemoryRead,
+            (S::NOT_FOUND, "memory_not_found"),
+        ),
+        gated(
             "PUT",
             "/memory/last",
             Some(json!({ "value": 1 })),
             Capability::MemoryWrite,
+            (S::OK, ""),
         ),
     ]
 }
 
 #[tokio::test]
-async fn each_gated_route_without_its_capability_answers_403() {
-    for (method, path, body, cap) in gated() {
-        let h = World::new().approve(&all_but(cap)).build();
-        let a = h.call(method, path, Some(TOKEN_A), body.clone()).await;
-        assert_eq!(
-            a.status,
-            StatusCode::FORBIDDEN,
-            "{method} {path} without {cap}: {:?}",
-            a.json()
-        );
-        assert_eq!(a.code(), "capability_not_approved");
-        assert!(
-            a.json()["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains(cap.as_str())
-        );
-
-        // With it, the same call is not refused for want of a capability.
-        let h = World::new().build();
-        let a = h.call(method, path, Some(TOKEN_A), body).await;
-        assert_ne!(
-            a.status,
-            StatusCode::FORBIDDEN,
-            "{method} {path} with {cap}: {:?}",
-            a.json()
-        );
+async fn each_gated_route_answers_403_without_its_capability_and_goes_through_with_it() {
+    use StatusCode as S;
+    let mut rows = vec![];
+    for g in gated() {
+        rows.push(g.row().on(Setup::AllBut(g.needs)).fails(
+            S::FORBIDDEN,
+            "capability_not_approved",
+            g.needs.as_str(),
+        ));
+        let with = g.row();
+        rows.push(match g.code {
+            "" => with.answers(g.status),
+            code => with.fails(g.status, code, ""),
+        });
     }
     // Reading a run needs either agent capability.
-    let h = World::new().approve(&[Capability::FilesRead]).build();
-    let a = h
-        .call("GET", "/runs/cogtest-0000000000000000", Some(TOKEN_A), None)
-        .await;
-    assert_eq!(a.status, StatusCode::FORBIDDEN);
-    let h = World::new().approve(&[Capability::AgentWrite]).build();
-    let a = h
-        .call("GET", "/runs/cogtest-0000000000000000", Some(TOKEN_A), None)
-        .await;
-    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    rows.extend([
+        Row::new("GET", "/runs/cogtest-0000000000000000")
+            .on(Setup::Only(&[Capability::FilesRead]))
+            .fails(S::FORBIDDEN, "capability_not_approved", "agent."),
+        Row::new("GET", "/runs/cogtest-0000000000000000")
+            .on(Setup::Only(&[Capability::AgentWrite]))
+            .fails(S::NOT_FOUND, "run_not_found", ""),
+    ]);
+    check(rows).await;
 }
 
 #[tokio::test]
 async fn a_capability_the_manifest_does_not_declare_does_not_count() {
-    let mut w = World::new();
-    let mut manifest: Value = serde_json::to_value(&w.plugin.spec.manifest).unwrap();
-    manifest["capabilities"] = json!(["ui.panel", "agent.readonly"]);
-    manifest["agents"] = json!([{ "id": "quiz", "read_only": true, "tools": ["ask"] }]);
-    for key in ["ui", "live", "events", "events_start", "actions"] {
-        manifest.as_object_mut().unwrap().remove(key);
-    }
-    w.plugin.spec.manifest = serde_json::from_value(manifest).unwrap();
-    let h = w.build();
-    let a = h.call("GET", "/memory/last", Some(TOKEN_A), None).await;
-    assert_eq!(a.status, StatusCode::FORBIDDEN);
-    assert!(
-        a.json()["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("does not declare")
-    );
-    let a = h
-        .call(
-            "POST",
-            "/runs",
-            Some(TOKEN_A),
-            Some(json!({ "agent": "quiz", "prompt": "p" })),
-        )
-        .await;
-    assert_eq!(a.status, StatusCode::ACCEPTED, "{:?}", a.json());
+    use StatusCode as S;
+    check(vec![
+        Row::new("GET", "/memory/last")
+            .on(Setup::FewDeclared)
+            .fails(S::FORBIDDEN, "capability_not_approved", "does not declare"),
+        Row::new("POST", "/runs")
+            .on(Setup::FewDeclared)
+            .json(json!({ "agent": "quiz", "prompt": "p" }))
+            .answers(S::ACCEPTED),
+    ])
+    .await;
 }
 
 #[tokio::test]
 async fn ids_of_another_chat_are_not_found() {
-    let mut w = World::new();
-    let t0 = T0.parse().unwrap();
-    w.runs.push(run("run-of-b", "b", t0));
-    let mut other_plugin = run("run-of-other", "a", t0);
-    other_plugin.spec.plugin = "other".into();
-    w.runs.push(other_plugin);
-    let mut inbox_b = inbox::template(NS, "cogtest-b", PLUGIN, PROJECT, "b", None);
-    let card =
-        json!({ "id": "card-b", "kind": "card", "card": "score", "title": "B's", "created": T0 });
-    inbox_b
-        .data
-        .as_mut()
-        .unwrap()
-        .insert("card-b".into(), card.to_string());
-    inbox_b.metadata.resource_version = Some("1".into());
-    w.maps.push(inbox_b);
-    let h = w.build();
+    use StatusCode as S;
+    let others = Setup::OthersThings;
+    check(vec![
+        Row::new("GET", "/runs/run-of-b")
+            .on(others)
+            .fails(S::NOT_FOUND, "run_not_found", ""),
+        Row::new("GET", "/runs/run-of-other")
+            .on(others)
+            .fails(S::NOT_FOUND, "run_not_found", ""),
+        Row::new("GET", "/cards/card-b")
+            .on(others)
+            .fails(S::NOT_FOUND, "card_not_found", ""),
+        // Chat B's own token finds them.
+        Row::new("GET", "/runs/run-of-b")
+            .on(others)
+            .token(TOKEN_B)
+            .shape(json!({ "agent": "quiz" })),
+        Row::new("GET", "/cards/card-b")
+            .on(others)
+            .token(TOKEN_B)
+            .shape(json!({ "title": "B's" })),
+        // A switch is only one the manifest declares.
+        Row::new("PUT", "/composer/switches/nope")
+            .on(others)
+            .json(json!({ "on": true }))
+            .fails(S::NOT_FOUND, "switch_not_found", ""),
+    ])
+    .await;
+}
 
-    for (path, code) in [
-        ("/runs/run-of-b", "run_not_found"),
-        ("/runs/run-of-other", "run_not_found"),
-        ("/cards/card-b", "card_not_found"),
-    ] {
-        let a = h.call("GET", path, Some(TOKEN_A), None).await;
-        assert_eq!(a.status, StatusCode::NOT_FOUND, "{path}");
-        assert_eq!(a.code(), code);
-    }
-    // Chat B's own token finds them.
-    let a = h.call("GET", "/runs/run-of-b", Some(TOKEN_B), None).await;
-    assert_eq!(a.status, StatusCode::OK);
-    assert_eq!(a.json()["agent"], "quiz");
-    let a = h.call("GET", "/cards/card-b", Some(TOKEN_B), None).await;
-    assert_eq!(a.status, StatusCode::OK);
-    assert_eq!(a.json()["title"], "B's");
+#[tokio::test]
+async fn missing_malformed_and_unknown_tokens_answer_401() {
+    use StatusCode as S;
+    let row = |auth, code| {
+        Row::new("GET", "/channel")
+            .authorization(auth)
+            .fails(S::UNAUTHORIZED, code, "")
+            .header("www-authenticate", "Bearer")
+    };
+    check(vec![
+        row(Auth::None, "missing_token"),
+        row(Auth::Header("Basic abc"), "malformed_token"),
+        row(Auth::Header("Bearer"), "malformed_token"),
+        row(Auth::Header("Bearer not-a-token-we-made"), "invalid_token"),
+    ])
+    .await;
+}
 
-    // A switch is only ever the token's own chat's, and only one the manifest declares.
-    let a = h
-        .call(
-            "PUT",
-            "/composer/switches/nope",
-            Some(TOKEN_A),
-            Some(json!({ "on": true })),
-        )
-        .await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::NOT_FOUND, "switch_not_found")
-    );
-    h.writer.clear();
-    h.status.clear();
+#[tokio::test]
+async fn a_project_that_does_not_enable_the_plugin_answers_409() {
+    use StatusCode as S;
+    let mut rows: Vec<Row> = gated()
+        .iter()
+        .map(|g| {
+            g.row()
+                .on(Setup::NotEnabled)
+                .fails(S::CONFLICT, "plugin_not_enabled", "")
+        })
+        .collect();
+    rows.extend([
+        Row::new("GET", "/channel").on(Setup::NotEnabled).fails(
+            S::CONFLICT,
+            "plugin_not_enabled",
+            "does not enable",
+        ),
+        // An untrusted change that would enable it does not count, nor does a config never
+        // trusted.
+        Row::new("GET", "/channel").on(Setup::Untrusted).fails(
+            S::CONFLICT,
+            "plugin_not_enabled",
+            "does not enable",
+        ),
+        Row::new("GET", "/channel").on(Setup::NeverTrusted).fails(
+            S::CONFLICT,
+            "plugin_not_enabled",
+            "does not enable",
+        ),
+        // Plugins off in the global config.
+        Row::new("GET", "/channel").on(Setup::PluginsOff).fails(
+            S::CONFLICT,
+            "plugin_not_enabled",
+            "plugins.enabled",
+        ),
+        // 401 comes first: a bad token in a disabled project is still a bad token.
+        Row::new("GET", "/channel")
+            .on(Setup::NotEnabled)
+            .token("nope")
+            .fails(S::UNAUTHORIZED, "invalid_token", ""),
+    ]);
+    check(rows).await;
+}
+
+#[tokio::test]
+async fn each_route_refuses_what_breaks_its_rules() {
+    use StatusCode as S;
+    let long_title = "x".repeat(201);
+    let big_card = json!({ "card": "score", "title": "x", "data": { "blob": "y".repeat(70_000) } });
+    check(vec![
+        Row::new("POST", "/runs")
+            .json(json!({ "agent": "nobody", "prompt": "x" }))
+            .fails(S::UNPROCESSABLE_ENTITY, "unknown_agent", ""),
+        Row::new("POST", "/runs")
+            .json(json!({ "agent": "quiz", "prompt": "" }))
+            .fails(S::BAD_REQUEST, "invalid_body", ""),
+        Row::new("POST", "/runs")
+            .json(json!({ "agent": "quiz" }))
+            .fails(S::BAD_REQUEST, "invalid_body", ""),
+        Row::new("POST", "/runs")
+            .json(json!(["quiz"]))
+            .fails(S::BAD_REQUEST, "invalid_body", ""),
+        // A switch's title is at most 200 characters.
+        Row::new("PUT", "/composer/switches/sync")
+            .json(json!({ "on": true, "title": long_title }))
+            .fails(S::BAD_REQUEST, "invalid_body", ""),
+        Row::new("POST", "/cards")
+            .json(json!({ "card": "nope", "title": "x" }))
+            .fails(S::UNPROCESSABLE_ENTITY, "unknown_card", ""),
+        Row::new("POST", "/cards")
+            .json(json!({ "card": "score", "title": "" }))
+            .fails(S::BAD_REQUEST, "invalid_body", ""),
+        Row::new("POST", "/cards")
+            .json(big_card)
+            .fails(S::PAYLOAD_TOO_LARGE, "body_too_large", ""),
+        Row::new("POST", "/notifications")
+            .json(json!({ "title": "x", "level": "loud" }))
+            .fails(S::BAD_REQUEST, "invalid_body", ""),
+        Row::new("GET", "/memory/last-quiz").fails(S::NOT_FOUND, "memory_not_found", ""),
+        Row::new("PUT", "/memory/x").json(json!({ "v": 1 })).fails(
+            S::BAD_REQUEST,
+            "invalid_body",
+            "",
+        ),
+        Row::new("GET", "/memory/..x").fails(S::BAD_REQUEST, "invalid_key", ""),
+        Row::new("PUT", "/memory/big")
+            .json(json!({ "value": "z".repeat(70_000) }))
+            .fails(S::PAYLOAD_TOO_LARGE, "body_too_large", ""),
+        // Live control takes only the subtypes the manifest lists, and needs a live session.
+        Row::new("POST", "/channel/live/control")
+            .json(json!({ "subtype": "interrupt" }))
+            .fails(S::UNPROCESSABLE_ENTITY, "subtype_not_declared", ""),
+        Row::new("POST", "/channel/live/control")
+            .json(json!({ "subtype": "set_permission_mode", "request": { "mode": "plan" } }))
+            .fails(S::CONFLICT, "not_live", ""),
+    ])
+    .await;
+}
+
+#[tokio::test]
+async fn a_body_must_be_an_object_not_its_fields_in_an_array() {
+    // serde reads a struct from an array of its fields by position; the API documents only
+    // objects (schemathesis sent `[true]` for `{"hold": true}` and got 200).
+    use StatusCode as S;
+    let row = |method, path, body| {
+        Row::new(method, path)
+            .json(body)
+            .fails(S::BAD_REQUEST, "invalid_body", "a JSON object")
+    };
+    check(vec![
+        row("PUT", "/channel/live/hold", json!([true])),
+        row("POST", "/runs", json!(["quiz", "p"])),
+        row("PUT", "/memory/k", json!([1])),
+    ])
+    .await;
+}
+
+#[tokio::test]
+async fn files_are_read_only_within_the_chats_working_tree() {
+    use StatusCode as S;
+    let tree = Setup::WorkingTree;
+    let refused = |path, status, code| Row::new("GET", path).on(tree).fails(status, code, "");
+    check(vec![
+        Row::new("GET", "/files/src/lib.rs")
+            .on(tree)
+            .bytes(b"pub fn f() {}")
+            .header("content-type", "application/octet-stream"),
+        // Chat b, a thread of a without a tree of its own, reads a's.
+        Row::new("GET", "/files/src/lib.rs")
+            .on(tree)
+            .token(TOKEN_B)
+            .bytes(b"pub fn f() {}"),
+        refused("/files/../secret", S::BAD_REQUEST, "invalid_path"),
+        refused("/files/src/../../secret", S::BAD_REQUEST, "invalid_path"),
+        refused("/files/..%2F..%2Fsecret", S::BAD_REQUEST, "invalid_path"),
+        refused("/files//etc/passwd", S::BAD_REQUEST, "invalid_path"),
+        refused("/files/%2Fetc%2Fpasswd", S::BAD_REQUEST, "invalid_path"),
+        refused("/files/out", S::FORBIDDEN, "outside_working_tree"),
+        refused("/files/abs", S::FORBIDDEN, "outside_working_tree"),
+        refused("/files/pipe", S::UNPROCESSABLE_ENTITY, "not_a_regular_file"),
+        refused("/files/src", S::UNPROCESSABLE_ENTITY, "not_a_regular_file"),
+        refused("/files/big", S::PAYLOAD_TOO_LARGE, "file_too_large"),
+        refused("/files/missing", S::NOT_FOUND, "file_not_found"),
+        // Without a root, no tree is served.
+        Row::new("GET", "/files/src/lib.rs").fails(S::NOT_FOUND, "no_working_tree", ""),
+    ])
+    .await;
+}
+
+#[tokio::test]
+async fn get_channel_answers_the_chat_and_its_resolved_settings() {
+    // Settings: default, global, project; a refused project value leaves the default.
+    check(vec![
+        Row::new("GET", "/channel")
+            .shape(json!({
+                "id": "a",
+                "kind": "channel",
+                "project": PROJECT,
+                "app": "desktop",
+                "settings": {
+                    "question_count": 8,
+                    "pass_mark": 0.5,
+                    "language": "en",
+                    "sync_all": false,
+                },
+            }))
+            .absent("parent"),
+    ])
+    .await;
+}
+
+#[tokio::test]
+async fn every_error_has_the_one_shape() {
+    use StatusCode as S;
+    let huge = json!({ "agent": "quiz", "prompt": "p".repeat(2 * 1024 * 1024) });
+    check(vec![
+        Row::new("GET", "/nope").fails(S::NOT_FOUND, "not_found", ""),
+        Row::new("GET", "//somewhere/else")
+            .authorization(Auth::None)
+            .fails(S::NOT_FOUND, "not_found", ""),
+        Row::new("PATCH", "/channel").fails(S::METHOD_NOT_ALLOWED, "method_not_allowed", ""),
+        Row::new("POST", "/runs")
+            .json(huge)
+            .fails(S::PAYLOAD_TOO_LARGE, "body_too_large", ""),
+        Row::new("POST", "/runs")
+            .raw("{not json")
+            .fails(S::BAD_REQUEST, "invalid_body", "line 1"),
+        // Health answers without a token.
+        Row::new("GET", "//healthz").authorization(Auth::None),
+    ])
+    .await;
+}
+
+// The tests below are sequences: what one request does shows in the next, or in the writes.
+
+#[tokio::test]
+async fn a_switch_is_written_for_the_tokens_own_chat_only() {
+    let h = World::new().build();
     let a = h
         .call(
             "PUT",
@@ -229,24 +447,7 @@ async fn ids_of_another_chat_are_not_found() {
 }
 
 #[tokio::test]
-async fn tokens_of_removed_instances_and_bad_headers_answer_401() {
-    let h = World::new().build();
-    for (header, code) in [
-        (None, "missing_token"),
-        (Some("Basic abc"), "malformed_token"),
-        (Some("Bearer"), "malformed_token"),
-        (Some("Bearer not-a-token-we-made"), "invalid_token"),
-    ] {
-        let mut req = Request::builder().uri("/api/plugin/v1/channel");
-        if let Some(header) = header {
-            req = req.header("authorization", header);
-        }
-        let a = h.send(req.body(Body::empty()).unwrap()).await;
-        assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{header:?}");
-        assert_eq!(a.code(), code, "{header:?}");
-        assert_eq!(a.headers["www-authenticate"], "Bearer");
-    }
-
+async fn a_token_goes_with_its_instance_chat_secret_or_plugin() {
     // The instance is removed; its Secret lingers until garbage collection.
     let mut h = World::new().build();
     assert_eq!(
@@ -334,25 +535,10 @@ async fn tokens_of_removed_instances_and_bad_headers_answer_401() {
 }
 
 #[tokio::test]
-async fn a_project_that_does_not_enable_the_plugin_answers_409() {
-    let h = World::new().trusting(false).build();
-    for (method, path, body, _) in gated() {
-        let a = h.call(method, path, Some(TOKEN_A), body).await;
-        assert_eq!(a.status, StatusCode::CONFLICT, "{method} {path}");
-        assert_eq!(a.code(), "plugin_not_enabled");
-    }
-    let a = h.call("GET", "/channel", Some(TOKEN_A), None).await;
-    assert_eq!(a.status, StatusCode::CONFLICT);
-    assert!(
-        a.json()["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("does not enable")
-    );
-
+async fn enabling_trusting_and_turning_plugins_off_count_at_once() {
     // The store's view counts at once: an edit that enables it counts once trusted, then
     // plugins are turned off globally.
-    let mut h = h;
+    let mut h = World::new().trusting(false).build();
     h.writers
         .projects
         .apply_watcher_event(&watcher::Event::Apply(project(true)));
@@ -380,36 +566,6 @@ async fn a_project_that_does_not_enable_the_plugin_answers_409() {
         "{:?}",
         a.json()
     );
-
-    // An untrusted change that would enable it does not count, nor does a config never
-    // trusted.
-    for trust in [Some(trust(false)), None] {
-        let mut w = World::new();
-        w.trust = trust;
-        assert_eq!(
-            w.build()
-                .call("GET", "/channel", Some(TOKEN_A), None)
-                .await
-                .status,
-            StatusCode::CONFLICT
-        );
-    }
-
-    // Plugins off in the global config.
-    let mut w = World::new();
-    w.host = host(false);
-    assert_eq!(
-        w.build()
-            .call("GET", "/channel", Some(TOKEN_A), None)
-            .await
-            .status,
-        StatusCode::CONFLICT
-    );
-
-    // 401 comes first: a bad token in a disabled project is still a bad token.
-    let w = World::new().trusting(false);
-    let a = w.build().call("GET", "/channel", Some("nope"), None).await;
-    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]
@@ -535,48 +691,11 @@ async fn a_run_is_an_agent_run_in_the_hidden_thread() {
         .await;
     assert_eq!(h.writer.runs().len(), 2, "{:?}", w.json());
     assert!(!h.writer.runs()[1].spec.read_only);
-
-    for (body, status, code) in [
-        (
-            json!({ "agent": "nobody", "prompt": "x" }),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "unknown_agent",
-        ),
-        (
-            json!({ "agent": "quiz", "prompt": "" }),
-            StatusCode::BAD_REQUEST,
-            "invalid_body",
-        ),
-        (
-            json!({ "agent": "quiz" }),
-            StatusCode::BAD_REQUEST,
-            "invalid_body",
-        ),
-        (json!(["quiz"]), StatusCode::BAD_REQUEST, "invalid_body"),
-    ] {
-        let a = h
-            .call("POST", "/runs", Some(TOKEN_A), Some(body.clone()))
-            .await;
-        assert_eq!((a.status, a.code().as_str()), (status, code), "{body}");
-    }
 }
 
 #[tokio::test]
 async fn switches_are_set_and_reset_per_chat() {
     let h = World::new().build();
-    let long = "x".repeat(201);
-    let a = h
-        .call(
-            "PUT",
-            "/composer/switches/sync",
-            Some(TOKEN_A),
-            Some(json!({ "on": true, "title": long })),
-        )
-        .await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::BAD_REQUEST, "invalid_body")
-    );
     let ok_title = "é".repeat(200);
     let a = h
         .call(
@@ -643,33 +762,9 @@ async fn switches_are_set_and_reset_per_chat() {
 }
 
 #[tokio::test]
-async fn live_control_takes_only_listed_subtypes_and_hold_is_recorded() {
+async fn live_control_reaches_the_session_and_hold_is_recorded() {
     let h = World::new().build();
-    let a = h
-        .call(
-            "POST",
-            "/channel/live/control",
-            Some(TOKEN_A),
-            Some(json!({ "subtype": "interrupt" })),
-        )
-        .await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, "subtype_not_declared")
-    );
     let body = json!({ "subtype": "set_permission_mode", "request": { "mode": "plan" } });
-    let a = h
-        .call(
-            "POST",
-            "/channel/live/control",
-            Some(TOKEN_A),
-            Some(body.clone()),
-        )
-        .await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::CONFLICT, "not_live")
-    );
     h.live
         .responses
         .lock()
@@ -710,32 +805,6 @@ async fn live_control_takes_only_listed_subtypes_and_hold_is_recorded() {
 }
 
 #[tokio::test]
-async fn a_body_must_be_an_object_not_its_fields_in_an_array() {
-    // serde reads a struct from an array of its fields by position; the API documents only
-    // objects (schemathesis sent `[true]` for `{"hold": true}` and got 200).
-    let h = World::new().build();
-    for (method, path, body) in [
-        ("PUT", "/channel/live/hold", json!([true])),
-        ("POST", "/runs", json!(["quiz", "p"])),
-        ("PUT", "/memory/k", json!([1])),
-    ] {
-        let a = h
-            .call(method, path, Some(TOKEN_A), Some(body.clone()))
-            .await;
-        assert_eq!(
-            (a.status, a.code().as_str()),
-            (StatusCode::BAD_REQUEST, "invalid_body"),
-            "{method} {path} {body}"
-        );
-        let message = a.json()["error"]["message"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        assert!(message.contains("a JSON object"), "{message}");
-    }
-}
-
-#[tokio::test]
 async fn cards_and_notifications_land_in_the_chats_inbox() {
     let h = World::new().build();
     let a = h
@@ -771,34 +840,6 @@ async fn cards_and_notifications_land_in_the_chats_inbox() {
     let a = h
         .call(
             "POST",
-            "/cards",
-            Some(TOKEN_A),
-            Some(json!({ "card": "nope", "title": "x" })),
-        )
-        .await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, "unknown_card")
-    );
-    let a = h
-        .call(
-            "POST",
-            "/cards",
-            Some(TOKEN_A),
-            Some(json!({ "card": "score", "title": "" })),
-        )
-        .await;
-    assert_eq!(a.status, StatusCode::BAD_REQUEST);
-    let big = json!({ "card": "score", "title": "x", "data": { "blob": "y".repeat(70_000) } });
-    let a = h.call("POST", "/cards", Some(TOKEN_A), Some(big)).await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
-    );
-
-    let a = h
-        .call(
-            "POST",
             "/notifications",
             Some(TOKEN_A),
             Some(json!({ "title": "Synced", "level": "success" })),
@@ -815,15 +856,6 @@ async fn cards_and_notifications_land_in_the_chats_inbox() {
             .status,
         StatusCode::NOT_FOUND
     );
-    let a = h
-        .call(
-            "POST",
-            "/notifications",
-            Some(TOKEN_A),
-            Some(json!({ "title": "x", "level": "loud" })),
-        )
-        .await;
-    assert_eq!(a.status, StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test]
@@ -858,13 +890,6 @@ async fn a_full_inbox_drops_its_oldest_entry() {
 #[tokio::test]
 async fn memory_is_kept_per_plugin_and_project() {
     let h = World::new().build();
-    let a = h
-        .call("GET", "/memory/last-quiz", Some(TOKEN_A), None)
-        .await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::NOT_FOUND, "memory_not_found")
-    );
     let value = json!({ "score": 3, "topics": ["rust"] });
     let a = h
         .call(
@@ -903,137 +928,6 @@ async fn memory_is_kept_per_plugin_and_project() {
             .json()["value"],
         Value::Null
     );
-
-    let a = h
-        .call("PUT", "/memory/x", Some(TOKEN_A), Some(json!({ "v": 1 })))
-        .await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::BAD_REQUEST, "invalid_body")
-    );
-    let a = h.call("GET", "/memory/..x", Some(TOKEN_A), None).await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::BAD_REQUEST, "invalid_key")
-    );
-    let a = h
-        .call(
-            "PUT",
-            "/memory/big",
-            Some(TOKEN_A),
-            Some(json!({ "value": "z".repeat(70_000) })),
-        )
-        .await;
-    assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
-}
-
-#[tokio::test]
-async fn files_are_read_only_within_the_chats_working_tree() {
-    let dir = TempDir::new("api-files");
-    let tree = dir.path().join("team/repo/trees/a");
-    std::fs::create_dir_all(tree.join("src")).unwrap();
-    std::fs::write(tree.join("src/lib.rs"), "pub fn f() {}").unwrap();
-    std::fs::write(dir.path().join("team/repo/secret"), "not yours").unwrap();
-    std::os::unix::fs::symlink("../../secret", tree.join("out")).unwrap();
-    std::os::unix::fs::symlink("/etc/hostname", tree.join("abs")).unwrap();
-    let fifo = std::ffi::CString::new(tree.join("pipe").as_os_str().as_encoded_bytes()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-    std::fs::write(tree.join("big"), vec![0u8; 2048]).unwrap();
-
-    let mut w = World::new();
-    w.config.worktree_root = Some(dir.path().to_path_buf());
-    w.config.max_file_bytes = 1024;
-    // Chat b is a thread of a, without a tree of its own: it reads a's.
-    w.channels[1].spec.kind = model::resources::ChannelKind::Thread;
-    w.channels[1].spec.parent = Some("a".into());
-    w.channels[1].spec.working_tree = None;
-    let h = w.build();
-
-    let a = h
-        .call("GET", "/files/src/lib.rs", Some(TOKEN_A), None)
-        .await;
-    assert_eq!(a.status, StatusCode::OK);
-    assert_eq!(a.bytes, b"pub fn f() {}");
-    assert_eq!(a.headers["content-type"], "application/octet-stream");
-    assert_eq!(
-        h.call("GET", "/files/src/lib.rs", Some(TOKEN_B), None)
-            .await
-            .bytes,
-        b"pub fn f() {}"
-    );
-
-    for (path, status, code) in [
-        ("/files/../secret", StatusCode::BAD_REQUEST, "invalid_path"),
-        (
-            "/files/src/../../secret",
-            StatusCode::BAD_REQUEST,
-            "invalid_path",
-        ),
-        (
-            "/files/..%2F..%2Fsecret",
-            StatusCode::BAD_REQUEST,
-            "invalid_path",
-        ),
-        (
-            "/files//etc/passwd",
-            StatusCode::BAD_REQUEST,
-            "invalid_path",
-        ),
-        (
-            "/files/%2Fetc%2Fpasswd",
-            StatusCode::BAD_REQUEST,
-            "invalid_path",
-        ),
-        ("/files/out", StatusCode::FORBIDDEN, "outside_working_tree"),
-        ("/files/abs", StatusCode::FORBIDDEN, "outside_working_tree"),
-        (
-            "/files/pipe",
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "not_a_regular_file",
-        ),
-        (
-            "/files/src",
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "not_a_regular_file",
-        ),
-        (
-            "/files/big",
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "file_too_large",
-        ),
-        ("/files/missing", StatusCode::NOT_FOUND, "file_not_found"),
-    ] {
-        let a = h.call("GET", path, Some(TOKEN_A), None).await;
-        assert_eq!((a.status, a.code().as_str()), (status, code), "{path}");
-    }
-
-    // Without a root, no tree is served.
-    let h = World::new().build();
-    let a = h
-        .call("GET", "/files/src/lib.rs", Some(TOKEN_A), None)
-        .await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::NOT_FOUND, "no_working_tree")
-    );
-}
-
-#[tokio::test]
-async fn get_channel_answers_the_chat_and_its_resolved_settings() {
-    let h = World::new().build();
-    let a = h.call("GET", "/channel", Some(TOKEN_A), None).await;
-    assert_eq!(a.status, StatusCode::OK);
-    let body = a.json();
-    assert_eq!(body["id"], "a");
-    assert_eq!(body["kind"], "channel");
-    assert_eq!(body["project"], PROJECT);
-    assert_eq!(body["app"], "desktop");
-    assert!(body.get("parent").is_none());
-    // Default, global, project; a refused project value leaves the default.
-    assert_eq!(body["settings"]["question_count"], 8);
-    assert_eq!(body["settings"]["pass_mark"], 0.5);
-    assert_eq!(body["settings"]["language"], "en");
-    assert_eq!(body["settings"]["sync_all"], false);
 }
 
 /// Waits (a little) for the background activity write of accepted work.
@@ -1118,47 +1012,8 @@ async fn only_accepted_work_keeps_the_container_up() {
 }
 
 #[tokio::test]
-async fn every_error_has_the_one_shape() {
+async fn a_write_that_fails_is_a_503_and_takes_nothing_from_the_quota() {
     let h = World::new().build();
-    let a = h.call("GET", "/nope", Some(TOKEN_A), None).await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::NOT_FOUND, "not_found")
-    );
-    let a = h.call("GET", "//somewhere/else", None, None).await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::NOT_FOUND, "not_found")
-    );
-    let a = h.call("PATCH", "/channel", Some(TOKEN_A), None).await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
-    );
-    let huge = json!({ "agent": "quiz", "prompt": "p".repeat(2 * 1024 * 1024) });
-    let a = h.call("POST", "/runs", Some(TOKEN_A), Some(huge)).await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
-    );
-    let req = Request::builder()
-        .method("POST")
-        .uri("/api/plugin/v1/runs")
-        .header("authorization", format!("Bearer {TOKEN_A}"))
-        .body(Body::from("{not json"))
-        .unwrap();
-    let a = h.send(req).await;
-    assert_eq!(
-        (a.status, a.code().as_str()),
-        (StatusCode::BAD_REQUEST, "invalid_body")
-    );
-    assert!(
-        a.json()["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("line 1")
-    );
-
     // A write that fails is a 503, never a panic.
     h.api_down(true);
     let a = h
@@ -1184,10 +1039,6 @@ async fn every_error_has_the_one_shape() {
         )
         .await;
     assert_eq!(a.status, StatusCode::ACCEPTED);
-
-    // Health answers without a token.
-    let a = h.call("GET", "//healthz", None, None).await;
-    assert_eq!(a.status, StatusCode::OK);
 }
 
 #[tokio::test]
