@@ -127,7 +127,8 @@ fn gather<'a>(
 
 /// Makes or puts right the instance's Secrets and builds the Pod it would run; or says why
 /// no Pod can run. The pull Secret goes first (the Pod names it), then the instance's Secret,
-/// which is made even when the Pod cannot be built.
+/// which is made even when `build_pod` then refuses the inputs (a root user, a gate without
+/// a command).
 async fn make_secrets_and_pod(
     ctx: &Context,
     facts: &Facts<'_>,
