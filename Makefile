@@ -17,9 +17,9 @@ build:
 controlplane:
 	@hack/controlplane/build.sh
 
-# Regenerates crds/ from the Rust types.
-crds: build
-	$(BIN) crds > crds/loop-plugins.yaml
+# Regenerates crds/ and its copies in the chart and deploy/ from the Rust types.
+crds:
+	LOOP_PLUGINS_UPDATE_CRDS=1 $(CARGO) test -p loop-plugins --test crds
 
 fmt:
 	$(CARGO) fmt --all

@@ -2,11 +2,13 @@
 //! kubectl (`$LOOP_PLUGINS_CONTROLPLANE`, else what `hack/controlplane/build.sh` prints):
 //! `helm lint` is clean; the chart renders with its defaults and with every switch; no rendered
 //! Role or ClusterRole uses `*`; the values schema refuses bad values; the flags the chart
-//! passes are flags the binary takes; the chart's CRDs are crds/; and `kubectl kustomize
-//! deploy/` is the chart's default rendering.
+//! passes are flags the binary takes; and `kubectl kustomize deploy/` is the chart's default
+//! rendering.
 //!
 //! deploy/ is generated from the chart. After changing the chart, regenerate it with
-//! `LOOP_PLUGINS_UPDATE_DEPLOY=1 cargo test --test chart` and review the diff.
+//! `LOOP_PLUGINS_UPDATE_DEPLOY=1 cargo test --test chart` and review the diff. The CRDs
+//! (the chart's crds/ and deploy/crds/ are copies of crds/) are generated from the types:
+//! tests/crds.rs checks them, `make crds` rewrites them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -678,24 +680,13 @@ fn every_container_runs_restricted_with_probes() {
     assert_eq!(api["readinessProbe"]["httpGet"]["port"], "http");
 }
 
-/// The copies of crds/loop-plugins.yaml.
-const CRD_COPIES: [&str; 2] = [
-    "charts/loop-plugins/crds/loop-plugins.yaml",
-    "deploy/crds/loop-plugins.yaml",
-];
-
-/// With `LOOP_PLUGINS_UPDATE_DEPLOY` set, rewrites deploy/ and the CRDs' copies, once, before
-/// any test reads them.
+/// With `LOOP_PLUGINS_UPDATE_DEPLOY` set, rewrites deploy/ (but its copy of the CRDs, which
+/// tests/crds.rs keeps), once, before any test reads it.
 fn update_if_asked() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         if std::env::var_os(UPDATE_ENV).is_none() {
             return;
-        }
-        let generated = std::fs::read_to_string(repo().join("crds/loop-plugins.yaml")).unwrap();
-        for copy in CRD_COPIES {
-            std::fs::create_dir_all(repo().join(copy).parent().unwrap()).unwrap();
-            std::fs::write(repo().join(copy), &generated).unwrap();
         }
         for (path, text) in deploy_files() {
             let file = repo().join("deploy").join(path);
@@ -703,20 +694,6 @@ fn update_if_asked() {
             std::fs::write(&file, text).unwrap();
         }
     });
-}
-
-#[test]
-fn the_charts_crds_are_crds() {
-    update_if_asked();
-    let generated = std::fs::read_to_string(repo().join("crds/loop-plugins.yaml")).unwrap();
-    for copy in CRD_COPIES {
-        let text = std::fs::read_to_string(repo().join(copy)).unwrap_or_default();
-        assert!(
-            text == generated,
-            "{copy} differs from crds/loop-plugins.yaml: copy it (cp crds/loop-plugins.yaml {copy}), \
-             or run {UPDATE_ENV}=1 cargo test --test chart"
-        );
-    }
 }
 
 /// Drops what only Helm adds: the chart label and `managed-by: Helm`.

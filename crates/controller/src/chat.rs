@@ -387,3 +387,74 @@ pub(crate) fn desired_instance(
     instance.metadata.owner_references = Some(vec![owner]);
     instance
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifests::Manifests;
+    use crate::tests::fixtures;
+    use model::resources::Plugin;
+
+    const T1: &str = "2026-01-01T10:00:00Z";
+
+    /// The plan of `general` in [`fixtures::World::echo`], with `plugin` installed.
+    fn plan(plugin: Plugin) -> ChatPlan {
+        let host = fixtures::host().spec;
+        let (project, trust) = (fixtures::project(true), fixtures::trust(true));
+        let channel = fixtures::channel("general");
+        let facts = PluginFacts::installed(&host, [&plugin], &Manifests::default());
+        let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
+        plan_chat(&ChatInputs {
+            channel: &channel.spec,
+            project: Some(model::resolve::ProjectView::new(&project, Some(&trust))),
+            host: &host,
+            plugins: &views,
+            existing_cronjobs: &BTreeMap::new(),
+            applied: &[],
+        })
+    }
+
+    /// The chat's status, whole, as a reviewer reads it (`src/snapshots/`): echo running with
+    /// its task applied; then echo without its `schedule` capability approved, and a write
+    /// the API server refused.
+    #[test]
+    fn the_status_snapshot() {
+        let channel = fixtures::channel("general");
+        let applied = plan(fixtures::echo_plugin());
+        let status = desired_status(
+            &channel,
+            &ChannelStatus::default(),
+            &applied,
+            applied.applied.clone(),
+            &Failures::default(),
+            T1,
+        );
+        insta::assert_yaml_snapshot!("channel_status_applied", status);
+
+        let unscheduled = plan(fixtures::plugin_with(
+            fixtures::echo_manifest(),
+            &["ui.composer_switch"],
+        ));
+        let mut failures = Failures::default();
+        failures.check::<()>(Err(Error::Create {
+            kind: "PluginInstance",
+            name: "echo-general".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("refused: Invalid", "Invalid")
+                    .with_code(422)
+                    .boxed(),
+            ),
+        }));
+        insta::assert_yaml_snapshot!(
+            "channel_status_not_applied",
+            desired_status(
+                &channel,
+                &status,
+                &unscheduled,
+                unscheduled.applied.clone(),
+                &failures,
+                "2026-01-01T11:00:00Z",
+            )
+        );
+    }
+}

@@ -410,4 +410,56 @@ mod tests {
                 .contains("Unsigned")
         );
     }
+
+    /// The status admission writes, whole, as a reviewer reads it (`src/snapshots/`): a
+    /// plugin admitted with a warning, then its next generation refused at the Image stage
+    /// (only the conditions that flipped take the later time; what the image is stays).
+    #[test]
+    fn the_status_snapshot() {
+        use StageState::*;
+        use model::resources::{ImageStatus, RegisteredTool};
+        let mut admitted = outcome(&[
+            (Passed, "PluginsEnabled"),
+            (Passed, "Valid"),
+            (Passed, "ImageVerified"),
+            (Warned, "Unsigned"),
+            (Passed, "Approved"),
+            (Passed, "Registered"),
+        ]);
+        let manifest = serde_json::json!({
+            "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1",
+        });
+        admitted.manifest = Some(model::manifest::from_value(&manifest).unwrap());
+        admitted.image = Some(ImageStatus {
+            digest: format!("sha256:{}", "a".repeat(64)),
+            run_as_user: 65532,
+            run_as_group: None,
+            command: vec!["/echo-plugin".into()],
+            plugin_json_sha256: "b".repeat(64),
+            manifest_hash: format!("sha256:{}", "c".repeat(64)),
+            publisher_key: None,
+        });
+        admitted.tools = vec![RegisteredTool {
+            name: "ping".into(),
+            mcp_name: "plugin_ping".into(),
+        }];
+        let mut p = plugin();
+        let status = desired_status(&p, &admitted, "2026-01-01T10:00:00Z");
+        insta::assert_yaml_snapshot!("plugin_status_admitted", status);
+
+        p.status = Some(status);
+        p.metadata.generation = Some(4);
+        let refused = outcome(&[
+            (Passed, "PluginsEnabled"),
+            (Passed, "Valid"),
+            (Refused, "ImageUserRoot"),
+            (NotReached, "NotReached"),
+            (NotReached, "NotReached"),
+            (NotReached, "NotReached"),
+        ]);
+        insta::assert_yaml_snapshot!(
+            "plugin_status_refused",
+            desired_status(&p, &refused, "2026-01-01T11:00:00Z")
+        );
+    }
 }

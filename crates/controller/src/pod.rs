@@ -551,9 +551,16 @@ mod tests {
         input.gate = Some(gate());
         insta::assert_yaml_snapshot!("pod_gated", build_pod(&input).unwrap());
         insta::assert_yaml_snapshot!("secret", build_secret(&input, "<token>", "<secret>"));
+        // The claim belongs to the chat, as `chat` makes it: it outlives Pods and instances.
+        let chat = OwnerReference {
+            kind: "Channel".into(),
+            name: "general".into(),
+            uid: "uid-general".into(),
+            ..owner()
+        };
         insta::assert_yaml_snapshot!(
             "data_claim",
-            build_data_claim("echo", "proj", "general", "team", owner())
+            build_data_claim("echo", "proj", "general", "team", chat)
         );
     }
 

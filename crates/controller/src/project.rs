@@ -188,4 +188,20 @@ mod tests {
         let status = desired_status(&project(true), Some(&trust(true)), "t");
         assert_eq!(status.config_hash, Some(config_hash(&config(true))));
     }
+
+    /// The status, whole, as a reviewer reads it (`src/snapshots/`): trusted, then the
+    /// config changed since the owner trusted it.
+    #[test]
+    fn the_status_snapshot() {
+        let trust = ProjectTrust::of("proj", &config(true));
+        let mut p = project(true);
+        let trusted = desired_status(&p, Some(&trust), "2026-01-01T10:00:00Z");
+        insta::assert_yaml_snapshot!("project_status_trusted", trusted);
+        p.status = Some(trusted);
+        p.spec.plugins = config(false);
+        insta::assert_yaml_snapshot!(
+            "project_status_last_approved",
+            desired_status(&p, Some(&trust), "2026-01-01T11:00:00Z")
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! The CRDs of every resource, as `loop-plugins crds` prints them and crds/ holds them.
+//! The CRDs of every resource, as `loop-plugins crds` prints them and crds/ holds them
+//! (tests/crds.rs fails while a checked-in copy differs; `make crds` rewrites them).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -33,16 +34,6 @@ pub fn yaml() -> String {
 
 #[cfg(test)]
 mod tests {
-    /// crds/ is generated: regenerate it with `make crds` when the types change.
-    #[test]
-    fn checked_in_crds_match_the_code() {
-        let checked_in = include_str!("../../../crds/loop-plugins.yaml");
-        assert!(
-            checked_in == super::yaml(),
-            "crds/loop-plugins.yaml differs from what the code generates: run `make crds`"
-        );
-    }
-
     /// Kinds that only people write and nothing observes: no status.
     const WITHOUT_STATUS: [&str; 1] = [
         // The Project's status says whether its trust applies.

@@ -299,20 +299,20 @@ pub fn instance() -> PluginInstance {
 
 /// The API path of a namespaced object of ours.
 pub fn path(resource: &str, name: &str) -> String {
-    let group = match resource {
-        "cronjobs" => "/apis/batch/v1",
-        "channels" | "plugininstances" => "/apis/plugins.loop.dev/v1alpha1",
-        _ => "/api/v1",
-    };
-    format!("{group}/namespaces/{NS}/{resource}/{name}")
+    format!("{}/{name}", collection(resource))
 }
 
 /// The API path of a namespaced collection.
 pub fn collection(resource: &str) -> String {
     let group = match resource {
         "cronjobs" => "/apis/batch/v1",
-        "channels" | "plugininstances" => "/apis/plugins.loop.dev/v1alpha1",
+        "channels" | "plugininstances" | "projects" => "/apis/plugins.loop.dev/v1alpha1",
         _ => "/api/v1",
     };
     format!("{group}/namespaces/{NS}/{resource}")
+}
+
+/// The API path of the Plugin `name` (cluster-scoped).
+pub fn plugin_path(name: &str) -> String {
+    format!("/apis/plugins.loop.dev/v1alpha1/plugins/{name}")
 }

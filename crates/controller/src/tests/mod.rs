@@ -5,5 +5,7 @@ mod chat;
 mod context;
 pub(crate) mod fixtures;
 mod instance;
+mod plugin;
+mod project;
 mod verifier;
 mod wake;

@@ -19,6 +19,9 @@ pub const APPLY_QUERY: &str = "&force=true&fieldManager=loop-plugins-controller"
 pub const CREATE_QUERY: &str = "&fieldManager=loop-plugins-controller";
 /// How a status is written: a merge patch of what changed (see `merge_patch`).
 pub const STATUS_CONTENT_TYPE: &str = "application/merge-patch+json";
+/// How kube's finalizer helper adds and removes a finalizer: a JSON patch (RFC 6902) whose
+/// `test` operation makes it fail rather than clobber another writer's change.
+pub const JSON_PATCH_CONTENT_TYPE: &str = "application/json-patch+json";
 
 /// How the mocked server answers a call.
 pub enum Answer {
@@ -26,6 +29,8 @@ pub enum Answer {
     Echo,
     /// This object, with the request body's `status` put in (a status write).
     WithStatus(Value),
+    /// This object, as the API server serves it after the write.
+    Object(Value),
     /// A Status of success (a deletion).
     Deleted,
     /// A failure with this code and reason.
@@ -61,6 +66,14 @@ impl Call {
             Answer::WithStatus(object),
         );
         call.content_type = Some(STATUS_CONTENT_TYPE);
+        call
+    }
+
+    /// A JSON patch of the object at `path`, as the finalizer helper sends it (no field
+    /// manager: it owns no field), answered with `after`.
+    pub fn json_patch(path: impl Into<String>, after: Value) -> Self {
+        let mut call = Self::new(Method::PATCH, path, Some(""), Answer::Object(after));
+        call.content_type = Some(JSON_PATCH_CONTENT_TYPE);
         call
     }
 
@@ -157,6 +170,7 @@ impl ApiServer {
                 }
                 let (code, answer) = match call.answer {
                     Answer::Echo => (200, body.clone()),
+                    Answer::Object(object) => (200, object),
                     Answer::WithStatus(mut object) => {
                         object["status"] =
                             crate::merge_patch::tests::apply(&object["status"], &body["status"]);
