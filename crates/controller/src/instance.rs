@@ -11,7 +11,6 @@ use kube::{Api, Resource, ResourceExt};
 use rand::Rng;
 
 use super::Context;
-use super::admission;
 use super::apply;
 use super::demand::{self, Demand, DemandInputs};
 use super::error::{Error, Result};

@@ -2,20 +2,18 @@
 //!
 //! Four reconcilers share one set of watches: Plugin (admission, purge), Channel (the chat's
 //! instances, data volumes and CronJobs), PluginInstance (Secret, Pod on demand, status) and
-//! Project (trust in status, from the same-named ProjectTrust). Deciding is pure (`admission`, `plan`, `demand`, `pod`,
-//! `cronjob`); writing is `apply`; `retry` decides when a failed reconcile looks again.
+//! Project (trust in status, from the same-named ProjectTrust). Deciding is pure (admission
+//! is a crate of its own, crates/admission; here `plan`, `demand`, `pod`, `cronjob`); writing
+//! is `apply`; `retry` decides when a failed reconcile looks again.
 //! The controller never calls a plugin: that is the API server's (crates/server).
 
-pub mod admission;
 mod apply;
 mod chat;
-pub mod conflicts;
 mod context;
 pub mod cronjob;
 pub mod demand;
 mod drift;
 mod error;
-pub mod gate_policy;
 pub mod images;
 mod instance;
 pub mod manifests;
@@ -194,14 +192,14 @@ async fn reconcile_all(
     let plugins_sharing_names = {
         let store = stores.plugins.clone();
         move |changed: Plugin| {
-            let names = conflicts::declared_names(&changed);
+            let names = admission::conflicts::declared_names(&changed);
             store
                 .state()
                 .iter()
                 .filter(|p| p.name_any() != changed.name_any())
                 .filter(|p| {
                     p.status.as_ref().and_then(|s| s.stage.as_deref()) == Some("Names")
-                        || conflicts::declared_names(p)
+                        || admission::conflicts::declared_names(p)
                             .iter()
                             .any(|n| names.contains(n))
                 })

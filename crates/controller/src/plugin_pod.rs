@@ -10,10 +10,11 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 
+use admission::gate_policy;
+
 use super::Context;
 use super::apply;
 use super::error::Result;
-use super::gate_policy;
 use super::images::DOCKER_CONFIG_KEY;
 use super::pod::{GateInputs, RunAs};
 use super::slim;
