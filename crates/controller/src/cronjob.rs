@@ -12,9 +12,6 @@ use model::names;
 
 use crate::plan::ExistingTask;
 
-/// The ServiceAccount CronJobs run `trigger` as; it needs the host API's `trigger` grant.
-pub const TRIGGER_SERVICE_ACCOUNT: &str = "loop-plugins-trigger";
-
 /// What a schedule's CronJob is made of.
 #[derive(Clone, Debug)]
 pub struct CronJobInputs<'a> {
@@ -124,7 +121,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
                             ..Default::default()
                         }),
                         spec: Some(PodSpec {
-                            service_account_name: Some(TRIGGER_SERVICE_ACCOUNT.into()),
+                            service_account_name: Some(names::TRIGGER_SERVICE_ACCOUNT.into()),
                             restart_policy: Some("Never".into()),
                             security_context: Some(PodSecurityContext {
                                 run_as_non_root: Some(true),

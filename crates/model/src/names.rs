@@ -33,6 +33,10 @@ pub const LABEL_CHANNEL: &str = "plugins.loop.dev/channel";
 pub const LABEL_INSTANCE: &str = "plugins.loop.dev/instance";
 pub const LABEL_ACTION: &str = "plugins.loop.dev/action";
 
+/// The ServiceAccount a schedule's CronJob runs `loop-plugins trigger` as, in the chat's
+/// namespace (the chart makes it there, with the host API's `trigger` grant).
+pub const TRIGGER_SERVICE_ACCOUNT: &str = "loop-plugins-trigger";
+
 /// The longest name a label value or a Pod's hostname may have.
 const MAX_NAME: usize = 63;
 
