@@ -162,7 +162,7 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Command::InstallGate { dest, policy } => {
-            let json = std::env::var(gate_install::POLICY_ENV).ok();
+            let json = std::env::var(model::contract::GATE_POLICY_ENV).ok();
             match gate_install::install(&dest, policy.as_deref(), json.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {

@@ -15,7 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use model::contract::{
-    DATA_DIR, GATE_DIR, PLUGIN_PORT, SECRET_DIR, SECRET_KEY, TOKEN_KEY, WORKTREE_DIR,
+    DATA_DIR, GATE_DIR, GATE_POLICY_ENV, PLUGIN_PORT, SECRET_DIR, SECRET_KEY, TOKEN_KEY,
+    WORKTREE_DIR,
 };
 use model::names;
 use model::resources::WorkingTree;
@@ -71,8 +72,6 @@ pub struct GateInputs<'a> {
     pub audit: String,
 }
 
-/// The env var the init container reads the policy from.
-pub const GATE_POLICY_ENV: &str = "LOOP_GATE_POLICY";
 /// The policy file's path in the Pod.
 pub const GATE_POLICY_FILE: &str = "policy.json";
 

@@ -11,6 +11,8 @@ pub const DATA_DIR: &str = "/data";
 pub const WORKTREE_DIR: &str = "/workspace";
 /// Where the gate's init container puts our binary.
 pub const GATE_DIR: &str = "/loop-gate";
+/// The env var the gate's init container (`loop-plugins install-gate`) gets the policy in.
+pub const GATE_POLICY_ENV: &str = "LOOP_GATE_POLICY";
 
 /// The key of the instance's Secret holding the plugin's Plugin API token
 /// (`LOOP_PLUGIN_TOKEN_FILE`).
@@ -19,5 +21,6 @@ pub const TOKEN_KEY: &str = "token";
 /// (`LOOP_PLUGIN_SECRET_FILE`).
 pub const SECRET_KEY: &str = "secret";
 
-/// The ServiceAccount token `loop-plugins trigger` (a schedule's CronJob) sends the host API.
+/// Where a Pod finds its ServiceAccount's token: `loop-plugins trigger` (a schedule's CronJob)
+/// sends it to the host API.
 pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";

@@ -6,13 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use model::contract::SERVICE_ACCOUNT_TOKEN;
 use serde_json::json;
 
 use super::routes::PREFIX;
 use crate::calls::client::install_crypto_provider;
-
-/// Where a Pod finds its ServiceAccount's token.
-pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
 
 /// Flags of `loop-plugins trigger`.
 #[derive(clap::Args, Debug, Clone)]
