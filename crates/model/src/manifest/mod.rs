@@ -32,7 +32,6 @@ pub use model::{
     Panel, Resources, ThreadEvents, Tool, Ui,
 };
 pub use parse::{from_value, parse_str};
-pub use rules::gate::GATE_OPERATIONS;
 
 #[cfg(test)]
 mod tests {
