@@ -13,10 +13,10 @@ use kube::runtime::reflector::Store;
 use model::resources::{HostConfigSpec, ImageStatus, Plugin, RegistryConfig, SignatureMode};
 use oci::signing::publish;
 use oci::signing::record::SignatureRecord;
-use oci::{DockerConfig, Endpoint, ImageRef, InspectError, Registry, RegistryOptions, inspect};
-
-/// The key of a dockerconfigjson Secret.
-pub const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
+use oci::{
+    DOCKER_CONFIG_SECRET_KEY, DockerConfig, Endpoint, ImageRef, InspectError, Registry,
+    RegistryOptions, inspect,
+};
 
 /// How many images' facts are kept.
 const CACHE_SIZE: usize = 256;
@@ -29,7 +29,7 @@ pub enum RegistrySetupError {
         "plugins.registry.credentialsSecret {name:?} is not in the controller's namespace {namespace}"
     )]
     SecretMissing { name: String, namespace: String },
-    #[error("plugins.registry.credentialsSecret {name:?} has no key {DOCKER_CONFIG_KEY}")]
+    #[error("plugins.registry.credentialsSecret {name:?} has no key {DOCKER_CONFIG_SECRET_KEY}")]
     NoKey { name: String },
     #[error("plugins.registry.credentialsSecret {name:?}: {message}")]
     Credentials { name: String, message: String },
@@ -57,7 +57,7 @@ pub fn credentials(
     let bytes = secret
         .data
         .as_ref()
-        .and_then(|d| d.get(DOCKER_CONFIG_KEY))
+        .and_then(|d| d.get(DOCKER_CONFIG_SECRET_KEY))
         .map(|b| b.0.clone())
         .ok_or_else(|| RegistrySetupError::NoKey { name: name.clone() })?;
     Ok(Some(bytes))
