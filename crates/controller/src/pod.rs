@@ -15,8 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use model::contract::{
-    DATA_DIR, GATE_DIR, GATE_POLICY_ENV, PLUGIN_PORT, SECRET_DIR, SECRET_KEY, TOKEN_KEY,
-    WORKTREE_DIR,
+    API_URL_ENV, DATA_DIR, GATE_DIR, GATE_POLICY_ENV, PLUGIN_PORT, SECRET_DIR, SECRET_KEY,
+    TOKEN_KEY, WORKTREE_DIR,
 };
 use model::names;
 use model::resources::WorkingTree;
@@ -132,7 +132,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
 
     let mut env = vec![
         env_value("LOOP_PLUGIN_PORT", &PLUGIN_PORT.to_string()),
-        env_value("LOOP_API_URL", input.api_url),
+        env_value(API_URL_ENV, input.api_url),
         env_value(
             "LOOP_PLUGIN_TOKEN_FILE",
             &format!("{SECRET_DIR}/{TOKEN_KEY}"),

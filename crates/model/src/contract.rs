@@ -3,6 +3,9 @@
 
 /// The port a plugin serves HTTP on (`LOOP_PLUGIN_PORT`).
 pub const PLUGIN_PORT: i32 = 8080;
+/// The env var naming the API server's address: a plugin's Plugin API, `loop-plugins
+/// trigger`'s host API, and the controller's setting of what plugin Pods get.
+pub const API_URL_ENV: &str = "LOOP_API_URL";
 /// Where the instance's Secret is mounted.
 pub const SECRET_DIR: &str = "/var/run/loop-plugin";
 /// The plugin's own data, kept across Pods and instances.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use model::contract::SERVICE_ACCOUNT_TOKEN;
+use model::contract::{API_URL_ENV, SERVICE_ACCOUNT_TOKEN};
 use serde_json::json;
 
 use super::routes::PREFIX;
@@ -16,7 +16,7 @@ use crate::calls::client::install_crypto_provider;
 #[derive(clap::Args, Debug, Clone)]
 pub struct TriggerArgs {
     /// The host API's base URL (the API server's).
-    #[arg(long, env = "LOOP_API_URL")]
+    #[arg(long, env = API_URL_ENV)]
     pub api_url: String,
     /// The chat's namespace.
     #[arg(long)]
