@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use model::contract::SERVICE_ACCOUNT_TOKEN;
+use model::contract::{SELF_IMAGE_BINARY, SERVICE_ACCOUNT_TOKEN};
 use model::names;
 
 use crate::plan::ExistingTask;
@@ -67,7 +67,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
     let container = Container {
         name: "trigger".into(),
         image: Some(input.self_image.into()),
-        command: Some(vec!["/loop-plugins".into(), "trigger".into()]),
+        command: Some(vec![SELF_IMAGE_BINARY.into(), "trigger".into()]),
         args: Some(vec![
             format!("--api-url={}", input.api_url),
             format!("--namespace={}", input.namespace),

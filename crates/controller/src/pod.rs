@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use model::contract::{
     API_URL_ENV, DATA_DIR, GATE_DIR, GATE_POLICY_ENV, PLUGIN_PORT, SECRET_DIR, SECRET_KEY,
-    TOKEN_KEY, WORKTREE_DIR,
+    SELF_IMAGE_BINARY, TOKEN_KEY, WORKTREE_DIR,
 };
 use model::names;
 use model::resources::WorkingTree;
@@ -178,7 +178,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
                 name: "install-gate".into(),
                 image: Some(gate.image.into()),
                 command: Some(vec![
-                    "/loop-plugins".into(),
+                    SELF_IMAGE_BINARY.into(),
                     "install-gate".into(),
                     gate_bin.clone(),
                     "--policy".into(),

@@ -12,6 +12,10 @@ pub const SECRET_DIR: &str = "/var/run/loop-plugin";
 pub const DATA_DIR: &str = "/data";
 /// The chat's working tree, read-only.
 pub const WORKTREE_DIR: &str = "/workspace";
+/// Where our own image (the Dockerfile's, and the stand-ins the tests and `make dev` push)
+/// holds the loop-plugins binary: a schedule's CronJob runs `trigger` from it, the gate's
+/// init container runs `install-gate`.
+pub const SELF_IMAGE_BINARY: &str = "/loop-plugins";
 /// Where the gate's init container puts our binary.
 pub const GATE_DIR: &str = "/loop-gate";
 /// The env var the gate's init container (`loop-plugins install-gate`) gets the policy in.
