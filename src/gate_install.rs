@@ -6,8 +6,7 @@ use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-/// The env var the init container gets the policy in (the Pod spec's value).
-pub const POLICY_ENV: &str = "LOOP_GATE_POLICY";
+use model::contract::GATE_POLICY_ENV;
 
 /// Why the init container could not set the gate up.
 #[derive(Debug, thiserror::Error)]
@@ -20,9 +19,9 @@ pub enum InstallError {
         #[source]
         source: std::io::Error,
     },
-    #[error("install-gate: --policy needs the policy in ${POLICY_ENV}")]
+    #[error("install-gate: --policy needs the policy in ${GATE_POLICY_ENV}")]
     NoPolicy,
-    #[error("install-gate: the policy in ${POLICY_ENV}: {0}")]
+    #[error("install-gate: the policy in ${GATE_POLICY_ENV}: {0}")]
     Policy(#[source] gate::PolicyError),
 }
 
@@ -42,7 +41,7 @@ pub fn install(
     std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o555)).map_err(fail(dest))?;
     if let Some(path) = policy {
         let text = policy_json.ok_or(InstallError::NoPolicy)?;
-        gate::Policy::from_json(text, POLICY_ENV).map_err(InstallError::Policy)?;
+        gate::Policy::from_json(text, GATE_POLICY_ENV).map_err(InstallError::Policy)?;
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)

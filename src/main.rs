@@ -70,7 +70,7 @@ struct ControllerArgs {
     /// LOOP_API_URL for plugin pods, unless HostConfig sets apiUrl.
     #[arg(
         long,
-        env = "LOOP_API_URL",
+        env = model::contract::API_URL_ENV,
         default_value = "http://loop-plugins-api.loop-plugins.svc:8080"
     )]
     api_url: String,
@@ -82,7 +82,7 @@ struct ControllerArgs {
     )]
     metrics_addr: std::net::SocketAddr,
     /// The controller's own namespace: HostConfig's registry credentials Secret is read there.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "loop-plugins")]
+    #[arg(long, env = runtime::pod_env::POD_NAMESPACE, default_value = "loop-plugins")]
     namespace: String,
     /// Reconciles each of the four controllers runs at once. Unbounded, a cold start at
     /// 3,000 instances had a thousand requests in flight, each on a connection of its own:
@@ -162,7 +162,7 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Command::InstallGate { dest, policy } => {
-            let json = std::env::var(gate_install::POLICY_ENV).ok();
+            let json = std::env::var(model::contract::GATE_POLICY_ENV).ok();
             match gate_install::install(&dest, policy.as_deref(), json.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {

@@ -366,7 +366,7 @@ fn every_switch_renders() {
             .unwrap_or_else(|| panic!("no NetworkPolicy in {ns}"));
         assert_eq!(policy["spec"]["egress"], json!([{}]));
         assert!(docs.iter().any(|d| kind(d) == "ServiceAccount"
-            && name(d) == controller::cronjob::TRIGGER_SERVICE_ACCOUNT
+            && name(d) == model::names::TRIGGER_SERVICE_ACCOUNT
             && d["metadata"]["namespace"] == ns));
     }
     assert_eq!(

@@ -277,7 +277,7 @@ async fn check_applied(ns: &Ns, release: &str, docs: &[Value]) -> anyhow::Result
 
     let fullname = format!("{release}-loop-plugins");
     ns.get::<ServiceAccount>(&fullname).await?;
-    ns.get::<ServiceAccount>(controller::cronjob::TRIGGER_SERVICE_ACCOUNT)
+    ns.get::<ServiceAccount>(model::names::TRIGGER_SERVICE_ACCOUNT)
         .await?;
     ns.get::<Service>(&format!("{fullname}-api")).await?;
     ns.get::<NetworkPolicy>(&format!("{fullname}-plugins"))

@@ -1351,7 +1351,7 @@ async fn cronjob(ns: Ns) -> anyhow::Result<()> {
 
 async fn run_cronjob(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
     // The ServiceAccount CronJobs run as, with the one grant `trigger` needs.
-    let account = controller::cronjob::TRIGGER_SERVICE_ACCOUNT;
+    let account = model::names::TRIGGER_SERVICE_ACCOUNT;
     let mut sa = ServiceAccount::default();
     sa.metadata.name = Some(account.into());
     apply(ns, &sa).await?;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::{DeleteParams, PostParams};
+use model::contract::SERVICE_ACCOUNT_TOKEN;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -130,7 +131,9 @@ async fn env_and_files_come_from_secrets_config_maps_and_the_downward_api(
     ns.api::<ConfigMap>()
         .create(&PostParams::default(), &map)
         .await?;
-    let script = r#"echo "token=$TOKEN greeting=$CFG_GREETING mode=$CFG_MODE ns=$NS file=$(cat $SECRET_DIR/file.txt) sa=$(test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo yes)""#;
+    let script = format!(
+        r#"echo "token=$TOKEN greeting=$CFG_GREETING mode=$CFG_MODE ns=$NS file=$(cat $SECRET_DIR/file.txt) sa=$(test -s {SERVICE_ACCOUNT_TOKEN} && echo yes)""#
+    );
     let pod: Pod = serde_json::from_value(json!({
         "metadata": { "name": "env" },
         "spec": {

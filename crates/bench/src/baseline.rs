@@ -120,7 +120,7 @@ fn relabel<K: Resource>(mut object: K, namespace: &str) -> K {
     let meta = object.meta_mut();
     meta.namespace = Some(namespace.into());
     if let Some(labels) = meta.labels.as_mut() {
-        labels.insert("app.kubernetes.io/managed-by".into(), BARE.into());
+        labels.insert(names::LABEL_MANAGED_BY.into(), BARE.into());
     }
     object
 }

@@ -80,7 +80,7 @@ impl Context {
     pub fn new(client: Client, metrics: Metrics, stores: Stores, settings: Settings) -> Self {
         let reporter = Reporter {
             controller: "loop-plugins-controller".into(),
-            instance: std::env::var("POD_NAME").ok(),
+            instance: std::env::var(runtime::pod_env::POD_NAME).ok(),
         };
         Self {
             recorder: Recorder::new(client.clone(), reporter),

@@ -7,13 +7,10 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use model::contract::SERVICE_ACCOUNT_TOKEN;
+use model::contract::{SELF_IMAGE_BINARY, SERVICE_ACCOUNT_TOKEN};
 use model::names;
 
 use crate::plan::ExistingTask;
-
-/// The ServiceAccount CronJobs run `trigger` as; it needs the host API's `trigger` grant.
-pub const TRIGGER_SERVICE_ACCOUNT: &str = "loop-plugins-trigger";
 
 /// What a schedule's CronJob is made of.
 #[derive(Clone, Debug)]
@@ -70,7 +67,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
     let container = Container {
         name: "trigger".into(),
         image: Some(input.self_image.into()),
-        command: Some(vec!["/loop-plugins".into(), "trigger".into()]),
+        command: Some(vec![SELF_IMAGE_BINARY.into(), "trigger".into()]),
         args: Some(vec![
             format!("--api-url={}", input.api_url),
             format!("--namespace={}", input.namespace),
@@ -124,7 +121,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
                             ..Default::default()
                         }),
                         spec: Some(PodSpec {
-                            service_account_name: Some(TRIGGER_SERVICE_ACCOUNT.into()),
+                            service_account_name: Some(names::TRIGGER_SERVICE_ACCOUNT.into()),
                             restart_policy: Some("Never".into()),
                             security_context: Some(PodSecurityContext {
                                 run_as_non_root: Some(true),

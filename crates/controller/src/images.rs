@@ -1,25 +1,22 @@
 //! The I/O admission needs: the image pulled by digest and checked (crates/oci), cached by
 //! digest because an image never changes for its digest; the signatures published next to
 //! it; the registry client built from HostConfig `plugins.registry` and its credentials
-//! Secret. Thin: every decision is `admission`'s.
+//! Secret. Thin: every decision is the admission crate's.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use admission::{ImageFinding, SignatureFinding, view_of};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use model::manifest::bundle::BundleEntry;
 use model::resources::{HostConfigSpec, ImageStatus, Plugin, RegistryConfig, SignatureMode};
-use oci::checks::PluginEntry;
 use oci::signing::publish;
 use oci::signing::record::SignatureRecord;
-use oci::{DockerConfig, Endpoint, ImageRef, InspectError, Registry, RegistryOptions, inspect};
-
-use super::admission::{ImageFinding, ImageView, SignatureFinding};
-
-/// The key of a dockerconfigjson Secret.
-pub const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
+use oci::{
+    DOCKER_CONFIG_SECRET_KEY, DockerConfig, Endpoint, ImageRef, InspectError, Registry,
+    RegistryOptions, inspect,
+};
 
 /// How many images' facts are kept.
 const CACHE_SIZE: usize = 256;
@@ -32,7 +29,7 @@ pub enum RegistrySetupError {
         "plugins.registry.credentialsSecret {name:?} is not in the controller's namespace {namespace}"
     )]
     SecretMissing { name: String, namespace: String },
-    #[error("plugins.registry.credentialsSecret {name:?} has no key {DOCKER_CONFIG_KEY}")]
+    #[error("plugins.registry.credentialsSecret {name:?} has no key {DOCKER_CONFIG_SECRET_KEY}")]
     NoKey { name: String },
     #[error("plugins.registry.credentialsSecret {name:?}: {message}")]
     Credentials { name: String, message: String },
@@ -60,7 +57,7 @@ pub fn credentials(
     let bytes = secret
         .data
         .as_ref()
-        .and_then(|d| d.get(DOCKER_CONFIG_KEY))
+        .and_then(|d| d.get(DOCKER_CONFIG_SECRET_KEY))
         .map(|b| b.0.clone())
         .ok_or_else(|| RegistrySetupError::NoKey { name: name.clone() })?;
     Ok(Some(bytes))
@@ -279,41 +276,10 @@ fn refused(e: &InspectError) -> ImageFinding {
     }
 }
 
-/// The facts admission judges, from what the oci crate read.
-pub fn view_of(facts: &oci::ImageFacts) -> ImageView {
-    let bundle = facts
-        .tree
-        .loop_plugin
-        .iter()
-        .map(|(path, entry)| {
-            let entry = match entry {
-                PluginEntry::File { bytes, .. } => BundleEntry::File {
-                    size: bytes.len() as u64,
-                },
-                PluginEntry::Dir => BundleEntry::Dir,
-                PluginEntry::Symlink { target } => BundleEntry::Symlink {
-                    target: target.clone(),
-                },
-                PluginEntry::Other => BundleEntry::Other,
-            };
-            (path.clone(), entry)
-        })
-        .collect();
-    ImageView {
-        digest: facts.manifest_digest.to_string(),
-        repository: facts.repository(),
-        run_as_user: facts.config.run_as.uid,
-        run_as_group: facts.config.run_as.gid,
-        command: facts.command(),
-        plugin_json: facts.tree.plugin_json.clone(),
-        plugin_json_sha256: facts.tree.plugin_json_sha256.clone(),
-        bundle: Arc::new(bundle),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use admission::ImageView;
     use model::resources::RegistryMirror;
 
     #[test]

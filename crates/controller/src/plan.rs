@@ -64,7 +64,7 @@ impl PluginFacts {
         });
         Self {
             name: kube::ResourceExt::name_any(plugin),
-            admitted: crate::admission::admit(host, plugin, &parsed).is_ok(),
+            admitted: admission::admit(host, plugin, &parsed).is_ok(),
             awaiting_admission: host.plugins.enabled && plugin.awaits_admission(),
             may_schedule,
             manifest,

@@ -9,10 +9,11 @@ use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Api, ResourceExt};
 
+use admission::conflicts::Holder;
+use admission::{Facts, ImageFinding, Outcome, SignatureFinding, StageState};
+
 use super::Context;
-use super::admission::{self, Facts, ImageFinding, Outcome, SignatureFinding, StageState};
 use super::apply;
-use super::conflicts::Holder;
 use super::error::{Error, Result};
 use model::names;
 use model::resources::{
@@ -282,7 +283,7 @@ async fn cleanup(plugin: &Plugin, ctx: &Context) -> Result<Action> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::StageResult;
+    use admission::StageResult;
 
     fn outcome(states: &[(StageState, &str)]) -> Outcome {
         Outcome {

@@ -10,11 +10,12 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 
+use admission::gate_policy;
+use oci::DOCKER_CONFIG_SECRET_KEY;
+
 use super::Context;
 use super::apply;
 use super::error::Result;
-use super::gate_policy;
-use super::images::DOCKER_CONFIG_KEY;
 use super::pod::{GateInputs, RunAs};
 use super::slim;
 use model::manifest::Manifest;
@@ -128,7 +129,7 @@ pub fn build_pull_secret(
         },
         type_: Some("kubernetes.io/dockerconfigjson".into()),
         data: Some(BTreeMap::from([(
-            DOCKER_CONFIG_KEY.into(),
+            DOCKER_CONFIG_SECRET_KEY.into(),
             ByteString(dockerconfigjson.to_vec()),
         )])),
         ..Default::default()

@@ -15,7 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use model::contract::{
-    DATA_DIR, GATE_DIR, PLUGIN_PORT, SECRET_DIR, SECRET_KEY, TOKEN_KEY, WORKTREE_DIR,
+    API_URL_ENV, DATA_DIR, GATE_DIR, GATE_POLICY_ENV, PLUGIN_PORT, SECRET_DIR, SECRET_KEY,
+    SELF_IMAGE_BINARY, TOKEN_KEY, WORKTREE_DIR,
 };
 use model::names;
 use model::resources::WorkingTree;
@@ -71,8 +72,6 @@ pub struct GateInputs<'a> {
     pub audit: String,
 }
 
-/// The env var the init container reads the policy from.
-pub const GATE_POLICY_ENV: &str = "LOOP_GATE_POLICY";
 /// The policy file's path in the Pod.
 pub const GATE_POLICY_FILE: &str = "policy.json";
 
@@ -133,7 +132,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
 
     let mut env = vec![
         env_value("LOOP_PLUGIN_PORT", &PLUGIN_PORT.to_string()),
-        env_value("LOOP_API_URL", input.api_url),
+        env_value(API_URL_ENV, input.api_url),
         env_value(
             "LOOP_PLUGIN_TOKEN_FILE",
             &format!("{SECRET_DIR}/{TOKEN_KEY}"),
@@ -179,7 +178,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
                 name: "install-gate".into(),
                 image: Some(gate.image.into()),
                 command: Some(vec![
-                    "/loop-plugins".into(),
+                    SELF_IMAGE_BINARY.into(),
                     "install-gate".into(),
                     gate_bin.clone(),
                     "--policy".into(),

@@ -86,7 +86,8 @@ where
         serde_json::from_str(&json).map_err(not_parsed)
     }
 
-    /// What the store would hold for `object` (tests, and anything built here).
+    /// What the store would hold for `object` (the tests' stores).
+    #[cfg(test)]
     pub fn of(object: &K) -> Self
     where
         K: serde::Serialize,

@@ -68,7 +68,7 @@ pub async fn push_self(registry_host: &str) -> Result<String> {
         .build(LayerCompression::Gzip)
         .map_err(|e| Error::Binaries(format!("building our image: {e}")))?;
     let config = ImageConfig {
-        entrypoint: vec!["/loop-plugins".into()],
+        entrypoint: vec![model::contract::SELF_IMAGE_BINARY.into()],
         user: Some(format!("{ECHO_UID}:{ECHO_UID}")),
         ..ImageConfig::default()
     };

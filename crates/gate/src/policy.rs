@@ -38,6 +38,12 @@ pub const POLICY_VERSION: u32 = 1;
 
 /// Where the audit goes when the policy does not say: a per-chat dir on the chat's volume.
 pub const DEFAULT_AUDIT_DIR: &str = "/data/.loop-audit";
+/// Audit segments older than this many days are deleted, unless the policy says otherwise.
+pub const DEFAULT_RETENTION_DAYS: u32 = 30;
+/// Past this many bytes of audit in all the oldest segments go, unless the policy says otherwise.
+pub const DEFAULT_RETENTION_BYTES: u64 = 64 << 20;
+/// The least `max_bytes` a policy may keep.
+pub const MIN_RETENTION_BYTES: u64 = 1 << 16;
 
 /// Why a policy (or a manifest's `gate` rules) was refused.
 #[derive(Debug, thiserror::Error)]
@@ -349,11 +355,11 @@ pub struct Retention {
 }
 
 fn default_max_age_days() -> u32 {
-    30
+    DEFAULT_RETENTION_DAYS
 }
 
 fn default_max_bytes() -> u64 {
-    64 << 20
+    DEFAULT_RETENTION_BYTES
 }
 
 impl Default for Retention {
@@ -522,10 +528,10 @@ impl Policy {
                 "must be at least 1",
             ));
         }
-        if self.audit.retention.max_bytes < 1 << 16 {
+        if self.audit.retention.max_bytes < MIN_RETENTION_BYTES {
             return Err(field_error(
                 "audit.retention.max_bytes",
-                "must be at least 65536",
+                format!("must be at least {MIN_RETENTION_BYTES}"),
             ));
         }
         self.gate.validate("gate")

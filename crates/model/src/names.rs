@@ -22,16 +22,30 @@ pub const FIELD_MANAGER_BREAKER: &str = "loop-plugins-api-breaker";
 pub const FIELD_MANAGER_API: &str = "loop-plugins-api";
 /// `loop-plugins project trust`: a project's `ProjectTrust`.
 pub const FIELD_MANAGER_TRUST: &str = "loop-plugins-project-trust";
+/// The recommended labels (`app.kubernetes.io/*`) we set.
+pub const LABEL_NAME: &str = "app.kubernetes.io/name";
+pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const LABEL_PART_OF: &str = "app.kubernetes.io/part-of";
 /// `app.kubernetes.io/managed-by` on every object we make.
 pub const MANAGED_BY: &str = "loop-plugins";
-/// Selects every object the controller made.
+/// Selects every object the controller made: `LABEL_MANAGED_BY=MANAGED_BY`.
 pub const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=loop-plugins";
+/// `app.kubernetes.io/name` of what belongs to a plugin: a chat's children, its memory.
+pub const PLUGIN_APP_NAME: &str = "loop-plugin";
+/// `app.kubernetes.io/part-of` of the API server's own records (they are not selected as
+/// the controller's: no `managed-by`).
+pub const PART_OF: &str = "loop-plugins";
 
 pub const LABEL_PLUGIN: &str = "plugins.loop.dev/plugin";
 pub const LABEL_PROJECT: &str = "plugins.loop.dev/project";
 pub const LABEL_CHANNEL: &str = "plugins.loop.dev/channel";
 pub const LABEL_INSTANCE: &str = "plugins.loop.dev/instance";
 pub const LABEL_ACTION: &str = "plugins.loop.dev/action";
+
+/// The ServiceAccount a schedule's CronJob runs `loop-plugins trigger` as, in the chat's
+/// namespace (the chart makes it there, with the host API's `trigger` grant).
+pub const TRIGGER_SERVICE_ACCOUNT: &str = "loop-plugins-trigger";
 
 /// The longest name a label value or a Pod's hostname may have.
 const MAX_NAME: usize = 63;
@@ -96,9 +110,9 @@ pub fn labels(
     component: &str,
 ) -> BTreeMap<String, String> {
     BTreeMap::from([
-        ("app.kubernetes.io/name".into(), "loop-plugin".into()),
-        ("app.kubernetes.io/component".into(), component.into()),
-        ("app.kubernetes.io/managed-by".into(), MANAGED_BY.into()),
+        (LABEL_NAME.into(), PLUGIN_APP_NAME.into()),
+        (LABEL_COMPONENT.into(), component.into()),
+        (LABEL_MANAGED_BY.into(), MANAGED_BY.into()),
         (LABEL_PLUGIN.into(), plugin.into()),
         (LABEL_PROJECT.into(), project.into()),
         (LABEL_CHANNEL.into(), channel.into()),
@@ -115,6 +129,11 @@ pub fn content_hash<T: serde::Serialize>(object: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_selector_selects_the_managed_by_label() {
+        assert_eq!(MANAGED_SELECTOR, format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    }
 
     #[test]
     fn short_names_stay_readable() {

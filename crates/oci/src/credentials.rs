@@ -14,6 +14,9 @@ use serde::Deserialize;
 
 use crate::reference::DOCKER_HUB;
 
+/// The key of a `kubernetes.io/dockerconfigjson` Secret that holds the dockerconfigjson.
+pub const DOCKER_CONFIG_SECRET_KEY: &str = ".dockerconfigjson";
+
 /// What we send a registry to prove who we are.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Credential {

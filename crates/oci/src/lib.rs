@@ -30,7 +30,7 @@ pub mod signing;
 pub mod testing;
 
 pub use checks::{CheckError, ConfigFacts, PluginEntry, RunAs, TreeFacts};
-pub use credentials::{Credential, CredentialsError, DockerConfig};
+pub use credentials::{Credential, CredentialsError, DOCKER_CONFIG_SECRET_KEY, DockerConfig};
 pub use digest::Digest;
 pub use inspect::{ImageFacts, InspectError, inspect};
 pub use limits::Limits;

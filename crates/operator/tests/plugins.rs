@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use controller::admission::StageState;
+use admission::StageState;
 use loop_plugins_operator::plugins::candidate::Approval;
 use loop_plugins_operator::plugins::check;
 use loop_plugins_operator::plugins::install::{self, Approvals};

@@ -33,6 +33,8 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use tokio::time::Instant;
 
+use crate::pod_env::{LEADER_ELECTION_NAMESPACE, POD_NAME};
+
 /// How long a Lease holds without renewal (`leaseDurationSeconds`).
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);
 /// How often the holder renews.
@@ -57,7 +59,7 @@ pub const DEFAULT_LEASE_NAME: &str = "loop-plugins-controller";
 pub struct LeaderArgs {
     /// Elect a leader on a Lease in this namespace before reconciling (needed for replicas
     /// > 1); without it, reconcile at once.
-    #[arg(long, env = "LOOP_PLUGINS_LEADER_ELECTION_NAMESPACE")]
+    #[arg(long, env = LEADER_ELECTION_NAMESPACE)]
     pub leader_election_namespace: Option<String>,
     /// The Lease's name.
     #[arg(long, env = "LOOP_PLUGINS_LEASE_NAME", default_value = DEFAULT_LEASE_NAME)]
@@ -101,7 +103,7 @@ pub fn default_identity() -> String {
         let s = s.trim().to_string();
         (!s.is_empty()).then_some(s)
     };
-    std::env::var("POD_NAME")
+    std::env::var(POD_NAME)
         .ok()
         .and_then(non_empty)
         .or_else(|| {

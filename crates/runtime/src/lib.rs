@@ -3,10 +3,12 @@
 //! - [`metrics`]: `/healthz` and `/metrics` of a Prometheus registry;
 //! - [`shutdown`]: SIGTERM or Ctrl-C;
 //! - [`leader`]: leader election on a Lease (only the holder does work that must happen once);
-//! - [`allocator`]: how many malloc arenas the process keeps.
+//! - [`allocator`]: how many malloc arenas the process keeps;
+//! - [`pod_env`]: the env vars the chart sets on each role's Pod.
 
 pub mod allocator;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
+pub mod pod_env;
 pub mod shutdown;

@@ -25,6 +25,7 @@ use crate::plugin_api::files::MAX_FILE_BYTES;
 use crate::plugin_api::state::{MAX_BODY_BYTES, REQUEST_TIMEOUT};
 use crate::plugin_api::{ApiConfig, AppState, shared_runs};
 use crate::status::KubeStatusWriter;
+use runtime::pod_env::{LEADER_ELECTION_NAMESPACE, POD_NAMESPACE};
 use runtime::shutdown;
 
 /// The fan-out's Lease unless told otherwise (the chart passes `<release>-api`).
@@ -50,11 +51,11 @@ pub struct ApiArgs {
     /// Where the replicas count each plugin's runs together (the chart: the release's
     /// namespace), so `plugins.daily_runs` holds across them. Without it, each server counts
     /// alone, which is exact for one replica.
-    #[arg(long, env = "POD_NAMESPACE")]
+    #[arg(long, env = POD_NAMESPACE)]
     pub replicas_namespace: Option<String>,
     /// Elect the replica that does the fan-out (settings.changed, /runs/{id}/done, ...) on a
     /// Lease in this namespace; without it, this server does it.
-    #[arg(long, env = "LOOP_PLUGINS_LEADER_ELECTION_NAMESPACE")]
+    #[arg(long, env = LEADER_ELECTION_NAMESPACE)]
     pub leader_election_namespace: Option<String>,
     /// The fan-out Lease's name.
     #[arg(long, env = "LOOP_PLUGINS_FANOUT_LEASE_NAME", default_value = DEFAULT_FANOUT_LEASE)]

@@ -110,7 +110,7 @@ impl Images {
                     .file("STAND-IN", note, 0, 0, 0o644)
                     .build(LayerCompression::Gzip)?;
                 let config = ImageConfig {
-                    entrypoint: vec!["/loop-plugins".into()],
+                    entrypoint: vec![model::contract::SELF_IMAGE_BINARY.into()],
                     user: Some(format!("{ECHO_UID}:{ECHO_UID}")),
                     ..ImageConfig::default()
                 };

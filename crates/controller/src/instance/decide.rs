@@ -19,7 +19,6 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 
-use crate::admission;
 use crate::demand::{self, Demand, DemandInputs};
 use crate::manifests::Parsed;
 use crate::plugin_pod::{self, PluginParts};

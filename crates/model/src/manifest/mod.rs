@@ -28,11 +28,10 @@ pub use capability::{Capability, UnknownCapability};
 pub use error::{ManifestError, Problem};
 pub use model::{
     Action, Agent, Card, ComposerSwitch, DefaultSchedule, EventsStart, Gate, GateCommandRule,
-    GateDecision, GateFileRule, Live, MCP_TOOL_PREFIX, Manifest, MemoryLimit, Panel, Resources,
-    ThreadEvents, Tool, Ui,
+    GateDecision, GateFileRule, LIVE_SYSTEM_EVENT, Live, MCP_TOOL_PREFIX, Manifest, MemoryLimit,
+    Panel, Resources, ThreadEvents, Tool, Ui,
 };
 pub use parse::{from_value, parse_str};
-pub use rules::gate::GATE_OPERATIONS;
 
 #[cfg(test)]
 mod tests {

@@ -151,6 +151,10 @@ pub struct ComposerSwitch {
     pub title: Option<String>,
 }
 
+/// The event that brings the live session's system messages (a subscriber needs
+/// `live.control`, and gets only the subtypes `live.messages` lists).
+pub const LIVE_SYSTEM_EVENT: &str = "live.system";
+
 /// `live`: what the plugin may do with the chat's live session.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Live {

@@ -219,23 +219,22 @@ pub struct GateAudit {
     pub max_age_days: u32,
     /// Past this many bytes in all, the oldest segments are deleted (at least 65536).
     #[serde(default = "default_audit_bytes")]
-    #[schemars(range(min = 65536))]
+    #[schemars(range(min = gate::policy::MIN_RETENTION_BYTES))]
     pub max_bytes: u64,
 }
 
-/// The gate's own default: the chat's volume.
-pub const DEFAULT_AUDIT_DIR: &str = "/data/.loop-audit";
-
+// The gate's own defaults: what it does when a policy leaves `audit` out is what HostConfig
+// asks for when it does.
 fn default_audit_destination() -> String {
-    DEFAULT_AUDIT_DIR.into()
+    gate::policy::DEFAULT_AUDIT_DIR.into()
 }
 
 fn default_audit_days() -> u32 {
-    30
+    gate::policy::DEFAULT_RETENTION_DAYS
 }
 
 fn default_audit_bytes() -> u64 {
-    64 << 20
+    gate::policy::DEFAULT_RETENTION_BYTES
 }
 
 impl Default for GateAudit {

@@ -20,8 +20,8 @@ pub use channel::{
 };
 pub use condition::{Condition, ConditionStatus, set_condition};
 pub use host_config::{
-    AgentGate, DEFAULT_AUDIT_DIR, GateAudit, Gates, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostConfigStatus, HostPlugins, RegistryConfig, RegistryMirror, SignatureMode,
+    AgentGate, GateAudit, Gates, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, HostConfigStatus,
+    HostPlugins, RegistryConfig, RegistryMirror, SignatureMode,
 };
 pub use plugin::{
     ADMITTED, AdmissionStage, ImageStatus, Plugin, PluginManifestSpec, PluginSignature, PluginSpec,

@@ -1,13 +1,13 @@
-//! The checks the CLI runs before it installs, and when asked to verify: the controller's own
-//! admission pipeline (crates/controller `admission`), over the image as this machine pulls it
+//! The checks the CLI runs before it installs, and when asked to verify: the admission
+//! pipeline the controller runs (crates/admission), over the image as this machine pulls it
 //! and the cluster's HostConfig and admitted plugins. The same stages decide in both places,
 //! so what `plugin verify` says is what the controller will say (zeroclaw: the check the host
 //! applies when you list plugins is the check the runtime applies).
 
 use std::sync::Arc;
 
-use controller::admission::{self, Facts, ImageFinding, Outcome, SignatureFinding};
-use controller::conflicts::Holder;
+use admission::conflicts::Holder;
+use admission::{Facts, ImageFinding, Outcome, SignatureFinding};
 use model::resources::{HostConfigSpec, Plugin};
 use oci::signing::record::SignatureRecord;
 use oci::{ImageFacts, Registry};
@@ -57,7 +57,7 @@ pub fn evaluate(
     if !host_switch {
         host.plugins.enabled = true;
     }
-    let image = ImageFinding::Read(Arc::new(controller::images::view_of(&pulled.facts)));
+    let image = ImageFinding::Read(Arc::new(admission::view_of(&pulled.facts)));
     let signatures = match &plugin.spec.signature {
         Some(s) => SignatureFinding::Records(vec![SignatureRecord {
             payload: s.payload.clone(),

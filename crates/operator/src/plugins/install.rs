@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use controller::admission::{Outcome, StageState};
+use admission::{Outcome, StageState};
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use model::resources::{AdmissionStage, HostConfigSpec, Plugin};
@@ -186,7 +186,7 @@ fn candidate_from(
     current: Option<&Plugin>,
     purge_on_delete: bool,
 ) -> Result<(Plugin, Vec<CapabilityLine>), PluginError> {
-    let view = controller::images::view_of(&pulled.facts);
+    let view = admission::view_of(&pulled.facts);
     let says = ImageSays {
         pinned: pulled.facts.pinned.to_string(),
         command: pulled.facts.command(),

@@ -40,7 +40,7 @@ pub async fn sign(
     let key = PublisherKey::load(key_path)?;
     let registry = registry(args, None, None).await?;
     let pulled = check::pull(&registry, reference).await?;
-    let view = controller::images::view_of(&pulled.facts);
+    let view = admission::view_of(&pulled.facts);
     let says = ImageSays {
         pinned: pulled.facts.pinned.to_string(),
         command: pulled.facts.command(),

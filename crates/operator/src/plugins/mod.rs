@@ -1,6 +1,6 @@
 //! The plugin verbs: install, upgrade, remove, list, info, verify, keygen, sign. Each reads
 //! what it needs (the image from its registry, HostConfig and Plugins from the cluster),
-//! decides with pure code (`candidate`, and the controller's own admission stages in
+//! decides with pure code (`candidate`, and the admission stages the controller runs, in
 //! `check`), then writes one object, or prints it.
 
 pub mod candidate;

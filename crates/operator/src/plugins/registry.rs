@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client};
 use model::resources::HostConfigSpec;
-use oci::{DockerConfig, Registry, RegistryOptions};
+use oci::{DOCKER_CONFIG_SECRET_KEY, DockerConfig, Registry, RegistryOptions};
 
 use super::error::PluginError;
 
@@ -73,10 +73,10 @@ async fn credentials(
             .map_err(PluginError::kube(format!("reading {what}")))?;
         let bytes = secret
             .data
-            .and_then(|d| d.get(".dockerconfigjson").map(|b| b.0.clone()))
+            .and_then(|d| d.get(DOCKER_CONFIG_SECRET_KEY).map(|b| b.0.clone()))
             .ok_or_else(|| PluginError::Credentials {
                 what: what.clone(),
-                message: "no .dockerconfigjson key".into(),
+                message: format!("no {DOCKER_CONFIG_SECRET_KEY} key"),
             })?;
         return parse(what, &bytes);
     }

@@ -10,7 +10,7 @@ use super::check::{self, Pulled};
 use super::cluster;
 use super::error::PluginError;
 use super::registry::{RegistryArgs, registry};
-use controller::admission::Outcome;
+use admission::Outcome;
 
 /// What verify found.
 pub struct Verified {
@@ -46,7 +46,7 @@ pub async fn verify(
     let plugin = match &existing {
         Some(p) => p.clone(),
         None => {
-            let view = controller::images::view_of(&pulled.facts);
+            let view = admission::view_of(&pulled.facts);
             let says = ImageSays {
                 pinned: pulled.facts.pinned.to_string(),
                 command: pulled.facts.command(),

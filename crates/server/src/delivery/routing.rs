@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::target::app_name;
-use model::manifest::{Capability, Manifest, ThreadEvents};
+use model::manifest::{Capability, LIVE_SYSTEM_EVENT, Manifest, ThreadEvents};
 use model::resolve::runs_plugins;
 use model::resources::{ChannelKind, ChannelSpec, SwitchState};
 
@@ -38,8 +38,6 @@ pub const PLUGINS_CHANGED: &str = "plugins.changed";
 pub fn is_host_event(event: &str) -> bool {
     event == SETTINGS_CHANGED || event == PLUGINS_CHANGED
 }
-/// The live session's system messages.
-pub const LIVE_SYSTEM: &str = "live.system";
 
 /// The chat an event happened in.
 #[derive(Clone, Copy, Debug)]
@@ -268,7 +266,7 @@ fn refusal(event: &str, data: &Value, plugin: &PluginFacts) -> Option<SkipReason
     if !plugin.approved.contains(&Capability::EventsSubscribe) {
         return Some(SkipReason::NotApproved(Capability::EventsSubscribe));
     }
-    if event == LIVE_SYSTEM {
+    if event == LIVE_SYSTEM_EVENT {
         if !plugin.approved.contains(&Capability::LiveControl) {
             return Some(SkipReason::NotApproved(Capability::LiveControl));
         }
@@ -582,15 +580,30 @@ mod tests {
         let mut w = World::new(vec![manifest("pl", json!({}))])
             .with_instances()
             .running("pl", "general");
-        let r = w.route(LIVE_SYSTEM, json!({"subtype": "compact"}), "general", &chan);
+        let r = w.route(
+            LIVE_SYSTEM_EVENT,
+            json!({"subtype": "compact"}),
+            "general",
+            &chan,
+        );
         assert_eq!(r.deliveries.len(), 1);
-        let r = w.route(LIVE_SYSTEM, json!({"subtype": "other"}), "general", &chan);
+        let r = w.route(
+            LIVE_SYSTEM_EVENT,
+            json!({"subtype": "other"}),
+            "general",
+            &chan,
+        );
         assert_eq!(
             r.skipped[0].reason,
             SkipReason::SubtypeNotListed("other".into())
         );
         w.approved.remove(&Capability::LiveControl);
-        let r = w.route(LIVE_SYSTEM, json!({"subtype": "compact"}), "general", &chan);
+        let r = w.route(
+            LIVE_SYSTEM_EVENT,
+            json!({"subtype": "compact"}),
+            "general",
+            &chan,
+        );
         assert_eq!(
             r.skipped[0].reason,
             SkipReason::NotApproved(Capability::LiveControl)

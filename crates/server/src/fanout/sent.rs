@@ -21,6 +21,7 @@ use kube::{Client, ResourceExt};
 use crate::index::Index;
 use crate::index::config_writes::Whose;
 use crate::records::{Decision, RecordError, Records};
+use model::names;
 use model::resources::HOST_CONFIG_NAME;
 
 /// The mark as stored: key → version.
@@ -183,8 +184,8 @@ impl SentRecord {
         snapshot: Option<&str>,
     ) -> Result<(), RecordError> {
         let labels = [
-            ("app.kubernetes.io/part-of", "loop-plugins"),
-            ("app.kubernetes.io/component", "fanout"),
+            (names::LABEL_PART_OF, names::PART_OF),
+            (names::LABEL_COMPONENT, "fanout"),
         ];
         self.records
             .update(&self.name, &labels, |data| {

@@ -6,19 +6,17 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use model::contract::{API_URL_ENV, SERVICE_ACCOUNT_TOKEN};
 use serde_json::json;
 
 use super::PREFIX;
 use crate::calls::client::install_crypto_provider;
 
-/// Where a Pod finds its ServiceAccount's token.
-pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-
 /// Flags of `loop-plugins trigger`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TriggerArgs {
     /// The host API's base URL (the API server's).
-    #[arg(long, env = "LOOP_API_URL")]
+    #[arg(long, env = API_URL_ENV)]
     pub api_url: String,
     /// The chat's namespace.
     #[arg(long)]

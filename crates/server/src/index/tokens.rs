@@ -133,11 +133,7 @@ fn entry_of(secret: &Secret) -> Option<Entry> {
     }
     let labels = secret.labels();
     let label = |k: &str| labels.get(k).cloned();
-    if labels
-        .get("app.kubernetes.io/managed-by")
-        .map(String::as_str)
-        != Some(names::MANAGED_BY)
-    {
+    if labels.get(names::LABEL_MANAGED_BY).map(String::as_str) != Some(names::MANAGED_BY) {
         return None;
     }
     let instance = label(names::LABEL_INSTANCE)?;

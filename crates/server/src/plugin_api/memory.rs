@@ -54,15 +54,12 @@ pub fn template(
 ) -> ConfigMap {
     let labels = BTreeMap::from([
         (
-            "app.kubernetes.io/name".to_string(),
-            "loop-plugin".to_string(),
+            names::LABEL_NAME.to_string(),
+            names::PLUGIN_APP_NAME.to_string(),
         ),
+        (names::LABEL_COMPONENT.to_string(), "memory".to_string()),
         (
-            "app.kubernetes.io/component".to_string(),
-            "memory".to_string(),
-        ),
-        (
-            "app.kubernetes.io/managed-by".to_string(),
+            names::LABEL_MANAGED_BY.to_string(),
             names::MANAGED_BY.to_string(),
         ),
         (names::LABEL_PLUGIN.to_string(), plugin.to_string()),

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use kube::Client;
+use model::names;
 
 use super::quota::{self, Quota, Started, WINDOW};
 use super::writes::WriteError;
@@ -148,9 +149,9 @@ impl SharedRuns {
         now: Timestamp,
     ) -> Result<Quota, WriteError> {
         let labels = [
-            ("app.kubernetes.io/part-of", "loop-plugins"),
-            ("app.kubernetes.io/component", "runs"),
-            ("plugins.loop.dev/plugin", plugin),
+            (names::LABEL_PART_OF, names::PART_OF),
+            (names::LABEL_COMPONENT, "runs"),
+            (names::LABEL_PLUGIN, plugin),
         ];
         self.records
             .update(&record_name(plugin), &labels, |data| {

@@ -5,10 +5,8 @@ use serde_json::Value;
 use super::Ctx;
 use super::read::{field, ids_of, optional_object, string_list};
 use crate::manifest::capability::Capability;
+use crate::manifest::model::LIVE_SYSTEM_EVENT;
 use crate::manifest::settings_schema::setting_type;
-
-/// The event that brings the live session's system messages.
-pub(crate) const LIVE_SYSTEM_EVENT: &str = "live.system";
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();

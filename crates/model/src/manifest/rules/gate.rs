@@ -1,19 +1,12 @@
 //! gate: file and command rules, which may only allow or deny, on operations the gate knows
 //! and paths it can match.
 
+use gate::Operation;
 use serde_json::Value;
 
 use super::Ctx;
 use super::read::{Object, field, optional_object, optional_objects, string_list};
 use crate::manifest::error::{JsonPath, Problems};
-
-/// The file operations a gate rule may name: the gate's own list (crates/gate `Operation`;
-/// the controller's tests hold the two equal), so a rule the gate could not enforce is
-/// refused with the manifest, naming its field.
-pub const GATE_OPERATIONS: [&str; 11] = [
-    "read", "write", "create", "delete", "rename", "link", "symlink", "chmod", "chown", "setattr",
-    "exec",
-];
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -35,13 +28,16 @@ pub(super) fn check(ctx: &mut Ctx) {
             }
         }
         string_list(rule, "operations", &rule_at, p);
+        // The operations a rule may name are the gate's own, so a rule the gate could not
+        // enforce is refused with the manifest, naming its field.
         for (i, op) in strings(rule, "operations") {
-            if !GATE_OPERATIONS.contains(&op) {
+            if op.parse::<Operation>().is_err() {
+                let known: Vec<&str> = Operation::ALL.iter().map(|o| o.as_str()).collect();
                 p.add(
                     &rule_at.key("operations").index(i),
                     format!(
                         "the gate knows no operation \"{op}\": one of {}",
-                        GATE_OPERATIONS.join(", ")
+                        known.join(", ")
                     ),
                 );
             }
@@ -159,6 +155,18 @@ mod tests {
                 json!({ "files": [{ "paths": ["/data"], "operations": [1], "decision": "deny" }] }),
             )
             .assert_problem("gate.files[0].operations[0]", "must be a string");
+    }
+
+    #[test]
+    fn every_operation_the_gate_knows_may_be_named() {
+        for op in gate::Operation::ALL {
+            M::new()
+                .set(
+                    "gate",
+                    json!({ "files": [{ "paths": ["/data/**"], "operations": [op.as_str()], "decision": "deny" }] }),
+                )
+                .assert_valid();
+        }
     }
 
     #[test]

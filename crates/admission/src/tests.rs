@@ -1,10 +1,15 @@
 //! The stage pipeline as a table: one row per way a plugin is admitted or stopped, each
 //! naming the stage that stopped it, how, and the reason its condition carries.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use super::*;
+use model::manifest::bundle::BundleEntry;
 use model::resources::{HostPlugins, PluginManifestSpec, PluginSpec};
 use oci::signing::keys::PublisherKey;
 use oci::signing::payload::Payload;
+use oci::signing::record::SignatureRecord;
 use sha2::{Digest as _, Sha256};
 
 const REPO: &str = "registry.test:5000/plugins/echo";
@@ -525,8 +530,8 @@ fn a_verified_signature_records_its_key() {
 #[test]
 fn admit_reads_the_status_admission_wrote() {
     use model::resources::{Condition, ConditionStatus, PluginStatus};
-    let manifests = crate::manifests::Manifests::default();
-    let admit = |h: &HostConfigSpec, p: &Plugin| admit(h, p, &manifests.of(p));
+    let parsed = |p: &Plugin| manifest::from_value(&p.spec.manifest.to_json()).map(Arc::new);
+    let admit = |h: &HostConfigSpec, p: &Plugin| admit(h, p, &parsed(p));
     let mut p = plugin();
     let h = host();
     assert!(admit(&h, &p).is_err(), "no status yet");

@@ -87,12 +87,6 @@ mod tests {
     use super::*;
     use model::manifest::{GateCommandRule, GateFileRule};
 
-    #[test]
-    fn the_models_operations_are_the_gates() {
-        let gate: Vec<&str> = Operation::ALL.iter().map(|o| o.as_str()).collect();
-        assert_eq!(gate, model::manifest::GATE_OPERATIONS);
-    }
-
     fn gate(ops: &[&str], paths: &[&str]) -> Gate {
         Gate {
             files: vec![GateFileRule {

@@ -11,72 +11,37 @@
 //! | Capabilities | an approved capability is unknown or not declared | `UnknownCapability`, `CapabilityNotDeclared` |
 //! | Names | its name or a tool name is held by a plugin admitted first, or a tool name has `__` | zeroclaw's error keys |
 //!
-//! This file decides; `images` gathers (registry pulls, cached by digest) and `plugin` writes
-//! the status and Events. [`admit`] is what the other reconcilers ask: whether a Plugin is
-//! admitted now, from the status this pipeline wrote.
+//! This crate decides, over values: it never holds a client. Who gathers the facts and acts on
+//! the outcome: the controller's Plugin reconciler (its `images` pulls through the oci crate,
+//! cached by digest; its `plugin` writes the status and Events), and the operator's `plugin
+//! install|verify`, which run the same stages before anything is written.
+//!
+//! - this file: [`Facts`], [`evaluate`] (the one entry point) and each stage;
+//! - [`findings`]: what gathering found (the image, the signatures), and [`view_of`];
+//! - [`gate_policy`]: the manifest's `gate` rules compiled for the gate (the Manifest stage
+//!   checks them; the controller writes them into each Pod);
+//! - [`conflicts`]: the Names stage's rules;
+//! - [`verdict`]: what the status this pipeline wrote says now ([`admit`], what the other
+//!   reconcilers ask), and the names admitted plugins hold.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+pub mod conflicts;
+pub mod findings;
+pub mod gate_policy;
+pub mod verdict;
 
-use kube::ResourceExt;
+pub use findings::{ImageFinding, ImageView, SignatureFinding, view_of};
+pub use verdict::{Admission, Refusal, admit, earlier_holders, holder};
 
 use model::config::hash_json;
-use model::manifest::bundle::{self, BundleEntry};
+use model::manifest::bundle;
 use model::manifest::{self, Capability, Manifest};
 use model::resources::{
     AdmissionStage, HostConfigSpec, ImageStatus, Plugin, RegisteredTool, SignatureMode,
 };
 use oci::signing::policy::{self as signature_policy, Subject, Verdict};
-use oci::signing::record::SignatureRecord;
 use oci::{Digest, ImageRef};
 
-use super::conflicts::{self, Holder};
-use super::gate_policy;
-use super::manifests::Parsed;
-
-/// What the image is, once pulled and checked: the facts admission judges.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ImageView {
-    /// The image manifest digest.
-    pub digest: String,
-    /// `registry/repository`, as signature payloads name it.
-    pub repository: String,
-    pub run_as_user: u32,
-    pub run_as_group: Option<u32>,
-    /// Entrypoint followed by cmd.
-    pub command: Vec<String>,
-    /// /loop-plugin/plugin.json as shipped.
-    pub plugin_json: Arc<Vec<u8>>,
-    pub plugin_json_sha256: String,
-    /// Every path under /loop-plugin.
-    pub bundle: Arc<BTreeMap<String, BundleEntry>>,
-}
-
-/// What reading the image gave.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ImageFinding {
-    /// Pulled (or found in the cache) and checked.
-    Read(Arc<ImageView>),
-    /// The registry is unreachable, and admission passed this digest before: the facts it
-    /// recorded then (an image never changes for its digest).
-    Recorded { facts: ImageStatus, why: String },
-    /// The registry is unreachable or failing: try again later.
-    Unavailable { reason: String, message: String },
-    /// The image is not a plugin image (or not there).
-    Refused { reason: String, message: String },
-}
-
-/// The signatures to judge.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub enum SignatureFinding {
-    /// Not looked for (the mode is disabled and the spec carries none).
-    #[default]
-    NotRead,
-    /// `spec.signature`, or those published next to the image.
-    Records(Vec<SignatureRecord>),
-    /// The registry could not be asked: try again later.
-    Unavailable(String),
-}
+use conflicts::Holder;
 
 /// Everything admission decides on.
 #[derive(Clone, Copy, Debug)]
@@ -610,89 +575,6 @@ fn names_stage(facts: &Facts, manifest: &Manifest) -> Step<Vec<RegisteredTool>> 
             refusal.message,
         )),
     }
-}
-
-/// Why a plugin is not admitted now.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    /// The stage that refused, when the status names one.
-    pub stage: Option<AdmissionStage>,
-    pub message: String,
-}
-
-/// The outcome of [`admit`].
-pub type Admission = Result<Arc<Manifest>, Refusal>;
-
-/// Whether `plugin` is admitted now, as the other reconcilers ask it: the host switch is on,
-/// and the Plugin's status (written by admission) admits this very spec and digest; `manifest`
-/// is its manifest as parsed (see `manifests`).
-pub fn admit(host: &HostConfigSpec, plugin: &Plugin, manifest: &Parsed) -> Admission {
-    if !host.plugins.enabled {
-        return Err(Refusal {
-            stage: Some(AdmissionStage::Host),
-            message: "plugins.enabled is off in HostConfig default".into(),
-        });
-    }
-    if !plugin.is_admitted() {
-        let status = plugin.status.as_ref();
-        let stage = status
-            .and_then(|s| s.stage.as_deref())
-            .and_then(|name| AdmissionStage::ALL.into_iter().find(|s| s.name() == name));
-        let message = status
-            .and_then(|s| {
-                s.conditions
-                    .iter()
-                    .find(|c| c.r#type == model::resources::ADMITTED)
-            })
-            .filter(|c| c.observed_generation == plugin.metadata.generation)
-            .map(|c| c.message.clone())
-            .unwrap_or_else(|| "admission has not looked at this version yet".into());
-        return Err(Refusal { stage, message });
-    }
-    manifest.clone().map_err(|err| Refusal {
-        stage: Some(AdmissionStage::Manifest),
-        message: err.to_string(),
-    })
-}
-
-/// The plugins of `installed` admitted before `plugin`, in admission order (creation time,
-/// then name; one not created yet comes after all), with the names they hold: the first
-/// admitted holds a name (zeroclaw's "Tool name conflicts").
-pub fn earlier_holders<'a>(
-    plugin: &Plugin,
-    installed: impl IntoIterator<Item = &'a Plugin>,
-) -> Vec<Holder> {
-    let key = |p: &Plugin| {
-        let created = p
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string());
-        conflicts::order_key(created.as_deref(), &p.name_any())
-    };
-    let me = key(plugin);
-    let mut before: Vec<_> = installed
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && p.name_any() != plugin.name_any())
-        .filter_map(|p| {
-            let key = key(p);
-            (key < me).then(|| holder(p).map(|h| (key, h)))?
-        })
-        .collect();
-    before.sort_by(|a, b| a.0.cmp(&b.0));
-    before.into_iter().map(|(_, h)| h).collect()
-}
-
-/// The names an admitted plugin holds, from what its status recorded.
-pub fn holder(plugin: &Plugin) -> Option<Holder> {
-    if !plugin.is_admitted() {
-        return None;
-    }
-    let status = plugin.status.as_ref()?;
-    Some(Holder {
-        plugin: plugin.metadata.name.clone()?,
-        tools: status.tools.iter().map(|t| t.name.clone()).collect(),
-    })
 }
 
 #[cfg(test)]
