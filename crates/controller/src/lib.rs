@@ -27,12 +27,14 @@ pub mod plugin_pod;
 pub mod pod;
 mod project;
 mod retry;
-pub mod slim;
 #[cfg(test)]
 mod tests;
 mod wake;
-mod watch;
 mod written;
+
+/// How the index keeps the children the controller watches in bulk, under the name the
+/// controller's files use.
+pub use index::slim;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,7 +44,7 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use prometheus_client::registry::Registry;
@@ -50,7 +52,7 @@ use tracing::Instrument;
 
 pub use context::{Context, Settings, Stores};
 pub use error::Error;
-use slim::Slim;
+use index::{Feed, Slim, Watch};
 
 use model::names;
 use model::resources::{Channel, HostConfig, Plugin, PluginInstance, Project, ProjectTrust};
@@ -102,61 +104,75 @@ async fn reconcile_all(
     settings: Settings,
     metrics: metrics::Metrics,
 ) -> anyhow::Result<()> {
+    // The watches stop when this returns (or is dropped, when this replica stops leading).
+    let (_stop, stopped) = tokio::sync::watch::channel(false);
     let managed = || watcher::Config::default().labels(names::MANAGED_SELECTOR);
-    let mut host = watch::watch(
+    let (host_store, host) = watch(
         Api::<HostConfig>::all(client.clone()),
         watcher::Config::default(),
-        3,
+        &stopped,
     );
-    let mut plugins = watch::watch(
+    let (plugins_store, plugins) = watch(
         Api::<Plugin>::all(client.clone()),
         watcher::Config::default(),
-        4,
+        &stopped,
     );
-    let mut projects = watch::watch(
+    let (projects_store, projects) = watch(
         Api::<Project>::all(client.clone()),
         watcher::Config::default(),
-        3,
+        &stopped,
     );
-    let mut project_trusts = watch::watch(
+    let (project_trusts_store, project_trusts) = watch(
         Api::<ProjectTrust>::all(client.clone()),
         watcher::Config::default(),
-        2,
+        &stopped,
     );
-    let mut channels = watch::watch(
+    let (channels_store, channels) = watch(
         Api::<Channel>::all(client.clone()),
         watcher::Config::default(),
-        2,
+        &stopped,
     );
-    let mut instances = watch::watch(Api::<PluginInstance>::all(client.clone()), managed(), 2);
-    let mut pods = watch::watch(Api::<Pod>::all(client.clone()), managed(), 1);
+    let (instances_store, instances) = watch(
+        Api::<PluginInstance>::all(client.clone()),
+        managed(),
+        &stopped,
+    );
+    let (pods_store, pods) = watch(Api::<Pod>::all(client.clone()), managed(), &stopped);
     // The children there are thousands of are kept slim (see `slim`).
-    let mut secrets = watch::watch(Api::<Slim<Secret>>::all(client.clone()), managed(), 1);
-    let mut claims = watch::watch(
+    let (secrets_store, secrets) = watch(
+        Api::<Slim<Secret>>::all(client.clone()),
+        managed(),
+        &stopped,
+    );
+    let (claims_store, claims) = watch(
         Api::<Slim<PersistentVolumeClaim>>::all(client.clone()),
         managed(),
-        1,
+        &stopped,
     );
-    let mut cronjobs = watch::watch(Api::<Slim<CronJob>>::all(client.clone()), managed(), 1);
+    let (cronjobs_store, cronjobs) = watch(
+        Api::<Slim<CronJob>>::all(client.clone()),
+        managed(),
+        &stopped,
+    );
     // HostConfig's registry credentials live in the controller's own namespace.
-    let mut registry_secrets = watch::watch(
+    let (registry_secrets_store, registry_secrets) = watch(
         Api::<Secret>::namespaced(client.clone(), &settings.namespace),
         watcher::Config::default(),
-        1,
+        &stopped,
     );
 
     let stores = Stores {
-        host: host.store.clone(),
-        plugins: plugins.store.clone(),
-        projects: projects.store.clone(),
-        project_trusts: project_trusts.store.clone(),
-        channels: channels.store.clone(),
-        instances: instances.store.clone(),
-        pods: pods.store.clone(),
-        secrets: secrets.store.clone(),
-        claims: claims.store.clone(),
-        cronjobs: cronjobs.store.clone(),
-        registry_secrets: registry_secrets.store.clone(),
+        host: host_store,
+        plugins: plugins_store,
+        projects: projects_store,
+        project_trusts: project_trusts_store,
+        channels: channels_store,
+        instances: instances_store,
+        pods: pods_store,
+        secrets: secrets_store,
+        claims: claims_store,
+        cronjobs: cronjobs_store,
+        registry_secrets: registry_secrets_store,
     };
     tracing::info!("waiting for the caches to fill");
     futures::try_join!(
@@ -262,9 +278,9 @@ async fn reconcile_all(
     let on_host = all_channels(stores.channels.clone());
     // A child wakes its chat only when something the chat sets on it changed (see `wake`).
     let chat_controller = Controller::for_stream(channels.subscribe(), stores.channels.clone())
-        .owns_stream(instances.subscribe_on_change())
-        .owns_stream(claims.subscribe_on_change())
-        .owns_stream(cronjobs.subscribe_on_change())
+        .owns_stream(instances.subscribe_on_change(wake::Fingerprint::fingerprint))
+        .owns_stream(claims.subscribe_on_change(wake::Fingerprint::fingerprint))
+        .owns_stream(cronjobs.subscribe_on_change(wake::Fingerprint::fingerprint))
         .watches_stream(plugins.subscribe(), move |_| on_plugin())
         .watches_stream(host.subscribe(), move |_| on_host())
         .watches_stream(projects.subscribe(), channels_of_project)
@@ -336,7 +352,10 @@ async fn reconcile_all(
     .owns_stream(pods.subscribe())
     .owns_stream(secrets.subscribe())
     .watches_stream(plugins.subscribe(), instances_of_plugin)
-    .watches_stream(channels.subscribe_on_change(), instances_of_channel)
+    .watches_stream(
+        channels.subscribe_on_change(wake::Fingerprint::fingerprint),
+        instances_of_channel,
+    )
     .watches_stream(projects.subscribe(), instances_of_project)
     .watches_stream(host.subscribe(), every_instance)
     .with_config(config())
@@ -375,6 +394,27 @@ async fn reconcile_all(
     )
     .await;
     Ok(())
+}
+
+/// Starts watching what `api` and `config` select until `stop`: its store and its subscribers.
+fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> (Store<K>, Feed<K>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let feed = Feed::new(store.clone());
+    Watch::new(api, config).feeding(&feed).spawn(writer, stop);
+    (store, feed)
 }
 
 /// Wraps a reconciler: a span per reconcile naming the object, its count and duration in the

@@ -1,7 +1,7 @@
 //! Which changes of a watched object wake a reconciler that does not own it as its primary:
 //! only those it could act on. Each is a fingerprint, a hash of the parts that reconciler reads
 //! or writes; an event whose fingerprint is the one last seen for the object wakes nobody (see
-//! `watch::Watched::subscribe_on_change`). Appearing and going always wake.
+//! `index::Feed::subscribe_on_change`). Appearing and going always wake.
 //!
 //! - A chat's children (instances, /data claims, CronJobs) wake it when what the chat sets on
 //!   them could differ: their labels, annotations, owners, finalizers, deletion and spec, but

@@ -1,6 +1,6 @@
-//! How the controller keeps the children it watches in bulk (Secrets, data claims, CronJobs):
-//! the metadata the stores index and the controllers map by typed (name, namespace, uid,
-//! resourceVersion, owners, deletion), and the rest as compact JSON: labels, annotations,
+//! How the index keeps the children the controller watches in bulk (Secrets, data claims,
+//! CronJobs): the metadata the stores index and the controllers map by typed (name, namespace,
+//! uid, resourceVersion, owners, deletion), and the rest as compact JSON: labels, annotations,
 //! finalizers and the creation time apart, then spec, status and data as the API server sent
 //! them. A reconcile that reads one turns it into the full type ([`Slim::typed`]).
 //!
