@@ -18,7 +18,6 @@ mod error;
 pub mod gate_policy;
 pub mod images;
 mod instance;
-pub mod manifests;
 mod merge_patch;
 pub mod metrics;
 pub mod plan;
@@ -32,9 +31,9 @@ mod tests;
 mod wake;
 mod written;
 
-/// How the index keeps the children the controller watches in bulk, under the name the
-/// controller's files use.
-pub use index::slim;
+/// How the index keeps the children the controller watches in bulk, and its manifest cache,
+/// under the names the controller's files use.
+pub use index::{manifests, slim};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

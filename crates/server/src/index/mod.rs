@@ -10,7 +10,7 @@
 //!   plugins call us with go to [`tokens::TokenIndex`] as digests and are dropped from the
 //!   stored objects;
 //! - plugin Pods, and where each instance's container answers ([`pods::PodIndex`]);
-//! - each Plugin's manifest parsed and its schemas compiled once ([`manifests::ManifestCache`]);
+//! - each Plugin's manifest parsed and its schemas compiled once ([`Manifests`]);
 //! - config writes (a Project's or the HostConfig's spec changed, a project trusted again or
 //!   no longer) for `settings.changed` ([`config_writes`]).
 //!
@@ -18,7 +18,6 @@
 //! object's size.
 
 pub mod config_writes;
-pub mod manifests;
 pub mod pods;
 pub mod tokens;
 
@@ -39,8 +38,8 @@ use model::resources::{
     Project, ProjectTrust, WorkingTree,
 };
 
+pub use ::index::manifests::{Compiled, Manifests};
 pub use config_writes::Written;
-pub use manifests::{Compiled, ManifestCache};
 pub use pods::{ContainerKey, Endpoint, InstanceKey, PodIndex, PodView};
 pub use tokens::{TokenIndex, TokenOwner};
 
@@ -77,7 +76,7 @@ pub struct Index {
     pub secrets: Store<Secret>,
     pub pods: Arc<PodIndex>,
     pub tokens: Arc<TokenIndex>,
-    pub manifests: ManifestCache,
+    pub manifests: Arc<Manifests>,
     /// Woken when a kind's store changed, for the fan-out that follows it.
     pub changed: Arc<Changed>,
 }
@@ -131,14 +130,17 @@ impl Index {
         let pods = Arc::new(PodIndex::new(pods_store.clone()));
         let pod_feed = pods.clone();
         let changed = Arc::new(Changed::default());
+        let manifests = Arc::new(Manifests::default());
+        let deleted_plugins = manifests.clone();
         let (on_plugins, on_instances, on_runs) =
             (changed.clone(), changed.clone(), changed.clone());
         let index = Index {
             host: reflect(&client, watcher::Config::default(), &stop, move |e| {
                 config_writes::on_host(&mut host_gens, e, &host_tx)
             }),
-            plugins: reflect(&client, watcher::Config::default(), &stop, move |_| {
-                bump(&on_plugins.plugins)
+            plugins: reflect(&client, watcher::Config::default(), &stop, move |e| {
+                bump(&on_plugins.plugins);
+                deleted_plugins.apply_watcher_event(e);
             }),
             projects: reflect(&client, watcher::Config::default(), &stop, move |e| {
                 config_writes::on_project(&mut project_gens, e, &writes_tx)
@@ -162,7 +164,7 @@ impl Index {
             }),
             pods,
             tokens,
-            manifests: ManifestCache::default(),
+            manifests,
             changed,
         };
         spawn_watch(
@@ -390,7 +392,7 @@ impl Index {
             secrets,
             pods: Arc::new(PodIndex::new(pods)),
             tokens: Arc::new(TokenIndex::new()),
-            manifests: ManifestCache::default(),
+            manifests: Arc::default(),
             changed: Arc::default(),
         };
         let writers = Writers {
