@@ -188,6 +188,11 @@ impl PodIndex {
         }
     }
 
+    /// The store of the Pods this index follows.
+    pub fn store(&self) -> &Store<Pod> {
+        &self.store
+    }
+
     /// The UIDs of Pods that go away from now on.
     pub fn gone(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.gone.subscribe()
