@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use tracing::Instrument;
 
@@ -27,21 +28,16 @@ use index::Feeds;
 /// Admission and purge of each Plugin.
 pub fn plugin(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
     let stores = &ctx.stores;
-    let (on_host, on_plugin, on_secret) = (
-        stores.plugins.clone(),
-        stores.plugins.clone(),
-        stores.plugins.clone(),
-    );
+    let plugins = stores.plugins.clone();
     Controller::for_stream(feeds.plugins.subscribe(), stores.plugins.clone())
-        .watches_stream(feeds.host.subscribe(), move |_| {
-            wake::every(on_host.state().iter().map(|p| p.as_ref()))
-        })
+        .watches_stream(feeds.host.subscribe(), waking_every(&stores.plugins))
         .watches_stream(feeds.plugins.subscribe(), move |changed| {
-            wake::plugins_sharing_names(&changed, on_plugin.state().iter().map(|p| p.as_ref()))
+            wake::plugins_sharing_names(&changed, plugins.state().iter().map(|p| p.as_ref()))
         })
-        .watches_stream(feeds.registry_secrets.subscribe(), move |_| {
-            wake::every(on_secret.state().iter().map(|p| p.as_ref()))
-        })
+        .watches_stream(
+            feeds.registry_secrets.subscribe(),
+            waking_every(&stores.plugins),
+        )
         .with_config(config(&ctx))
         .shutdown_on_signal()
         .run(
@@ -56,7 +52,6 @@ pub fn plugin(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + us
 /// something the chat sets on it changed (see `wake`).
 pub fn chat(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
     let stores = &ctx.stores;
-    let (on_plugin, on_host) = (stores.channels.clone(), stores.channels.clone());
     let (on_project, on_trust) = (stores.channels.clone(), stores.channels.clone());
     Controller::for_stream(feeds.channels.subscribe(), stores.channels.clone())
         .owns_stream(
@@ -66,12 +61,8 @@ pub fn chat(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<
         )
         .owns_stream(feeds.claims.subscribe_on_change(Fingerprint::fingerprint))
         .owns_stream(feeds.cronjobs.subscribe_on_change(Fingerprint::fingerprint))
-        .watches_stream(feeds.plugins.subscribe(), move |_| {
-            wake::every(on_plugin.state().iter().map(|c| c.as_ref()))
-        })
-        .watches_stream(feeds.host.subscribe(), move |_| {
-            wake::every(on_host.state().iter().map(|c| c.as_ref()))
-        })
+        .watches_stream(feeds.plugins.subscribe(), waking_every(&stores.channels))
+        .watches_stream(feeds.host.subscribe(), waking_every(&stores.channels))
         .watches_stream(feeds.projects.subscribe(), move |project| {
             let chats = on_project.state();
             let chats = chats.iter().map(|c| c.as_ref());
@@ -97,12 +88,12 @@ pub fn chat(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<
 /// the echo of its write wakes nothing.
 pub fn instance(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
     let stores = &ctx.stores;
-    let (on_plugin, on_project, on_host) = (
+    let (on_plugin, on_chat, on_project) = (
         stores.instances.clone(),
         stores.instances.clone(),
         stores.instances.clone(),
     );
-    let (on_chat, chats) = (stores.instances.clone(), stores.channels.clone());
+    let chats = stores.channels.clone();
     let own_echo = {
         let ctx = ctx.clone();
         move |instance: &_| apply::is_status_echo(&ctx, instance)
@@ -129,9 +120,7 @@ pub fn instance(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + 
     .watches_stream(feeds.projects.subscribe(), move |project| {
         wake::instances_of_project(&project, on_project.state().iter().map(|i| i.as_ref()))
     })
-    .watches_stream(feeds.host.subscribe(), move |_| {
-        wake::every(on_host.state().iter().map(|i| i.as_ref()))
-    })
+    .watches_stream(feeds.host.subscribe(), waking_every(&stores.instances))
     .with_config(config(&ctx))
     .shutdown_on_signal()
     .run(
@@ -156,6 +145,17 @@ pub fn project(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + u
             ctx.clone(),
         )
         .for_each(log_result("project"))
+}
+
+/// A mapping that wakes every object of `store`, whatever changed.
+fn waking_every<K, Changed>(
+    store: &Store<K>,
+) -> impl Fn(Changed) -> Vec<ObjectRef<K>> + Send + Sync + 'static + use<K, Changed>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let store = store.clone();
+    move |_| wake::every(store.state().iter().map(|o| o.as_ref()))
 }
 
 /// Reconciles each controller runs at once.
