@@ -363,8 +363,7 @@ async fn pod_ready_ms(client: Client, instance: String) -> anyhow::Result<i64> {
     futures::pin_mut!(stream);
     while let Some(pod) = stream.next().await {
         let pod = pod?;
-        let ready =
-            pod.metadata.deletion_timestamp.is_none() && server::index::pods::pod_ready(&pod);
+        let ready = pod.metadata.deletion_timestamp.is_none() && index::pods::pod_ready(&pod);
         if ready {
             let now = SystemTime::now().duration_since(UNIX_EPOCH)?;
             return Ok(now.as_millis() as i64);
@@ -380,7 +379,7 @@ async fn direct(client: &Client, instance: &str) -> anyhow::Result<(String, Stri
     let list = pods
         .list(&kube::api::ListParams::default().labels(&selector))
         .await?;
-    let view = server::index::pods::pod_view(list.items.iter());
+    let view = index::pods::pod_view(list.items.iter());
     let endpoint = view.ready.context("no Ready Pod")?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     let secret = secrets.get(&names::secret_name(instance)).await?;

@@ -16,8 +16,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use controller::cronjob::existing_task;
-use controller::manifests::Manifests;
 use controller::plan::{ChatInputs, ExistingTask, PluginFacts, PluginView, plan_chat};
+use index::Manifests;
 use model::names;
 use model::resolve::ProjectView;
 use model::resources::{

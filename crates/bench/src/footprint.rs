@@ -53,7 +53,7 @@ fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())
 }
 
-/// What the controller's watches hold (crates/controller/src/lib.rs's selectors).
+/// What the controller's watches hold (crates/index/src/kinds.rs's selectors).
 pub async fn controller(client: &Client) -> anyhow::Result<Vec<Held>> {
     let managed = Some(MANAGED_SELECTOR);
     Ok(vec![
@@ -69,12 +69,12 @@ pub async fn controller(client: &Client) -> anyhow::Result<Vec<Held>> {
     ])
 }
 
-/// What the API server's index holds (crates/server/src/index/mod.rs's selectors).
+/// What the API server's index holds (crates/index/src/kinds.rs's selectors).
 pub async fn api(client: &Client) -> anyhow::Result<Vec<Held>> {
     let managed = Some(MANAGED_SELECTOR);
-    let tokens = server::index::token_secrets_selector();
-    let pods = server::index::plugin_pods_selector();
-    let maps = server::index::config_maps_selector();
+    let tokens = index::kinds::token_secrets_selector();
+    let pods = index::kinds::plugin_pods_selector();
+    let maps = index::kinds::config_maps_selector();
     Ok(vec![
         held::<HostConfig>(client, None).await?,
         held::<Plugin>(client, None).await?,

@@ -84,7 +84,7 @@ pub async fn pod_address(admin: &Client, ns: &str, instance: &str) -> anyhow::Re
     let pods = Api::<Pod>::namespaced(admin.clone(), ns)
         .list(&ListParams::default().labels(&selector))
         .await?;
-    let view = server::index::pods::pod_view(pods.items.iter());
+    let view = index::pods::pod_view(pods.items.iter());
     Ok(view.ready.context("no Ready Pod for the instance")?.addr)
 }
 

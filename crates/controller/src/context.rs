@@ -1,24 +1,27 @@
 //! What every reconcile shares: the client, the Event recorder, the metrics and the reflector
-//! stores every decision reads from.
+//! stores every decision reads from (the controller's view of the index).
 
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
+use super::manifests::Manifests;
 use super::metrics::Metrics;
 use super::slim::Slim;
+use index::Index;
 use model::resources::{
     Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
     Project, ProjectTrust,
 };
 
-/// The reflector stores: the declared resources, and (label-selected) the children we own.
+/// The reflector stores: the declared resources, and (label-selected) the children we own. The
+/// index's stores, as the controller reads them.
 #[derive(Clone)]
 pub struct Stores {
     pub host: Store<HostConfig>,
@@ -34,6 +37,25 @@ pub struct Stores {
     pub cronjobs: Store<Slim<CronJob>>,
     /// Secrets of the controller's own namespace: HostConfig's registry credentials.
     pub registry_secrets: Store<Secret>,
+}
+
+impl Stores {
+    /// The stores of `index`, started with the controller's role.
+    pub fn of(index: &Index) -> Self {
+        Self {
+            host: index.host.clone(),
+            plugins: index.plugins.clone(),
+            projects: index.projects.clone(),
+            project_trusts: index.project_trusts.clone(),
+            channels: index.channels.clone(),
+            instances: index.instances.clone(),
+            pods: index.pods.store().clone(),
+            secrets: index.owned_secrets.clone(),
+            claims: index.claims.clone(),
+            cronjobs: index.cronjobs.clone(),
+            registry_secrets: index.registry_secrets.clone(),
+        }
+    }
 }
 
 /// Settings the controller is started with.
@@ -66,7 +88,7 @@ pub struct Context {
     /// Registry clients and image facts by digest, for admission.
     pub images: super::images::Images,
     /// Each Plugin's manifest, parsed once per version.
-    pub manifests: super::manifests::Manifests,
+    pub manifests: Arc<Manifests>,
     /// The chat statuses this controller wrote, until the cache shows them: see
     /// [`Context::chat_status`].
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
@@ -77,6 +99,7 @@ pub struct Context {
 }
 
 impl Context {
+    /// A context over `stores`, with a manifest cache of its own.
     pub fn new(client: Client, metrics: Metrics, stores: Stores, settings: Settings) -> Self {
         let reporter = Reporter {
             controller: "loop-plugins-controller".into(),
@@ -95,6 +118,14 @@ impl Context {
             written: Default::default(),
             writes: tokio::sync::Semaphore::new(usize::from(settings.writes_in_flight.max(1))),
             settings,
+        }
+    }
+
+    /// A context over `index`: its stores and its manifest cache.
+    pub fn over(client: Client, metrics: Metrics, index: &Index, settings: Settings) -> Self {
+        Self {
+            manifests: index.manifests.clone(),
+            ..Self::new(client, metrics, Stores::of(index), settings)
         }
     }
 

@@ -1,7 +1,17 @@
-//! Which changes of a watched object wake a reconciler that does not own it as its primary:
-//! only those it could act on. Each is a fingerprint, a hash of the parts that reconciler reads
-//! or writes; an event whose fingerprint is the one last seen for the object wakes nobody (see
-//! `watch::Watched::subscribe_on_change`). Appearing and going always wake.
+//! Which changes of a watched object wake a reconciler that does not own it as its primary,
+//! and which objects they wake.
+//!
+//! What a change wakes is a mapping from the changed object to the objects to reconcile, read
+//! from the stores: every Plugin, chat or instance ([`every`]) for a HostConfig change, the
+//! Plugins sharing a name with a changed one ([`plugins_sharing_names`]), the chats of a
+//! project ([`chats_of_project`]), the instances of a plugin, a chat or a project
+//! ([`instances_of_plugin`], [`instances_of_chat`], [`instances_of_project`]), the Project of
+//! a ProjectTrust ([`project_of_trust`]). `controllers` says which controller takes which.
+//!
+//! A change wakes only when the reconciler could act on it. Each is a fingerprint, a hash of
+//! the parts that reconciler reads or writes; an event whose fingerprint is the one last seen
+//! for the object wakes nobody (see `index::Feed::subscribe_on_change`). Appearing and going
+//! always wake.
 //!
 //! - A chat's children (instances, /data claims, CronJobs) wake it when what the chat sets on
 //!   them could differ: their labels, annotations, owners, finalizers, deletion and spec, but
@@ -20,13 +30,14 @@ use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::slim::Slim;
-use model::resources::{Channel, PluginInstance};
+use admission::conflicts::declared_names;
+use model::resources::{Channel, Plugin, PluginInstance, Project, ProjectTrust};
 
 /// A hash of the parts of an object a reconciler acts on.
 pub trait Fingerprint {
@@ -190,4 +201,82 @@ pub fn instances_of_chat<'a>(
         .filter(|i| i.spec.channel == *name || threads.contains(i.spec.channel.as_str()))
         .map(ObjectRef::from)
         .collect()
+}
+
+/// Every object of a kind: what a change that concerns them all wakes (a HostConfig change
+/// every Plugin, chat and instance; a change of a Secret of the controller's namespace, where
+/// HostConfig's registry credentials are, every Plugin; a Plugin change every chat).
+pub fn every<'a, K>(objects: impl IntoIterator<Item = &'a K>) -> Vec<ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()> + 'a,
+{
+    objects.into_iter().map(ObjectRef::from).collect()
+}
+
+/// The other Plugins whose admission a change of `changed` can change. Names are held first
+/// come, first served: those sharing a name with it, and those refused at the Names stage.
+pub fn plugins_sharing_names<'a>(
+    changed: &Plugin,
+    plugins: impl IntoIterator<Item = &'a Plugin>,
+) -> Vec<ObjectRef<Plugin>> {
+    let names = declared_names(changed);
+    let name = changed.name_any();
+    plugins
+        .into_iter()
+        .filter(|p| p.name_any() != name)
+        .filter(|p| {
+            p.status.as_ref().and_then(|s| s.stage.as_deref()) == Some("Names")
+                || declared_names(p).iter().any(|n| names.contains(n))
+        })
+        .map(ObjectRef::from)
+        .collect()
+}
+
+/// The chats of the project `project` in `namespace`: what a change of the Project or of its
+/// trust (a ProjectTrust has its Project's name) wakes.
+pub fn chats_of_project<'a>(
+    namespace: Option<&str>,
+    project: &str,
+    chats: impl IntoIterator<Item = &'a Channel>,
+) -> Vec<ObjectRef<Channel>> {
+    chats
+        .into_iter()
+        .filter(|c| c.metadata.namespace.as_deref() == namespace && c.spec.project == project)
+        .map(ObjectRef::from)
+        .collect()
+}
+
+/// The instances of `plugin`, in every chat.
+pub fn instances_of_plugin<'a>(
+    plugin: &Plugin,
+    instances: impl IntoIterator<Item = &'a PluginInstance>,
+) -> Vec<ObjectRef<PluginInstance>> {
+    let name = plugin.name_any();
+    instances
+        .into_iter()
+        .filter(|i| i.spec.plugin == name)
+        .map(ObjectRef::from)
+        .collect()
+}
+
+/// The instances of `project`'s chats: its settings show on them (the values left out).
+pub fn instances_of_project<'a>(
+    project: &Project,
+    instances: impl IntoIterator<Item = &'a PluginInstance>,
+) -> Vec<ObjectRef<PluginInstance>> {
+    let (namespace, name) = (&project.metadata.namespace, project.metadata.name.as_ref());
+    instances
+        .into_iter()
+        .filter(|i| i.metadata.namespace == *namespace && Some(&i.spec.project) == name)
+        .map(ObjectRef::from)
+        .collect()
+}
+
+/// The Project whose trust `trust` is: the one of its name, in its namespace.
+pub fn project_of_trust(trust: &ProjectTrust) -> ObjectRef<Project> {
+    let project = ObjectRef::new(&trust.name_any());
+    match trust.namespace() {
+        Some(namespace) => project.within(&namespace),
+        None => project,
+    }
 }

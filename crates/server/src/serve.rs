@@ -20,7 +20,7 @@ use crate::host_api::HostState;
 use crate::host_api::auth::KubeReviewer;
 use crate::host_api::state::REVIEW_TTL;
 use crate::http::RequestMetrics;
-use crate::index::Index;
+use crate::index::{Index, Roles};
 use crate::plugin_api::files::MAX_FILE_BYTES;
 use crate::plugin_api::state::{MAX_BODY_BYTES, REQUEST_TIMEOUT};
 use crate::plugin_api::{ApiConfig, AppState, shared_runs};
@@ -125,7 +125,7 @@ impl Server {
     /// Starts the index (resolving once its caches are full) and the fan-out.
     pub async fn start(client: Client, options: Options) -> anyhow::Result<Self> {
         let (stop, stopped) = watch::channel(false);
-        let started = Index::start(client.clone(), stopped.clone()).await?;
+        let started = Index::start(client.clone(), &Roles::api(), stopped.clone()).await?;
         let index = started.index;
 
         let mut registry = Registry::default();

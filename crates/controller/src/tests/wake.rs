@@ -1,5 +1,6 @@
 //! Which changes of a child or a chat wake a reconciler (`wake`): what the cluster writes on
-//! its own wakes nobody; what we set, edited by anyone, does.
+//! its own wakes nobody; what we set, edited by anyone, does. And which objects a change
+//! wakes: one test per mapping.
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
@@ -7,13 +8,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
-use super::fixtures::{NS, channel, instance, served};
+use super::fixtures::{NS, channel, echo_plugin, instance, project, served, trust};
 use crate::chat::desired_instance;
 use crate::cronjob::{CronJobInputs, build_cronjob};
 use crate::pod::build_data_claim;
 use crate::slim::Slim;
-use crate::wake::{Fingerprint, clusters_annotation, instances_of_chat};
-use model::resources::{InstancePhase, PluginInstance, PluginInstanceStatus};
+use crate::wake::{
+    Fingerprint, chats_of_project, clusters_annotation, every, instances_of_chat,
+    instances_of_plugin, instances_of_project, plugins_sharing_names, project_of_trust,
+};
+use model::resources::{
+    InstancePhase, Plugin, PluginInstance, PluginInstanceSpec, PluginInstanceStatus, PluginStatus,
+    Project,
+};
 
 fn owner() -> OwnerReference {
     channel("general")
@@ -230,5 +237,148 @@ fn a_chats_change_wakes_its_instances_and_its_threads() {
             ObjectRef::new("echo-general").within(NS),
             ObjectRef::new("echo-general-t1").within(NS),
         ]
+    );
+}
+
+/// An instance of `plugin` in chat `chat` of project `project`, in `namespace`.
+fn instance_of(plugin: &str, chat: &str, project: &str, namespace: &str) -> PluginInstance {
+    let mut i = PluginInstance::new(
+        &format!("{plugin}-{chat}"),
+        PluginInstanceSpec {
+            plugin: plugin.into(),
+            channel: chat.into(),
+            project: project.into(),
+        },
+    );
+    i.metadata.namespace = Some(namespace.into());
+    i
+}
+
+/// A Plugin named `name` declaring these tools.
+fn plugin_declaring(name: &str, tools: &[&str]) -> Plugin {
+    let mut plugin = echo_plugin();
+    plugin.metadata.name = Some(name.into());
+    let tools: Vec<_> = tools
+        .iter()
+        .map(|t| serde_json::json!({"name": t, "input_schema": {"type": "object"}}))
+        .collect();
+    plugin
+        .spec
+        .manifest
+        .rest
+        .insert("tools".into(), serde_json::json!(tools));
+    plugin
+}
+
+#[test]
+fn a_change_that_concerns_them_all_wakes_every_object() {
+    let chats = [channel("general"), channel("random")];
+    assert_eq!(
+        every(chats.iter()),
+        vec![
+            ObjectRef::new("general").within(NS),
+            ObjectRef::new("random").within(NS),
+        ]
+    );
+    let plugins = [
+        plugin_declaring("echo", &[]),
+        plugin_declaring("other", &[]),
+    ];
+    assert_eq!(
+        every(plugins.iter()),
+        vec![ObjectRef::new("echo"), ObjectRef::new("other")]
+    );
+    assert!(every::<Plugin>([]).is_empty());
+}
+
+#[test]
+fn a_plugins_change_wakes_those_sharing_a_name_and_those_refused_for_one() {
+    let changed = plugin_declaring("echo", &["say"]);
+    let mut refused = plugin_declaring("late", &["shout"]);
+    refused.status = Some(PluginStatus {
+        stage: Some("Names".into()),
+        ..Default::default()
+    });
+    let plugins = [
+        plugin_declaring("echo", &["say"]),
+        plugin_declaring("parrot", &["say"]),
+        plugin_declaring("named-echo", &["echo"]),
+        refused,
+        plugin_declaring("quiet", &["whisper"]),
+    ];
+    assert_eq!(
+        plugins_sharing_names(&changed, plugins.iter()),
+        vec![
+            ObjectRef::new("parrot"),
+            ObjectRef::new("named-echo"),
+            ObjectRef::new("late"),
+        ]
+    );
+}
+
+#[test]
+fn a_projects_change_wakes_its_chats_in_its_namespace() {
+    let mut other_project = channel("elsewhere");
+    other_project.spec.project = "other".into();
+    let mut other_namespace = channel("general");
+    other_namespace.metadata.namespace = Some("other".into());
+    let chats = [
+        channel("general"),
+        other_project,
+        other_namespace,
+        channel("random"),
+    ];
+    assert_eq!(
+        chats_of_project(Some(NS), "proj", chats.iter()),
+        vec![
+            ObjectRef::new("general").within(NS),
+            ObjectRef::new("random").within(NS),
+        ]
+    );
+}
+
+#[test]
+fn a_plugins_change_wakes_its_instances_in_every_chat() {
+    let instances = [
+        instance_of("echo", "general", "proj", NS),
+        instance_of("parrot", "general", "proj", NS),
+        instance_of("echo", "general", "proj", "other"),
+    ];
+    assert_eq!(
+        instances_of_plugin(&plugin_declaring("echo", &[]), instances.iter()),
+        vec![
+            ObjectRef::new("echo-general").within(NS),
+            ObjectRef::new("echo-general").within("other"),
+        ]
+    );
+}
+
+#[test]
+fn a_projects_change_wakes_the_instances_of_its_chats() {
+    let instances = [
+        instance_of("echo", "general", "proj", NS),
+        instance_of("echo", "random", "other", NS),
+        instance_of("parrot", "general", "proj", "other"),
+        instance_of("parrot", "random", "proj", NS),
+    ];
+    assert_eq!(
+        instances_of_project(&project(true), instances.iter()),
+        vec![
+            ObjectRef::new("echo-general").within(NS),
+            ObjectRef::new("parrot-random").within(NS),
+        ]
+    );
+    let nameless = Project {
+        metadata: Default::default(),
+        ..project(true)
+    };
+    assert!(instances_of_project(&nameless, instances.iter()).is_empty());
+}
+
+#[test]
+fn a_trusts_change_wakes_its_project() {
+    assert_eq!(
+        project_of_trust(&trust(true)),
+        ObjectRef::<Project>::new("proj").within(NS)
     );
 }

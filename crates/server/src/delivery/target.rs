@@ -143,7 +143,7 @@ pub fn installed(
         .get(&plugin)
         .map_err(|reason| TargetError::NotAdmitted {
             name: name.to_string(),
-            reason,
+            reason: reason.to_string(),
         })?;
     Ok((plugin, compiled))
 }

@@ -239,7 +239,7 @@ impl FromRequestParts<Arc<AppState>> for Caller {
             .and_then(|c| index.project_trust(&owner.namespace, &c.spec.project));
         let manifest = plugin
             .as_ref()
-            .map(|p| index.manifests.get(p).map(|c| c.manifest.clone()));
+            .map(|p| index.manifests.of(p).map_err(|e| e.to_string()));
         let caller = decide(Found {
             owner: &owner,
             instance: index.instance(&InstanceKey::new(&owner.namespace, &owner.instance)),

@@ -1,6 +1,6 @@
-//! How the controller keeps the children it watches in bulk (Secrets, data claims, CronJobs):
-//! the metadata the stores index and the controllers map by typed (name, namespace, uid,
-//! resourceVersion, owners, deletion), and the rest as compact JSON: labels, annotations,
+//! How the index keeps the children the controller watches in bulk (Secrets, data claims,
+//! CronJobs): the metadata the stores index and the controllers map by typed (name, namespace,
+//! uid, resourceVersion, owners, deletion), and the rest as compact JSON: labels, annotations,
 //! finalizers and the creation time apart, then spec, status and data as the API server sent
 //! them. A reconcile that reads one turns it into the full type ([`Slim::typed`]).
 //!
@@ -86,8 +86,7 @@ where
         serde_json::from_str(&json).map_err(not_parsed)
     }
 
-    /// What the store would hold for `object` (the tests' stores).
-    #[cfg(test)]
+    /// What the store would hold for `object` (the stores of the controller's tests).
     pub fn of(object: &K) -> Self
     where
         K: serde::Serialize,

@@ -188,6 +188,11 @@ impl PodIndex {
         }
     }
 
+    /// The store of the Pods this index follows.
+    pub fn store(&self) -> &Store<Pod> {
+        &self.store
+    }
+
     /// The UIDs of Pods that go away from now on.
     pub fn gone(&self) -> tokio::sync::broadcast::Receiver<String> {
         self.gone.subscribe()
@@ -220,6 +225,11 @@ impl PodIndex {
 
     /// Publishes the instance's view after its Pods changed.
     pub fn refresh(&self, key: &InstanceKey) {
+        // Nobody follows most instances (the controller follows none): reading the store for
+        // them would cost a pass over every Pod for each Pod event.
+        if !self.followed(key) {
+            return;
+        }
         let view = self.current(key);
         let mut senders = self.senders.lock().expect("pod index lock");
         let Some(tx) = senders.get(key) else {
@@ -237,6 +247,14 @@ impl PodIndex {
                 true
             }
         });
+    }
+
+    /// Whether anyone subscribed to the instance's view.
+    fn followed(&self, key: &InstanceKey) -> bool {
+        self.senders
+            .lock()
+            .expect("pod index lock")
+            .contains_key(key)
     }
 
     /// Publishes every subscribed instance's view (after the watch relisted).

@@ -160,8 +160,42 @@ fn entry_of(secret: &Secret) -> Option<Entry> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::ByteString;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
     use super::*;
-    use crate::plugin_api::tests::fixtures::token_secret;
+
+    /// The token Secret the controller makes for `instance`.
+    fn token_secret(
+        ns: &str,
+        instance: &str,
+        uid: &str,
+        plugin: &str,
+        channel: &str,
+        token: &str,
+    ) -> Secret {
+        let mut labels = names::labels(plugin, "proj", channel, "token");
+        labels.insert(names::LABEL_INSTANCE.into(), instance.into());
+        let mut s = Secret::default();
+        s.metadata.name = Some(names::secret_name(instance));
+        s.metadata.namespace = Some(ns.into());
+        s.metadata.labels = Some(labels);
+        s.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "plugins.loop.dev/v1alpha1".into(),
+            kind: "PluginInstance".into(),
+            name: instance.into(),
+            uid: uid.into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        s.data = Some(BTreeMap::from([
+            (TOKEN_KEY.to_string(), ByteString(token.as_bytes().to_vec())),
+            ("secret".to_string(), ByteString(b"plugin-secret".to_vec())),
+        ]));
+        s
+    }
 
     #[test]
     fn the_index_follows_the_watch() {

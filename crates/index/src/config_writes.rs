@@ -1,8 +1,8 @@
 //! Config writes, as the watches see them: a change to a Project's spec (its config), to its
 //! trust (a ProjectTrust made, changed or deleted: the reference sends `settings.changed`
 //! "after a config write or a project trust change") or to the HostConfig's spec (the global
-//! config). The fan-out sends `settings.changed` for each (see
-//! `crate::fanout::settings_changed`).
+//! config). The API server's fan-out sends `settings.changed` for each (see
+//! `server::fanout::settings_changed`).
 
 use std::collections::HashMap;
 

@@ -1,0 +1,253 @@
+//! The one index of the cluster that every long-lived role reads (like linkerd's policy
+//! controller: one index, many servers). A process starts it once for the roles it runs
+//! ([`Index::start`] with [`Roles`]); the controller's reconcilers and the API server's
+//! answers read its stores, never the API server. Nothing here writes to the cluster.
+//!
+//! - [`kinds`]: which kinds a process watches, and which of their objects, for its roles
+//!   (pure; the table of what each role's index holds is there);
+//! - [`watch`]: the one way the index reads the cluster: a watch per kind feeding its store,
+//!   with hooks before and after the store, and a stop signal; [`start`] starts them;
+//! - [`trim`]: what a stored object loses; [`slim`]: the compact form of the children the
+//!   controller keeps by the thousand;
+//! - [`feed`]: the subscribers of a kind's watch, the streams a kube `Controller` takes;
+//! - derived indexes, fed by the hooks: [`tokens`] (a plugin token's digest to its instance),
+//!   [`pods`] (where each instance's container answers), [`config_writes`] (for
+//!   `settings.changed`), [`changed`] (change counters for the fan-out);
+//! - [`manifests`]: each Plugin's manifest parsed and its tools' schemas compiled, once per
+//!   version.
+
+pub mod changed;
+pub mod config_writes;
+pub mod feed;
+pub mod kinds;
+pub mod manifests;
+pub mod pods;
+pub mod slim;
+pub mod start;
+pub mod tokens;
+pub mod trim;
+pub mod watch;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
+use kube::ResourceExt;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+
+use model::resources::{
+    AgentRun, Channel, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
+    Project, ProjectTrust, WorkingTree,
+};
+
+pub use changed::Changed;
+pub use config_writes::Written;
+pub use feed::Feed;
+pub use kinds::{ControllerRole, Roles};
+pub use manifests::{Compiled, Manifests};
+pub use pods::{ContainerKey, Endpoint, InstanceKey, PodIndex, PodView};
+pub use slim::Slim;
+pub use start::{Error, Started};
+pub use tokens::{TokenIndex, TokenOwner};
+pub use watch::Watch;
+
+/// Every store and derived index, filled by the watches of the roles the process runs (see
+/// [`kinds`]): a store no role of the process reads stays empty.
+pub struct Index {
+    // What both roles read.
+    pub host: Store<HostConfig>,
+    pub plugins: Store<Plugin>,
+    pub projects: Store<Project>,
+    /// Each project's trust (same name as its Project).
+    pub project_trusts: Store<ProjectTrust>,
+    pub channels: Store<Channel>,
+    /// Label-selected: the instances the controller made.
+    pub instances: Store<PluginInstance>,
+    /// The Pods we made (the plugin Pods alone for the API server alone), and where each
+    /// instance's container answers.
+    pub pods: Arc<PodIndex>,
+    /// Each Plugin's manifest compiled once per version.
+    pub manifests: Arc<Manifests>,
+
+    // The controller's.
+    /// Label-selected: the Secrets the controller made (token Secrets, registry credentials
+    /// copied beside a plugin's Pods), slim.
+    pub owned_secrets: Store<Slim<Secret>>,
+    /// Label-selected: the chats' /data claims, slim.
+    pub claims: Store<Slim<PersistentVolumeClaim>>,
+    /// Label-selected: the scheduled actions' CronJobs, slim.
+    pub cronjobs: Store<Slim<CronJob>>,
+    /// Secrets of the controller's own namespace: HostConfig's registry credentials.
+    pub registry_secrets: Store<Secret>,
+
+    // The API server's.
+    /// Label-selected: the runs the API server made.
+    pub runs: Store<AgentRun>,
+    /// Label-selected: the inbox and memory ConfigMaps the API server made.
+    pub config_maps: Store<ConfigMap>,
+    /// The instances' token Secrets, holding only the secret that calls to the plugin carry.
+    pub secrets: Store<Secret>,
+    /// The digests of the tokens plugins call with, and whose each is.
+    pub tokens: Arc<TokenIndex>,
+    /// Woken when a kind's store changed, for the fan-out that follows it.
+    pub changed: Arc<Changed>,
+
+    /// The subscribers of each kind's watch.
+    pub feeds: Feeds,
+}
+
+/// The subscribers of each kind's watch (see [`Feed`]), by the store the watch fills.
+pub struct Feeds {
+    pub host: Feed<HostConfig>,
+    pub plugins: Feed<Plugin>,
+    pub projects: Feed<Project>,
+    pub project_trusts: Feed<ProjectTrust>,
+    pub channels: Feed<Channel>,
+    pub instances: Feed<PluginInstance>,
+    pub pods: Feed<k8s_openapi::api::core::v1::Pod>,
+    pub owned_secrets: Feed<Slim<Secret>>,
+    pub claims: Feed<Slim<PersistentVolumeClaim>>,
+    pub cronjobs: Feed<Slim<CronJob>>,
+    pub registry_secrets: Feed<Secret>,
+    pub runs: Feed<AgentRun>,
+    pub config_maps: Feed<ConfigMap>,
+    pub secrets: Feed<Secret>,
+}
+
+/// Writers of an index's stores: the watches' ends, or a test's.
+pub struct Writers {
+    pub host: Writer<HostConfig>,
+    pub plugins: Writer<Plugin>,
+    pub projects: Writer<Project>,
+    pub project_trusts: Writer<ProjectTrust>,
+    pub channels: Writer<Channel>,
+    pub instances: Writer<PluginInstance>,
+    pub pods: Writer<k8s_openapi::api::core::v1::Pod>,
+    pub owned_secrets: Writer<Slim<Secret>>,
+    pub claims: Writer<Slim<PersistentVolumeClaim>>,
+    pub cronjobs: Writer<Slim<CronJob>>,
+    pub registry_secrets: Writer<Secret>,
+    pub runs: Writer<AgentRun>,
+    pub config_maps: Writer<ConfigMap>,
+    pub secrets: Writer<Secret>,
+}
+
+impl Index {
+    /// An empty index and the writers that fill it (tests).
+    pub fn in_memory() -> (Arc<Index>, Writers) {
+        let (index, writers) = Self::empty();
+        (Arc::new(index), writers)
+    }
+
+    /// An empty index, and the writers of its stores.
+    fn empty() -> (Index, Writers) {
+        let (host, host_w) = reflector::store();
+        let (plugins, plugins_w) = reflector::store();
+        let (projects, projects_w) = reflector::store();
+        let (project_trusts, project_trusts_w) = reflector::store();
+        let (channels, channels_w) = reflector::store();
+        let (instances, instances_w) = reflector::store();
+        let (pods, pods_w) = reflector::store();
+        let (owned_secrets, owned_secrets_w) = reflector::store();
+        let (claims, claims_w) = reflector::store();
+        let (cronjobs, cronjobs_w) = reflector::store();
+        let (registry_secrets, registry_secrets_w) = reflector::store();
+        let (runs, runs_w) = reflector::store();
+        let (config_maps, config_maps_w) = reflector::store();
+        let (secrets, secrets_w) = reflector::store();
+        let feeds = Feeds {
+            host: Feed::new(host.clone()),
+            plugins: Feed::new(plugins.clone()),
+            projects: Feed::new(projects.clone()),
+            project_trusts: Feed::new(project_trusts.clone()),
+            channels: Feed::new(channels.clone()),
+            instances: Feed::new(instances.clone()),
+            pods: Feed::new(pods.clone()),
+            owned_secrets: Feed::new(owned_secrets.clone()),
+            claims: Feed::new(claims.clone()),
+            cronjobs: Feed::new(cronjobs.clone()),
+            registry_secrets: Feed::new(registry_secrets.clone()),
+            runs: Feed::new(runs.clone()),
+            config_maps: Feed::new(config_maps.clone()),
+            secrets: Feed::new(secrets.clone()),
+        };
+        let index = Index {
+            host,
+            plugins,
+            projects,
+            project_trusts,
+            channels,
+            instances,
+            pods: Arc::new(PodIndex::new(pods)),
+            manifests: Arc::default(),
+            owned_secrets,
+            claims,
+            cronjobs,
+            registry_secrets,
+            runs,
+            config_maps,
+            secrets,
+            tokens: Arc::default(),
+            changed: Arc::default(),
+            feeds,
+        };
+        let writers = Writers {
+            host: host_w,
+            plugins: plugins_w,
+            projects: projects_w,
+            project_trusts: project_trusts_w,
+            channels: channels_w,
+            instances: instances_w,
+            pods: pods_w,
+            owned_secrets: owned_secrets_w,
+            claims: claims_w,
+            cronjobs: cronjobs_w,
+            registry_secrets: registry_secrets_w,
+            runs: runs_w,
+            config_maps: config_maps_w,
+            secrets: secrets_w,
+        };
+        (index, writers)
+    }
+
+    /// The global config; its defaults while no HostConfig exists.
+    pub fn host(&self) -> HostConfigSpec {
+        self.host
+            .get(&ObjectRef::new(HOST_CONFIG_NAME))
+            .map(|h| h.spec.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn plugin(&self, name: &str) -> Option<Arc<Plugin>> {
+        self.plugins.get(&ObjectRef::new(name))
+    }
+
+    pub fn channel(&self, namespace: &str, name: &str) -> Option<Arc<Channel>> {
+        self.channels.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    pub fn project(&self, namespace: &str, name: &str) -> Option<Arc<Project>> {
+        self.projects.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The project's trust: the ProjectTrust named like the Project.
+    pub fn project_trust(&self, namespace: &str, project: &str) -> Option<Arc<ProjectTrust>> {
+        self.project_trusts
+            .get(&ObjectRef::new(project).within(namespace))
+    }
+
+    pub fn instance(&self, key: &InstanceKey) -> Option<Arc<PluginInstance>> {
+        self.instances
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+    }
+
+    /// The chat's working tree: its own, or for a thread without one, its channel's.
+    pub fn working_tree(&self, channel: &Channel) -> Option<WorkingTree> {
+        if let Some(tree) = &channel.spec.working_tree {
+            return Some(tree.clone());
+        }
+        let parent = channel.spec.parent.as_ref()?;
+        let ns = channel.namespace()?;
+        self.channel(&ns, parent)?.spec.working_tree.clone()
+    }
+}

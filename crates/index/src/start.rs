@@ -1,0 +1,239 @@
+//! Starting the index: a watch for each kind the roles read ([`crate::kinds::watches`]), with
+//! the hooks that feed the derived indexes, then a wait until every watched store holds its
+//! first list. The thin half that talks to the cluster; what to watch is decided in `kinds`.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use k8s_openapi::NamespaceResourceScope;
+use kube::runtime::reflector::store::{Writer, WriterDropped};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch as signal};
+
+use super::changed::bump;
+use super::config_writes::{self, Generations, Written};
+use super::feed::Feed;
+use super::kinds::{self, Roles, Selection};
+use super::trim;
+use super::watch::Watch;
+use super::{Index, Writers};
+
+/// A started index: the index, and the config writes it sees (for `settings.changed`; none
+/// unless the API server is one of its roles).
+pub struct Started {
+    pub index: Arc<Index>,
+    pub config_writes: mpsc::UnboundedReceiver<Written>,
+}
+
+/// Why the index did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the {kind} watch stopped before its store held its first list")]
+    NotFilled {
+        kind: String,
+        #[source]
+        source: WriterDropped,
+    },
+}
+
+impl Index {
+    /// Starts a watch for each kind `roles` read, and resolves once each store holds its first
+    /// list. The watches run until `stop` turns true (or its sender goes).
+    pub async fn start(
+        client: Client,
+        roles: &Roles,
+        stop: signal::Receiver<bool>,
+    ) -> Result<Started, Error> {
+        let plan = kinds::watches(roles);
+        let tells = plan.tells_changes;
+        let (index, writers) = Index::empty();
+        let (writes, config_writes) = mpsc::unbounded_channel();
+        let Writers {
+            host,
+            plugins,
+            projects,
+            project_trusts,
+            channels,
+            instances,
+            pods,
+            owned_secrets,
+            claims,
+            cronjobs,
+            registry_secrets,
+            runs,
+            config_maps,
+            secrets,
+        } = writers;
+        let feeds = &index.feeds;
+        let mut start = Starter {
+            client,
+            stop,
+            filling: Vec::new(),
+        };
+
+        start.watch(&plan.host, host, &feeds.host, |watch| {
+            let (mut seen, writes) = (Generations::default(), writes.clone());
+            when(tells, watch, move |e| {
+                config_writes::on_host(&mut seen, e, &writes)
+            })
+        });
+        start.watch(&plan.plugins, plugins, &feeds.plugins, |watch| {
+            let (manifests, changed) = (index.manifests.clone(), index.changed.clone());
+            let watch = watch.after(move |e| manifests.apply_watcher_event(e));
+            when(tells, watch, move |_| bump(&changed.plugins))
+        });
+        start.watch(&plan.projects, projects, &feeds.projects, |watch| {
+            let (mut seen, writes) = (Generations::default(), writes.clone());
+            when(tells, watch, move |e| {
+                config_writes::on_project(&mut seen, e, &writes)
+            })
+        });
+        start.watch(
+            &plan.project_trusts,
+            project_trusts,
+            &feeds.project_trusts,
+            |watch| {
+                let (mut seen, writes) = (Generations::default(), writes.clone());
+                when(tells, watch, move |e| {
+                    config_writes::on_trust(&mut seen, e, &writes)
+                })
+            },
+        );
+        start.watch(&plan.channels, channels, &feeds.channels, |watch| watch);
+        start.watch(&plan.instances, instances, &feeds.instances, |watch| {
+            let changed = index.changed.clone();
+            when(tells, watch, move |_| bump(&changed.instances))
+        });
+        start.watch(&plan.pods, pods, &feeds.pods, |watch| {
+            let pods = index.pods.clone();
+            watch.after(move |e| pods.apply_watcher_event(e))
+        });
+        start.watch(
+            &plan.owned_secrets,
+            owned_secrets,
+            &feeds.owned_secrets,
+            |watch| watch,
+        );
+        start.watch(&plan.claims, claims, &feeds.claims, |watch| watch);
+        start.watch(&plan.cronjobs, cronjobs, &feeds.cronjobs, |watch| watch);
+        start.watch_namespaced(
+            &plan.registry_secrets,
+            registry_secrets,
+            &feeds.registry_secrets,
+            |watch| watch,
+        );
+        start.watch(&plan.runs, runs, &feeds.runs, |watch| {
+            let changed = index.changed.clone();
+            when(tells, watch, move |_| bump(&changed.runs))
+        });
+        start.watch(&plan.config_maps, config_maps, &feeds.config_maps, |w| w);
+        start.watch(&plan.secrets, secrets, &feeds.secrets, |watch| {
+            // The token index reads each token before the stored copy loses it.
+            let tokens = index.tokens.clone();
+            watch
+                .before(move |e| tokens.apply_watcher_event(e))
+                .trim(trim::token_secret)
+        });
+
+        tracing::info!("waiting for the caches to fill");
+        futures::future::try_join_all(start.filling).await?;
+        Ok(Started {
+            index: Arc::new(index),
+            config_writes,
+        })
+    }
+}
+
+/// `watch` with `hook` after the store when `on`.
+fn when<K>(
+    on: bool,
+    watch: Watch<K>,
+    hook: impl FnMut(&watcher::Event<K>) + Send + 'static,
+) -> Watch<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    if on { watch.after(hook) } else { watch }
+}
+
+/// Starts the watches, and keeps what each store's first list is awaited by.
+struct Starter {
+    client: Client,
+    stop: signal::Receiver<bool>,
+    filling: Vec<BoxFuture<'static, Result<(), Error>>>,
+}
+
+impl Starter {
+    /// Starts the watch of what `selection` selects into `writer`'s store, in every namespace,
+    /// feeding `feed` and the hooks `hooked` adds; with no selection (no role reads the kind),
+    /// starts nothing.
+    fn watch<K>(
+        &mut self,
+        selection: &Option<Selection>,
+        writer: Writer<K>,
+        feed: &Feed<K>,
+        hooked: impl FnOnce(Watch<K>) -> Watch<K>,
+    ) where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    {
+        if let Some(selection) = selection {
+            let api = Api::all(self.client.clone());
+            self.spawn(api, selection, writer, feed, hooked);
+        }
+    }
+
+    /// [`Starter::watch`] for a namespaced kind, in the selection's namespace if it has one.
+    fn watch_namespaced<K>(
+        &mut self,
+        selection: &Option<Selection>,
+        writer: Writer<K>,
+        feed: &Feed<K>,
+        hooked: impl FnOnce(Watch<K>) -> Watch<K>,
+    ) where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        if let Some(selection) = selection {
+            let api = match &selection.namespace {
+                Some(namespace) => Api::namespaced(self.client.clone(), namespace),
+                None => Api::all(self.client.clone()),
+            };
+            self.spawn(api, selection, writer, feed, hooked);
+        }
+    }
+
+    fn spawn<K>(
+        &mut self,
+        api: Api<K>,
+        selection: &Selection,
+        writer: Writer<K>,
+        feed: &Feed<K>,
+        hooked: impl FnOnce(Watch<K>) -> Watch<K>,
+    ) where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    {
+        let config = match &selection.labels {
+            Some(labels) => watcher::Config::default().labels(labels),
+            None => watcher::Config::default(),
+        };
+        let store = writer.as_reader();
+        self.filling.push(Box::pin(async move {
+            store
+                .wait_until_ready()
+                .await
+                .map_err(|source| Error::NotFilled {
+                    kind: K::kind(&()).into_owned(),
+                    source,
+                })
+        }));
+        hooked(Watch::new(api, config).feeding(feed)).spawn(writer, &self.stop);
+    }
+}
