@@ -6,6 +6,7 @@ Run: python3 hack/import_cycles_test.py (make test and make lint run it).
 """
 import importlib.util
 import os
+import shutil
 import tempfile
 import textwrap
 import unittest
@@ -16,9 +17,19 @@ lint = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(lint)
 
 
+_roots = []
+
+
+def tearDownModule():
+    for root in _roots:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def workspace(files):
-    """A temporary workspace holding `files` (path -> text); returns its root."""
+    """A temporary workspace holding `files` (path -> text), removed when the tests end;
+    returns its root."""
     root = tempfile.mkdtemp(prefix="import-cycles-test-")
+    _roots.append(root)
     for path, text in files.items():
         full = os.path.join(root, path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
