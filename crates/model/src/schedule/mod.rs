@@ -13,6 +13,10 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod ticks;
+
+pub use ticks::{AnchoredInterval, Cadence, Due, Timing};
+
 /// How a schedule's expression reads.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -83,6 +87,12 @@ impl Schedule {
             Schedule::Cron(_) => ScheduleType::Cron,
             Schedule::Interval(_) => ScheduleType::Interval,
         }
+    }
+
+    /// How a CronJob runs it: every interval runs, some on every tick, the others on the
+    /// ticks that complete one (see [`Cadence::of`]).
+    pub fn cadence(&self) -> Cadence {
+        Cadence::of(self)
     }
 
     /// The 5-field cron expression a Kubernetes CronJob runs for this schedule. An interval
