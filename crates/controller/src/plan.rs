@@ -9,7 +9,7 @@
 //!   resumes them, except those the owner turned off;
 //! - an entry is applied once per change: a CronJob deleted by hand comes back only when its
 //!   entry changes;
-//! - a broken entry (an interval cron cannot express, an action the manifest lacks) is
+//! - a broken entry (an expression no schedule can mean, an action the manifest lacks) is
 //!   reported and leaves its task at the last good schedule, never started by it; the task
 //!   still pauses with the plugin when the project stops enabling it;
 //! - only desktop channels get them: threads run their channel's, Slack and Discord none;
@@ -21,10 +21,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use jiff::Timestamp;
+
 use crate::manifests::Manifests;
 use model::manifest::{Capability, Manifest};
 use model::resolve;
 use model::resources::{AppliedSchedule, ChannelSpec, HostConfigSpec, Plugin};
+use model::schedule::Timing;
 
 /// An installed plugin, as the plan sees it.
 #[derive(Clone, Copy, Debug)]
@@ -107,13 +110,15 @@ pub struct ChatInputs<'a> {
     pub existing_cronjobs: &'a BTreeMap<(String, String), ExistingTask>,
     /// The entries applied so far (the chat's status).
     pub applied: &'a [AppliedSchedule],
+    /// The time now: an interval's anchor when its entry is applied anew.
+    pub now: Timestamp,
 }
 
 /// A CronJob the chat has now, as the plan needs to know it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExistingTask {
-    /// Its 5-field schedule.
-    pub cron: String,
+    /// What it runs on: its cron expression, or the interval and the anchor it counts from.
+    pub timing: Timing,
     /// The hash of the entry it was made from.
     pub entry_hash: String,
     pub suspended: bool,
@@ -124,7 +129,7 @@ pub struct ExistingTask {
 pub struct SchedulePlan {
     pub plugin: String,
     pub action: String,
-    pub cron: String,
+    pub timing: Timing,
     pub suspend: bool,
     pub entry_hash: String,
 }
@@ -140,7 +145,7 @@ pub struct ChatPlan {
     pub keep: BTreeSet<(String, String)>,
     /// The entries applied, to record in the chat's status.
     pub applied: Vec<AppliedSchedule>,
-    /// Problems to report: bad schedule entries, intervals cron cannot express.
+    /// Problems to report: bad schedule entries, entries of a plugin that may not schedule.
     pub problems: Vec<String>,
     /// Plugins the project enables here that admission has not judged yet: until it has, the
     /// chat is left as it is (see [`ChatPlan::waits`]).
@@ -235,13 +240,19 @@ fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &m
             action: schedule.action.clone(),
             entry_hash: schedule.entry_hash.clone(),
         };
-        let exists = input.existing_cronjobs.contains_key(&key);
+        let existing = input.existing_cronjobs.get(&key);
         let applied_before = input.applied.contains(&record);
-        if exists || (enabled && !applied_before) {
+        if existing.is_some() || (enabled && !applied_before) {
+            // An interval counts from its task's anchor while the entry stays the same (a
+            // pause, a restart), and from now once it changes.
+            let anchor = existing
+                .filter(|task| task.entry_hash == schedule.entry_hash)
+                .and_then(|task| task.timing.interval())
+                .map(|interval| interval.anchor);
             plan.schedules.push(SchedulePlan {
                 plugin: record.plugin.clone(),
                 action: record.action.clone(),
-                cron: schedule.cron.clone(),
+                timing: schedule.cadence.timing(anchor, input.now),
                 suspend: !enabled || !schedule.enabled,
                 entry_hash: record.entry_hash.clone(),
             });
@@ -273,7 +284,7 @@ fn keep_as_is(input: &ChatInputs, key: &(String, String), enabled: bool, plan: &
         plan.schedules.push(SchedulePlan {
             plugin: plugin.clone(),
             action: action.clone(),
-            cron: task.cron.clone(),
+            timing: task.timing.clone(),
             suspend: true,
             entry_hash: task.entry_hash.clone(),
         });
@@ -368,6 +379,7 @@ mod tests {
         admitted: bool,
         may_schedule: bool,
         awaiting_admission: bool,
+        now: Timestamp,
     }
 
     impl Case {
@@ -381,6 +393,7 @@ mod tests {
                 admitted: true,
                 may_schedule: true,
                 awaiting_admission: false,
+                now: at("2026-12-01T10:47:13Z"),
             }
         }
 
@@ -404,6 +417,7 @@ mod tests {
                 plugins: &views,
                 existing_cronjobs: &self.existing,
                 applied: &self.applied,
+                now: self.now,
             })
         }
 
@@ -414,7 +428,7 @@ mod tests {
                 self.existing.insert(
                     (s.plugin.clone(), s.action.clone()),
                     ExistingTask {
-                        cron: s.cron.clone(),
+                        timing: s.timing.clone(),
                         entry_hash: s.entry_hash.clone(),
                         suspended: s.suspend,
                     },
@@ -428,6 +442,29 @@ mod tests {
 
     fn key(action: &str) -> (String, String) {
         ("echo".into(), action.into())
+    }
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn interval(enabled: Option<bool>, every: &str) -> ScheduleEntry {
+        ScheduleEntry {
+            enabled,
+            kind: Some(ScheduleType::Interval),
+            schedule: Some(every.into()),
+        }
+    }
+
+    /// The one task the plan applies for `action`.
+    fn planned<'a>(plan: &'a ChatPlan, action: &str) -> &'a SchedulePlan {
+        let found: Vec<_> = plan
+            .schedules
+            .iter()
+            .filter(|s| s.action == action)
+            .collect();
+        assert_eq!(found.len(), 1, "{plan:?}");
+        found[0]
     }
 
     #[test]
@@ -473,7 +510,7 @@ mod tests {
     fn a_project_entry_makes_a_cronjob_with_the_default_schedule() {
         let plan = Case::new(project(true, &[("tick", entry(None, None))])).plan();
         assert_eq!(plan.schedules.len(), 1);
-        assert_eq!(plan.schedules[0].cron, "*/5 * * * *");
+        assert_eq!(plan.schedules[0].timing.cron(), "*/5 * * * *");
         assert!(!plan.schedules[0].suspend);
         assert!(plan.problems.is_empty());
     }
@@ -489,9 +526,9 @@ mod tests {
         )]);
         let mut case = Case::new(project(true, &[]));
         case.host = host(true, global);
-        assert_eq!(case.plan().schedules[0].cron, "0 9 * * *");
+        assert_eq!(case.plan().schedules[0].timing.cron(), "0 9 * * *");
         case.project = project(true, &[("tick", entry(None, Some("0 10 * * *")))]);
-        assert_eq!(case.plan().schedules[0].cron, "0 10 * * *");
+        assert_eq!(case.plan().schedules[0].timing.cron(), "0 10 * * *");
     }
 
     #[test]
@@ -556,51 +593,76 @@ mod tests {
     }
 
     #[test]
-    fn an_interval_cron_cannot_express_is_refused_and_reported() {
-        let bad = ScheduleEntry {
-            enabled: None,
-            kind: Some(ScheduleType::Interval),
-            schedule: Some("7m".into()),
-        };
-        let plan = Case::new(project(true, &[("tick", bad)])).plan();
+    fn every_interval_runs_and_one_under_a_minute_is_refused_and_reported() {
+        // The reference's intervals run as written: 2h30m ticks every 30 minutes, counted
+        // from the half hour at or before now.
+        let plan = Case::new(project(true, &[("tick", interval(None, "2h30m"))])).plan();
+        assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+        let tick = planned(&plan, "tick");
+        assert_eq!(tick.timing.cron(), "*/30 * * * *");
+        assert_eq!(
+            tick.timing.interval().map(|i| i.anchor),
+            Some(at("2026-12-01T10:30:00Z"))
+        );
+        assert!(!tick.suspend);
+        assert_eq!(
+            Case::new(project(true, &[("tick", interval(None, "15m"))]))
+                .plan()
+                .schedules[0]
+                .timing,
+            Timing::EveryTick("*/15 * * * *".into())
+        );
+        let plan = Case::new(project(true, &[("tick", interval(None, "30s"))])).plan();
         assert!(plan.schedules.is_empty());
         assert_eq!(plan.problems.len(), 1);
-        assert!(plan.problems[0].contains("7m"), "{:?}", plan.problems);
-        let seconds = ScheduleEntry {
-            enabled: None,
-            kind: Some(ScheduleType::Interval),
-            schedule: Some("90s".into()),
-        };
-        let plan = Case::new(project(true, &[("tick", seconds)])).plan();
         assert!(
-            plan.problems[0].contains("\"90s\""),
-            "the interval as written: {:?}",
+            plan.problems[0].contains("\"30s\"") && plan.problems[0].contains("at least a minute"),
+            "the interval as written, and why: {:?}",
             plan.problems
         );
-        let good = ScheduleEntry {
-            enabled: None,
-            kind: Some(ScheduleType::Interval),
-            schedule: Some("15m".into()),
+    }
+
+    /// The anchor is set once per change to the entry: a pause and resume, or a restart that
+    /// reads the CronJob back, keep it; a new entry counts from its own time.
+    #[test]
+    fn an_interval_keeps_its_anchor_until_its_entry_changes() {
+        let entries = |every: &str| [("tick", interval(None, every))];
+        let mut case = Case::new(project(true, &entries("90m"))).converge();
+        let anchor = |case: &Case| {
+            case.existing[&key("tick")]
+                .timing
+                .interval()
+                .map(|i| i.anchor)
         };
+        assert_eq!(anchor(&case), Some(at("2026-12-01T10:30:00Z")));
+        // Hours later: paused, resumed, planned again after a restart: the same anchor.
+        case.now = at("2026-12-01T15:10:00Z");
+        case.project = project(false, &entries("90m"));
+        case = case.converge();
+        assert!(case.existing[&key("tick")].suspended);
+        case.project = project(true, &entries("90m"));
+        case = case.converge();
+        assert!(!case.existing[&key("tick")].suspended);
+        assert_eq!(anchor(&case), Some(at("2026-12-01T10:30:00Z")));
         assert_eq!(
-            Case::new(project(true, &[("tick", good)])).plan().schedules[0].cron,
-            "*/15 * * * *"
+            planned(&case.plan(), "tick").timing,
+            case.existing[&key("tick")].timing
         );
+        // The entry changes: it counts from the tick at or before now.
+        case.project = project(true, &entries("2h30m"));
+        case = case.converge();
+        assert_eq!(anchor(&case), Some(at("2026-12-01T15:00:00Z")));
     }
 
     #[test]
     fn a_broken_entry_keeps_its_task_as_is_and_pauses_it_with_the_plugin() {
-        let seven = ScheduleEntry {
-            enabled: None,
-            kind: Some(ScheduleType::Interval),
-            schedule: Some("7m".into()),
-        };
+        let too_short = interval(None, "30s");
         let entries =
             |tick: ScheduleEntry| [("tick", tick), ("ping", entry(None, Some("0 * * * *")))];
         let mut case = Case::new(project(true, &entries(entry(None, None)))).converge();
         let applied = case.applied.clone();
         // tick's entry breaks: its task stays as it was, untouched and recorded as before.
-        case.project = project(true, &entries(seven.clone()));
+        case.project = project(true, &entries(too_short.clone()));
         let plan = case.plan();
         assert!(plan.keep.contains(&key("tick")) && plan.keep.contains(&key("ping")));
         assert!(
@@ -611,19 +673,19 @@ mod tests {
         case = case.converge();
         // The project stops enabling the plugin: every task pauses, the broken one too, at
         // the schedule it had.
-        case.project = project(false, &entries(seven.clone()));
+        case.project = project(false, &entries(too_short.clone()));
         let paused = case.plan();
         let tick = paused.schedules.iter().find(|s| s.action == "tick");
         assert_eq!(
-            tick.map(|t| (t.cron.as_str(), t.suspend)),
-            Some(("*/5 * * * *", true))
+            tick.map(|t| (t.timing.cron(), t.suspend)),
+            Some(("*/5 * * * *".to_string(), true))
         );
         assert!(paused.schedules.iter().all(|s| s.suspend), "{paused:?}");
         case = case.converge();
         // Paused already: nothing more to write for it.
         assert!(case.plan().schedules.iter().all(|s| s.action != "tick"));
         // Enabled again while still broken: the broken entry starts nothing.
-        case.project = project(true, &entries(seven));
+        case.project = project(true, &entries(too_short));
         let plan = case.plan();
         assert!(
             plan.schedules.iter().all(|s| s.action != "tick"),

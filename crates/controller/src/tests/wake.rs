@@ -14,6 +14,7 @@ use crate::pod::build_data_claim;
 use crate::slim::Slim;
 use crate::wake::{Fingerprint, clusters_annotation, instances_of_chat};
 use model::resources::{InstancePhase, PluginInstance, PluginInstanceStatus};
+use model::schedule::Timing;
 
 fn owner() -> OwnerReference {
     channel("general")
@@ -32,7 +33,7 @@ fn cronjob() -> CronJob {
         channel: "general",
         namespace: NS,
         action: "tidy",
-        cron: "0 * * * *",
+        timing: &Timing::EveryTick("0 * * * *".into()),
         suspend: false,
         entry_hash: "abc",
         self_image: "registry.local/loop-plugins@sha256:00",
