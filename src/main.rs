@@ -221,6 +221,7 @@ mod tests {
             timing: &timing,
             suspend: false,
             entry_hash: "sha256:00",
+            entry_enabled: true,
             self_image: "registry.local/loop-plugins@sha256:00",
             api_url: "http://api:8080",
             owner: Default::default(),

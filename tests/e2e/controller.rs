@@ -60,7 +60,7 @@ pub fn tests() -> Vec<E2eTest> {
             hand_deleted_cronjob,
         ),
         test(
-            "controller::a_bad_interval_stops_nothing_else_and_disabling_still_pauses",
+            "controller::a_bad_interval_stops_nothing_else_and_its_task_pauses_and_resumes_on_its_last_valid_schedule",
             bad_interval_then_disabled,
         ),
         test(
@@ -681,9 +681,10 @@ async fn schedules(ns: Ns) -> anyhow::Result<()> {
 }
 
 /// Tried as a new user would: a trusted config changes a task to an interval no schedule can
-/// mean (under a minute), then stops enabling the plugin. The broken entry is reported, the rest of the
-/// chat's reconcile goes on (its other task follows the config), the task the broken entry
-/// left behind is paused with the plugin, and the chat's status keeps following.
+/// mean (under a minute), then stops enabling the plugin, then enables it again. The refused
+/// entry is reported, the rest of the chat's reconcile goes on (its other task follows the
+/// config), the task the refused entry left behind runs on its last valid schedule, pauses
+/// with the plugin and resumes with it, and the chat's status keeps following.
 async fn bad_interval_then_disabled(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
     let good = cron_entry(None, ScheduleType::Cron, "0 9 * * *");
@@ -777,6 +778,28 @@ async fn bad_interval_then_disabled(ns: Ns) -> anyhow::Result<()> {
     .await?;
     cronjob(&ns, &tick, "tick paused", suspended).await?;
     cronjob(&ns, &ping, "ping paused", suspended).await?;
+    // Enabled again, both entries still refused: both resume on their last valid schedules
+    // (issue 32: they stayed paused for good), and the status says so.
+    apply_trusted(&ns, "proj", config(true, "30s", "45s")).await?;
+    cronjob(&ns, &tick, "tick resumed at 9", |c| {
+        c.spec.schedule == "0 9 * * *" && !suspended(c)
+    })
+    .await?;
+    cronjob(&ns, &ping, "ping resumed every 30m", |c| {
+        c.spec.schedule == "*/30 * * * *" && !suspended(c)
+    })
+    .await?;
+    wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "SchedulesValid False: both keep running on their last valid schedules",
+        WAIT,
+        |c: &Channel| {
+            invalid("keeps running on its last valid schedule, cron 0 9 * * *")(c)
+                && invalid("keeps running on its last valid schedule, cron */30 * * * *")(c)
+        },
+    )
+    .await?;
     // Fixed and enabled again: both run at their new schedules, and the status says so.
     apply_trusted(&ns, "proj", config(true, "10m", "1h")).await?;
     cronjob(&ns, &tick, "tick every 10m", |c| {

@@ -368,6 +368,7 @@ async fn chat(
             timing: &schedule.timing,
             suspend: schedule.suspend,
             entry_hash: &schedule.entry_hash,
+            entry_enabled: schedule.entry_enabled,
             self_image,
             api_url,
             owner: job.owner.clone(),

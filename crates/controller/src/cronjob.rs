@@ -38,6 +38,8 @@ pub struct CronJobInputs<'a> {
     pub suspend: bool,
     /// The hash of the schedule entry this CronJob was made from.
     pub entry_hash: &'a str,
+    /// Whether that entry leaves the task on (its `enabled` is not false).
+    pub entry_enabled: bool,
     /// Our own image, which holds `loop-plugins trigger`.
     pub self_image: &'a str,
     /// Where the host API answers.
@@ -48,6 +50,10 @@ pub struct CronJobInputs<'a> {
 
 /// Annotation carrying the schedule entry's hash.
 pub const ANNOTATION_ENTRY: &str = "plugins.loop.dev/schedule-entry";
+
+/// Annotation carrying whether that entry leaves the task on (`"true"` or `"false"`): what a
+/// task whose later entry is refused resumes to (see `plan`).
+pub const ANNOTATION_ENTRY_ENABLED: &str = "plugins.loop.dev/schedule-entry-enabled";
 
 /// The trigger's flags that carry an interval and its anchor.
 const ARG_INTERVAL: &str = "--interval=";
@@ -61,16 +67,22 @@ pub fn existing_task(cronjob: &CronJob) -> Option<((String, String), ExistingTas
         labels.get(names::LABEL_PLUGIN)?.clone(),
         labels.get(names::LABEL_ACTION)?.clone(),
     );
-    let task = ExistingTask {
-        timing: timing_of(cronjob),
-        entry_hash: cronjob
+    let annotation = |key: &str| {
+        cronjob
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(ANNOTATION_ENTRY))
-            .cloned()
-            .unwrap_or_default(),
-        suspended: cronjob.spec.suspend.unwrap_or(false),
+            .and_then(|a| a.get(key))
+    };
+    let suspended = cronjob.spec.suspend.unwrap_or(false);
+    let task = ExistingTask {
+        timing: timing_of(cronjob),
+        entry_hash: annotation(ANNOTATION_ENTRY).cloned().unwrap_or_default(),
+        // One made before the annotation: a suspended one may have been turned off by its
+        // owner, so it is taken as off, and resumed only by a valid entry.
+        entry_enabled: annotation(ANNOTATION_ENTRY_ENABLED)
+            .map_or(!suspended, |v| v.as_str() != "false"),
+        suspended,
     };
     Some((key, task))
 }
@@ -158,7 +170,14 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
             namespace: Some(input.namespace.into()),
             labels: Some(labels.clone()),
             annotations: Some(
-                [(ANNOTATION_ENTRY.to_string(), input.entry_hash.to_string())].into(),
+                [
+                    (ANNOTATION_ENTRY.to_string(), input.entry_hash.to_string()),
+                    (
+                        ANNOTATION_ENTRY_ENABLED.to_string(),
+                        input.entry_enabled.to_string(),
+                    ),
+                ]
+                .into(),
             ),
             owner_references: Some(vec![input.owner.clone()]),
             ..Default::default()
@@ -235,6 +254,7 @@ mod tests {
             timing: &EVERY_FIVE_MINUTES,
             suspend,
             entry_hash: "abc",
+            entry_enabled: true,
             self_image: "registry.local/loop-plugins@sha256:00",
             api_url: "http://api:8080",
             owner: OwnerReference::default(),
@@ -284,6 +304,7 @@ mod tests {
             timing: &MONDAYS_AT_THREE,
             suspend: true,
             entry_hash: "def",
+            entry_enabled: false,
             api_url: "http://elsewhere:9090",
             ..inputs(false)
         };
@@ -364,19 +385,38 @@ mod tests {
     }
 
     /// What the plan reads back is what was built: an interval keeps its anchor across a
-    /// restart of the controller, a cron task its expression.
+    /// restart of the controller, a cron task its expression, and each whether its entry
+    /// left it on, whatever a pause did to `suspend`.
     #[test]
-    fn the_plan_reads_back_the_timing_it_built() {
+    fn the_plan_reads_back_the_task_it_built() {
         for timing in [&*EVERY_FIVE_MINUTES, &*NINETY_MINUTES] {
-            let cj = build_cronjob(&CronJobInputs {
-                timing,
-                ..inputs(true)
-            });
-            let (key, task) = existing_task(&cj).unwrap();
-            assert_eq!(key, ("echo".to_string(), "tick".to_string()));
-            assert_eq!(&task.timing, timing);
-            assert_eq!(task.entry_hash, "abc");
-            assert!(task.suspended);
+            for entry_enabled in [true, false] {
+                let cj = build_cronjob(&CronJobInputs {
+                    timing,
+                    entry_enabled,
+                    ..inputs(true)
+                });
+                let (key, task) = existing_task(&cj).unwrap();
+                assert_eq!(key, ("echo".to_string(), "tick".to_string()));
+                assert_eq!(&task.timing, timing);
+                assert_eq!(task.entry_hash, "abc");
+                assert_eq!(task.entry_enabled, entry_enabled);
+                assert!(task.suspended);
+            }
+        }
+    }
+
+    /// A CronJob made before the on-or-off annotation: suspended, it is taken as turned off.
+    #[test]
+    fn a_task_without_its_entrys_on_or_off_is_off_when_suspended() {
+        for suspend in [true, false] {
+            let mut cj = build_cronjob(&inputs(suspend));
+            cj.metadata
+                .annotations
+                .as_mut()
+                .unwrap()
+                .remove(ANNOTATION_ENTRY_ENABLED);
+            assert_eq!(existing_task(&cj).unwrap().1.entry_enabled, !suspend);
         }
     }
 }

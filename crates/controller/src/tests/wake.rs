@@ -36,6 +36,7 @@ fn cronjob() -> CronJob {
         timing: &Timing::EveryTick("0 * * * *".into()),
         suspend: false,
         entry_hash: "abc",
+        entry_enabled: true,
         self_image: "registry.local/loop-plugins@sha256:00",
         api_url: "http://api:8080",
         owner: owner(),
