@@ -35,14 +35,17 @@
 //!   cron task loses those ticks too). That Job runs the action if its own window holds a
 //!   completion. A completion in the window of a tick that never got a Job is not run by
 //!   another tick: the task runs again at its next completion, on time. That is what a missed
-//!   tick drops, one run at most for each such gap; it never makes a run twice or early.
+//!   tick drops: the completion its window held, if any, as a cron task loses that tick's run;
+//!   never does a missed tick make a run twice or early.
 //!
 //! A Job without a tick (made by hand, as `kubectl create job --from=cronjob/...` does) is
 //! someone asking for a run now: it runs the action, as it would for a cron task.
 //!
 //! Ticks at most an hour apart stay evenly spaced in whatever time zone the CronJob controller
-//! reads them (a daylight-saving change moves a wall clock by whole hours), so the windows meet
-//! whatever its zone.
+//! reads them, as a daylight-saving change moves a wall clock by a whole hour, so the windows
+//! meet whatever its zone. (The one exception, Lord Howe Island's half-hour change, spaces a
+//! 4, 12, 20 or 60-minute step unevenly once on each change.) Longer steps would not (`0 */3`
+//! ticks two or four hours apart across such a change), so an interval of hours ticks hourly.
 
 use std::fmt;
 use std::time::Duration;
