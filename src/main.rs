@@ -191,3 +191,65 @@ fn run_async(role: impl std::future::Future<Output = anyhow::Result<()>>) -> Exi
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+    use controller::cronjob::{CronJobInputs, build_cronjob};
+    use model::schedule::{AnchoredInterval, Timing};
+    use server::host_api::trigger::{Decision, decide};
+
+    use super::{Cli, Command};
+
+    /// What the controller puts in a CronJob is what `loop-plugins trigger` reads: its command
+    /// and args parse, and the interval, its anchor and the Job's name decide the tick.
+    #[test]
+    fn the_cronjobs_command_is_the_triggers() {
+        let anchor = "2026-12-01T10:30:00Z".parse().unwrap();
+        let timing = Timing::Interval(AnchoredInterval {
+            every: Duration::from_secs(90 * 60),
+            anchor,
+        });
+        let cronjob = build_cronjob(&CronJobInputs {
+            plugin: "echo",
+            project: "proj",
+            channel: "c",
+            namespace: "team",
+            action: "tick",
+            timing: &timing,
+            suspend: false,
+            entry_hash: "sha256:00",
+            entry_enabled: true,
+            self_image: "registry.local/loop-plugins@sha256:00",
+            api_url: "http://api:8080",
+            owner: Default::default(),
+        });
+        let container = &cronjob
+            .spec
+            .job_template
+            .spec
+            .as_ref()
+            .and_then(|job| job.template.spec.as_ref())
+            .expect("a pod template")
+            .containers[0];
+        let command = container.command.clone().unwrap_or_default();
+        assert_eq!(command[1], "trigger");
+        let argv = ["loop-plugins".to_string()]
+            .into_iter()
+            .chain(command[1..].iter().cloned())
+            .chain(container.args.clone().unwrap_or_default());
+        let Command::Trigger(mut args) = Cli::try_parse_from(argv).expect("the args parse").command
+        else {
+            panic!("not the trigger");
+        };
+        assert_eq!(args.interval, Some(Duration::from_secs(5400)));
+        assert_eq!(args.anchor, Some(anchor));
+        // The Job of the tick 90 minutes after the anchor, as the CronJob controller names it.
+        args.job = Some(format!("echo-c-tick-{}", anchor.as_second() / 60 + 90));
+        assert!(matches!(decide(&args), Decision::Completes { .. }));
+        args.job = Some(format!("echo-c-tick-{}", anchor.as_second() / 60 + 60));
+        assert!(matches!(decide(&args), Decision::Waits { .. }));
+    }
+}

@@ -1,6 +1,7 @@
 //! The binary's offline verbs, run as a user would: `crds` prints the CRDs the code generates
 //! (tests/crds.rs checks the checked-in copies against them), `manifest check` accepts every
-//! example and refuses a broken copy naming the field, `plugin keygen` writes a key once.
+//! example and refuses a broken copy naming the field (or, for a file cut short, the line and
+//! column where it ends), `plugin keygen` writes a key once.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -73,6 +74,29 @@ fn a_broken_copy_is_refused_naming_each_field() {
         text.contains(":3:"),
         "a syntax error names its line: {text}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_manifest_cut_short_is_reported_where_it_ends() {
+    let dir = std::env::temp_dir().join(format!("loop-plugins-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plugin.json");
+    let file = path.display().to_string();
+    // Cut mid-value.
+    std::fs::write(&path, "{ \"id\": \"x\", \"version\": ").unwrap();
+    let (ok, text) = check(&path);
+    assert!(!ok);
+    assert_eq!(text.trim_end(), format!("{file}:1:25: EOF parsing value"));
+    // Cut after a few good lines of the example.
+    let original = std::fs::read_to_string(repo().join("examples/manifests/echo.json")).unwrap();
+    let kept: Vec<&str> = original.lines().take(4).collect();
+    let last = kept.last().unwrap();
+    std::fs::write(&path, kept.join("\n") + "\n").unwrap();
+    let (ok, text) = check(&path);
+    assert!(!ok);
+    let end = format!("{file}:4:{}: EOF parsing ", last.chars().count() + 1);
+    assert!(text.starts_with(&end), "want {end:?}: {text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

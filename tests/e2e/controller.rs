@@ -60,7 +60,7 @@ pub fn tests() -> Vec<E2eTest> {
             hand_deleted_cronjob,
         ),
         test(
-            "controller::a_bad_interval_stops_nothing_else_and_disabling_still_pauses",
+            "controller::a_bad_interval_stops_nothing_else_and_its_task_pauses_and_resumes_on_its_last_valid_schedule",
             bad_interval_then_disabled,
         ),
         test(
@@ -650,9 +650,9 @@ async fn schedules(ns: Ns) -> anyhow::Result<()> {
     cronjob(&ns, &tick, "tick resumed", |c| !suspended(c)).await?;
     cronjob(&ns, &ping, "ping still off", suspended).await?;
 
-    // An interval cron cannot express exactly is refused with a clear status; removing the
-    // entry deletes the CronJob.
-    let bad = cron_entry(None, ScheduleType::Interval, "7m");
+    // An interval no schedule can mean (under a minute) is refused with a clear status;
+    // removing the entry deletes the CronJob.
+    let bad = cron_entry(None, ScheduleType::Interval, "30s");
     apply_trusted(
         &ns,
         "proj",
@@ -662,14 +662,14 @@ async fn schedules(ns: Ns) -> anyhow::Result<()> {
     let chat = wait::matches(
         &ns.api::<Channel>(),
         "general",
-        "SchedulesValid False naming 7m",
+        "SchedulesValid False naming 30s",
         WAIT,
         |c: &Channel| {
             c.status.as_ref().is_some_and(|s| {
                 s.conditions.iter().any(|c| {
                     c.r#type == "SchedulesValid"
                         && c.status == model::resources::ConditionStatus::False
-                        && c.message.contains("7m")
+                        && c.message.contains("\"30s\"")
                 })
             })
         },
@@ -680,10 +680,11 @@ async fn schedules(ns: Ns) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Tried as a new user would: a trusted config changes a task to an interval cron cannot
-/// express, then stops enabling the plugin. The broken entry is reported, the rest of the
-/// chat's reconcile goes on (its other task follows the config), the task the broken entry
-/// left behind is paused with the plugin, and the chat's status keeps following.
+/// Tried as a new user would: a trusted config changes a task to an interval no schedule can
+/// mean (under a minute), then stops enabling the plugin, then enables it again. The refused
+/// entry is reported, the rest of the chat's reconcile goes on (its other task follows the
+/// config), the task the refused entry left behind runs on its last valid schedule, pauses
+/// with the plugin and resumes with it, and the chat's status keeps following.
 async fn bad_interval_then_disabled(ns: Ns) -> anyhow::Result<()> {
     let _shared = shared().await;
     let good = cron_entry(None, ScheduleType::Cron, "0 9 * * *");
@@ -736,8 +737,8 @@ async fn bad_interval_then_disabled(ns: Ns) -> anyhow::Result<()> {
             ),
         )])
     };
-    // tick's entry breaks (7m), ping's changes: ping follows, tick is reported.
-    apply_trusted(&ns, "proj", config(true, "7m", "30m")).await?;
+    // tick's entry breaks (30s), ping's changes: ping follows, tick is reported.
+    apply_trusted(&ns, "proj", config(true, "30s", "30m")).await?;
     cronjob(&ns, &ping, "ping every 30m", |c| {
         c.spec.schedule == "*/30 * * * *" && !suspended(c)
     })
@@ -756,25 +757,49 @@ async fn bad_interval_then_disabled(ns: Ns) -> anyhow::Result<()> {
     wait::matches(
         &ns.api::<Channel>(),
         "general",
-        "SchedulesValid False naming 7m",
+        "SchedulesValid False naming 30s",
         WAIT,
-        invalid("7m"),
+        invalid("\"30s\""),
     )
     .await?;
-    // The project stops enabling the plugin (with a second bad interval, 90s): every task of
+    // The project stops enabling the plugin (with a second bad interval, 45s): every task of
     // the chat pauses, the broken one too, and the status says the plugin no longer runs.
-    apply_trusted(&ns, "proj", config(false, "7m", "90s")).await?;
+    apply_trusted(&ns, "proj", config(false, "30s", "45s")).await?;
     instances_of(&ns, &id, 0).await?;
     wait::matches(
         &ns.api::<Channel>(),
         "general",
-        "status: no plugin runs, SchedulesValid False naming 90s",
+        "status: no plugin runs, SchedulesValid False naming 45s",
         WAIT,
-        |c: &Channel| invalid("90s")(c) && c.status.as_ref().is_some_and(|s| s.plugins.is_empty()),
+        |c: &Channel| {
+            invalid("\"45s\"")(c) && c.status.as_ref().is_some_and(|s| s.plugins.is_empty())
+        },
     )
     .await?;
     cronjob(&ns, &tick, "tick paused", suspended).await?;
     cronjob(&ns, &ping, "ping paused", suspended).await?;
+    // Enabled again, both entries still refused: both resume on their last valid schedules
+    // (issue 32: they stayed paused for good), and the status says so.
+    apply_trusted(&ns, "proj", config(true, "30s", "45s")).await?;
+    cronjob(&ns, &tick, "tick resumed at 9", |c| {
+        c.spec.schedule == "0 9 * * *" && !suspended(c)
+    })
+    .await?;
+    cronjob(&ns, &ping, "ping resumed every 30m", |c| {
+        c.spec.schedule == "*/30 * * * *" && !suspended(c)
+    })
+    .await?;
+    wait::matches(
+        &ns.api::<Channel>(),
+        "general",
+        "SchedulesValid False: both keep running on their last valid schedules",
+        WAIT,
+        |c: &Channel| {
+            invalid("keeps running on its last valid schedule, cron 0 9 * * *")(c)
+                && invalid("keeps running on its last valid schedule, cron */30 * * * *")(c)
+        },
+    )
+    .await?;
     // Fixed and enabled again: both run at their new schedules, and the status says so.
     apply_trusted(&ns, "proj", config(true, "10m", "1h")).await?;
     cronjob(&ns, &tick, "tick every 10m", |c| {

@@ -20,7 +20,7 @@ use kube::api::PostParams;
 use model::config::{PluginConfig, ScheduleEntry};
 use model::names;
 use model::resources::{ChannelKind, InstancePhase, Plugin, PluginInstance};
-use model::schedule::ScheduleType;
+use model::schedule::{ScheduleType, ticks};
 use prometheus_client::registry::Registry;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -86,6 +86,11 @@ pub fn tests() -> Vec<E2eTest> {
         test(
             "host::a_cronjob_every_minute_runs_its_action_with_trigger_schedule",
             cronjob,
+        )
+        .timeout(Duration::from_secs(240)),
+        test(
+            "host::a_90m_interval_task_runs_its_action_on_the_tick_that_completes_it",
+            interval_cronjob,
         )
         .timeout(Duration::from_secs(240)),
         test("host::a_plugins_data_outlives_its_pod", data_outlives_pod)
@@ -1338,24 +1343,36 @@ async fn settings_changed_across_a_handover(ns: Ns, longer: Duration) -> anyhow:
 }
 
 async fn cronjob(ns: Ns) -> anyhow::Result<()> {
+    with_trigger_host(ns, run_cronjob).await
+}
+
+/// Runs `scenario` with a host API that a CronJob's `trigger` reaches at the HostConfig's
+/// apiUrl, and the HostConfig as it was afterwards.
+async fn with_trigger_host<F>(ns: Ns, scenario: F) -> anyhow::Result<()>
+where
+    F: AsyncFnOnce(&Ns, &HostServer) -> anyhow::Result<()>,
+{
     let _exclusive = exclusive().await;
     let host = host(&ns).await?;
-    // The CronJob's `trigger` reaches the host API at the HostConfig's apiUrl.
     let mut spec = host_spec(true);
     spec.api_url = host.url_for_pods.clone();
     apply_host(ns.client(), spec).await?;
-    let result = run_cronjob(&ns, &host).await;
+    let result = scenario(&ns, &host).await;
     apply_host(ns.client(), host_spec(true)).await?;
     result
 }
 
-async fn run_cronjob(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
-    // The ServiceAccount CronJobs run as, with the one grant `trigger` needs.
+/// The ServiceAccount CronJobs run as, with the one grant `trigger` needs.
+async fn trigger_account(ns: &Ns) -> anyhow::Result<()> {
     let account = model::names::TRIGGER_SERVICE_ACCOUNT;
     let mut sa = ServiceAccount::default();
     sa.metadata.name = Some(account.into());
     apply(ns, &sa).await?;
-    grant_role(ns, account, &["plugininstances/actions"]).await?;
+    grant_role(ns, account, &["plugininstances/actions"]).await
+}
+
+async fn run_cronjob(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
+    trigger_account(ns).await?;
 
     let id = plugin_id(ns, "hj");
     let every_minute = ScheduleEntry {
@@ -1405,6 +1422,126 @@ async fn run_cronjob(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
     let caller = Caller::new(host, ns, Some(caller_token(ns, "app", Grant::All).await?));
     let ticks = caller.journal("general", &id, "/actions/tick").await?;
     ensure!(!ticks.is_empty(), "the plugin saw no tick");
+    ensure!(
+        ticks[0]["body"]["trigger"] == "schedule" && ticks[0]["body"]["task_id"] == task.as_str(),
+        "{ticks:#?}"
+    );
+    Ok(())
+}
+
+async fn interval_cronjob(ns: Ns) -> anyhow::Result<()> {
+    with_trigger_host(ns, run_interval_cronjob).await
+}
+
+/// A task every 90 minutes, which cron cannot match: its CronJob ticks every 30 minutes and
+/// only the tick that completes an interval since the anchor calls the action.
+///
+/// Real: the controller's CronJob (schedule, args, anchor), the Job controller, the Pods on
+/// the kubelet stand-in running `loop-plugins trigger` with the CronJob's command, args and
+/// downward-API env, the host API and the plugin. Made by this test instead of the CronJob
+/// controller: the Jobs of the ticks 60, 90 and 120 minutes after the anchor, named as the
+/// CronJob controller names them (`<cronjob>-<minutes since the epoch>`) from the CronJob's
+/// own template, now rather than at those times; the trigger reads no clock.
+async fn run_interval_cronjob(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
+    trigger_account(ns).await?;
+    let id = plugin_id(ns, "hi");
+    let every_90m = ScheduleEntry {
+        enabled: Some(true),
+        kind: Some(ScheduleType::Interval),
+        schedule: Some("90m".into()),
+    };
+    world(
+        ns,
+        &[(echo_plugin(&id)?, entry(true, &[("tick", every_90m)]))],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let task = names::cronjob_name(&id, "general", "tick");
+    let cj = wait::exists(&ns.api::<CronJob>(), &task, WAIT).await?;
+    ensure!(cj.spec.schedule == "*/30 * * * *", "{:?}", cj.spec.schedule);
+    let template = cj.spec.job_template.clone();
+    let container = template
+        .spec
+        .as_ref()
+        .and_then(|job| job.template.spec.as_ref())
+        .map(|pod| pod.containers[0].clone())
+        .context("the CronJob's container")?;
+    let args = container.args.clone().unwrap_or_default();
+    ensure!(args.contains(&"--interval=1h30m".to_string()), "{args:?}");
+    let anchor: jiff::Timestamp = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--anchor="))
+        .context("the CronJob gives the trigger an anchor")?
+        .parse()?;
+    ensure!(
+        anchor.as_second() % 1800 == 0,
+        "the anchor is a tick: {anchor}"
+    );
+
+    // The Jobs of three ticks, made from the CronJob's template as the CronJob controller
+    // makes them: only the one 90 minutes after the anchor completes an interval.
+    let jobs = ns.api::<Job>();
+    let job_name = |after: i64| format!("{task}-{}", anchor.as_second() / 60 + after);
+    for after in [120, 60, 90] {
+        let job = Job {
+            metadata: kube::api::ObjectMeta {
+                name: Some(job_name(after)),
+                labels: template.metadata.as_ref().and_then(|m| m.labels.clone()),
+                ..Default::default()
+            },
+            spec: template.spec.clone(),
+            status: None,
+        };
+        jobs.create(&PostParams::default(), &job).await?;
+    }
+    let label = format!("{}={id}", names::LABEL_PLUGIN);
+    let finished = |j: &Job| {
+        j.status
+            .as_ref()
+            .is_some_and(|s| s.succeeded.unwrap_or(0) > 0 || s.failed.unwrap_or(0) > 0)
+    };
+    let ours = |j: &Job| [60, 90, 120].map(job_name).contains(&j.name_any());
+    let done = list_until(
+        &jobs,
+        Some(&label),
+        "the three Jobs to finish",
+        Duration::from_secs(150),
+        |all: &[Job]| all.iter().filter(|j| ours(j) && finished(j)).count() == 3,
+    )
+    .await?;
+    let pods = ns
+        .api::<Pod>()
+        .list(&kube::api::ListParams::default().labels(&label))
+        .await?;
+    let mut logs = BTreeMap::new();
+    for pod in &pods.items {
+        let job = pod.labels().get(ticks::JOB_NAME_LABEL).cloned();
+        logs.insert(job, ns.pod_log(&pod.name_any(), "trigger").await);
+    }
+    let succeeded = |j: &Job| j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0) > 0;
+    ensure!(
+        done.iter().filter(|j| ours(j)).all(succeeded),
+        "a Job failed: {logs:#?}"
+    );
+    let log = |after: i64| {
+        logs.get(&Some(job_name(after)))
+            .cloned()
+            .unwrap_or_default()
+    };
+    ensure!(
+        log(90).contains("completes the interval"),
+        "the third tick's Job calls: {logs:#?}"
+    );
+    for after in [60, 120] {
+        ensure!(
+            log(after).contains("completes no interval"),
+            "the Job of +{after}m does not call: {logs:#?}"
+        );
+    }
+    // The plugin saw the one call, from this task.
+    let caller = Caller::new(host, ns, Some(caller_token(ns, "app", Grant::All).await?));
+    let ticks = caller.journal("general", &id, "/actions/tick").await?;
+    ensure!(ticks.len() == 1, "one call: {ticks:#?}");
     ensure!(
         ticks[0]["body"]["trigger"] == "schedule" && ticks[0]["body"]["task_id"] == task.as_str(),
         "{ticks:#?}"

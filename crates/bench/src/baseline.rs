@@ -153,6 +153,7 @@ fn plan(inputs: &Inputs, chat: &Chat) -> ChatPlan {
         plugins: &views,
         existing_cronjobs: &Default::default(),
         applied: &[],
+        now: jiff::Timestamp::now(),
     })
 }
 
@@ -364,9 +365,10 @@ async fn chat(
             channel: chat,
             namespace: ns,
             action: &schedule.action,
-            cron: &schedule.cron,
+            timing: &schedule.timing,
             suspend: schedule.suspend,
             entry_hash: &schedule.entry_hash,
+            entry_enabled: schedule.entry_enabled,
             self_image,
             api_url,
             owner: job.owner.clone(),

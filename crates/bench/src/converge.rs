@@ -258,6 +258,7 @@ impl Tracker {
                 plugins: &views,
                 existing_cronjobs: &existing,
                 applied: &applied,
+                now: jiff::Timestamp::now(),
             });
             let (namespace, name) = key.clone();
             let wants = ChatWants {

@@ -25,7 +25,7 @@ use model::resources::{
     AppliedSchedule, Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance,
     PluginInstanceSpec, Project, ProjectTrust, set_condition,
 };
-use model::time::now_rfc3339;
+use model::time::rfc3339;
 
 /// How long a chat waiting for admission's verdict waits before it looks again anyway.
 const WAIT_FOR_ADMISSION: std::time::Duration = std::time::Duration::from_secs(60);
@@ -70,6 +70,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
     let existing: BTreeMap<(String, String), ExistingTask> =
         cronjobs.iter().filter_map(existing_task).collect();
     let current_status = ctx.chat_status(&channel);
+    let now = jiff::Timestamp::now();
     let plan = plan_chat(&ChatInputs {
         channel: &channel.spec,
         project: project
@@ -79,6 +80,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         plugins: &views,
         existing_cronjobs: &existing,
         applied: &current_status.applied_schedules,
+        now,
     });
 
     if plan.waits() {
@@ -105,7 +107,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         &plan,
         applied,
         &failures,
-        &now_rfc3339(),
+        &rfc3339(now),
     );
     let api: Api<Channel> = Api::namespaced(ctx.client.clone(), &ns);
     if apply::status(&ctx, &api, channel.as_ref(), Some(&current_status), &status).await? {
@@ -245,9 +247,10 @@ async fn sync_tasks(
             channel: &name,
             namespace: ns,
             action: &schedule.action,
-            cron: &schedule.cron,
+            timing: &schedule.timing,
             suspend: schedule.suspend,
             entry_hash: &schedule.entry_hash,
+            entry_enabled: schedule.entry_enabled,
             self_image: &ctx.settings.self_image,
             api_url: &api_url,
             owner: owner.clone(),
@@ -411,6 +414,7 @@ mod tests {
             plugins: &views,
             existing_cronjobs: &BTreeMap::new(),
             applied: &[],
+            now: T1.parse().expect("a timestamp"),
         })
     }
 

@@ -1,14 +1,23 @@
-//! The desired CronJob of a scheduled action in a channel: a pure builder.
+//! The desired CronJob of a scheduled action in a channel: a pure builder, and what the plan
+//! reads back from one.
+//!
+//! The CronJob ticks on its timing's cron expression and runs `loop-plugins trigger`. For an
+//! interval whose ticks do not all complete one (see `model::schedule::ticks`), the trigger
+//! gets the interval and its anchor as `--interval` and `--anchor`, and the Job's name (which
+//! holds its tick) from the downward API; the anchor is read back from the args, so it stays
+//! as long as the entry does, across restarts of the controller.
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile,
-    SecurityContext,
+    Capabilities, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSecurityContext,
+    PodSpec, PodTemplateSpec, SeccompProfile, SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use model::contract::{SELF_IMAGE_BINARY, SERVICE_ACCOUNT_TOKEN};
 use model::names;
+use model::schedule::ticks::{JOB_ENV, JOB_NAME_LABEL};
+use model::schedule::{AnchoredInterval, Timing, format_interval, parse_interval};
 
 use crate::plan::ExistingTask;
 
@@ -20,12 +29,14 @@ pub struct CronJobInputs<'a> {
     pub channel: &'a str,
     pub namespace: &'a str,
     pub action: &'a str,
-    /// The 5-field cron expression.
-    pub cron: &'a str,
+    /// What it ticks on, and which ticks run the action.
+    pub timing: &'a Timing,
     /// Kept but turned off: the entry says `enabled: false`, or the project stopped enabling the plugin.
     pub suspend: bool,
     /// The hash of the schedule entry this CronJob was made from.
     pub entry_hash: &'a str,
+    /// Whether that entry leaves the task on (its `enabled` is not false).
+    pub entry_enabled: bool,
     /// Our own image, which holds `loop-plugins trigger`.
     pub self_image: &'a str,
     /// Where the host API answers.
@@ -37,6 +48,14 @@ pub struct CronJobInputs<'a> {
 /// Annotation carrying the schedule entry's hash.
 pub const ANNOTATION_ENTRY: &str = "plugins.loop.dev/schedule-entry";
 
+/// Annotation carrying whether that entry leaves the task on (`"true"` or `"false"`): what a
+/// task whose later entry is refused resumes to (see `plan`).
+pub const ANNOTATION_ENTRY_ENABLED: &str = "plugins.loop.dev/schedule-entry-enabled";
+
+/// The trigger's flags that carry an interval and its anchor.
+const ARG_INTERVAL: &str = "--interval=";
+const ARG_ANCHOR: &str = "--anchor=";
+
 /// A CronJob we made, as the plan reads it: its (plugin, action) from its labels, and the
 /// task it runs. None for one without our labels.
 pub fn existing_task(cronjob: &CronJob) -> Option<((String, String), ExistingTask)> {
@@ -45,18 +64,67 @@ pub fn existing_task(cronjob: &CronJob) -> Option<((String, String), ExistingTas
         labels.get(names::LABEL_PLUGIN)?.clone(),
         labels.get(names::LABEL_ACTION)?.clone(),
     );
-    let task = ExistingTask {
-        cron: cronjob.spec.schedule.clone(),
-        entry_hash: cronjob
+    let annotation = |key: &str| {
+        cronjob
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(ANNOTATION_ENTRY))
-            .cloned()
-            .unwrap_or_default(),
-        suspended: cronjob.spec.suspend.unwrap_or(false),
+            .and_then(|a| a.get(key))
+    };
+    let suspended = cronjob.spec.suspend.unwrap_or(false);
+    let task = ExistingTask {
+        timing: timing_of(cronjob),
+        entry_hash: annotation(ANNOTATION_ENTRY).cloned().unwrap_or_default(),
+        // One made before the annotation: a suspended one may have been turned off by its
+        // owner, so it is taken as off, and resumed only by a valid entry.
+        entry_enabled: annotation(ANNOTATION_ENTRY_ENABLED)
+            .map_or(!suspended, |v| v.as_str() != "false"),
+        suspended,
     };
     Some((key, task))
+}
+
+/// What a CronJob we made runs on: the interval and anchor its trigger gets, or else every
+/// tick of its schedule.
+fn timing_of(cronjob: &CronJob) -> Timing {
+    let args = cronjob
+        .spec
+        .job_template
+        .spec
+        .as_ref()
+        .and_then(|job| job.template.spec.as_ref())
+        .and_then(|pod| pod.containers.first())
+        .and_then(|container| container.args.as_deref())
+        .unwrap_or_default();
+    let flag = |prefix: &str| args.iter().find_map(|a| a.strip_prefix(prefix));
+    let every = flag(ARG_INTERVAL).and_then(|v| parse_interval(v).ok());
+    let anchor = flag(ARG_ANCHOR).and_then(model::time::parse);
+    match (every, anchor) {
+        (Some(every), Some(anchor)) => Timing::Interval(AnchoredInterval { every, anchor }),
+        _ => Timing::EveryTick(cronjob.spec.schedule.clone()),
+    }
+}
+
+/// The trigger's args: where to call, for which task, and for an interval, which ticks run it.
+fn trigger_args(input: &CronJobInputs, task: &str) -> Vec<String> {
+    let mut args = vec![
+        format!("--api-url={}", input.api_url),
+        format!("--namespace={}", input.namespace),
+        format!("--channel={}", input.channel),
+        format!("--plugin={}", input.plugin),
+        format!("--action={}", input.action),
+        format!("--task={task}"),
+        // Said explicitly, so a kubelet that maps volume paths (the tests' stand-in) can.
+        format!("--token-file={SERVICE_ACCOUNT_TOKEN}"),
+    ];
+    if let Some(interval) = input.timing.interval() {
+        args.push(format!("{ARG_INTERVAL}{}", format_interval(interval.every)));
+        args.push(format!(
+            "{ARG_ANCHOR}{}",
+            model::time::rfc3339(interval.anchor)
+        ));
+    }
+    args
 }
 
 /// The CronJob that runs `loop-plugins trigger` for one action of one plugin in one channel.
@@ -68,16 +136,19 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
         name: "trigger".into(),
         image: Some(input.self_image.into()),
         command: Some(vec![SELF_IMAGE_BINARY.into(), "trigger".into()]),
-        args: Some(vec![
-            format!("--api-url={}", input.api_url),
-            format!("--namespace={}", input.namespace),
-            format!("--channel={}", input.channel),
-            format!("--plugin={}", input.plugin),
-            format!("--action={}", input.action),
-            format!("--task={name}"),
-            // Said explicitly, so a kubelet that maps volume paths (the tests' stand-in) can.
-            format!("--token-file={SERVICE_ACCOUNT_TOKEN}"),
-        ]),
+        args: Some(trigger_args(input, &name)),
+        // The Job's name holds the tick it was made for (see `model::schedule::ticks`).
+        env: Some(vec![EnvVar {
+            name: JOB_ENV.into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: format!("metadata.labels['{JOB_NAME_LABEL}']"),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
             read_only_root_filesystem: Some(true),
@@ -96,13 +167,20 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
             namespace: Some(input.namespace.into()),
             labels: Some(labels.clone()),
             annotations: Some(
-                [(ANNOTATION_ENTRY.to_string(), input.entry_hash.to_string())].into(),
+                [
+                    (ANNOTATION_ENTRY.to_string(), input.entry_hash.to_string()),
+                    (
+                        ANNOTATION_ENTRY_ENABLED.to_string(),
+                        input.entry_enabled.to_string(),
+                    ),
+                ]
+                .into(),
             ),
             owner_references: Some(vec![input.owner.clone()]),
             ..Default::default()
         },
         spec: CronJobSpec {
-            schedule: input.cron.into(),
+            schedule: input.timing.cron(),
             suspend: Some(input.suspend),
             concurrency_policy: Some("Forbid".into()),
             successful_jobs_history_limit: Some(1),
@@ -147,7 +225,21 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::LazyLock;
+    use std::time::Duration;
+
     use super::*;
+
+    static EVERY_FIVE_MINUTES: LazyLock<Timing> =
+        LazyLock::new(|| Timing::EveryTick("*/5 * * * *".into()));
+    static MONDAYS_AT_THREE: LazyLock<Timing> =
+        LazyLock::new(|| Timing::EveryTick("0 3 * * 1".into()));
+    static NINETY_MINUTES: LazyLock<Timing> = LazyLock::new(|| {
+        Timing::Interval(AnchoredInterval {
+            every: Duration::from_secs(90 * 60),
+            anchor: "2026-12-01T10:30:00Z".parse().unwrap(),
+        })
+    });
 
     fn inputs(suspend: bool) -> CronJobInputs<'static> {
         CronJobInputs {
@@ -156,16 +248,19 @@ mod tests {
             channel: "general",
             namespace: "team",
             action: "tick",
-            cron: "*/5 * * * *",
+            timing: &EVERY_FIVE_MINUTES,
             suspend,
             entry_hash: "abc",
+            entry_enabled: true,
             self_image: "registry.local/loop-plugins@sha256:00",
             api_url: "http://api:8080",
             owner: OwnerReference::default(),
         }
     }
 
-    /// The JSON paths of every value in `value`, list items by index.
+    /// The fields of `value` as server-side apply owns them: a list whose items all have a
+    /// `name` is keyed by it (containers, env), item by item; any other list (args, command,
+    /// capabilities) is atomic, one field whatever its length (see `drift`).
     fn paths(value: &serde_json::Value, at: String, all: &mut std::collections::BTreeSet<String>) {
         match value {
             serde_json::Value::Object(map) => {
@@ -173,9 +268,11 @@ mod tests {
                     paths(v, format!("{at}.{key}"), all);
                 }
             }
-            serde_json::Value::Array(items) => {
-                for (i, v) in items.iter().enumerate() {
-                    paths(v, format!("{at}[{i}]"), all);
+            serde_json::Value::Array(items)
+                if !items.is_empty() && items.iter().all(|i| i.get("name").is_some()) =>
+            {
+                for item in items {
+                    paths(item, format!("{at}[{}]", item["name"]), all);
                 }
             }
             _ => {
@@ -201,13 +298,20 @@ mod tests {
             plugin: "other",
             channel: "random",
             action: "sweep",
-            cron: "0 3 * * 1",
+            timing: &MONDAYS_AT_THREE,
             suspend: true,
             entry_hash: "def",
+            entry_enabled: false,
             api_url: "http://elsewhere:9090",
             ..inputs(false)
         };
         assert_eq!(fields(&inputs(false)), fields(&other));
+        // A task that turns from every tick to an interval (its entry changed) too.
+        let interval = CronJobInputs {
+            timing: &NINETY_MINUTES,
+            ..inputs(false)
+        };
+        assert_eq!(fields(&inputs(false)), fields(&interval));
     }
 
     /// The whole CronJob, as a reviewer reads it (see `pod::tests::built_objects_snapshot`).
@@ -216,13 +320,9 @@ mod tests {
         insta::assert_yaml_snapshot!("cronjob", build_cronjob(&inputs(false)));
     }
 
-    #[test]
-    fn runs_trigger_for_its_plugin_channel_and_action() {
-        let cj = build_cronjob(&inputs(false));
-        let spec = &cj.spec;
-        assert_eq!(spec.schedule, "*/5 * * * *");
-        assert_eq!(spec.suspend, Some(false));
-        let pod = spec
+    fn trigger(cj: &CronJob) -> &Container {
+        let pod = cj
+            .spec
             .job_template
             .spec
             .as_ref()
@@ -231,9 +331,89 @@ mod tests {
             .spec
             .as_ref()
             .unwrap();
-        let args = pod.containers[0].args.clone().unwrap();
+        &pod.containers[0]
+    }
+
+    #[test]
+    fn runs_trigger_for_its_plugin_channel_and_action() {
+        let cj = build_cronjob(&inputs(false));
+        let spec = &cj.spec;
+        assert_eq!(spec.schedule, "*/5 * * * *");
+        assert_eq!(spec.suspend, Some(false));
+        let args = trigger(&cj).args.clone().unwrap();
         assert!(args.contains(&"--action=tick".to_string()));
         assert!(args.contains(&"--channel=general".to_string()));
+        assert!(
+            !args.iter().any(|a| a.starts_with("--interval")),
+            "{args:?}"
+        );
         assert_eq!(cj.metadata.name.as_deref(), Some("echo-general-tick"));
+    }
+
+    /// An interval ticks at its step; the trigger gets the interval, its anchor and its Job's
+    /// name, which holds the tick.
+    #[test]
+    fn an_interval_ticks_at_its_step_and_tells_the_trigger_its_anchor() {
+        let cj = build_cronjob(&CronJobInputs {
+            timing: &NINETY_MINUTES,
+            ..inputs(false)
+        });
+        assert_eq!(cj.spec.schedule, "*/30 * * * *");
+        let container = trigger(&cj);
+        let args = container.args.clone().unwrap();
+        assert_eq!(
+            args[args.len() - 2..],
+            ["--interval=1h30m", "--anchor=2026-12-01T10:30:00Z"]
+        );
+        let env = container.env.clone().unwrap();
+        assert_eq!(env[0].name, JOB_ENV);
+        assert_eq!(
+            env[0]
+                .value_from
+                .as_ref()
+                .unwrap()
+                .field_ref
+                .as_ref()
+                .unwrap()
+                .field_path,
+            "metadata.labels['batch.kubernetes.io/job-name']"
+        );
+        insta::assert_yaml_snapshot!("cronjob_interval", cj.spec);
+    }
+
+    /// What the plan reads back is what was built: an interval keeps its anchor across a
+    /// restart of the controller, a cron task its expression, and each whether its entry
+    /// left it on, whatever a pause did to `suspend`.
+    #[test]
+    fn the_plan_reads_back_the_task_it_built() {
+        for timing in [&*EVERY_FIVE_MINUTES, &*NINETY_MINUTES] {
+            for entry_enabled in [true, false] {
+                let cj = build_cronjob(&CronJobInputs {
+                    timing,
+                    entry_enabled,
+                    ..inputs(true)
+                });
+                let (key, task) = existing_task(&cj).unwrap();
+                assert_eq!(key, ("echo".to_string(), "tick".to_string()));
+                assert_eq!(&task.timing, timing);
+                assert_eq!(task.entry_hash, "abc");
+                assert_eq!(task.entry_enabled, entry_enabled);
+                assert!(task.suspended);
+            }
+        }
+    }
+
+    /// A CronJob made before the on-or-off annotation: suspended, it is taken as turned off.
+    #[test]
+    fn a_task_without_its_entrys_on_or_off_is_off_when_suspended() {
+        for suspend in [true, false] {
+            let mut cj = build_cronjob(&inputs(suspend));
+            cj.metadata
+                .annotations
+                .as_mut()
+                .unwrap()
+                .remove(ANNOTATION_ENTRY_ENABLED);
+            assert_eq!(existing_task(&cj).unwrap().1.entry_enabled, !suspend);
+        }
     }
 }

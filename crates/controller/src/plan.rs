@@ -9,9 +9,17 @@
 //!   resumes them, except those the owner turned off;
 //! - an entry is applied once per change: a CronJob deleted by hand comes back only when its
 //!   entry changes;
-//! - a broken entry (an interval cron cannot express, an action the manifest lacks) is
-//!   reported and leaves its task at the last good schedule, never started by it; the task
-//!   still pauses with the plugin when the project stops enabling it;
+//! - a refused entry (an expression no schedule can mean, an action the manifest lacks) and a
+//!   manifest that does not parse change no task: the task keeps its last valid schedule, the
+//!   one its CronJob holds, and that entry's own on or off (see [`KeptTask`]). It runs on it
+//!   until the entry is fixed or removed, as Loop applies an entry once per change to it and a
+//!   change it cannot apply is not applied; stopping it would turn off, for a typo, a task its
+//!   owner never turned off. Pause and resume act on it as on any task: it pauses while the
+//!   project does not enable the plugin and resumes when it does again, unless its last valid
+//!   entry turned it off. So what the task does depends only on its last valid entry and on
+//!   whether the plugin is enabled, never on the order of the changes in between. The chat's
+//!   `SchedulesValid` condition names each refused entry and what its task does meanwhile;
+//!   a refused entry with no task yet makes none;
 //! - only desktop channels get them: threads run their channel's, Slack and Discord none;
 //! - only a plugin whose `schedule` capability is approved (and declared) gets them: without
 //!   it, its entries make no task and its tasks go, and the status says why;
@@ -19,12 +27,16 @@
 //!   or a new image) waits for the verdict before anything of it is written.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::sync::Arc;
+
+use jiff::Timestamp;
 
 use crate::manifests::Manifests;
 use model::manifest::{Capability, Manifest};
 use model::resolve;
 use model::resources::{AppliedSchedule, ChannelSpec, HostConfigSpec, Plugin};
+use model::schedule::Timing;
 
 /// An installed plugin, as the plan sees it.
 #[derive(Clone, Copy, Debug)]
@@ -107,15 +119,19 @@ pub struct ChatInputs<'a> {
     pub existing_cronjobs: &'a BTreeMap<(String, String), ExistingTask>,
     /// The entries applied so far (the chat's status).
     pub applied: &'a [AppliedSchedule],
+    /// The time now: an interval's anchor when its entry is applied anew.
+    pub now: Timestamp,
 }
 
 /// A CronJob the chat has now, as the plan needs to know it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExistingTask {
-    /// Its 5-field schedule.
-    pub cron: String,
+    /// What it runs on: its cron expression, or the interval and the anchor it counts from.
+    pub timing: Timing,
     /// The hash of the entry it was made from.
     pub entry_hash: String,
+    /// Whether that entry left it on (`enabled` not false): what a resume returns it to.
+    pub entry_enabled: bool,
     pub suspended: bool,
 }
 
@@ -124,9 +140,12 @@ pub struct ExistingTask {
 pub struct SchedulePlan {
     pub plugin: String,
     pub action: String,
-    pub cron: String,
+    pub timing: Timing,
     pub suspend: bool,
     pub entry_hash: String,
+    /// Whether its entry leaves it on: recorded on the CronJob, for when a later entry is
+    /// refused (see [`ExistingTask::entry_enabled`]).
+    pub entry_enabled: bool,
 }
 
 /// What the chat should have.
@@ -140,7 +159,7 @@ pub struct ChatPlan {
     pub keep: BTreeSet<(String, String)>,
     /// The entries applied, to record in the chat's status.
     pub applied: Vec<AppliedSchedule>,
-    /// Problems to report: bad schedule entries, intervals cron cannot express.
+    /// Problems to report: bad schedule entries, entries of a plugin that may not schedule.
     pub problems: Vec<String>,
     /// Plugins the project enables here that admission has not judged yet: until it has, the
     /// chat is left as it is (see [`ChatPlan::waits`]).
@@ -213,19 +232,19 @@ fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &m
         return;
     }
     let resolved = resolve::resolve_schedules(manifest, global, project_entry);
-    let mut broken = BTreeSet::new();
+    let mut kept = BTreeMap::new();
     for problem in &resolved.problems {
-        plan.problems
-            .push(format!("plugin {}: {problem}", view.name));
         // An action named at both levels is reported twice, and kept once.
-        if broken.insert(problem.action.clone()) {
+        let task = kept.entry(problem.action.clone()).or_insert_with(|| {
             keep_as_is(
                 input,
                 &(view.name.to_string(), problem.action.clone()),
                 enabled,
                 plan,
-            );
-        }
+            )
+        });
+        plan.problems
+            .push(format!("plugin {}: {problem}; {task}", view.name));
     }
     for schedule in resolved.schedules {
         let key = (view.name.to_string(), schedule.action.clone());
@@ -235,15 +254,22 @@ fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &m
             action: schedule.action.clone(),
             entry_hash: schedule.entry_hash.clone(),
         };
-        let exists = input.existing_cronjobs.contains_key(&key);
+        let existing = input.existing_cronjobs.get(&key);
         let applied_before = input.applied.contains(&record);
-        if exists || (enabled && !applied_before) {
+        if existing.is_some() || (enabled && !applied_before) {
+            // An interval counts from its task's anchor while the entry stays the same (a
+            // pause, a restart), and from now once it changes.
+            let anchor = existing
+                .filter(|task| task.entry_hash == schedule.entry_hash)
+                .and_then(|task| task.timing.interval())
+                .map(|interval| interval.anchor);
             plan.schedules.push(SchedulePlan {
                 plugin: record.plugin.clone(),
                 action: record.action.clone(),
-                cron: schedule.cron.clone(),
-                suspend: !enabled || !schedule.enabled,
+                timing: schedule.cadence.timing(anchor, input.now),
+                suspend: suspends(enabled, schedule.enabled),
                 entry_hash: record.entry_hash.clone(),
+                entry_enabled: schedule.enabled,
             });
             plan.applied.push(record);
         } else if applied_before {
@@ -253,10 +279,55 @@ fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &m
     }
 }
 
-/// A task whose entry tells nothing usable (broken, or a manifest that does not parse): it
-/// keeps its last good schedule and record, and is never started by this entry; but it pauses
-/// while the project does not enable the plugin, as every task of the plugin does.
-fn keep_as_is(input: &ChatInputs, key: &(String, String), enabled: bool, plan: &mut ChatPlan) {
+/// Whether a task is suspended: while the project does not enable the plugin here, or when
+/// its entry turned it off. One rule for every task, whether its current entry is valid or
+/// refused (then its last valid entry's on or off counts).
+fn suspends(plugin_enabled: bool, entry_enabled: bool) -> bool {
+    !plugin_enabled || !entry_enabled
+}
+
+/// What the task of a refused entry does meanwhile, as the chat's status says it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeptTask {
+    /// There is none: the entry makes none until it is fixed.
+    None,
+    /// It runs on its last valid schedule.
+    Runs(Timing),
+    /// Its last valid entry turned it off.
+    Off(Timing),
+    /// It pauses while the project does not enable the plugin.
+    Paused(Timing),
+}
+
+impl fmt::Display for KeptTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeptTask::None => f.write_str("no task runs until the entry is fixed"),
+            KeptTask::Runs(t) => write!(
+                f,
+                "its task keeps running on its last valid schedule, {t}, until the entry is fixed"
+            ),
+            KeptTask::Off(t) => write!(
+                f,
+                "its task keeps its last valid schedule, {t}, turned off as that entry says"
+            ),
+            KeptTask::Paused(t) => write!(
+                f,
+                "its task, on its last valid schedule, {t}, is paused while the project does not enable the plugin"
+            ),
+        }
+    }
+}
+
+/// A task whose entry tells nothing usable (refused, or a manifest that does not parse): it
+/// keeps its last valid schedule, record and on or off, and pauses and resumes with the plugin
+/// by the one rule every task follows ([`suspends`]).
+fn keep_as_is(
+    input: &ChatInputs,
+    key: &(String, String),
+    enabled: bool,
+    plan: &mut ChatPlan,
+) -> KeptTask {
     let (plugin, action) = key;
     plan.applied.extend(
         input
@@ -266,17 +337,25 @@ fn keep_as_is(input: &ChatInputs, key: &(String, String), enabled: bool, plan: &
             .cloned(),
     );
     let Some(task) = input.existing_cronjobs.get(key) else {
-        return;
+        return KeptTask::None;
     };
     plan.keep.insert(key.clone());
-    if !enabled && !task.suspended {
+    let suspend = suspends(enabled, task.entry_enabled);
+    if suspend != task.suspended {
         plan.schedules.push(SchedulePlan {
             plugin: plugin.clone(),
             action: action.clone(),
-            cron: task.cron.clone(),
-            suspend: true,
+            timing: task.timing.clone(),
+            suspend,
             entry_hash: task.entry_hash.clone(),
+            entry_enabled: task.entry_enabled,
         });
+    }
+    let timing = task.timing.clone();
+    match (enabled, task.entry_enabled) {
+        (false, _) => KeptTask::Paused(timing),
+        (true, false) => KeptTask::Off(timing),
+        (true, true) => KeptTask::Runs(timing),
     }
 }
 
@@ -368,6 +447,7 @@ mod tests {
         admitted: bool,
         may_schedule: bool,
         awaiting_admission: bool,
+        now: Timestamp,
     }
 
     impl Case {
@@ -381,6 +461,7 @@ mod tests {
                 admitted: true,
                 may_schedule: true,
                 awaiting_admission: false,
+                now: at("2026-12-01T10:47:13Z"),
             }
         }
 
@@ -404,6 +485,7 @@ mod tests {
                 plugins: &views,
                 existing_cronjobs: &self.existing,
                 applied: &self.applied,
+                now: self.now,
             })
         }
 
@@ -414,8 +496,9 @@ mod tests {
                 self.existing.insert(
                     (s.plugin.clone(), s.action.clone()),
                     ExistingTask {
-                        cron: s.cron.clone(),
+                        timing: s.timing.clone(),
                         entry_hash: s.entry_hash.clone(),
+                        entry_enabled: s.entry_enabled,
                         suspended: s.suspend,
                     },
                 );
@@ -428,6 +511,29 @@ mod tests {
 
     fn key(action: &str) -> (String, String) {
         ("echo".into(), action.into())
+    }
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn interval(enabled: Option<bool>, every: &str) -> ScheduleEntry {
+        ScheduleEntry {
+            enabled,
+            kind: Some(ScheduleType::Interval),
+            schedule: Some(every.into()),
+        }
+    }
+
+    /// The one task the plan applies for `action`.
+    fn planned<'a>(plan: &'a ChatPlan, action: &str) -> &'a SchedulePlan {
+        let found: Vec<_> = plan
+            .schedules
+            .iter()
+            .filter(|s| s.action == action)
+            .collect();
+        assert_eq!(found.len(), 1, "{plan:?}");
+        found[0]
     }
 
     #[test]
@@ -473,7 +579,7 @@ mod tests {
     fn a_project_entry_makes_a_cronjob_with_the_default_schedule() {
         let plan = Case::new(project(true, &[("tick", entry(None, None))])).plan();
         assert_eq!(plan.schedules.len(), 1);
-        assert_eq!(plan.schedules[0].cron, "*/5 * * * *");
+        assert_eq!(plan.schedules[0].timing.cron(), "*/5 * * * *");
         assert!(!plan.schedules[0].suspend);
         assert!(plan.problems.is_empty());
     }
@@ -489,9 +595,9 @@ mod tests {
         )]);
         let mut case = Case::new(project(true, &[]));
         case.host = host(true, global);
-        assert_eq!(case.plan().schedules[0].cron, "0 9 * * *");
+        assert_eq!(case.plan().schedules[0].timing.cron(), "0 9 * * *");
         case.project = project(true, &[("tick", entry(None, Some("0 10 * * *")))]);
-        assert_eq!(case.plan().schedules[0].cron, "0 10 * * *");
+        assert_eq!(case.plan().schedules[0].timing.cron(), "0 10 * * *");
     }
 
     #[test]
@@ -556,51 +662,79 @@ mod tests {
     }
 
     #[test]
-    fn an_interval_cron_cannot_express_is_refused_and_reported() {
-        let bad = ScheduleEntry {
-            enabled: None,
-            kind: Some(ScheduleType::Interval),
-            schedule: Some("7m".into()),
-        };
-        let plan = Case::new(project(true, &[("tick", bad)])).plan();
+    fn every_interval_runs_and_one_under_a_minute_is_refused_and_reported() {
+        // The reference's intervals run as written: 2h30m ticks every 30 minutes, counted
+        // from the half hour at or before now.
+        let plan = Case::new(project(true, &[("tick", interval(None, "2h30m"))])).plan();
+        assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+        let tick = planned(&plan, "tick");
+        assert_eq!(tick.timing.cron(), "*/30 * * * *");
+        assert_eq!(
+            tick.timing.interval().map(|i| i.anchor),
+            Some(at("2026-12-01T10:30:00Z"))
+        );
+        assert!(!tick.suspend);
+        assert_eq!(
+            Case::new(project(true, &[("tick", interval(None, "15m"))]))
+                .plan()
+                .schedules[0]
+                .timing,
+            Timing::EveryTick("*/15 * * * *".into())
+        );
+        let plan = Case::new(project(true, &[("tick", interval(None, "30s"))])).plan();
         assert!(plan.schedules.is_empty());
         assert_eq!(plan.problems.len(), 1);
-        assert!(plan.problems[0].contains("7m"), "{:?}", plan.problems);
-        let seconds = ScheduleEntry {
-            enabled: None,
-            kind: Some(ScheduleType::Interval),
-            schedule: Some("90s".into()),
-        };
-        let plan = Case::new(project(true, &[("tick", seconds)])).plan();
         assert!(
-            plan.problems[0].contains("\"90s\""),
-            "the interval as written: {:?}",
+            plan.problems[0].contains("\"30s\"") && plan.problems[0].contains("at least a minute"),
+            "the interval as written, and why: {:?}",
             plan.problems
-        );
-        let good = ScheduleEntry {
-            enabled: None,
-            kind: Some(ScheduleType::Interval),
-            schedule: Some("15m".into()),
-        };
-        assert_eq!(
-            Case::new(project(true, &[("tick", good)])).plan().schedules[0].cron,
-            "*/15 * * * *"
         );
     }
 
+    /// The anchor is set once per change to the entry: a pause and resume, or a restart that
+    /// reads the CronJob back, keep it; a new entry counts from its own time.
     #[test]
-    fn a_broken_entry_keeps_its_task_as_is_and_pauses_it_with_the_plugin() {
-        let seven = ScheduleEntry {
-            enabled: None,
-            kind: Some(ScheduleType::Interval),
-            schedule: Some("7m".into()),
+    fn an_interval_keeps_its_anchor_until_its_entry_changes() {
+        let entries = |every: &str| [("tick", interval(None, every))];
+        let mut case = Case::new(project(true, &entries("90m"))).converge();
+        let anchor = |case: &Case| {
+            case.existing[&key("tick")]
+                .timing
+                .interval()
+                .map(|i| i.anchor)
         };
+        assert_eq!(anchor(&case), Some(at("2026-12-01T10:30:00Z")));
+        // Hours later: paused, resumed, planned again after a restart: the same anchor.
+        case.now = at("2026-12-01T15:10:00Z");
+        case.project = project(false, &entries("90m"));
+        case = case.converge();
+        assert!(case.existing[&key("tick")].suspended);
+        case.project = project(true, &entries("90m"));
+        case = case.converge();
+        assert!(!case.existing[&key("tick")].suspended);
+        assert_eq!(anchor(&case), Some(at("2026-12-01T10:30:00Z")));
+        assert_eq!(
+            planned(&case.plan(), "tick").timing,
+            case.existing[&key("tick")].timing
+        );
+        // The entry changes: it counts from the tick at or before now.
+        case.project = project(true, &entries("2h30m"));
+        case = case.converge();
+        assert_eq!(anchor(&case), Some(at("2026-12-01T15:00:00Z")));
+    }
+
+    /// Issue 32: a task whose entry is refused runs on its last valid schedule, pauses with
+    /// the plugin and resumes with it, whatever happened in between.
+    #[test]
+    fn a_refused_entry_keeps_its_task_on_its_last_valid_schedule_through_a_pause_and_resume() {
+        let refused = entry(None, Some("61 25 * * *"));
         let entries =
             |tick: ScheduleEntry| [("tick", tick), ("ping", entry(None, Some("0 * * * *")))];
         let mut case = Case::new(project(true, &entries(entry(None, None)))).converge();
         let applied = case.applied.clone();
-        // tick's entry breaks: its task stays as it was, untouched and recorded as before.
-        case.project = project(true, &entries(seven.clone()));
+        // tick's entry is refused: its task stays as it was, untouched, running and recorded
+        // as before, and the status says so.
+        case.project = project(true, &entries(refused.clone()));
         let plan = case.plan();
         assert!(plan.keep.contains(&key("tick")) && plan.keep.contains(&key("ping")));
         assert!(
@@ -608,28 +742,77 @@ mod tests {
             "{plan:?}"
         );
         assert_eq!(plan.applied, applied);
-        case = case.converge();
-        // The project stops enabling the plugin: every task pauses, the broken one too, at
-        // the schedule it had.
-        case.project = project(false, &entries(seven.clone()));
-        let paused = case.plan();
-        let tick = paused.schedules.iter().find(|s| s.action == "tick");
         assert_eq!(
-            tick.map(|t| (t.cron.as_str(), t.suspend)),
-            Some(("*/5 * * * *", true))
+            plan.problems,
+            [
+                "plugin echo: the project schedule entry \"tick\": cron \"61 25 * * *\": minute field \"61\": 61 is out of range; minute takes 0 to 59; its task keeps running on its last valid schedule, cron */5 * * * *, until the entry is fixed"
+            ]
+        );
+        case = case.converge();
+        assert!(!case.existing[&key("tick")].suspended);
+        // The project stops enabling the plugin: every task pauses, the refused one too, at
+        // the schedule it had.
+        case.project = project(false, &entries(refused.clone()));
+        let paused = case.plan();
+        let tick = planned(&paused, "tick");
+        assert_eq!(
+            (tick.timing.cron(), tick.suspend),
+            ("*/5 * * * *".to_string(), true)
         );
         assert!(paused.schedules.iter().all(|s| s.suspend), "{paused:?}");
+        assert!(
+            paused.problems[0].ends_with("is paused while the project does not enable the plugin"),
+            "{:?}",
+            paused.problems
+        );
         case = case.converge();
         // Paused already: nothing more to write for it.
         assert!(case.plan().schedules.iter().all(|s| s.action != "tick"));
-        // Enabled again while still broken: the broken entry starts nothing.
-        case.project = project(true, &entries(seven));
-        let plan = case.plan();
-        assert!(
-            plan.schedules.iter().all(|s| s.action != "tick"),
-            "{plan:?}"
+        // Enabled again while still refused: resumed on its last valid schedule, as before.
+        case.project = project(true, &entries(refused));
+        let resumed = case.plan();
+        let tick = planned(&resumed, "tick");
+        assert_eq!(
+            (tick.timing.cron(), tick.suspend),
+            ("*/5 * * * *".to_string(), false)
         );
-        assert!(plan.keep.contains(&key("tick")));
+        assert!(resumed.keep.contains(&key("tick")));
+        case = case.converge();
+        assert!(!case.existing[&key("tick")].suspended);
+        assert!(case.plan().schedules.iter().all(|s| s.action != "tick"));
+    }
+
+    /// The rule is the same for a task its last valid entry turned off: it stays off through
+    /// a pause and resume; and a refused entry with no task makes none, and says so.
+    #[test]
+    fn a_refused_entry_keeps_its_tasks_last_valid_on_or_off() {
+        let refused = interval(Some(true), "30s");
+        let mut case = Case::new(project(true, &[("tick", entry(Some(false), None))])).converge();
+        assert!(case.existing[&key("tick")].suspended);
+        assert!(!case.existing[&key("tick")].entry_enabled);
+        case.project = project(true, &[("tick", refused.clone())]);
+        let plan = case.plan();
+        assert!(plan.schedules.is_empty(), "{plan:?}");
+        assert!(
+            plan.problems[0].ends_with(
+                "its task keeps its last valid schedule, cron */5 * * * *, turned off as that entry says"
+            ),
+            "{:?}",
+            plan.problems
+        );
+        for enabled in [false, true, false, true] {
+            case.project = project(enabled, &[("tick", refused.clone())]);
+            case = case.converge();
+            assert!(case.existing[&key("tick")].suspended, "enabled: {enabled}");
+        }
+        // No task yet.
+        let plan = Case::new(project(true, &[("tick", refused)])).plan();
+        assert!(plan.schedules.is_empty() && plan.keep.is_empty());
+        assert!(
+            plan.problems[0].ends_with("; no task runs until the entry is fixed"),
+            "{:?}",
+            plan.problems
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! - [`names`]: names, labels and field managers of everything we make;
 //! - [`contract`]: the plugin container's port, paths and Secret keys;
 //! - [`schema`]: JSON schema helpers for the CRDs;
-//! - [`schedule`]: cron and interval schedules, and which a CronJob can run;
+//! - [`schedule`]: cron and interval schedules, and how a CronJob runs each;
 //! - [`config`]: the `plugins` part of a global or project config, and its hash;
 //! - [`manifest`]: `plugin.json` and every rule of it;
 //! - [`resources`]: the custom resources;

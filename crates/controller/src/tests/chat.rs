@@ -1,11 +1,16 @@
 //! The Channel reconciler against a mocked API server: what it makes on the first reconcile,
-//! that a converged chat makes no write, that a hand edit of a child is undone, and that one
-//! refused write stops nothing else.
+//! that a converged chat makes no write, that a hand edit of a child is undone, that one
+//! refused write stops nothing else, and that a task whose entry is refused pauses and resumes
+//! on its last valid schedule.
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::controller::Action;
+use model::config::{PluginConfig, ScheduleEntry};
 use model::resources::{ChannelStatus, PluginInstance};
+use model::schedule::ScheduleType;
 use serde_json::Value;
 
 use super::fixtures::*;
@@ -174,4 +179,167 @@ async fn a_refused_task_stops_nothing_else_and_the_status_names_it() {
         .expect_err("the refused write fails the reconcile");
     assert!(err.is_permanent(), "422 waits for a change: {err}");
     verifier.done().await;
+}
+
+/// The project's config for echo, trusted: on or off, its `tick` entry as given.
+fn trusted(world: &mut World, enabled: bool, tick: ScheduleEntry) {
+    let config = PluginConfig {
+        enabled: Some(enabled),
+        schedules: BTreeMap::from([("tick".into(), tick)]),
+        ..Default::default()
+    };
+    world.projects = vec![project_with(config.clone())];
+    world.trusts = vec![trust_with(config)];
+}
+
+/// Reconciles `general` expecting `calls`; the world then holds what they wrote.
+async fn step(world: &mut World, calls: Vec<Call>) {
+    let (ctx, server) = world.context();
+    let paths: Vec<(String, String)> = calls.iter().map(Call::target).collect();
+    let verifier = server.expect(calls);
+    reconcile(world.channel("general"), ctx)
+        .await
+        .expect("the reconcile");
+    for ((method, path), body) in paths.iter().zip(verifier.done().await) {
+        match (method.as_str(), path.as_str()) {
+            ("DELETE", p) if p.contains("/plugininstances/") => world.instances.clear(),
+            ("POST", p) if p.ends_with("/plugininstances") => {
+                world.instances = vec![from_body(&body)]
+            }
+            ("PATCH", p) if p.contains("/cronjobs/") => world.cronjobs = vec![from_body(&body)],
+            ("PATCH", p) if p.ends_with("/status") => {
+                let before = to_json(&world.channels[0].status);
+                let after = crate::merge_patch::tests::apply(&before, &body["status"]);
+                world.channels[0].status = Some(serde_json::from_value(after).expect("a status"));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn suspended(world: &World) -> bool {
+    world.cronjobs[0].spec.suspend == Some(true)
+}
+
+fn schedules_valid(world: &World) -> String {
+    let status = to_json(&world.channels[0].status);
+    condition(&status, "SchedulesValid")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Issue 32, as a new user met it: an entry no schedule can mean, then the project stops
+/// enabling the plugin and enables it again. The task keeps its last valid schedule running,
+/// pauses with the plugin and resumes with it, as any task does; the status says which.
+#[tokio::test]
+async fn a_task_whose_entry_is_refused_pauses_and_resumes_on_its_last_valid_schedule() {
+    let mut world = converged().await;
+    let channel = |w: &World| to_json(w.channel("general").as_ref());
+    let refused = ScheduleEntry {
+        enabled: None,
+        kind: Some(ScheduleType::Cron),
+        schedule: Some("61 25 * * *".into()),
+    };
+    // Refused: the task runs on as it was, and the status says so.
+    trusted(&mut world, true, refused.clone());
+    let calls = vec![
+        Call::status(path("channels", "general"), channel(&world)),
+        Call::event(NS, "InvalidSchedule"),
+    ];
+    step(&mut world, calls).await;
+    assert!(!suspended(&world));
+    let message = schedules_valid(&world);
+    assert!(message.contains("\"61 25 * * *\""), "{message}");
+    assert!(
+        message.contains("its task keeps running on its last valid schedule, cron */5 * * * *,"),
+        "{message}"
+    );
+    // The project stops enabling the plugin: paused, and the status says so.
+    trusted(&mut world, false, refused.clone());
+    let calls = vec![
+        Call::delete(path("plugininstances", "echo-general")),
+        Call::event(NS, "PluginDisabled"),
+        Call::apply(path("cronjobs", "echo-general-tick"))
+            .body(|b| assert_eq!(b["spec"]["suspend"], true)),
+        Call::status(path("channels", "general"), channel(&world)),
+        Call::event(NS, "InvalidSchedule"),
+    ];
+    step(&mut world, calls).await;
+    assert!(suspended(&world));
+    let message = schedules_valid(&world);
+    assert!(
+        message.contains("is paused while the project does not enable the plugin"),
+        "{message}"
+    );
+    // Enabled again, the entry still refused: resumed on its last valid schedule.
+    trusted(&mut world, true, refused);
+    let calls = vec![
+        Call::create(collection("plugininstances")),
+        Call::event(NS, "PluginEnabled"),
+        Call::apply(path("cronjobs", "echo-general-tick")).body(|b| {
+            assert_eq!(b["spec"]["suspend"], false);
+            assert_eq!(b["spec"]["schedule"], "*/5 * * * *");
+        }),
+        Call::status(path("channels", "general"), channel(&world)),
+        Call::event(NS, "InvalidSchedule"),
+    ];
+    step(&mut world, calls).await;
+    assert!(!suspended(&world));
+    assert!(schedules_valid(&world).contains("keeps running"));
+    // And stays so: nothing more to write.
+    step(&mut world, vec![]).await;
+}
+
+/// A task its last valid entry turned off stays off through a pause and resume, whatever
+/// its entry says now.
+#[tokio::test]
+async fn a_task_turned_off_by_its_last_valid_entry_stays_off_through_a_pause_and_resume() {
+    let mut world = converged().await;
+    let channel = |w: &World| to_json(w.channel("general").as_ref());
+    let off = ScheduleEntry {
+        enabled: Some(false),
+        ..Default::default()
+    };
+    trusted(&mut world, true, off);
+    let calls = vec![
+        Call::apply(path("cronjobs", "echo-general-tick"))
+            .body(|b| assert_eq!(b["spec"]["suspend"], true)),
+        Call::status(path("channels", "general"), channel(&world)),
+    ];
+    step(&mut world, calls).await;
+    let refused = ScheduleEntry {
+        enabled: Some(true),
+        kind: Some(ScheduleType::Interval),
+        schedule: Some("30s".into()),
+    };
+    trusted(&mut world, true, refused.clone());
+    let calls = vec![
+        Call::status(path("channels", "general"), channel(&world)),
+        Call::event(NS, "InvalidSchedule"),
+    ];
+    step(&mut world, calls).await;
+    assert!(suspended(&world));
+    let message = schedules_valid(&world);
+    assert!(
+        message.contains("turned off as that entry says"),
+        "{message}"
+    );
+    trusted(&mut world, false, refused.clone());
+    let calls = vec![
+        Call::delete(path("plugininstances", "echo-general")),
+        Call::event(NS, "PluginDisabled"),
+        Call::status(path("channels", "general"), channel(&world)),
+        Call::event(NS, "InvalidSchedule"),
+    ];
+    step(&mut world, calls).await;
+    trusted(&mut world, true, refused);
+    let calls = vec![
+        Call::create(collection("plugininstances")),
+        Call::event(NS, "PluginEnabled"),
+        Call::status(path("channels", "general"), channel(&world)),
+        Call::event(NS, "InvalidSchedule"),
+    ];
+    step(&mut world, calls).await;
+    assert!(suspended(&world), "still off");
 }

@@ -110,6 +110,11 @@ impl Call {
         }
     }
 
+    /// The call's method and path.
+    pub fn target(&self) -> (String, String) {
+        (self.method.to_string(), self.path.clone())
+    }
+
     /// Asserts more of the request's body.
     pub fn body(mut self, check: impl Fn(&Value) + Send + 'static) -> Self {
         self.check = Some(Box::new(check));

@@ -21,6 +21,7 @@ use model::resources::{
     InstancePhase, Plugin, PluginInstance, PluginInstanceSpec, PluginInstanceStatus, PluginStatus,
     Project,
 };
+use model::schedule::Timing;
 
 fn owner() -> OwnerReference {
     channel("general")
@@ -39,9 +40,10 @@ fn cronjob() -> CronJob {
         channel: "general",
         namespace: NS,
         action: "tidy",
-        cron: "0 * * * *",
+        timing: &Timing::EveryTick("0 * * * *".into()),
         suspend: false,
         entry_hash: "abc",
+        entry_enabled: true,
         self_image: "registry.local/loop-plugins@sha256:00",
         api_url: "http://api:8080",
         owner: owner(),

@@ -10,7 +10,7 @@ use super::rules;
 /// problem is reported at once.
 pub fn parse_str(text: &str) -> Result<Manifest, ManifestError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let value: Value = json5::from_str(text).map_err(syntax_error)?;
+    let value: Value = json5::from_str(text).map_err(|e| syntax_error(text, e))?;
     from_value(&value)
 }
 
@@ -29,9 +29,17 @@ pub fn from_value(value: &Value) -> Result<Manifest, ManifestError> {
     })
 }
 
-fn syntax_error(e: json5::Error) -> ManifestError {
-    let (line, column) = e
-        .position()
+/// The error and its line and column, counted from 1. json5 gives an error at the end of the
+/// text no position of its own: it reports the start of the value it was reading (1:1 for the
+/// document), or none. Such an error is placed where the text ends (see [`end_of`]); every
+/// other keeps the parser's position.
+fn syntax_error(text: &str, e: json5::Error) -> ManifestError {
+    let position = if e.code().is_some_and(ended_early) {
+        Some(end_of(text))
+    } else {
+        e.position()
+    };
+    let (line, column) = position
         .map(|p| (p.line + 1, p.column + 1))
         .unwrap_or((1, 1));
     let mut message = e.to_string();
@@ -44,6 +52,31 @@ fn syntax_error(e: json5::Error) -> ManifestError {
         column,
         message,
     }
+}
+
+/// Whether the parser ran out of text (`EOF parsing ...`).
+fn ended_early(code: json5::ErrorCode) -> bool {
+    use json5::ErrorCode::*;
+    matches!(
+        code,
+        EofParsingArray
+            | EofParsingBool
+            | EofParsingComment
+            | EofParsingEscapeSequence
+            | EofParsingIdentifier
+            | EofParsingNull
+            | EofParsingNumber
+            | EofParsingObject
+            | EofParsingString
+            | EofParsingValue
+    )
+}
+
+/// Where the text ends: after the last character of its last line. The line break that ends
+/// the last line opens no line of its own, as an editor shows a file ending with one.
+fn end_of(text: &str) -> json5::Position {
+    let content = text.trim_end_matches(json5::char::is_json5_line_terminator);
+    json5::Position::from_offset(content.len(), text)
 }
 
 #[cfg(test)]
@@ -79,6 +112,46 @@ mod tests {
             Err(ManifestError::Syntax { line: 1, .. })
         ));
         assert!(matches!(parse_str(""), Err(ManifestError::Syntax { .. })));
+    }
+
+    fn position(text: &str) -> (usize, usize, String) {
+        match parse_str(text) {
+            Err(ManifestError::Syntax {
+                line,
+                column,
+                message,
+            }) => (line, column, message),
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+
+    fn at(text: &str) -> (usize, usize) {
+        let (line, column, _) = position(text);
+        (line, column)
+    }
+
+    #[test]
+    fn a_file_cut_short_is_reported_where_it_ends() {
+        // Cut mid-value: the end is after the last character, on the one line.
+        let (line, column, message) = position("{ \"id\": \"x\", \"version\": ");
+        assert_eq!((line, column), (1, 25), "{message}");
+        assert_eq!(message, "EOF parsing value");
+        // Cut after a few good lines: the last line, after its last character; the line
+        // break that ends it opens no line of its own.
+        let good = "{\n  \"id\": \"echo\",\n  \"name\": \"Echo\",\n";
+        assert_eq!(at(good), (3, 18));
+        assert_eq!(at(&good.replace('\n', "\r\n")), (3, 18));
+        assert_eq!(at(&format!("{good}\n\n")), (3, 18));
+        // Inside a string, a comment or a nested value, the same.
+        assert_eq!(at("{\n  \"id\": \"ec"), (2, 12));
+        assert_eq!(at("{ /* note"), (1, 10));
+        assert_eq!(at("{ \"a\": [1, {\"b\": "), (1, 18));
+        // A byte-order mark takes no column.
+        assert_eq!(at("\u{feff}{ \"id\": "), (1, 9));
+        // An empty file ends where it starts.
+        assert_eq!(at(""), (1, 1));
+        // Other errors keep their own position.
+        assert_eq!(at("{\n  \"id\": \"x\" \"v\": 1\n}"), (2, 13));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::config::ConfigLevel;
 use crate::config::hash_json;
 use crate::config::{PluginConfig, ScheduleEntry};
 use crate::manifest::Manifest;
-use crate::schedule::{self, Schedule, ScheduleError};
+use crate::schedule::{self, Cadence, Schedule, ScheduleError};
 
 /// One action's task, as the config asks for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,8 +22,8 @@ pub struct ResolvedSchedule {
     /// `false` keeps the task but turned off.
     pub enabled: bool,
     pub schedule: Schedule,
-    /// The 5-field expression a CronJob runs for it.
-    pub cron: String,
+    /// How a CronJob runs it.
+    pub cadence: Cadence,
     /// The config whose entry it is.
     pub source: ConfigLevel,
     /// `sha256:<hex>` of the entry as written, where it came from and the action's default it
@@ -47,7 +47,7 @@ pub enum ScheduleProblemKind {
     UnknownAction,
     /// The action has no default_schedule and the entry leaves these unset.
     NoDefault { missing: &'static str },
-    /// The expression is not a valid schedule, or not one a CronJob can run.
+    /// The expression is not a valid schedule.
     Invalid(ScheduleError),
 }
 
@@ -138,17 +138,6 @@ fn resolve_one(
         }
     };
     let schedule = schedule::parse(kind, expr).map_err(ScheduleProblemKind::Invalid)?;
-    let cron = schedule.to_cron().map_err(|e| match e {
-        // Named as the entry wrote it ("90s"), not as the parsed interval prints ("1m30s"),
-        // so the status shows the very value to fix.
-        ScheduleError::NotCronExpressible { reason, .. } => {
-            ScheduleProblemKind::Invalid(ScheduleError::NotCronExpressible {
-                expr: expr.to_string(),
-                reason,
-            })
-        }
-        e => ScheduleProblemKind::Invalid(e),
-    })?;
     let entry_hash = hash_json(&json!({
         "action": action,
         "source": level,
@@ -158,8 +147,8 @@ fn resolve_one(
     Ok(ResolvedSchedule {
         action: action.to_string(),
         enabled: entry.enabled.unwrap_or(true),
+        cadence: schedule.cadence(),
         schedule,
-        cron,
         source: level,
         entry_hash,
     })
@@ -179,6 +168,10 @@ mod tests {
         entry(json!({ "schedules": v }))
     }
 
+    fn every_tick(cron: &str) -> Cadence {
+        Cadence::EveryTick(cron.into())
+    }
+
     fn only(r: &ResolvedSchedules) -> &ResolvedSchedule {
         assert!(r.problems.is_empty(), "{:?}", r.problems);
         assert_eq!(r.schedules.len(), 1, "{:?}", r.schedules);
@@ -191,7 +184,7 @@ mod tests {
         let s = only(&r);
         assert_eq!(s.action, "daily");
         assert!(s.enabled);
-        assert_eq!(s.cron, "0 9 * * *");
+        assert_eq!(s.cadence, every_tick("0 9 * * *"));
         assert_eq!(s.source, ConfigLevel::Project);
         assert!(s.entry_hash.starts_with("sha256:"));
     }
@@ -207,7 +200,7 @@ mod tests {
         );
         let s = only(&r);
         assert_eq!(s.schedule, Schedule::Interval(Duration::from_secs(1800)));
-        assert_eq!(s.cron, "*/30 * * * *");
+        assert_eq!(s.cadence, every_tick("*/30 * * * *"));
         // Only the schedule: the type is the default's.
         let r = resolve_schedules(
             &manifest(),
@@ -215,7 +208,7 @@ mod tests {
             Some(&schedules(json!({ "poll": { "schedule": "1h" } }))),
         );
         assert_eq!(only(&r).schedule.kind(), ScheduleType::Interval);
-        assert_eq!(only(&r).cron, "0 * * * *");
+        assert_eq!(only(&r).cadence, every_tick("0 * * * *"));
     }
 
     #[test]
@@ -256,7 +249,7 @@ mod tests {
                 json!({ "ping": { "type": "interval", "schedule": "5m" } }),
             )),
         );
-        assert_eq!(only(&r).cron, "*/5 * * * *");
+        assert_eq!(only(&r).cadence, every_tick("*/5 * * * *"));
     }
 
     #[test]
@@ -267,9 +260,9 @@ mod tests {
         assert!(r.problems.is_empty());
         let by: BTreeMap<_, _> = r.schedules.iter().map(|s| (s.action.as_str(), s)).collect();
         assert_eq!(by["daily"].source, ConfigLevel::Project);
-        assert_eq!(by["daily"].cron, "0 18 * * *");
+        assert_eq!(by["daily"].cadence, every_tick("0 18 * * *"));
         assert_eq!(by["poll"].source, ConfigLevel::Global);
-        assert_eq!(by["poll"].cron, "*/15 * * * *");
+        assert_eq!(by["poll"].cadence, every_tick("*/15 * * * *"));
     }
 
     #[test]
@@ -293,16 +286,33 @@ mod tests {
             r.problems[0].kind,
             ScheduleProblemKind::Invalid(ScheduleError::CronFieldCount { .. })
         ));
-        // An interval a CronJob cannot run exactly.
+        // An interval under a minute, as the entry wrote it.
         let r = resolve_schedules(
             &manifest(),
             None,
-            Some(&schedules(json!({ "poll": { "schedule": "7m" } }))),
+            Some(&schedules(json!({ "poll": { "schedule": "45s" } }))),
         );
         assert!(matches!(
-            r.problems[0].kind,
-            ScheduleProblemKind::Invalid(ScheduleError::NotCronExpressible { .. })
+            &r.problems[0].kind,
+            ScheduleProblemKind::Invalid(ScheduleError::Interval { expr, .. }) if expr == "45s"
         ));
+    }
+
+    /// The reference's intervals are durations: every one of a minute or more makes a task.
+    #[test]
+    fn any_interval_of_a_minute_or_more_makes_a_task() {
+        for (expr, secs) in [("7m", 420), ("90m", 5400), ("2h30m", 9000), ("90s", 90)] {
+            let r = resolve_schedules(
+                &manifest(),
+                None,
+                Some(&schedules(json!({ "poll": { "schedule": expr } }))),
+            );
+            assert_eq!(
+                only(&r).cadence,
+                Cadence::Interval(Duration::from_secs(secs)),
+                "{expr}"
+            );
+        }
     }
 
     #[test]

@@ -243,6 +243,26 @@ mod tests {
         assert!(err.contains("ui.composer_switches[0].icon"), "{err}");
     }
 
+    /// `plugin install` names where a `plugin.json` cut short ends, as `manifest check` does.
+    #[test]
+    fn a_manifest_cut_short_is_refused_where_it_ends() {
+        let b = bundle(100);
+        let cut: String = JSON.lines().take(3).collect::<Vec<_>>().join("\n");
+        let image = ImageSays {
+            plugin_json: cut.as_bytes(),
+            ..says(&b)
+        };
+        let err = manifest_of(&image).unwrap_err().to_string();
+        let last = JSON.lines().nth(2).unwrap();
+        assert_eq!(
+            err,
+            format!(
+                "the image's /loop-plugin/plugin.json: line 3, column {}: EOF parsing object",
+                last.chars().count() + 1
+            )
+        );
+    }
+
     #[test]
     fn upgrades_carry_what_is_still_declared() {
         let b = bundle(1);

@@ -1,12 +1,21 @@
 //! `loop-plugins trigger`: what a schedule's CronJob runs. It calls the host API's run-action
 //! route with `"trigger": "schedule"` and the task's id, as the ServiceAccount the Job runs as
 //! (its token), and exits non-zero when the call fails, so the Job shows it.
+//!
+//! Every tick of a cron task calls. A task on an interval its ticks do not all complete
+//! (`--interval` and `--anchor`) calls only on the tick that completes one, and exits 0 on the
+//! others: [`decide`] reads the tick from the Job's name and nothing from the clock (the rule,
+//! and what it means for a late, a missed or a repeated tick, is `model::schedule::ticks`'s).
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use jiff::Timestamp;
 use model::contract::{API_URL_ENV, SERVICE_ACCOUNT_TOKEN};
+use model::schedule::ticks::{JOB_ENV, scheduled_tick};
+use model::schedule::{AnchoredInterval, Due};
 use serde_json::json;
 
 use super::PREFIX;
@@ -42,6 +51,82 @@ pub struct TriggerArgs {
     /// How long to wait for the answer: the host may start the container first.
     #[arg(long, default_value = "150s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// For a task on an interval its ticks do not all complete: the interval (`1h30m`). Only
+    /// the tick that completes one calls.
+    #[arg(long, value_parser = parse_duration, requires = "anchor")]
+    pub interval: Option<Duration>,
+    /// The time the interval counts from (RFC 3339).
+    #[arg(long, requires = "interval")]
+    pub anchor: Option<Timestamp>,
+    /// The Job this runs in, whose name holds the tick it was made for (the CronJob sets it
+    /// from the Pod's job-name label).
+    #[arg(long, env = JOB_ENV)]
+    pub job: Option<String>,
+}
+
+/// Whether this run calls the action, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// A cron task (or an interval every tick completes): each tick calls.
+    EveryTick,
+    /// A Job not made for a tick (by hand, `kubectl create job --from`): someone asked for a
+    /// run now.
+    ByHand,
+    /// The tick completes the interval that ended at `completed`.
+    Completes {
+        tick: Timestamp,
+        completed: Timestamp,
+    },
+    /// The tick completes no interval; the next one ends at `next`.
+    Waits { tick: Timestamp, next: Timestamp },
+}
+
+impl Decision {
+    /// Whether the action is called.
+    pub fn calls(&self) -> bool {
+        !matches!(self, Decision::Waits { .. })
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = |t: &Timestamp| model::time::rfc3339(*t);
+        match self {
+            Decision::EveryTick => f.write_str("every tick runs the action"),
+            Decision::ByHand => f.write_str("a Job made by hand runs the action"),
+            Decision::Completes { tick, completed } => write!(
+                f,
+                "the tick of {} completes the interval that ended at {}",
+                at(tick),
+                at(completed)
+            ),
+            Decision::Waits { tick, next } => write!(
+                f,
+                "the tick of {} completes no interval; the next ends at {}",
+                at(tick),
+                at(next)
+            ),
+        }
+    }
+}
+
+/// Whether this run calls the action: pure over the args (the interval, its anchor, the task
+/// and the Job's name), with no clock.
+pub fn decide(args: &TriggerArgs) -> Decision {
+    let (Some(every), Some(anchor)) = (args.interval, args.anchor) else {
+        return Decision::EveryTick;
+    };
+    let Some(tick) = args
+        .job
+        .as_deref()
+        .and_then(|job| scheduled_tick(&args.task, job))
+    else {
+        return Decision::ByHand;
+    };
+    match (AnchoredInterval { every, anchor }).due(tick) {
+        Due::Runs { completed } => Decision::Completes { tick, completed },
+        Due::Waits { next } => Decision::Waits { tick, next },
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -60,8 +145,14 @@ pub fn action_url(args: &TriggerArgs) -> String {
     )
 }
 
-/// Runs the action once; an error says why, and makes the process exit non-zero.
+/// Runs the action once when this tick calls it (see [`decide`]); an error says why, and
+/// makes the process exit non-zero.
 pub async fn run(args: TriggerArgs) -> anyhow::Result<()> {
+    let decision = decide(&args);
+    println!("task {}: {decision}", args.task);
+    if !decision.calls() {
+        return Ok(());
+    }
     install_crypto_provider();
     let token = std::fs::read_to_string(&args.token_file)
         .with_context(|| format!("reading the token from {}", args.token_file.display()))?;
@@ -154,5 +245,112 @@ mod tests {
         );
         assert_eq!(cli.args.token_file, PathBuf::from(SERVICE_ACCOUNT_TOKEN));
         assert_eq!(cli.args.timeout, Duration::from_secs(150));
+        assert_eq!(decide(&cli.args), Decision::EveryTick);
+    }
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    /// The args of a 90-minute task anchored at 10:00, run in the Job `job`.
+    fn ninety_minutes(job: Option<String>) -> TriggerArgs {
+        let mut args = Cli::parse_from([
+            "trigger",
+            "--api-url=http://api:8080",
+            "--namespace=team",
+            "--channel=c",
+            "--plugin=echo",
+            "--action=tick",
+            "--task=echo-c-tick",
+            "--interval=1h30m",
+            "--anchor=2026-12-01T10:00:00Z",
+        ])
+        .args;
+        args.job = job;
+        args
+    }
+
+    /// The Job the CronJob controller makes for the tick at `tick`.
+    fn job_for(tick: &str) -> Option<String> {
+        Some(format!("echo-c-tick-{}", at(tick).as_second() / 60))
+    }
+
+    #[test]
+    fn an_interval_calls_on_the_tick_that_completes_it_only() {
+        let decide_at = |tick: &str| decide(&ninety_minutes(job_for(tick)));
+        for (tick, calls) in [
+            ("2026-12-01T10:30:00Z", false),
+            ("2026-12-01T11:00:00Z", false),
+            ("2026-12-01T11:30:00Z", true),
+            ("2026-12-01T12:00:00Z", false),
+            ("2026-12-01T12:30:00Z", false),
+            ("2026-12-01T13:00:00Z", true),
+        ] {
+            assert_eq!(decide_at(tick).calls(), calls, "{tick}");
+        }
+        assert_eq!(
+            decide_at("2026-12-01T11:30:00Z"),
+            Decision::Completes {
+                tick: at("2026-12-01T11:30:00Z"),
+                completed: at("2026-12-01T11:30:00Z"),
+            }
+        );
+        assert_eq!(
+            decide_at("2026-12-01T12:00:00Z").to_string(),
+            "the tick of 2026-12-01T12:00:00Z completes no interval; the next ends at 2026-12-01T13:00:00Z"
+        );
+    }
+
+    /// The decision reads the tick from the Job's name, never the clock: a Job that runs long
+    /// after its tick (the CronJob controller was down, or the Job of the tick before still
+    /// ran), or one run again after a restart, decides as it would have on time.
+    #[test]
+    fn a_job_decides_for_its_own_tick_whenever_it_runs() {
+        for anchor in ["1999-12-31T23:00:00Z", "2090-06-01T00:30:00Z"] {
+            let mut args = ninety_minutes(None);
+            args.anchor = Some(at(anchor));
+            for (after, calls) in [
+                (30, false),
+                (60, false),
+                (90, true),
+                (120, false),
+                (180, true),
+            ] {
+                let minutes = at(anchor).as_second() / 60 + after;
+                args.job = Some(format!("echo-c-tick-{minutes}"));
+                assert_eq!(decide(&args).calls(), calls, "{anchor} + {after}m");
+                assert_eq!(decide(&args).calls(), calls, "again: {anchor} + {after}m");
+            }
+        }
+    }
+
+    #[test]
+    fn a_job_made_by_hand_calls() {
+        for job in [
+            None,
+            Some("manual-run".to_string()),
+            Some("echo-c-tick-x".into()),
+        ] {
+            assert_eq!(
+                decide(&ninety_minutes(job.clone())),
+                Decision::ByHand,
+                "{job:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_interval_needs_its_anchor() {
+        let parsed = Cli::try_parse_from([
+            "trigger",
+            "--api-url=http://api:8080",
+            "--namespace=team",
+            "--channel=c",
+            "--plugin=echo",
+            "--action=tick",
+            "--task=echo-c-tick",
+            "--interval=1h30m",
+        ]);
+        assert!(parsed.is_err());
     }
 }

@@ -37,10 +37,10 @@ pub(super) fn check(ctx: &mut Ctx) {
             }
         };
         let expr = required_str(ds, "schedule", &ds_at, p);
-        // A default schedule runs as a CronJob: one cron cannot express is refused here, at
-        // install, rather than on every chat's task later.
+        // A default schedule no task could run on is refused here, at install, rather than on
+        // every chat's task later.
         if let (Some(kind), Some(expr)) = (kind, expr)
-            && let Err(e) = schedule::parse(kind, expr).and_then(|s| s.to_cron())
+            && let Err(e) = schedule::parse(kind, expr)
         {
             p.add(&ds_at.key("schedule"), e.to_string());
         }
@@ -62,7 +62,10 @@ mod tests {
                 json!([
                     { "id": "ping" },
                     { "id": "daily", "default_schedule": { "type": "cron", "schedule": "0 9 * * *" } },
-                    { "id": "often", "default_schedule": { "type": "interval", "schedule": "30m" } }
+                    { "id": "often", "default_schedule": { "type": "interval", "schedule": "30m" } },
+                    // The reference's intervals are durations, whatever cron can express.
+                    { "id": "long", "default_schedule": { "type": "interval", "schedule": "2h30m" } },
+                    { "id": "odd", "default_schedule": { "type": "interval", "schedule": "7m" } }
                 ]),
             )
             .assert_valid();
@@ -106,11 +109,11 @@ mod tests {
             .assert_problem("actions[0].default_schedule.schedule", "interval");
         m(json!({ "type": "interval", "schedule": "0m" }))
             .assert_problem("actions[0].default_schedule.schedule", "longer than zero");
-        // Runs as a CronJob, so an interval cron cannot express is refused at install.
-        m(json!({ "type": "interval", "schedule": "7m" })).assert_problem(
-            "actions[0].default_schedule.schedule",
-            "cannot run as a Kubernetes CronJob",
-        );
+        m(json!({ "type": "interval", "schedule": "-5m" }))
+            .assert_problem("actions[0].default_schedule.schedule", "negative");
+        // A CronJob ticks at most once a minute.
+        m(json!({ "type": "interval", "schedule": "45s" }))
+            .assert_problem("actions[0].default_schedule.schedule", "at least a minute");
         m(json!({ "type": "weekly", "schedule": "0 9 * * *" }))
             .assert_problem("actions[0].default_schedule.type", "cron or interval");
         m(json!({ "schedule": "0 9 * * *" }))

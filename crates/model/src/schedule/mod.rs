@@ -1,5 +1,5 @@
-//! Schedules of scheduled actions: a 5-field cron expression or an interval, and the 5-field
-//! expression a Kubernetes CronJob runs for it.
+//! Schedules of scheduled actions: a 5-field cron expression or an interval of a minute or
+//! more. How a Kubernetes CronJob runs each is [`ticks`]'s.
 //!
 //! Cron expressions follow the standard 5-field syntax Kubernetes CronJobs use (minute, hour,
 //! day of month, month, day of week; `*`, `?`, lists, ranges, steps, and JAN-DEC / SUN-SAT
@@ -12,6 +12,10 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+pub mod ticks;
+
+pub use ticks::{AnchoredInterval, Cadence, Due, Timing};
 
 /// How a schedule's expression reads.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
@@ -26,7 +30,7 @@ pub enum ScheduleType {
 pub enum Schedule {
     /// A 5-field cron expression.
     Cron(CronExpr),
-    /// Every so long (non-zero).
+    /// Every so long: a minute or more.
     Interval(Duration),
 }
 
@@ -64,15 +68,27 @@ pub enum ScheduleError {
     },
     #[error("interval \"{expr}\": {reason}")]
     Interval { expr: String, reason: String },
-    #[error("interval \"{expr}\" cannot run as a Kubernetes CronJob: {reason}")]
-    NotCronExpressible { expr: String, reason: String },
 }
 
-/// Parses a schedule of the given type.
+/// The shortest interval a schedule may have: a CronJob ticks at most once a minute.
+pub const SHORTEST_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Parses a schedule of the given type. An interval must be a minute or more (see
+/// [`SHORTEST_INTERVAL`]); any such interval runs (see [`ticks`]).
 pub fn parse(kind: ScheduleType, expr: &str) -> Result<Schedule, ScheduleError> {
     match kind {
         ScheduleType::Cron => parse_cron(expr).map(Schedule::Cron),
-        ScheduleType::Interval => parse_interval(expr).map(Schedule::Interval),
+        ScheduleType::Interval => {
+            let every = parse_interval(expr)?;
+            if every < SHORTEST_INTERVAL {
+                return Err(ScheduleError::Interval {
+                    expr: expr.to_string(),
+                    reason: "an interval must be at least a minute: a CronJob ticks at most once a minute"
+                        .into(),
+                });
+            }
+            Ok(Schedule::Interval(every))
+        }
     }
 }
 
@@ -85,13 +101,10 @@ impl Schedule {
         }
     }
 
-    /// The 5-field cron expression a Kubernetes CronJob runs for this schedule. An interval
-    /// that cron cannot express exactly (7m, 90m, 2h30m, 45s, 5h, 48h) is refused.
-    pub fn to_cron(&self) -> Result<String, ScheduleError> {
-        match self {
-            Schedule::Cron(c) => Ok(c.0.clone()),
-            Schedule::Interval(d) => interval_to_cron(*d),
-        }
+    /// How a CronJob runs it: every schedule runs, some on every tick, the other intervals on
+    /// the ticks that complete one (see [`Cadence::of`]).
+    pub fn cadence(&self) -> Cadence {
+        Cadence::of(self)
     }
 }
 
@@ -121,7 +134,9 @@ pub fn format_interval(d: Duration) -> String {
     out
 }
 
-/// Parses an interval: `([0-9]+h)?([0-9]+m)?([0-9]+s)?`, not empty and not zero.
+/// Parses a duration as intervals are written: `([0-9]+h)?([0-9]+m)?([0-9]+s)?`, not empty,
+/// not negative and not zero. (A schedule's interval must also be a minute or more: see
+/// [`parse`]; a time limit such as `45s` need not.)
 pub fn parse_interval(expr: &str) -> Result<Duration, ScheduleError> {
     let err = |reason: &str| ScheduleError::Interval {
         expr: expr.to_string(),
@@ -129,6 +144,9 @@ pub fn parse_interval(expr: &str) -> Result<Duration, ScheduleError> {
     };
     if expr.trim().is_empty() {
         return Err(ScheduleError::Empty { kind: "interval" });
+    }
+    if expr.trim_start().starts_with('-') {
+        return Err(err("an interval cannot be negative"));
     }
     const FORM: &str =
         "an interval is hours, minutes and seconds in that order, such as 5m, 1h or 2h30m";
@@ -165,50 +183,6 @@ pub fn parse_interval(expr: &str) -> Result<Duration, ScheduleError> {
         return Err(err("an interval must be longer than zero"));
     }
     Ok(Duration::from_secs(total))
-}
-
-fn interval_to_cron(d: Duration) -> Result<String, ScheduleError> {
-    let expr = format_interval(d);
-    let refuse = |reason: String| ScheduleError::NotCronExpressible {
-        expr: expr.clone(),
-        reason,
-    };
-    let secs = d.as_secs();
-    if !secs.is_multiple_of(60) || d.subsec_nanos() != 0 {
-        return Err(refuse(
-            "cron runs at whole minutes, so an interval must be a whole number of minutes".into(),
-        ));
-    }
-    let minutes = secs / 60;
-    if minutes == 1 {
-        return Ok("* * * * *".into());
-    }
-    if minutes < 60 {
-        return if 60 % minutes == 0 {
-            Ok(format!("*/{minutes} * * * *"))
-        } else {
-            Err(refuse(format!(
-                "{minutes} minutes does not divide an hour; use one that does (1, 2, 3, 4, 5, 6, 10, 12, 15, 20 or 30 minutes)"
-            )))
-        };
-    }
-    if !minutes.is_multiple_of(60) {
-        return Err(refuse(
-            "an interval over an hour must be a whole number of hours".into(),
-        ));
-    }
-    let hours = minutes / 60;
-    match hours {
-        1 => Ok("0 * * * *".into()),
-        24 => Ok("0 0 * * *".into()),
-        h if h < 24 && 24 % h == 0 => Ok(format!("0 */{h} * * *")),
-        h if h < 24 => Err(refuse(format!(
-            "{h} hours does not divide a day; use one that does (1, 2, 3, 4, 6, 8, 12 or 24 hours)"
-        ))),
-        _ => Err(refuse(
-            "an interval longer than a day cannot be expressed exactly; use a cron schedule".into(),
-        )),
-    }
 }
 
 /// One of the five fields of a cron expression.
@@ -380,7 +354,7 @@ mod tests {
     #[test]
     fn cron_normalizes_spacing() {
         let s = cron("  0   9 * *\t* ").unwrap();
-        assert_eq!(s.to_cron().unwrap(), "0 9 * * *");
+        assert_eq!(s, Schedule::Cron(CronExpr("0 9 * * *".into())));
     }
 
     #[test]
@@ -441,9 +415,15 @@ mod tests {
             Schedule::Interval(Duration::from_secs(3723))
         );
         assert_eq!(
-            interval("45s").unwrap(),
-            Schedule::Interval(Duration::from_secs(45))
+            interval("1m30s").unwrap(),
+            Schedule::Interval(Duration::from_secs(90))
         );
+        assert_eq!(
+            interval("60s").unwrap(),
+            Schedule::Interval(Duration::from_secs(60))
+        );
+        // A duration, as a time limit is written, may be shorter than a minute.
+        assert_eq!(parse_interval("45s"), Ok(Duration::from_secs(45)));
     }
 
     #[test]
@@ -456,32 +436,43 @@ mod tests {
         assert!(interval("99999999999999999999h").is_err());
     }
 
+    /// What no schedule can mean is refused, each with its reason.
     #[test]
-    fn exact_intervals_become_cron() {
-        for (expr, want) in [
-            ("1m", "* * * * *"),
-            ("60s", "* * * * *"),
-            ("5m", "*/5 * * * *"),
-            ("30m", "*/30 * * * *"),
-            ("60m", "0 * * * *"),
-            ("1h", "0 * * * *"),
-            ("120m", "0 */2 * * *"),
-            ("6h", "0 */6 * * *"),
-            ("12h", "0 */12 * * *"),
-            ("24h", "0 0 * * *"),
-        ] {
-            assert_eq!(interval(expr).unwrap().to_cron().unwrap(), want, "{expr}");
+    fn interval_refusals_say_why() {
+        let reason = |expr: &str| match interval(expr) {
+            Err(ScheduleError::Interval { reason, .. }) => reason,
+            other => panic!("{expr}: {other:?}"),
+        };
+        assert_eq!(reason("0m"), "an interval must be longer than zero");
+        assert_eq!(reason("-5m"), "an interval cannot be negative");
+        assert_eq!(reason(" -1h"), "an interval cannot be negative");
+        for short in ["45s", "59s", "1s"] {
+            assert_eq!(
+                reason(short),
+                "an interval must be at least a minute: a CronJob ticks at most once a minute",
+                "{short}"
+            );
         }
+        assert!(reason("5 minutes").contains("such as 5m, 1h or 2h30m"));
+        assert_eq!(interval(""), Err(ScheduleError::Empty { kind: "interval" }));
     }
 
+    /// Every interval of a minute or more runs; the reference's own (5m, 2h30m) among them.
     #[test]
-    fn inexact_intervals_are_refused() {
-        for expr in ["7m", "90m", "2h30m", "45s", "5h", "48h", "7h"] {
-            match interval(expr).unwrap().to_cron() {
-                Err(ScheduleError::NotCronExpressible { .. }) => {}
-                other => panic!("{expr}: {other:?}"),
-            }
+    fn every_interval_of_a_minute_or_more_runs() {
+        for expr in [
+            "1m", "5m", "7m", "90s", "61s", "90m", "2h30m", "5h", "48h", "1000h",
+        ] {
+            assert!(interval(expr).is_ok(), "{expr}: {:?}", interval(expr));
         }
+        assert_eq!(
+            interval("5m").unwrap().cadence(),
+            Cadence::EveryTick("*/5 * * * *".into())
+        );
+        assert_eq!(
+            interval("2h30m").unwrap().cadence(),
+            Cadence::Interval(Duration::from_secs(9000))
+        );
     }
 
     #[test]
