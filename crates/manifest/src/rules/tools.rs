@@ -4,9 +4,9 @@ use serde_json::Value;
 
 use super::Ctx;
 use super::read::{Unique, field, optional_objects, optional_str, required_str};
-use crate::manifest::error::{JsonPath, Problems};
-use crate::manifest::json_schema;
-use crate::manifest::model::MCP_TOOL_PREFIX;
+use crate::error::{JsonPath, Problems};
+use crate::json_schema;
+use crate::model::MCP_TOOL_PREFIX;
 
 /// MCP tool names are at most 64 characters, and agents see `plugin_<name>`.
 const MAX_TOOL_NAME: usize = 64 - MCP_TOOL_PREFIX.len();
@@ -67,7 +67,7 @@ fn check_object_schema(schema: &Value, at: &JsonPath, p: &mut Problems) {
 mod tests {
     use serde_json::{Value, json};
 
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     fn tool(name: &str) -> Value {
         json!({ "name": name, "description": "d", "input_schema": { "type": "object" } })

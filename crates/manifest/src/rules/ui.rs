@@ -4,8 +4,8 @@ use super::Ctx;
 use super::read::{
     Object, Unique, optional_bool, optional_object, optional_objects, optional_str, required_str,
 };
-use crate::manifest::capability::Capability;
-use crate::manifest::error::{JsonPath, Problems};
+use crate::capability::Capability;
+use crate::error::{JsonPath, Problems};
 
 /// At most this many composer switches.
 pub(crate) const MAX_SWITCHES: usize = 4;
@@ -154,7 +154,7 @@ mod tests {
     use serde_json::json;
 
     use super::bundle_path;
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     #[test]
     fn bundle_paths_stay_under_ui() {

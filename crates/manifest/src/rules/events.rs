@@ -4,9 +4,9 @@ use serde_json::Value;
 
 use super::Ctx;
 use super::read::{field, ids_of, optional_object, string_list};
-use crate::manifest::capability::Capability;
-use crate::manifest::model::LIVE_SYSTEM_EVENT;
-use crate::manifest::settings_schema::setting_type;
+use crate::capability::Capability;
+use crate::model::LIVE_SYSTEM_EVENT;
+use crate::settings_schema::setting_type;
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -76,7 +76,7 @@ fn events_start(ctx: &mut Ctx) {
 mod tests {
     use serde_json::json;
 
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     #[test]
     fn events_need_events_subscribe() {

@@ -2,7 +2,7 @@
 
 use super::Ctx;
 use super::read::{optional_object, string_list};
-use crate::manifest::capability::Capability;
+use crate::capability::Capability;
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -18,7 +18,7 @@ pub(super) fn check(ctx: &mut Ctx) {
 mod tests {
     use serde_json::json;
 
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     #[test]
     fn live_needs_live_control() {

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::Ctx;
 use super::read::{Object, field, optional_object, optional_objects, string_list};
-use crate::manifest::error::{JsonPath, Problems};
+use crate::error::{JsonPath, Problems};
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -101,7 +101,7 @@ fn decision(rule: &Object, at: &JsonPath, p: &mut Problems) {
 mod tests {
     use serde_json::json;
 
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     #[test]
     fn allow_and_deny_rules_pass() {

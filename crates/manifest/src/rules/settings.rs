@@ -2,7 +2,7 @@
 
 use super::Ctx;
 use super::read::optional_object;
-use crate::manifest::settings_schema::check_setting;
+use crate::settings_schema::check_setting;
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -24,7 +24,7 @@ pub(super) fn check(ctx: &mut Ctx) {
 mod tests {
     use serde_json::json;
 
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     #[test]
     fn settings_pass() {

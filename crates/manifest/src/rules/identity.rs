@@ -50,7 +50,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     #[test]
     fn ids_match_the_pattern() {
@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn the_document_is_an_object() {
-        let p = crate::manifest::rules::check(&json!([1]));
+        let p = crate::rules::check(&json!([1]));
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].path, "");
     }

@@ -2,7 +2,7 @@
 
 use super::Ctx;
 use super::read::{Unique, ids_of, optional_bool, optional_objects, required_str, string_list};
-use crate::manifest::capability::Capability;
+use crate::capability::Capability;
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -37,7 +37,7 @@ pub(super) fn check(ctx: &mut Ctx) {
 mod tests {
     use serde_json::json;
 
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     fn with_tool() -> M {
         M::new().set(

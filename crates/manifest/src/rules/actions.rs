@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::Ctx;
 use super::read::{Unique, field, optional_object, optional_objects, required_str};
-use crate::manifest::capability::Capability;
+use crate::capability::Capability;
 use crate::schedule;
 use crate::schedule::ScheduleType;
 
@@ -51,7 +51,7 @@ pub(super) fn check(ctx: &mut Ctx) {
 mod tests {
     use serde_json::json;
 
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     #[test]
     fn actions_with_default_schedules_pass() {

@@ -2,7 +2,7 @@
 
 use super::Ctx;
 use super::read::{field, optional_object};
-use crate::manifest::quantity;
+use crate::quantity;
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -26,7 +26,7 @@ pub(super) fn check(ctx: &mut Ctx) {
 mod tests {
     use serde_json::json;
 
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     #[test]
     fn resources_pass() {

@@ -75,7 +75,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     #[test]
     fn a_typo_of_a_key_is_reported_with_the_key_it_resembles() {

@@ -157,7 +157,7 @@ fn normalize(path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::parse_str;
+    use crate::parse_str;
 
     fn manifest() -> Manifest {
         parse_str(

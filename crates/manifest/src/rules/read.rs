@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::manifest::error::{JsonPath, Problems};
+use crate::error::{JsonPath, Problems};
 
 pub(super) type Object = Map<String, Value>;
 

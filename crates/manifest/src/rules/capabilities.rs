@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::Ctx;
 use super::read::string_list;
-use crate::manifest::capability::Capability;
+use crate::capability::Capability;
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -32,7 +32,7 @@ pub(super) fn check(ctx: &mut Ctx) {
 mod tests {
     use serde_json::json;
 
-    use crate::manifest::fixtures::M;
+    use crate::fixtures::M;
 
     #[test]
     fn known_capabilities_pass() {

@@ -1,6 +1,11 @@
 //! The plugin manifest (`plugin.json`): parsing (JSON with comments and trailing commas) and
-//! every rule the reference states or implies, each problem reported at its JSON path.
+//! every rule the reference states or implies, each problem reported at its JSON path. One
+//! parser for everyone who reads a manifest: the controller's admission, the API server, the
+//! operator's verbs and plugin authors (the SDK). No Kubernetes client, no I/O; `model`
+//! re-exports it as `model::manifest`, with [`schedule`] and [`time`].
 //!
+//! - [`time`]: timestamps as statuses and schedules record them;
+//! - [`schedule`]: cron and interval schedules, and how a CronJob runs each;
 //! - [`parse`]: text or JSON value to a checked [`Manifest`];
 //! - `rules`: the rules, one module per section of the manifest;
 //! - [`capability`]: the capabilities a manifest may declare;
@@ -12,6 +17,8 @@
 
 pub mod bundle;
 pub mod capability;
+pub mod schedule;
+pub mod time;
 
 mod error;
 #[cfg(test)]
@@ -39,8 +46,8 @@ mod tests {
 
     use super::*;
 
-    const ECHO: &str = include_str!("../../../../examples/manifests/echo.json");
-    const FULL: &str = include_str!("../../../../examples/manifests/full.json");
+    const ECHO: &str = include_str!("../../../examples/manifests/echo.json");
+    const FULL: &str = include_str!("../../../examples/manifests/full.json");
 
     #[test]
     fn the_examples_parse() {
