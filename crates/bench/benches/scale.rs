@@ -319,8 +319,8 @@ async fn bench(
         "  what the API server's index holds:\n{}",
         footprint::table(&api_held)
     );
-    let (c_bytes, c_slim) = footprint::totals(&controller_held);
-    let (a_bytes, a_slim) = footprint::totals(&api_held);
+    let (c_bytes, c_compact) = footprint::totals(&controller_held);
+    let (a_bytes, a_compact) = footprint::totals(&api_held);
     summary.num("memory_controller_peak_rss_mib", controller_peak, 1);
     summary.num("memory_controller_steady_rss_mib", controller_steady, 1);
     summary.num("memory_controller_steady_anon_mib", controller_anon, 1);
@@ -338,7 +338,7 @@ async fn bench(
     );
     summary.num(
         "memory_controller_watched_json_without_managed_fields_mib",
-        footprint::mib(c_slim),
+        footprint::mib(c_compact),
         1,
     );
     summary.put(
@@ -355,7 +355,7 @@ async fn bench(
     summary.num("memory_api_watched_json_mib", footprint::mib(a_bytes), 1);
     summary.num(
         "memory_api_watched_json_without_managed_fields_mib",
-        footprint::mib(a_slim),
+        footprint::mib(a_compact),
         1,
     );
     summary.put("memory_api_watched_by_kind", by_kind(&api_held));

@@ -22,7 +22,7 @@ pub struct Held {
     /// JSON bytes as listed.
     pub bytes: usize,
     /// JSON bytes without managedFields.
-    pub slim_bytes: usize,
+    pub compact_bytes: usize,
 }
 
 async fn held<K>(client: &Client, selector: Option<&str>) -> anyhow::Result<Held>
@@ -35,17 +35,17 @@ where
         params = params.labels(selector);
     }
     let items = api.list(&params).await?.items;
-    let (mut bytes, mut slim_bytes) = (0, 0);
+    let (mut bytes, mut compact_bytes) = (0, 0);
     for mut item in items.iter().cloned() {
         bytes += serde_json::to_vec(&item)?.len();
         item.meta_mut().managed_fields = None;
-        slim_bytes += serde_json::to_vec(&item)?.len();
+        compact_bytes += serde_json::to_vec(&item)?.len();
     }
     Ok(Held {
         kind: leak(K::kind(&()).to_string()),
         objects: items.len(),
         bytes,
-        slim_bytes,
+        compact_bytes,
     })
 }
 
@@ -102,18 +102,18 @@ pub fn table(held: &[Held]) -> String {
             h.kind,
             h.objects,
             mib(h.bytes),
-            mib(h.slim_bytes)
+            mib(h.compact_bytes)
         ));
     }
-    let (bytes, slim): (usize, usize) = rows
+    let (bytes, compact): (usize, usize) = rows
         .iter()
-        .fold((0, 0), |(b, s), h| (b + h.bytes, s + h.slim_bytes));
+        .fold((0, 0), |(b, s), h| (b + h.bytes, s + h.compact_bytes));
     out.push_str(&format!(
         "    {:<24}{:>9}{:>14.2}{:>20.2}\n",
         "total",
         rows.iter().map(|h| h.objects).sum::<usize>(),
         mib(bytes),
-        mib(slim)
+        mib(compact)
     ));
     out
 }
@@ -125,5 +125,5 @@ pub fn mib(bytes: usize) -> f64 {
 /// Total JSON bytes: as listed, and without managedFields.
 pub fn totals(held: &[Held]) -> (usize, usize) {
     held.iter()
-        .fold((0, 0), |(b, s), h| (b + h.bytes, s + h.slim_bytes))
+        .fold((0, 0), |(b, s), h| (b + h.bytes, s + h.compact_bytes))
 }

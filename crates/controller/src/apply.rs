@@ -17,7 +17,7 @@ use super::Context;
 use super::drift;
 use super::error::{Error, Result};
 use super::merge_patch;
-use super::written::{Target, content_hash, status_hash};
+use super::recent_writes::{Target, content_hash, status_hash};
 use model::names::FIELD_MANAGER;
 
 /// The first field we set whose live value differs; `None` when `live` already is what
@@ -62,7 +62,10 @@ where
     };
     let version = live.resource_version();
     let content = content_hash(desired);
-    if ctx.written.on_its_way(target, version.as_deref(), content) {
+    if ctx
+        .recent_writes
+        .on_its_way(target, version.as_deref(), content)
+    {
         tracing::debug!(kind = kind::<K>(), %name, %field, "our write is on its way to the cache");
         return Ok(false);
     }
@@ -81,7 +84,8 @@ where
         name: name.clone(),
         source,
     })?;
-    ctx.written.record(target, version.as_deref(), content);
+    ctx.recent_writes
+        .record(target, version.as_deref(), content);
     Ok(true)
 }
 
@@ -182,7 +186,10 @@ where
     let target = status_target::<K>(&ns, &name);
     let version = object.resource_version();
     let content = status_hash(status);
-    if ctx.written.on_its_way(target, version.as_deref(), content) {
+    if ctx
+        .recent_writes
+        .on_its_way(target, version.as_deref(), content)
+    {
         return Ok(false);
     }
     let json = |s: &S| serde_json::to_value(s).expect("statuses serialize");
@@ -210,8 +217,9 @@ where
             name: name.clone(),
             source,
         })?;
-    ctx.written.record(target, version.as_deref(), content);
-    ctx.written
+    ctx.recent_writes
+        .record(target, version.as_deref(), content);
+    ctx.recent_writes
         .produced(target, written.resource_version().as_deref());
     Ok(true)
 }
@@ -222,7 +230,7 @@ pub fn is_status_echo<K: Resource<DynamicType = ()>>(ctx: &Context, object: &K) 
     // Every instance event passes here: borrow the names rather than copy them.
     let meta = object.meta();
     let (ns, name) = (meta.namespace.as_deref(), meta.name.as_deref());
-    ctx.written.is_echo(
+    ctx.recent_writes.is_echo(
         status_target::<K>(ns.unwrap_or_default(), name.unwrap_or_default()),
         meta.resource_version.as_deref(),
     )

@@ -15,11 +15,11 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::Context;
 use super::apply;
+use super::compact;
 use super::cronjob::{CronJobInputs, build_cronjob, existing_task};
 use super::error::{Error, Failures, Result};
 use super::plan::{ChatInputs, ChatPlan, ExistingTask, PluginFacts, PluginView, plan_chat};
 use super::pod::build_data_claim;
-use super::slim;
 use model::names;
 use model::resources::{
     AppliedSchedule, Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance,
@@ -168,7 +168,7 @@ async fn sync_instances(
                 .find(|i| i.name_any() == instance.name_any());
             let (claim, wrote) = futures::join!(
                 async {
-                    let live = slim::get(&ctx.stores.claims, &claim_name, ns)?;
+                    let live = compact::get(&ctx.stores.claims, &claim_name, ns)?;
                     apply::apply(ctx, &claim, live.as_ref()).await
                 },
                 apply::apply(ctx, &instance, live.map(|i| i.as_ref())),

@@ -11,9 +11,9 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
+use super::compact::Compact;
 use super::manifests::Manifests;
 use super::metrics::Metrics;
-use super::slim::Slim;
 use index::Index;
 use model::resources::{
     Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
@@ -32,9 +32,9 @@ pub struct Stores {
     pub channels: Store<Channel>,
     pub instances: Store<PluginInstance>,
     pub pods: Store<Pod>,
-    pub secrets: Store<Slim<Secret>>,
-    pub claims: Store<Slim<PersistentVolumeClaim>>,
-    pub cronjobs: Store<Slim<CronJob>>,
+    pub secrets: Store<Compact<Secret>>,
+    pub claims: Store<Compact<PersistentVolumeClaim>>,
+    pub cronjobs: Store<Compact<CronJob>>,
     /// Secrets of the controller's own namespace: HostConfig's registry credentials.
     pub registry_secrets: Store<Secret>,
 }
@@ -83,7 +83,7 @@ pub struct Context {
     /// Failures in a row by object, for the retry backoff.
     pub backoff: super::retry::Backoff,
     /// When this controller started reconciling (it leads from then on): a composer switch
-    /// that is on starts the plugin's container once after it (see `demand`).
+    /// that is on starts the plugin's container once after it (see `pod_wanted`).
     pub started: jiff::Timestamp,
     /// Registry clients and image facts by digest, for admission.
     pub images: super::images::Images,
@@ -92,8 +92,8 @@ pub struct Context {
     /// The chat statuses this controller wrote, until the cache shows them: see
     /// [`Context::chat_status`].
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
-    /// Every write, until the cache shows it (see `written`).
-    pub written: super::written::Written,
+    /// Every write, until the cache shows it (see `recent_writes`).
+    pub recent_writes: super::recent_writes::RecentWrites,
     /// Bounds the writes in flight: `Settings::writes_in_flight` permits.
     writes: tokio::sync::Semaphore,
 }
@@ -115,7 +115,7 @@ impl Context {
             images: Default::default(),
             manifests: Default::default(),
             written_chat_status: Mutex::default(),
-            written: Default::default(),
+            recent_writes: Default::default(),
             writes: tokio::sync::Semaphore::new(usize::from(settings.writes_in_flight.max(1))),
             settings,
         }

@@ -28,11 +28,11 @@ use rand::Rng;
 
 use super::Context;
 use super::apply;
-use super::demand::Demand;
+use super::compact;
 use super::error::{Error, Result};
 use super::plugin_pod;
 use super::pod::{PodInputs, build_pod, build_secret};
-use super::slim;
+use super::pod_wanted::Demand;
 use decide::{Decision, Facts, PodSteps, Removal, SecretStep, Start};
 use model::names;
 use model::resources::{
@@ -162,7 +162,7 @@ async fn make_secrets_and_pod(
 /// right a hand edit of what we set, keeping its token and secret (see `decide::secret_step`).
 async fn ensure_secret(ctx: &Context, inputs: &PodInputs<'_>) -> Result<()> {
     let name = names::secret_name(inputs.instance);
-    let live = slim::get(&ctx.stores.secrets, &name, inputs.namespace)?;
+    let live = compact::get(&ctx.stores.secrets, &name, inputs.namespace)?;
     match decide::secret_step(live.as_ref(), &inputs.owner) {
         SecretStep::Make => {
             let secret = build_secret(inputs, &random_token(), &random_token());

@@ -5,7 +5,7 @@
 //! PluginInstance (Secret, Pod on demand, status) and Project (trust in status, from the
 //! same-named ProjectTrust). `controllers` builds them, with what wakes each (`wake` maps a
 //! change to the objects it wakes). Deciding is pure (admission is a crate of its own,
-//! crates/admission; here `plan`, `demand`, `pod`, `cronjob`, `instance::decide`); writing is
+//! crates/admission; here `plan`, `pod_wanted`, `pod`, `cronjob`, `instance::decide`); writing is
 //! `apply`; `retry` decides when a failed reconcile looks again.
 //! The controller never calls a plugin: that is the API server's (crates/server).
 
@@ -13,7 +13,6 @@ mod apply;
 mod chat;
 mod context;
 mod controllers;
-mod demand;
 mod drift;
 mod error;
 mod images;
@@ -22,12 +21,13 @@ mod merge_patch;
 mod metrics;
 mod plugin;
 mod plugin_pod;
+mod pod_wanted;
 mod project;
+mod recent_writes;
 mod retry;
 #[cfg(test)]
 mod tests;
 mod wake;
-mod written;
 
 // The pure builders the benchmarks measure against (crates/bench builds the controller's own
 // objects from its own plan for a bare client's baseline, and checks convergence with it).
@@ -38,7 +38,7 @@ pub mod pod;
 
 /// How the index keeps the children the controller watches in bulk, and its manifest cache,
 /// under the names the controller's files use.
-pub use index::{manifests, slim};
+pub use index::{compact, manifests};
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -15,9 +15,9 @@ use oci::DOCKER_CONFIG_SECRET_KEY;
 
 use super::Context;
 use super::apply;
+use super::compact;
 use super::error::Result;
 use super::pod::{GateInputs, RunAs};
-use super::slim;
 use model::manifest::Manifest;
 use model::names;
 use model::resources::{HostConfigSpec, Plugin};
@@ -161,7 +161,7 @@ pub async fn ensure_pull_secret(
     };
     let secret = build_pull_secret(instance, namespace, labels, owner, &credentials);
     let name = secret.name_any();
-    let live = slim::get(&ctx.stores.secrets, &name, namespace)?;
+    let live = compact::get(&ctx.stores.secrets, &name, namespace)?;
     apply::apply(ctx, &secret, live.as_ref()).await?;
     Ok(Some(name))
 }

@@ -35,7 +35,7 @@ use kube::{Resource, ResourceExt};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::slim::Slim;
+use super::compact::Compact;
 use admission::conflicts::declared_names;
 use model::resources::{Channel, Plugin, PluginInstance, Project, ProjectTrust};
 
@@ -128,7 +128,7 @@ fn hash_body(hasher: &mut DefaultHasher, kind: &str, body: &str) {
     }
 }
 
-impl<K: k8s_openapi::Resource> Fingerprint for Slim<K> {
+impl<K: k8s_openapi::Resource> Fingerprint for Compact<K> {
     fn fingerprint(&self) -> u64 {
         #[derive(Deserialize, Default)]
         struct Described {

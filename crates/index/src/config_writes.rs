@@ -23,7 +23,7 @@ pub enum Whose {
 
 /// A config write: whose chats it concerns, and which object (by uid) at which generation.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Written {
+pub struct ConfigWrite {
     pub whose: Whose,
     pub uid: String,
     pub generation: i64,
@@ -63,7 +63,7 @@ impl Generations {
 pub fn on_project(
     gens: &mut Generations,
     event: &watcher::Event<Project>,
-    tx: &mpsc::UnboundedSender<Written>,
+    tx: &mpsc::UnboundedSender<ConfigWrite>,
 ) {
     match event {
         watcher::Event::InitApply(p) => {
@@ -71,7 +71,7 @@ pub fn on_project(
         }
         watcher::Event::Apply(p) => {
             if gens.changed(key(p), p.metadata.generation) {
-                let _ = tx.send(Written {
+                let _ = tx.send(ConfigWrite {
                     whose: Whose::Project(p.namespace().unwrap_or_default(), p.name_any()),
                     uid: p.uid().unwrap_or_default(),
                     generation: p.metadata.generation.unwrap_or_default(),
@@ -88,9 +88,9 @@ pub fn on_project(
 pub fn on_trust(
     gens: &mut Generations,
     event: &watcher::Event<ProjectTrust>,
-    tx: &mpsc::UnboundedSender<Written>,
+    tx: &mpsc::UnboundedSender<ConfigWrite>,
 ) {
-    let written = |t: &ProjectTrust| Written {
+    let written = |t: &ProjectTrust| ConfigWrite {
         whose: Whose::Project(t.namespace().unwrap_or_default(), t.name_any()),
         uid: t.uid().unwrap_or_default(),
         generation: t.metadata.generation.unwrap_or_default(),
@@ -117,7 +117,7 @@ pub fn on_trust(
 pub fn on_host(
     gens: &mut Generations,
     event: &watcher::Event<HostConfig>,
-    tx: &mpsc::UnboundedSender<Written>,
+    tx: &mpsc::UnboundedSender<ConfigWrite>,
 ) {
     match event {
         watcher::Event::InitApply(h) => {
@@ -125,7 +125,7 @@ pub fn on_host(
         }
         watcher::Event::Apply(h) => {
             if gens.changed(h.name_any(), h.metadata.generation) {
-                let _ = tx.send(Written {
+                let _ = tx.send(ConfigWrite {
                     whose: Whose::Global,
                     uid: h.uid().unwrap_or_default(),
                     generation: h.metadata.generation.unwrap_or_default(),
@@ -157,7 +157,7 @@ mod tests {
             t.metadata.uid = Some(format!("uid-{name}"));
             t
         };
-        let whose = |rx: &mut mpsc::UnboundedReceiver<Written>| rx.try_recv().map(|w| w.whose);
+        let whose = |rx: &mut mpsc::UnboundedReceiver<ConfigWrite>| rx.try_recv().map(|w| w.whose);
         let of = |name: &str| Ok(Whose::Project("ns".into(), name.into()));
         // The first list is no write.
         on_trust(&mut gens, &watcher::Event::InitApply(trust("a", 1)), &tx);
@@ -198,7 +198,7 @@ mod tests {
         on_project(&mut gens, &watcher::Event::Apply(project(2)), &tx);
         assert_eq!(
             rx.try_recv().unwrap(),
-            Written {
+            ConfigWrite {
                 whose: Whose::Project("ns".into(), "proj".into()),
                 uid: "uid-proj".into(),
                 generation: 2,
@@ -218,7 +218,7 @@ mod tests {
         on_host(&mut gens, &watcher::Event::Apply(host), &tx);
         assert_eq!(
             rx.try_recv().unwrap(),
-            Written {
+            ConfigWrite {
                 whose: Whose::Global,
                 uid: "uid-host".into(),
                 generation: 2,

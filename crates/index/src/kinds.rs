@@ -7,15 +7,15 @@
 //! | HostConfig, Plugin, Project, ProjectTrust, Channel | all | all | typed |
 //! | PluginInstance | ours | ours | typed |
 //! | Pod | ours | plugin Pods | typed, with where each instance answers (`pods`) |
-//! | Secret | ours | token Secrets | slim (controller); without the token (API server), its digest in `tokens` |
-//! | PersistentVolumeClaim, CronJob | ours | | slim |
+//! | Secret | ours | token Secrets | compact (controller); without the token (API server), its digest in `tokens` |
+//! | PersistentVolumeClaim, CronJob | ours | | compact |
 //! | Secret of the controller's namespace | all | | typed (HostConfig's registry credentials) |
 //! | AgentRun | | ours | typed |
 //! | ConfigMap | | inbox and memory | typed |
 //!
 //! "ours" is [`MANAGED_SELECTOR`]: what we made. Every stored object loses its managedFields
 //! (`trim`). The two Secret watches stay apart when both roles share a process: the controller
-//! keeps each Secret whole (slim), the API server never keeps a token.
+//! keeps each Secret whole (compact), the API server never keeps a token.
 
 use model::names::MANAGED_SELECTOR;
 

@@ -7,7 +7,7 @@
 //!   (pure; the table of what each role's index holds is there);
 //! - [`watch`]: the one way the index reads the cluster: a watch per kind feeding its store,
 //!   with hooks before and after the store, and a stop signal; [`start`] starts them;
-//! - [`trim`]: what a stored object loses; [`slim`]: the compact form of the children the
+//! - [`trim`]: what a stored object loses; [`compact`]: the compact form of the children the
 //!   controller keeps by the thousand;
 //! - [`feed`]: the subscribers of a kind's watch, the streams a kube `Controller` takes;
 //! - derived indexes, fed by the hooks: [`tokens`] (a plugin token's digest to its instance),
@@ -17,12 +17,12 @@
 //!   version.
 
 pub mod changed;
+pub mod compact;
 pub mod config_writes;
 pub mod feed;
 pub mod kinds;
 pub mod manifests;
 pub mod pods;
-pub mod slim;
 pub mod start;
 pub mod tokens;
 pub mod trim;
@@ -41,12 +41,12 @@ use model::resources::{
 };
 
 pub use changed::Changed;
-pub use config_writes::Written;
+pub use compact::Compact;
+pub use config_writes::ConfigWrite;
 pub use feed::Feed;
 pub use kinds::{ControllerRole, Roles};
 pub use manifests::{Compiled, Manifests};
 pub use pods::{ContainerKey, Endpoint, InstanceKey, PodIndex, PodView};
-pub use slim::Slim;
 pub use start::{Error, Started};
 pub use tokens::{TokenIndex, TokenOwner};
 pub use watch::Watch;
@@ -71,12 +71,12 @@ pub struct Index {
 
     // The controller's.
     /// Label-selected: the Secrets the controller made (token Secrets, registry credentials
-    /// copied beside a plugin's Pods), slim.
-    pub owned_secrets: Store<Slim<Secret>>,
-    /// Label-selected: the chats' /data claims, slim.
-    pub claims: Store<Slim<PersistentVolumeClaim>>,
-    /// Label-selected: the scheduled actions' CronJobs, slim.
-    pub cronjobs: Store<Slim<CronJob>>,
+    /// copied beside a plugin's Pods), compact.
+    pub owned_secrets: Store<Compact<Secret>>,
+    /// Label-selected: the chats' /data claims, compact.
+    pub claims: Store<Compact<PersistentVolumeClaim>>,
+    /// Label-selected: the scheduled actions' CronJobs, compact.
+    pub cronjobs: Store<Compact<CronJob>>,
     /// Secrets of the controller's own namespace: HostConfig's registry credentials.
     pub registry_secrets: Store<Secret>,
 
@@ -105,9 +105,9 @@ pub struct Feeds {
     pub channels: Feed<Channel>,
     pub instances: Feed<PluginInstance>,
     pub pods: Feed<k8s_openapi::api::core::v1::Pod>,
-    pub owned_secrets: Feed<Slim<Secret>>,
-    pub claims: Feed<Slim<PersistentVolumeClaim>>,
-    pub cronjobs: Feed<Slim<CronJob>>,
+    pub owned_secrets: Feed<Compact<Secret>>,
+    pub claims: Feed<Compact<PersistentVolumeClaim>>,
+    pub cronjobs: Feed<Compact<CronJob>>,
     pub registry_secrets: Feed<Secret>,
     pub runs: Feed<AgentRun>,
     pub config_maps: Feed<ConfigMap>,
@@ -123,9 +123,9 @@ pub struct Writers {
     pub channels: Writer<Channel>,
     pub instances: Writer<PluginInstance>,
     pub pods: Writer<k8s_openapi::api::core::v1::Pod>,
-    pub owned_secrets: Writer<Slim<Secret>>,
-    pub claims: Writer<Slim<PersistentVolumeClaim>>,
-    pub cronjobs: Writer<Slim<CronJob>>,
+    pub owned_secrets: Writer<Compact<Secret>>,
+    pub claims: Writer<Compact<PersistentVolumeClaim>>,
+    pub cronjobs: Writer<Compact<CronJob>>,
     pub registry_secrets: Writer<Secret>,
     pub runs: Writer<AgentRun>,
     pub config_maps: Writer<ConfigMap>,

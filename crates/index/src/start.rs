@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch as signal};
 
 use super::changed::bump;
-use super::config_writes::{self, Generations, Written};
+use super::config_writes::{self, ConfigWrite, Generations};
 use super::feed::Feed;
 use super::kinds::{self, Roles, Selection};
 use super::trim;
@@ -25,7 +25,7 @@ use super::{Index, Writers};
 /// unless the API server is one of its roles).
 pub struct Started {
     pub index: Arc<Index>,
-    pub config_writes: mpsc::UnboundedReceiver<Written>,
+    pub config_writes: mpsc::UnboundedReceiver<ConfigWrite>,
 }
 
 /// Why the index did not start.

@@ -4,7 +4,7 @@
 //! - an instance's token Secret, as the API server keeps it, its token too: the tokens plugins
 //!   call with go to the token index as digests (see `tokens`), and the stored Secret keeps
 //!   only the secret each call to the plugin carries;
-//! - the children the controller keeps by the thousand are stored as [`crate::slim::Slim`]
+//! - the children the controller keeps by the thousand are stored as [`crate::compact::Compact`]
 //!   objects, trimmed as they are read from the wire.
 
 use k8s_openapi::api::core::v1::Secret;

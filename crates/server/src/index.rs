@@ -5,7 +5,7 @@
 //! Answers read from it, never from the API server. Its types under the names the server's
 //! modules use.
 
-pub use ::index::config_writes::{self, Written};
+pub use ::index::config_writes::{self, ConfigWrite};
 pub use ::index::{
     Compiled, ContainerKey, Endpoint, Index, InstanceKey, PodIndex, Roles, TokenIndex, TokenOwner,
     Writers,

@@ -176,10 +176,9 @@ impl Server {
         if options.lease.is_none() {
             tracing::warn!("no --leader-election-namespace: this server does the fan-out alone");
         }
-        let mark = options
-            .lease
-            .as_ref()
-            .map(|(ns, name, _)| crate::fanout::sent::SentRecord::new(client.clone(), ns, name));
+        let mark = options.lease.as_ref().map(|(ns, name, _)| {
+            crate::fanout::sent_mark::SentRecord::new(client.clone(), ns, name)
+        });
         let leading = runtime::leader::leading(client.clone(), options.lease, stopped.clone());
         let fanout = tokio::spawn(crate::fanout::run(
             host.clone(),

@@ -1,6 +1,6 @@
 //! What a PluginInstance should have, decided from values the reconciler gathered: whether it
 //! can run (its Plugin installed and admitted, its Channel there), whether its container is
-//! wanted now (`demand`), the settings that apply, the inputs of its Pod, and what to do with
+//! wanted now (`pod_wanted`), the settings that apply, the inputs of its Pod, and what to do with
 //! its Secret and with each of its live Pods. Pure: nothing here takes a client or the
 //! Context; `instance` reads the stores into [`Facts`] and carries the steps out.
 //!
@@ -19,10 +19,10 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 
-use crate::demand::{self, Demand, DemandInputs};
 use crate::manifests::Parsed;
 use crate::plugin_pod::{self, PluginParts};
 use crate::pod::PodInputs;
+use crate::pod_wanted::{self, Demand, DemandInputs};
 use model::contract::{SECRET_KEY, TOKEN_KEY};
 use model::manifest::{Capability, Manifest};
 use model::names;
@@ -153,7 +153,7 @@ fn demand_on(facts: &Facts, run: &Runnable, now: Timestamp) -> Demand {
     };
     let idle =
         model::schedule::parse_interval(&facts.host.plugins.idle_timeout).unwrap_or(DEFAULT_IDLE);
-    demand::demand(&DemandInputs {
+    pod_wanted::demand(&DemandInputs {
         status: facts.instance.status.as_ref(),
         switches: &switches,
         live_control: approved.contains(&Capability::LiveControl),

@@ -17,9 +17,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::verifier::ApiServer;
+use crate::compact::Compact;
 use crate::context::{Context, Settings, Stores};
 use crate::metrics::Metrics;
-use crate::slim::Slim;
 use model::config::{PluginConfig, ScheduleEntry};
 use model::resources::{
     ADMITTED, App, Channel, ChannelKind, ChannelSpec, Condition, ConditionStatus, HOST_CONFIG_NAME,
@@ -77,10 +77,10 @@ impl World {
             channels: store(self.channels.iter().cloned()),
             instances: store(self.instances.iter().cloned()),
             pods: store(self.pods.iter().cloned()),
-            // As the watches keep them: slim.
-            secrets: store(self.secrets.iter().map(Slim::of)),
-            claims: store(self.claims.iter().map(Slim::of)),
-            cronjobs: store(self.cronjobs.iter().map(Slim::of)),
+            // As the watches keep them: compact.
+            secrets: store(self.secrets.iter().map(Compact::of)),
+            claims: store(self.claims.iter().map(Compact::of)),
+            cronjobs: store(self.cronjobs.iter().map(Compact::of)),
             registry_secrets: store(self.registry_secrets.iter().cloned()),
         };
         let settings = Settings {

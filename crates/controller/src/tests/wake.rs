@@ -10,9 +10,9 @@ use kube::{Resource, ResourceExt};
 
 use super::fixtures::{NS, channel, echo_plugin, instance, project, served, trust};
 use crate::chat::desired_instance;
+use crate::compact::Compact;
 use crate::cronjob::{CronJobInputs, build_cronjob};
 use crate::pod::build_data_claim;
-use crate::slim::Slim;
 use crate::wake::{
     Fingerprint, chats_of_project, clusters_annotation, every, instances_of_chat,
     instances_of_plugin, instances_of_project, plugins_sharing_names, project_of_trust,
@@ -51,14 +51,14 @@ fn cronjob() -> CronJob {
 }
 
 /// The fingerprint of `object` as the store keeps it.
-fn slim<K>(object: &K) -> u64
+fn compact<K>(object: &K) -> u64
 where
     K: k8s_openapi::Resource
         + k8s_openapi::Metadata<Ty = ObjectMeta>
         + serde::Serialize
         + serde::de::DeserializeOwned,
 {
-    Slim::of(object).fingerprint()
+    Compact::of(object).fingerprint()
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn a_claims_binding_wakes_no_chat() {
         phase: Some("Bound".into()),
         ..Default::default()
     });
-    assert_eq!(slim(&made), slim(&bound));
+    assert_eq!(compact(&made), compact(&bound));
 }
 
 #[test]
@@ -101,7 +101,7 @@ fn an_edit_of_what_the_chat_sets_on_a_claim_wakes_it() {
     let mut going = made.clone();
     going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
     for changed in [relabelled, resized, annotated, orphaned, going] {
-        assert_ne!(slim(&made), slim(&changed), "{changed:?}");
+        assert_ne!(compact(&made), compact(&changed), "{changed:?}");
     }
 }
 
@@ -113,15 +113,15 @@ fn a_cronjobs_runs_wake_no_chat_but_its_spec_does() {
         last_schedule_time: Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
         ..Default::default()
     });
-    assert_eq!(slim(&made), slim(&ran));
+    assert_eq!(compact(&made), compact(&ran));
     let mut suspended = made.clone();
     suspended.spec.suspend = Some(true);
-    assert_ne!(slim(&made), slim(&suspended));
+    assert_ne!(compact(&made), compact(&suspended));
     let mut other_entry = made.clone();
     other_entry
         .annotations_mut()
         .insert(crate::cronjob::ANNOTATION_ENTRY.into(), "def".into());
-    assert_ne!(slim(&made), slim(&other_entry));
+    assert_ne!(compact(&made), compact(&other_entry));
 }
 
 #[test]

@@ -46,7 +46,7 @@ pub enum CandidateError {
 }
 
 /// What the image says, as install needs it.
-pub struct ImageSays<'a> {
+pub struct PulledImage<'a> {
     /// `REF@sha256:...`.
     pub pinned: String,
     pub command: Vec<String>,
@@ -57,7 +57,7 @@ pub struct ImageSays<'a> {
 }
 
 /// The manifest the image ships, checked: every rule, and the bundle holds what it names.
-pub fn manifest_of(image: &ImageSays) -> Result<(Manifest, PluginManifestSpec), CandidateError> {
+pub fn manifest_of(image: &PulledImage) -> Result<(Manifest, PluginManifestSpec), CandidateError> {
     let text = std::str::from_utf8(image.plugin_json).map_err(|_| CandidateError::NotUtf8)?;
     let manifest = manifest::parse_str(text)?;
     let problems = bundle::check(&manifest, image.bundle);
@@ -130,7 +130,7 @@ pub fn capability_lines(manifest: &Manifest, approved: &[String]) -> Vec<Capabil
 
 /// The Plugin to apply.
 pub fn plugin(
-    image: &ImageSays,
+    image: &PulledImage,
     manifest: &Manifest,
     spec_manifest: PluginManifestSpec,
     approved: Vec<String>,
@@ -190,8 +190,8 @@ mod tests {
         BTreeMap::from([("ui/mode.svg".to_string(), BundleEntry::File { size: icon })])
     }
 
-    fn says<'a>(b: &'a BTreeMap<String, BundleEntry>) -> ImageSays<'a> {
-        ImageSays {
+    fn says<'a>(b: &'a BTreeMap<String, BundleEntry>) -> PulledImage<'a> {
+        PulledImage {
             pinned: format!("r.test/echo:1@sha256:{}", "a".repeat(64)),
             command: vec!["/echo-plugin".into()],
             plugin_json: JSON.as_bytes(),
@@ -248,7 +248,7 @@ mod tests {
     fn a_manifest_cut_short_is_refused_where_it_ends() {
         let b = bundle(100);
         let cut: String = JSON.lines().take(3).collect::<Vec<_>>().join("\n");
-        let image = ImageSays {
+        let image = PulledImage {
             plugin_json: cut.as_bytes(),
             ..says(&b)
         };

@@ -11,7 +11,7 @@ use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use model::resources::{AdmissionStage, HostConfigSpec, Plugin};
 
-use super::candidate::{self, Approval, CapabilityLine, ImageSays};
+use super::candidate::{self, Approval, CapabilityLine, PulledImage};
 use super::check::{self, Pulled};
 use super::cluster;
 use super::error::PluginError;
@@ -187,7 +187,7 @@ fn candidate_from(
     purge_on_delete: bool,
 ) -> Result<(Plugin, Vec<CapabilityLine>), PluginError> {
     let view = admission::view_of(&pulled.facts);
-    let says = ImageSays {
+    let says = PulledImage {
         pinned: pulled.facts.pinned.to_string(),
         command: pulled.facts.command(),
         plugin_json: &pulled.facts.tree.plugin_json,

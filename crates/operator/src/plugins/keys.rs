@@ -9,7 +9,7 @@ use oci::signing::keys::PublisherKey;
 use oci::signing::publish;
 use oci::signing::record::SignatureRecord;
 
-use super::candidate::{self, ImageSays};
+use super::candidate::{self, PulledImage};
 use super::check;
 use super::error::PluginError;
 use super::registry::{RegistryArgs, registry};
@@ -41,7 +41,7 @@ pub async fn sign(
     let registry = registry(args, None, None).await?;
     let pulled = check::pull(&registry, reference).await?;
     let view = admission::view_of(&pulled.facts);
-    let says = ImageSays {
+    let says = PulledImage {
         pinned: pulled.facts.pinned.to_string(),
         command: pulled.facts.command(),
         plugin_json: &pulled.facts.tree.plugin_json,

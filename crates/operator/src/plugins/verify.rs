@@ -5,7 +5,7 @@
 use kube::{Client, ResourceExt};
 use model::resources::{HostConfigSpec, Plugin};
 
-use super::candidate::{self, Approval, ImageSays};
+use super::candidate::{self, Approval, PulledImage};
 use super::check::{self, Pulled};
 use super::cluster;
 use super::error::PluginError;
@@ -47,7 +47,7 @@ pub async fn verify(
         Some(p) => p.clone(),
         None => {
             let view = admission::view_of(&pulled.facts);
-            let says = ImageSays {
+            let says = PulledImage {
                 pinned: pulled.facts.pinned.to_string(),
                 command: pulled.facts.command(),
                 plugin_json: &pulled.facts.tree.plugin_json,

@@ -13,13 +13,13 @@
 //!
 //! The parts, each with one job: [`breaker`] (the rule), [`breaker_sync`] (its state on the
 //! instance), [`client`] (HTTP to a container), [`config`] (the reference's limits),
-//! [`demand`] (when to write activity), [`waiting`] (the queue per container), [`metrics`].
+//! [`activity`] (when to write activity), [`waiting`] (the queue per container), [`metrics`].
 
+pub mod activity;
 pub mod breaker;
 pub mod breaker_sync;
 pub mod client;
 pub mod config;
-pub mod demand;
 pub mod metrics;
 pub mod waiting;
 
@@ -32,11 +32,11 @@ use tokio::sync::watch;
 
 use crate::index::{Compiled, ContainerKey, Endpoint, Index, InstanceKey};
 use crate::status::StatusWriter;
+use activity::{ActivityLimiter, refresh_every};
 use breaker::{Breakers, Change, Outcome, Pass};
 use breaker_sync::BreakerSync;
 use client::{CallFailure, PluginAnswer, PluginClient, PluginRequest};
 pub use config::{CallKind, CallSettings, Limits};
-use demand::{ActivityLimiter, refresh_every};
 use metrics::{
     CallLabels, CallMetrics, InstanceLabels, KindLabels, ResultLabels, TransitionLabels,
 };

@@ -13,13 +13,13 @@
 //!
 //! A replica that does not lead reads the same events; the settings and plugins events it
 //! keeps for as long as a handover can take and sends them if it takes over ([`backlog`]), and
-//! it also sends what the holders' mark of what they sent does not show ([`sent`]), so that an
+//! it also sends what the holders' mark of what they sent does not show ([`sent_mark`]), so that an
 //! event the last holder never sent is not lost, even one this replica did not see.
 
 pub mod backlog;
 pub mod plugins_changed;
 pub mod runs_done;
-pub mod sent;
+pub mod sent_mark;
 pub mod settings_changed;
 pub mod sweep;
 
@@ -28,16 +28,16 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use crate::host_api::HostState;
-use crate::index::Written;
+use crate::index::ConfigWrite;
 
 /// Runs the fan-out until `stop` turns true; only while `leading` says so does it send. With
 /// a `mark` (there is one with a Lease), the holder records what it sent there.
 pub async fn run(
     host: HostState,
-    config_writes: mpsc::UnboundedReceiver<Written>,
+    config_writes: mpsc::UnboundedReceiver<ConfigWrite>,
     done: Arc<dyn runs_done::DoneRecorder>,
     leading: watch::Receiver<bool>,
-    mark: Option<sent::SentRecord>,
+    mark: Option<sent_mark::SentRecord>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mark = mark.map(Arc::new);

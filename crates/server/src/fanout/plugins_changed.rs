@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::backlog::Handover;
-use super::sent::{self, SentRecord};
+use super::sent_mark::{self, SentRecord};
 use crate::calls::CallOptions;
 use crate::delivery::deliver_event;
 use crate::delivery::routing::PLUGINS_CHANGED;
@@ -80,7 +80,7 @@ pub async fn run(host: HostState, leading: watch::Receiver<bool>, mark: Option<A
         if took_over && let Some(record) = &mark {
             match record.read().await {
                 Ok(told) => {
-                    let told = told.map(|m| sent::plugins_told(&m));
+                    let told = told.map(|m| sent_mark::plugins_told(&m));
                     let unsent = told.map_or_else(Vec::new, |told| changes(&told, &known));
                     if !unsent.is_empty() {
                         tracing::info!(
@@ -104,8 +104,8 @@ pub async fn run(host: HostState, leading: watch::Receiver<bool>, mark: Option<A
             send(&host, &d).await;
         }
         if marked && let Some(record) = &mark {
-            let entries = sent::plugin_entries(&known);
-            if let Err(err) = record.write(&entries, Some(sent::PLUGINS)).await {
+            let entries = sent_mark::plugin_entries(&known);
+            if let Err(err) = record.write(&entries, Some(sent_mark::PLUGINS)).await {
                 tracing::warn!(%err, "plugins.changed: could not mark what was sent; the next holder may send it again");
             }
         }

@@ -11,12 +11,12 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::backlog::Handover;
-use super::sent::{self, SentRecord};
+use super::sent_mark::{self, SentRecord};
 use crate::calls::CallOptions;
 use crate::delivery::deliver_event;
 use crate::delivery::routing::SETTINGS_CHANGED;
 use crate::host_api::HostState;
-use crate::index::Written;
+use crate::index::ConfigWrite;
 use crate::index::config_writes::Whose;
 use model::resources::Channel;
 
@@ -41,7 +41,7 @@ pub fn chats_of<'a>(
 /// [`Handover`] and [`super::sent`]). The mark, when there is one, is written after each send.
 pub async fn run(
     host: HostState,
-    mut writes: mpsc::UnboundedReceiver<Written>,
+    mut writes: mpsc::UnboundedReceiver<ConfigWrite>,
     leading: watch::Receiver<bool>,
     mark: Option<Arc<SentRecord>>,
 ) {
@@ -65,9 +65,9 @@ pub async fn run(
         for whose in distinct(to_send) {
             send(&host, &whose).await;
             if let Some(mark) = &mark {
-                let configs = sent::configs_now(host.index());
+                let configs = sent_mark::configs_now(host.index());
                 let sent_for = configs.iter().filter(|c| c.whose == whose);
-                write_mark(mark, &sent::settings_entries(sent_for), None).await;
+                write_mark(mark, &sent_mark::settings_entries(sent_for), None).await;
             }
         }
     }
@@ -76,13 +76,13 @@ pub async fn run(
 /// On taking over: sends what was kept and what the mark does not show as sent, one event per
 /// config, then marks every config as it is now (dropping those gone).
 async fn take_over(host: &HostState, mark: Option<&SentRecord>, kept: Vec<Whose>) {
-    let configs = sent::configs_now(host.index());
+    let configs = sent_mark::configs_now(host.index());
     let (unsent, marked) = match mark {
         None => (Vec::new(), None),
         Some(record) => match record.read().await {
             // No mark yet: nothing can be known to be unsent; from now on there is one.
             Ok(None) => (Vec::new(), Some(record)),
-            Ok(Some(versions)) => (sent::unsent(&versions, &configs), Some(record)),
+            Ok(Some(versions)) => (sent_mark::unsent(&versions, &configs), Some(record)),
             Err(err) => {
                 tracing::warn!(%err, "settings.changed: the mark of what was sent is unreadable; sending only what this replica saw");
                 (Vec::new(), None)
@@ -104,14 +104,14 @@ async fn take_over(host: &HostState, mark: Option<&SentRecord>, kept: Vec<Whose>
     if let Some(record) = marked {
         write_mark(
             record,
-            &sent::settings_entries(&configs),
-            Some(sent::SETTINGS),
+            &sent_mark::settings_entries(&configs),
+            Some(sent_mark::SETTINGS),
         )
         .await;
     }
 }
 
-async fn write_mark(record: &SentRecord, entries: &sent::Versions, snapshot: Option<&str>) {
+async fn write_mark(record: &SentRecord, entries: &sent_mark::Versions, snapshot: Option<&str>) {
     if let Err(err) = record.write(entries, snapshot).await {
         tracing::warn!(%err, "settings.changed: could not mark what was sent; the next holder may send it again");
     }

@@ -17,7 +17,7 @@
 //! The parts, each with one job:
 //! - [`auth`]: the bearer header, who calls (401; tokens are looked up in the index's token
 //!   digests), whether the project enables the plugin (409), capabilities (403);
-//! - [`view`]: the overlay of this process's own writes over the index;
+//! - [`own_writes`]: the overlay of this process's own writes over the index;
 //! - [`instance_state`], [`quota`], [`files`], [`inbox`], [`memory`]: the pure rules;
 //! - [`writes`]: runs and ConfigMaps, behind a trait; status fields go through
 //!   [`crate::status`]; [`apply`]: the thin parts that call them;
@@ -38,11 +38,11 @@ pub mod instance_state;
 pub mod live;
 pub mod memory;
 pub mod metrics;
+pub mod own_writes;
 pub mod quota;
 mod routes;
 pub mod shared_runs;
 pub mod state;
-pub mod view;
 pub mod writes;
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use super::clock::Clock;
 use super::files::MAX_FILE_BYTES;
 use super::live::LiveSessions;
 use super::metrics::Metrics;
+use super::own_writes::OwnWrites;
 use super::quota::Ledger;
-use super::view::Fresh;
 use super::writes::Writer;
 use crate::calls::Calls;
 use crate::index::Index;
@@ -67,9 +67,9 @@ pub struct AppState {
     pub live: Arc<dyn LiveSessions>,
     pub metrics: Arc<Metrics>,
     /// What this process wrote, until the stores show it.
-    pub fresh_instances: Fresh<PluginInstance>,
-    pub fresh_runs: Fresh<AgentRun>,
-    pub fresh_maps: Fresh<ConfigMap>,
+    pub fresh_instances: OwnWrites<PluginInstance>,
+    pub fresh_runs: OwnWrites<AgentRun>,
+    pub fresh_maps: OwnWrites<ConfigMap>,
     pub ledger: Ledger,
     /// The runs record shared with the other replicas, when there is a namespace for it.
     pub shared_runs: Option<super::shared_runs::SharedRuns>,
@@ -96,9 +96,9 @@ impl AppState {
             clock,
             live,
             metrics,
-            fresh_instances: Fresh::default(),
-            fresh_runs: Fresh::default(),
-            fresh_maps: Fresh::default(),
+            fresh_instances: OwnWrites::default(),
+            fresh_runs: OwnWrites::default(),
+            fresh_maps: OwnWrites::default(),
             ledger: Ledger::default(),
             shared_runs: None,
             locks: KeyedLocks::default(),

@@ -14,14 +14,14 @@ use kube::{Resource, ResourceExt};
 pub const FRESH_FOR: Duration = Duration::from_secs(30);
 
 /// Objects by (namespace, name), with when they were written.
-type Written<K> = HashMap<(String, String), (Timestamp, Arc<K>)>;
+type ByName<K> = HashMap<(String, String), (Timestamp, Arc<K>)>;
 
 /// Objects this process wrote, by (namespace, name), with when they were written.
-pub struct Fresh<K> {
-    objects: Mutex<Written<K>>,
+pub struct OwnWrites<K> {
+    objects: Mutex<ByName<K>>,
 }
 
-impl<K> Default for Fresh<K> {
+impl<K> Default for OwnWrites<K> {
     fn default() -> Self {
         Self {
             objects: Mutex::new(HashMap::new()),
@@ -29,7 +29,7 @@ impl<K> Default for Fresh<K> {
     }
 }
 
-impl<K> Fresh<K>
+impl<K> OwnWrites<K>
 where
     K: Resource<DynamicType = ()> + Clone,
 {
@@ -114,7 +114,7 @@ mod tests {
     #[test]
     fn the_newer_write_wins_until_the_store_catches_up() {
         let (store, mut writer) = reflector::store::<ConfigMap>();
-        let fresh = Fresh::default();
+        let fresh = OwnWrites::default();
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         assert!(fresh.get(&store, "ns", "a", t0).is_none());
 

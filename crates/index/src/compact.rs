@@ -2,7 +2,7 @@
 //! CronJobs): the metadata the stores index and the controllers map by typed (name, namespace,
 //! uid, resourceVersion, owners, deletion), and the rest as compact JSON: labels, annotations,
 //! finalizers and the creation time apart, then spec, status and data as the API server sent
-//! them. A reconcile that reads one turns it into the full type ([`Slim::typed`]).
+//! them. A reconcile that reads one turns it into the full type ([`Compact::typed`]).
 //!
 //! At 3,000 instances the stores held about 10,500 such children; as k8s-openapi structs each
 //! costs several times its JSON (every optional field takes its room inline, a CronJob carries a
@@ -19,9 +19,9 @@ use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAcc
 use serde::{Deserialize, Deserializer};
 
 /// A stored child: part of `metadata` typed, everything else as JSON.
-pub struct Slim<K> {
+pub struct Compact<K> {
     /// Without labels, annotations, finalizers and creationTimestamp (they are in
-    /// `described`): read labels with [`Slim::label`], the rest from [`Slim::typed`].
+    /// `described`): read labels with [`Compact::label`], the rest from [`Compact::typed`].
     pub metadata: ObjectMeta,
     /// A JSON object of the metadata fields taken out of `metadata`.
     described: Box<str>,
@@ -30,7 +30,7 @@ pub struct Slim<K> {
     kind: PhantomData<fn() -> K>,
 }
 
-/// The metadata fields a `Slim` keeps as JSON.
+/// The metadata fields a `Compact` keeps as JSON.
 fn describe(metadata: &mut ObjectMeta) -> Box<str> {
     let described = ObjectMeta {
         labels: metadata.labels.take(),
@@ -54,7 +54,7 @@ pub struct NotParsed {
     pub source: serde_json::Error,
 }
 
-impl<K> Slim<K>
+impl<K> Compact<K>
 where
     K: k8s_openapi::Resource + k8s_openapi::Metadata<Ty = ObjectMeta> + DeserializeOwned,
 {
@@ -96,7 +96,7 @@ where
     }
 }
 
-impl<K> Slim<K> {
+impl<K> Compact<K> {
     /// The JSON object of the metadata fields kept apart: labels, annotations, finalizers and
     /// the creation time.
     pub fn described(&self) -> &str {
@@ -121,7 +121,11 @@ impl<K> Slim<K> {
 }
 
 /// The child named `name` in `namespace`, as its full type; `None` when the store has none.
-pub fn get<K>(store: &Store<Slim<K>>, name: &str, namespace: &str) -> Result<Option<K>, NotParsed>
+pub fn get<K>(
+    store: &Store<Compact<K>>,
+    name: &str,
+    namespace: &str,
+) -> Result<Option<K>, NotParsed>
 where
     K: k8s_openapi::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + k8s_openapi::Metadata<Ty = ObjectMeta>
@@ -129,13 +133,13 @@ where
 {
     store
         .get(&ObjectRef::new(name).within(namespace))
-        .map(|slim| slim.typed())
+        .map(|compact| compact.typed())
         .transpose()
 }
 
-impl<K> Clone for Slim<K> {
+impl<K> Clone for Compact<K> {
     fn clone(&self) -> Self {
-        Slim {
+        Compact {
             metadata: self.metadata.clone(),
             described: self.described.clone(),
             body: self.body.clone(),
@@ -144,7 +148,7 @@ impl<K> Clone for Slim<K> {
     }
 }
 
-impl<K: k8s_openapi::Resource> fmt::Debug for Slim<K> {
+impl<K: k8s_openapi::Resource> fmt::Debug for Compact<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct(K::KIND)
             .field("metadata", &self.metadata)
@@ -154,7 +158,7 @@ impl<K: k8s_openapi::Resource> fmt::Debug for Slim<K> {
     }
 }
 
-impl<K: k8s_openapi::Resource> k8s_openapi::Resource for Slim<K> {
+impl<K: k8s_openapi::Resource> k8s_openapi::Resource for Compact<K> {
     const API_VERSION: &'static str = K::API_VERSION;
     const GROUP: &'static str = K::GROUP;
     const KIND: &'static str = K::KIND;
@@ -163,7 +167,7 @@ impl<K: k8s_openapi::Resource> k8s_openapi::Resource for Slim<K> {
     type Scope = K::Scope;
 }
 
-impl<K: k8s_openapi::Resource> k8s_openapi::Metadata for Slim<K> {
+impl<K: k8s_openapi::Resource> k8s_openapi::Metadata for Compact<K> {
     type Ty = ObjectMeta;
 
     fn metadata(&self) -> &ObjectMeta {
@@ -175,22 +179,22 @@ impl<K: k8s_openapi::Resource> k8s_openapi::Metadata for Slim<K> {
     }
 }
 
-impl<'de, K> Deserialize<'de> for Slim<K> {
+impl<'de, K> Deserialize<'de> for Compact<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(SlimVisitor(PhantomData))
+        deserializer.deserialize_map(CompactVisitor(PhantomData))
     }
 }
 
-struct SlimVisitor<K>(PhantomData<fn() -> K>);
+struct CompactVisitor<K>(PhantomData<fn() -> K>);
 
-impl<'de, K> Visitor<'de> for SlimVisitor<K> {
-    type Value = Slim<K>;
+impl<'de, K> Visitor<'de> for CompactVisitor<K> {
+    type Value = Compact<K>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a Kubernetes object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Slim<K>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Compact<K>, A::Error> {
         let mut metadata = ObjectMeta::default();
         let mut body = Vec::with_capacity(256);
         body.push(b'{');
@@ -211,7 +215,7 @@ impl<'de, K> Visitor<'de> for SlimVisitor<K> {
         body.push(b'}');
         let body = String::from_utf8(body).expect("serde_json writes UTF-8");
         let described = describe(&mut metadata);
-        Ok(Slim {
+        Ok(Compact {
             metadata,
             described,
             body: body.into_boxed_str(),
@@ -360,46 +364,48 @@ mod tests {
     #[test]
     fn reads_back_as_the_object_the_api_server_sent() {
         let sent: CronJob = serde_json::from_value(cronjob()).unwrap();
-        let slim: Slim<CronJob> = serde_json::from_value(cronjob()).unwrap();
-        assert_eq!(slim.typed().unwrap(), sent);
-        assert_eq!(Slim::of(&sent).typed().unwrap(), sent);
-        assert_eq!(slim.label("loop.dev/plugin").as_deref(), Some("echo"));
-        assert_eq!(slim.label("loop.dev/channel"), None);
+        let compact: Compact<CronJob> = serde_json::from_value(cronjob()).unwrap();
+        assert_eq!(compact.typed().unwrap(), sent);
+        assert_eq!(Compact::of(&sent).typed().unwrap(), sent);
+        assert_eq!(compact.label("loop.dev/plugin").as_deref(), Some("echo"));
+        assert_eq!(compact.label("loop.dev/channel"), None);
         // What the store and the owner mapping read is there; the rest is not, so nothing
         // reads labels from `metadata` by mistake.
-        assert_eq!(slim.metadata.uid.as_deref(), Some("u-1"));
-        assert_eq!(slim.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(compact.metadata.uid.as_deref(), Some("u-1"));
+        assert_eq!(compact.metadata.resource_version.as_deref(), Some("7"));
         assert_eq!(
-            slim.metadata.owner_references,
+            compact.metadata.owner_references,
             sent.metadata.owner_references
         );
-        assert!(slim.metadata.labels.is_none() && slim.metadata.annotations.is_none());
-        assert!(slim.metadata.creation_timestamp.is_none() && slim.metadata.finalizers.is_none());
+        assert!(compact.metadata.labels.is_none() && compact.metadata.annotations.is_none());
+        assert!(
+            compact.metadata.creation_timestamp.is_none() && compact.metadata.finalizers.is_none()
+        );
     }
 
     #[test]
     fn keeps_less_than_the_typed_object_would() {
-        let slim: Slim<CronJob> = serde_json::from_value(cronjob()).unwrap();
-        assert!(!slim.body.contains("metadata") && !slim.body.contains("apiVersion"));
-        assert!(slim.body.starts_with("{\"spec\":") && slim.body.contains("\"status\":"));
-        assert!(std::mem::size_of::<Slim<CronJob>>() * 4 < std::mem::size_of::<CronJob>());
+        let compact: Compact<CronJob> = serde_json::from_value(cronjob()).unwrap();
+        assert!(!compact.body.contains("metadata") && !compact.body.contains("apiVersion"));
+        assert!(compact.body.starts_with("{\"spec\":") && compact.body.contains("\"status\":"));
+        assert!(std::mem::size_of::<Compact<CronJob>>() * 4 < std::mem::size_of::<CronJob>());
     }
 
     #[test]
     fn an_object_with_only_metadata_reads_back() {
         let json =
             serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
-        let slim: Slim<Secret> = serde_json::from_value(json.clone()).unwrap();
-        assert_eq!(&*slim.body, "{}");
+        let compact: Compact<Secret> = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(&*compact.body, "{}");
         assert_eq!(
-            slim.typed().unwrap(),
+            compact.typed().unwrap(),
             serde_json::from_value::<Secret>(json).unwrap()
         );
     }
 
     // kube reads lists, watch events and deletion answers with `serde_json::from_slice`; a
     // list's flattened type fields, or an event whose `type` comes last (as here: `json!`
-    // sorts keys), make serde buffer the object before it reaches `Slim`.
+    // sorts keys), make serde buffer the object before it reaches `Compact`.
     #[test]
     fn reads_from_lists_and_watch_events_as_kube_does() {
         let list = serde_json::json!({
@@ -407,15 +413,15 @@ mod tests {
             "items": [cronjob(), cronjob()]
         });
         let bytes = serde_json::to_vec(&list).unwrap();
-        let list: ObjectList<Slim<CronJob>> = serde_json::from_slice(&bytes).unwrap();
+        let list: ObjectList<Compact<CronJob>> = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(list.items.len(), 2);
         assert_eq!(list.items[1].typed().unwrap().spec.schedule, "*/5 * * * *");
 
         let event = serde_json::json!({"type": "MODIFIED", "object": cronjob()});
         let bytes = serde_json::to_vec(&event).unwrap();
-        match serde_json::from_slice::<WatchEvent<Slim<CronJob>>>(&bytes).unwrap() {
-            WatchEvent::Modified(slim) => {
-                assert_eq!(slim.metadata.resource_version.as_deref(), Some("7"))
+        match serde_json::from_slice::<WatchEvent<Compact<CronJob>>>(&bytes).unwrap() {
+            WatchEvent::Modified(compact) => {
+                assert_eq!(compact.metadata.resource_version.as_deref(), Some("7"))
             }
             other => panic!("{other:?}"),
         }
@@ -425,8 +431,8 @@ mod tests {
     fn a_body_that_is_not_the_type_names_the_object() {
         let mut json = cronjob();
         json["spec"]["schedule"] = serde_json::json!(42);
-        let slim: Slim<CronJob> = serde_json::from_value(json).unwrap();
-        let err = slim.typed().unwrap_err();
+        let compact: Compact<CronJob> = serde_json::from_value(json).unwrap();
+        let err = compact.typed().unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("the stored CronJob tick does not parse"),

@@ -16,7 +16,7 @@
 //! A status write also brings the watch event of the object as the write left it (its echo),
 //! which would wake the reconciler that wrote it to find what it has just written. So the
 //! version a status write produced is remembered too, and the event that carries exactly that
-//! version is the echo ([`Written::is_echo`]): nobody else wrote in between, or the version
+//! version is the echo ([`RecentWrites::is_echo`]): nobody else wrote in between, or the version
 //! would differ and that write's own event wake the reconciler.
 
 use std::collections::HashMap;
@@ -34,13 +34,13 @@ struct Entry {
 
 /// The writes whose effect the cache may not show yet, by object.
 #[derive(Debug, Default)]
-pub struct Written {
+pub struct RecentWrites {
     entries: Mutex<HashMap<u64, Entry>>,
     /// The version each status write produced, until its echo (or another version) comes.
     produced: Mutex<HashMap<u64, u64>>,
 }
 
-/// Names one object, or its status, for [`Written`].
+/// Names one object, or its status, for [`RecentWrites`].
 #[derive(Clone, Copy, Debug, Hash)]
 pub struct Target<'a> {
     pub kind: &'a str,
@@ -81,7 +81,7 @@ fn forget_times(value: &mut serde_json::Value) {
     }
 }
 
-impl Written {
+impl RecentWrites {
     /// Whether `content` was written over `version` of `target`, which the cache still shows:
     /// the write is on its way. A remembered write over another version is forgotten (the
     /// cache moved on).
@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn the_same_write_over_the_same_version_is_on_its_way() {
-        let written = Written::default();
+        let written = RecentWrites::default();
         assert!(!written.on_its_way(POD, Some("7"), 1));
         written.record(POD, Some("7"), 1);
         assert!(written.on_its_way(POD, Some("7"), 1));
@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn a_new_version_in_the_cache_ends_the_wait() {
-        let written = Written::default();
+        let written = RecentWrites::default();
         written.record(POD, Some("7"), 1);
         // Our write arrived, or someone else's did: look at the object as it is.
         assert!(!written.on_its_way(POD, Some("8"), 1));
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn making_an_absent_object_is_never_skipped() {
-        let written = Written::default();
+        let written = RecentWrites::default();
         written.record(POD, None, 1);
         assert!(!written.on_its_way(POD, None, 1));
         assert_eq!(written.len(), 0);
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn only_the_version_our_write_produced_is_its_echo() {
-        let written = Written::default();
+        let written = RecentWrites::default();
         let status = Target {
             kind: "PluginInstance",
             part: "status",
