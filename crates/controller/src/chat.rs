@@ -15,11 +15,11 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::Context;
 use super::apply;
-use super::compact;
 use super::cronjob::{CronJobInputs, build_cronjob, existing_task};
 use super::error::{Error, Failures, Result};
 use super::plan::{ChatInputs, ChatPlan, ExistingTask, PluginFacts, PluginView, plan_chat};
 use super::pod::build_data_claim;
+use index::compact;
 use model::names;
 use model::resources::{
     AppliedSchedule, Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance,
@@ -394,8 +394,8 @@ pub(crate) fn desired_instance(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifests::Manifests;
     use crate::tests::fixtures;
+    use index::manifests::Manifests;
     use model::resources::Plugin;
 
     const T1: &str = "2026-01-01T10:00:00Z";

@@ -11,10 +11,10 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
-use super::compact::Compact;
-use super::manifests::Manifests;
 use super::metrics::Metrics;
 use index::Index;
+use index::compact::Compact;
+use index::manifests::Manifests;
 use model::resources::{
     Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
     Project, ProjectTrust,

@@ -1,8 +1,8 @@
 //! The controller's errors: one variant per step, each with a stable category used as the
 //! metric label and the Event reason.
 
-use super::compact::NotParsed;
 use super::pod::PodError;
+use index::compact::NotParsed;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -28,12 +28,12 @@ use rand::Rng;
 
 use super::Context;
 use super::apply;
-use super::compact;
 use super::error::{Error, Result};
 use super::plugin_pod;
 use super::pod::{PodInputs, build_pod, build_secret};
 use super::pod_wanted::Demand;
 use decide::{Decision, Facts, PodSteps, Removal, SecretStep, Start};
+use index::compact;
 use model::names;
 use model::resources::{
     Channel, ConditionStatus, Plugin, PluginInstance, PluginInstanceStatus, Project,

@@ -36,10 +36,6 @@ pub mod cronjob;
 pub mod plan;
 pub mod pod;
 
-/// How the index keeps the children the controller watches in bulk, and its manifest cache,
-/// under the names the controller's files use.
-pub use index::{compact, manifests};
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 

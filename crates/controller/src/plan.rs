@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use crate::manifests::Manifests;
+use index::manifests::Manifests;
 use model::manifest::{Capability, Manifest};
 use model::resolve;
 use model::resources::{AppliedSchedule, ChannelSpec, HostConfigSpec, Plugin};

@@ -15,9 +15,9 @@ use oci::DOCKER_CONFIG_SECRET_KEY;
 
 use super::Context;
 use super::apply;
-use super::compact;
 use super::error::Result;
 use super::pod::{GateInputs, RunAs};
+use index::compact;
 use model::manifest::Manifest;
 use model::names;
 use model::resources::{HostConfigSpec, Plugin};

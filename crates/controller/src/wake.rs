@@ -35,8 +35,8 @@ use kube::{Resource, ResourceExt};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::compact::Compact;
 use admission::conflicts::declared_names;
+use index::compact::Compact;
 use model::resources::{Channel, Plugin, PluginInstance, Project, ProjectTrust};
 
 /// A hash of the parts of an object a reconciler acts on.

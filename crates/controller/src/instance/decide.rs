@@ -19,10 +19,10 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 
-use crate::manifests::Parsed;
 use crate::plugin_pod::{self, PluginParts};
 use crate::pod::PodInputs;
 use crate::pod_wanted::{self, Demand, DemandInputs};
+use index::manifests::Parsed;
 use model::contract::{SECRET_KEY, TOKEN_KEY};
 use model::manifest::{Capability, Manifest};
 use model::names;
@@ -394,8 +394,8 @@ mod tests {
     use model::resources::{ChannelKind, PluginInstanceStatus, SwitchState};
 
     use super::*;
-    use crate::manifests::Manifests;
     use crate::tests::fixtures::{self, NS};
+    use index::manifests::Manifests;
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()

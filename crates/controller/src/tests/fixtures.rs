@@ -17,9 +17,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::verifier::ApiServer;
-use crate::compact::Compact;
 use crate::context::{Context, Settings, Stores};
 use crate::metrics::Metrics;
+use index::compact::Compact;
 use model::config::{PluginConfig, ScheduleEntry};
 use model::resources::{
     ADMITTED, App, Channel, ChannelKind, ChannelSpec, Condition, ConditionStatus, HOST_CONFIG_NAME,

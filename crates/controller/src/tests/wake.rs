@@ -10,13 +10,13 @@ use kube::{Resource, ResourceExt};
 
 use super::fixtures::{NS, channel, echo_plugin, instance, project, served, trust};
 use crate::chat::desired_instance;
-use crate::compact::Compact;
 use crate::cronjob::{CronJobInputs, build_cronjob};
 use crate::pod::build_data_claim;
 use crate::wake::{
     Fingerprint, chats_of_project, clusters_annotation, every, instances_of_chat,
     instances_of_plugin, instances_of_project, plugins_sharing_names, project_of_trust,
 };
+use index::compact::Compact;
 use model::resources::{
     InstancePhase, Plugin, PluginInstance, PluginInstanceSpec, PluginInstanceStatus, PluginStatus,
     Project,
