@@ -359,6 +359,18 @@ async fn bench(
         1,
     );
     summary.put("memory_api_watched_by_kind", by_kind(&api_held));
+    // One process or two (issue 26): what one index serving both roles would hold once.
+    summary.num(
+        "memory_held_by_both_processes_mib",
+        footprint::mib(footprint::held_by_both(&controller_held, &api_held)),
+        1,
+    );
+    summary.num(
+        "memory_held_by_both_ratio_to_both_steady_rss",
+        footprint::mib(footprint::held_by_both(&controller_held, &api_held))
+            / (controller_steady + api_steady),
+        3,
+    );
 
     phases.next("fan-out: HostConfig apiUrl changed");
     let new_url = format!("http://localhost:{}", api.listen.port());

@@ -122,8 +122,47 @@ pub fn mib(bytes: usize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
+/// What the two processes both hold: for each kind both watch, the smaller of the two sets
+/// (JSON bytes without managedFields, the form both indexes keep). Where the selectors differ
+/// (the API's token Secrets and plugin Pods are a subset of the controller's managed ones) the
+/// smaller set is the overlap; where they match it is the whole kind. One process with one
+/// index for both roles would hold these once instead of twice: this is what sharing saves.
+pub fn held_by_both(controller: &[Held], api: &[Held]) -> usize {
+    controller
+        .iter()
+        .filter_map(|c| {
+            api.iter()
+                .find(|a| a.kind == c.kind)
+                .map(|a| a.compact_bytes.min(c.compact_bytes))
+        })
+        .sum()
+}
+
 /// Total JSON bytes: as listed, and without managedFields.
 pub fn totals(held: &[Held]) -> (usize, usize) {
     held.iter()
         .fold((0, 0), |(b, s), h| (b + h.bytes, s + h.compact_bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(kind: &'static str, compact_bytes: usize) -> Held {
+        Held {
+            kind,
+            objects: 1,
+            bytes: compact_bytes * 2,
+            compact_bytes,
+        }
+    }
+
+    #[test]
+    fn what_both_hold_is_the_smaller_set_of_each_kind_both_watch() {
+        let controller = [held("Plugin", 10), held("Pod", 100), held("CronJob", 40)];
+        let api = [held("Plugin", 10), held("Pod", 30), held("ConfigMap", 7)];
+        assert_eq!(held_by_both(&controller, &api), 10 + 30);
+        assert_eq!(held_by_both(&api, &controller), 10 + 30);
+        assert_eq!(held_by_both(&controller, &[held("ConfigMap", 7)]), 0);
+    }
 }
