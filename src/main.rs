@@ -1,6 +1,7 @@
 //! `loop-plugins`: one binary, its roles as subcommands. Argument parsing and wiring only:
 //! each role lives in its crate (controller, server, operator, model).
 
+mod conformance;
 mod gate_install;
 mod manifest_check;
 mod plugin;
@@ -59,6 +60,10 @@ enum Command {
     Api(server::serve::ApiArgs),
     /// Run a plugin's action once through the host API, as a schedule's CronJob does.
     Trigger(server::host_api::trigger::TriggerArgs),
+    /// Check a running plugin against the host -> plugin contract: every route, secret,
+    /// action trigger, tool, switch and event its manifest declares. One line per check and
+    /// a summary; exits 1 on any failure.
+    Conformance(conformance::ConformanceArgs),
 }
 
 #[derive(clap::Args)]
@@ -172,6 +177,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Gate(args) => gate::run(args),
+        Command::Conformance(args) => conformance::run(args),
         Command::Manifest {
             command: ManifestCommand::Check { file },
         } => manifest_check::check_file_cli(&file),

@@ -126,3 +126,157 @@ fn keygen_writes_a_key_once_and_prints_its_public_key() {
     assert!(!ok, "a second keygen over the same file must fail: {text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The echo plugin as a process on a loopback port, stopped when dropped.
+struct EchoProcess {
+    child: std::process::Child,
+    url: String,
+    dir: PathBuf,
+}
+
+impl EchoProcess {
+    fn start(name: &str) -> Self {
+        use std::io::BufRead;
+        // `cargo build --workspace` (make test's build phase) puts it beside loop-plugins.
+        let binary = Path::new(env!("CARGO_BIN_EXE_loop-plugins")).with_file_name("echo-plugin");
+        assert!(
+            binary.exists(),
+            "{} is missing: cargo build -p echo-plugin",
+            binary.display()
+        );
+        let dir =
+            std::env::temp_dir().join(format!("loop-plugins-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        std::fs::write(dir.join("secret"), "s3cret\n").unwrap();
+        let mut child = Command::new(binary)
+            .env("LOOP_PLUGIN_SECRET_FILE", dir.join("secret"))
+            .env("LOOP_PLUGIN_PORT", "0")
+            .env("LOOP_PLUGIN_HOST", "127.0.0.1")
+            .env("LOOP_PLUGIN_DATA_DIR", dir.join("data"))
+            .env(
+                "LOOP_PLUGIN_MANIFEST",
+                repo().join("examples/echo-plugin/plugin.json"),
+            )
+            .env_remove("LOOP_API_URL")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("echo-plugin starts");
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut url = None;
+        for line in stderr.by_ref() {
+            let line = line.unwrap();
+            if let Some((_, addr)) = line.split_once("listening on ") {
+                url = Some(format!("http://{}", addr.trim()));
+                break;
+            }
+        }
+        let url = url.expect("echo-plugin says where it listens");
+        // Its logs go on being read: a closed pipe would fail its writes.
+        std::thread::spawn(move || stderr.for_each(drop));
+        Self { child, url, dir }
+    }
+
+    fn conformance(&self, manifest: &Path, extra: &[&str]) -> (std::process::ExitStatus, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+            .args(["conformance", "--url", &self.url, "--secret-file"])
+            .arg(self.dir.join("secret"))
+            .arg("--manifest")
+            .arg(manifest)
+            .args(extra)
+            .output()
+            .expect("the binary runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.is_empty() || !out.status.success(), "{stderr}");
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stdout).to_string() + &stderr,
+        )
+    }
+}
+
+impl Drop for EchoProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn conformance_passes_the_echo_plugin_running_as_a_process() {
+    let echo = EchoProcess::start("pass");
+    let manifest = repo().join("examples/echo-plugin/plugin.json");
+    let (status, text) = echo.conformance(&manifest, &[]);
+    assert!(status.success(), "{text}");
+    let summary = text.lines().last().unwrap();
+    assert_eq!(
+        summary, "echo 0.1.0: 40 checks, 40 passed, 0 failed, 0 skipped",
+        "{text}"
+    );
+    assert!(
+        text.lines().all(|l| l.starts_with("PASS ") || l == summary),
+        "{text}"
+    );
+
+    let (status, json) = echo.conformance(&manifest, &["--json"]);
+    assert!(status.success(), "{json}");
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(report["passed"], true);
+    assert_eq!(report["findings"].as_array().unwrap().len(), 40);
+}
+
+#[test]
+fn conformance_fails_a_plugin_that_breaks_its_manifest_with_a_line_per_problem() {
+    // The plugin serves echo's routes, but this manifest promises another version and a tool,
+    // an action and a switch it does not serve.
+    let echo = EchoProcess::start("fail");
+    let original =
+        std::fs::read_to_string(repo().join("examples/echo-plugin/plugin.json")).unwrap();
+    let broken = original
+        .replacen("\"version\": \"0.1.0\"", "\"version\": \"0.2.0\"", 1)
+        .replacen(
+            "{ \"id\": \"ping\" }",
+            "{ \"id\": \"ping\" }, { \"id\": \"pong\" }",
+            1,
+        )
+        .replacen("\"id\": \"mode\"", "\"id\": \"turbo\"", 1);
+    assert_ne!(
+        broken, original,
+        "the example changed shape: update this test"
+    );
+    let manifest = echo.dir.join("plugin.json");
+    std::fs::write(&manifest, broken).unwrap();
+    let (status, text) = echo.conformance(&manifest, &[]);
+    assert_eq!(status.code(), Some(1), "{text}");
+    for line in [
+        "FAIL health GET /healthz (health and version): version \"0.1.0\", the manifest's is \"0.2.0\"",
+        "FAIL actions POST /actions/pong (trigger manual): answered 404 (\"no such action: pong\"): an action answers 202",
+        "FAIL switches POST /switches/turbo (on): answered 404",
+        "FAIL switches POST /switches/turbo (off): answered 404",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(line)),
+            "no line {line:?} in\n{text}"
+        );
+    }
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.starts_with("echo 0.2.0: ") && summary.contains(" failed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn conformance_without_a_secret_file_says_so() {
+    let (ok, text) = run(&[
+        "conformance",
+        "--url",
+        "http://127.0.0.1:9",
+        "--secret-file",
+        "/nonexistent/secret",
+        "--manifest",
+        "examples/echo-plugin/plugin.json",
+    ]);
+    assert!(!ok);
+    assert!(text.contains("/nonexistent/secret"), "{text}");
+}

@@ -1,0 +1,36 @@
+//! What can stop a check before it starts: the contract spec, the manifest, the secret, the
+//! HTTP client. Problems the plugin has are findings (`report`), not errors.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContractError {
+    #[error("the contract spec does not parse: {0}")]
+    Parse(String),
+    #[error("the contract spec has no {0}")]
+    Missing(String),
+    #[error("the contract's schema {name} does not compile: {message}")]
+    Schema { name: String, message: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Contract(#[from] ContractError),
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Manifest {
+        path: PathBuf,
+        source: manifest::ManifestError,
+    },
+    #[error("{0} is empty: a plugin needs a secret")]
+    EmptySecret(PathBuf),
+    #[error("{url} is not a base URL: {message}")]
+    Url { url: String, message: String },
+    #[error("building the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+}

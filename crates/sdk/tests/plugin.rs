@@ -1,0 +1,176 @@
+//! A plugin written with the SDK, served on a loopback port: it passes
+//! `loop-plugins conformance`'s check with nothing but its handlers, and the server does what
+//! its module doc's table says.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::routing::get;
+use loop_plugin_sdk::{
+    ActionContext, ActionRequest, BuildError, Plugin, SwitchState, ToolError, ToolRequest,
+    ToolResult,
+};
+use serde_json::{Value, json};
+
+const SECRET: &str = "s3cret";
+const MANIFEST: &str = include_str!("../../../examples/echo-plugin/plugin.json");
+
+fn manifest() -> loop_plugin_sdk::manifest::Manifest {
+    loop_plugin_sdk::manifest::parse_str(MANIFEST).unwrap()
+}
+
+/// The echo plugin's manifest, served by SDK handlers.
+fn echo(cancelled: Arc<AtomicBool>) -> Plugin {
+    let idle = |_: ActionRequest, _: ActionContext| async {};
+    Plugin::new(manifest())
+        .action("ping", idle)
+        .action("tick", move |_, cx: ActionContext| {
+            let cancelled = cancelled.clone();
+            async move {
+                cx.cancelled.cancelled().await;
+                cancelled.store(true, Ordering::SeqCst);
+            }
+        })
+        .tool("echo", |req: ToolRequest| async move {
+            match req.input.get("text").and_then(Value::as_str) {
+                Some(text) => Ok(ToolResult::json(&json!({"echo": text})).unwrap()),
+                None => Err(ToolError::new("text is missing")),
+            }
+        })
+        .switch("mode", |req| async move {
+            SwitchState {
+                on: req.on,
+                title: Some(format!("Mode is {}", if req.on { "on" } else { "off" })),
+                ..Default::default()
+            }
+        })
+        .x(axum::Router::new().route("/hello", get(|| async { "hello" })))
+}
+
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+async fn serve(
+    plugin: Plugin,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let server = plugin.build(SECRET).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        server
+            .serve(listener, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    (url, stop, task)
+}
+
+#[tokio::test]
+async fn a_plugin_of_handlers_passes_the_conformance_check() {
+    let (url, _stop, _task) = serve(echo(Arc::default())).await;
+    let target = conformance::Target {
+        url,
+        secret: SECRET.into(),
+        manifest: manifest(),
+    };
+    let contract = conformance::Contract::load().unwrap();
+    let report = conformance::check(&contract, &target).await.unwrap();
+    assert!(report.passed(), "{}", report.text());
+    assert!(
+        report
+            .findings
+            .iter()
+            .all(|f| f.outcome == conformance::Outcome::Pass),
+        "{}",
+        report.text()
+    );
+}
+
+#[tokio::test]
+async fn tool_errors_become_results_and_x_is_the_authors() {
+    let (url, _stop, _task) = serve(echo(Arc::default())).await;
+    let client = client();
+    let answer: Value = client
+        .post(format!("{url}/tools/echo"))
+        .bearer_auth(SECRET)
+        .json(&json!({"input": {}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer,
+        json!({"content": [{"type": "text", "text": "text is missing"}], "is_error": true})
+    );
+    let hello = client
+        .get(format!("{url}/x/hello"))
+        .bearer_auth(SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hello.text().await.unwrap(), "hello");
+    let refused = client.get(format!("{url}/x/hello")).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+}
+
+#[tokio::test]
+async fn shutdown_cancels_background_actions_and_waits_for_them() {
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let (url, stop, task) = serve(echo(cancelled.clone())).await;
+    let accepted = client()
+        .post(format!("{url}/actions/tick"))
+        .bearer_auth(SECRET)
+        .json(&json!({"trigger": "manual"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), 202);
+    assert!(
+        !cancelled.load(Ordering::SeqCst),
+        "the action runs until shutdown"
+    );
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        cancelled.load(Ordering::SeqCst),
+        "serve returned before the action saw its cancel"
+    );
+}
+
+#[test]
+fn handlers_must_fit_the_manifest() {
+    let err = Plugin::new(manifest())
+        .action("ping", |_, _| async {})
+        .action("pong", |_, _| async {})
+        .build(SECRET)
+        .err()
+        .unwrap();
+    let BuildError(problems) = err;
+    for expected in [
+        "a handler for action pong, which the manifest does not declare",
+        "the manifest declares action tick, which has no handler",
+        "the manifest declares tool echo, which has no handler",
+        "the manifest declares switch mode, which has no handler",
+    ] {
+        assert!(
+            problems.iter().any(|p| p == expected),
+            "{expected}: {problems:#?}"
+        );
+    }
+    assert!(echo(Arc::default()).build("").is_err());
+}
