@@ -232,6 +232,7 @@ pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<S
             "plugininstances/actions",
             "plugininstances/tools",
             "plugininstances/switches",
+            "plugininstances/panels",
             "plugininstances/x",
             "channels/events",
         ],

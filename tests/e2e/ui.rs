@@ -1,20 +1,21 @@
-//! What a plugin shows a person, on the real control plane: the echo plugin's panel served
-//! from a signed link out of its admitted image (the server reads the registry, never the
-//! plugin's container), under the reference's policy; a changed, an expired link and paths
-//! out of the bundle open nothing. The link is signed here with the keys the API server made
-//! in its Secret, as the host API's panel list will sign it for a chat.
+//! What a plugin shows a person, on the real control plane: the host API lists a chat's panels
+//! with signed links, and the echo plugin's panel is served from its link out of the admitted
+//! image (the server reads the registry, never the plugin's container), under the reference's
+//! policy; a changed, an expired link and paths out of the bundle open nothing. The expired
+//! link is signed here with the keys the API server made in its Secret.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
-use model::resources::Plugin;
+use model::resources::{ChannelKind, Plugin};
 use reqwest::StatusCode;
 use server::ui::link::{self, Link, LinkKeys, Page};
 
 use crate::controller_support::*;
-use crate::host::host;
+use crate::host::{Caller, Grant, caller_token, host};
 use crate::support::{E2eTest, Ns, test, wait};
 
 pub fn tests() -> Vec<E2eTest> {
@@ -89,7 +90,42 @@ async fn panel_from_a_signed_link(ns: Ns) -> anyhow::Result<()> {
             },
         )
     };
-    let good = sign(now + 600)?;
+    // The chat's panels, as a caller the chart's caller role grants sees them.
+    apply_trusted(
+        &ns,
+        "proj",
+        BTreeMap::from([(id.clone(), entry(true, &[]))]),
+    )
+    .await?;
+    apply(&ns, &channel("general", "proj", ChannelKind::Channel, None)).await?;
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "viewer", Grant::All).await?),
+    );
+    let listed = caller
+        .send_ready(
+            "GET",
+            &format!("/channels/general/plugins/{id}/panels"),
+            None,
+        )
+        .await?;
+    ensure!(listed.status == StatusCode::OK, "{listed:?}");
+    let panel = &listed.json["panels"][0];
+    ensure!(
+        panel["id"] == "main" && panel["label"] == "Echo",
+        "{listed:?}"
+    );
+    let good = panel["url"]
+        .as_str()
+        .and_then(|u| u.strip_prefix("/ui/v1/"))
+        .and_then(|rest| rest.strip_suffix("/main/index.html"))
+        .with_context(|| format!("a link to the panel's entry: {listed:?}"))?
+        .to_string();
+    ensure!(
+        link::verify(&keys, &good, now)?.chat == format!("{}/general", ns.name()),
+        "the link names the chat"
+    );
     let http = reqwest::Client::builder().no_proxy().build()?;
     let get = |token: String, path: &str| {
         let url = format!("{}/ui/v1/{token}/{path}", host.url);

@@ -171,7 +171,7 @@ impl Server {
 
         let status = Arc::new(KubeStatusWriter::new(client.clone()));
         let calls = Calls::new(options.calls, index.clone(), status.clone(), call_metrics);
-        let host = HostState::new(
+        let mut host = HostState::new(
             calls.clone(),
             status.clone(),
             Arc::new(KubeReviewer::new(client.clone())),
@@ -186,6 +186,7 @@ impl Server {
             &options.ui,
             stopped.clone(),
         );
+        host.links = ui.keys.clone();
         let mut app = AppState::new(
             options.api,
             calls,
