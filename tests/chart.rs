@@ -225,8 +225,8 @@ fn the_defaults_render_every_object() {
         ("ServiceAccount", 2),
         ("ClusterRole", 6),
         ("ClusterRoleBinding", 2),
-        ("Role", 2),
-        ("RoleBinding", 3),
+        ("Role", 3),
+        ("RoleBinding", 4),
         ("Deployment", 1),
         ("Service", 1),
         ("PodDisruptionBudget", 1),
@@ -321,13 +321,18 @@ fn every_switch_renders() {
         ],
         "with {minimal:?}"
     );
-    // Without leader election only the API's Role for its runs record is left.
+    // Without leader election only the API's Roles for its runs record and its UI link keys
+    // are left.
     let roles: Vec<&str> = docs
         .iter()
         .filter(|d| kind(d) == "Role")
         .filter_map(|d| d["metadata"]["name"].as_str())
         .collect();
-    assert_eq!(roles, ["loop-plugins-api-runs"], "with {minimal:?}");
+    assert_eq!(
+        roles,
+        ["loop-plugins-api-runs", "loop-plugins-api-ui"],
+        "with {minimal:?}"
+    );
     let args = strings(&container(find(&docs, "Deployment", "loop-plugins"), "controller")["args"]);
     assert!(
         !args

@@ -132,6 +132,7 @@ fn local_options(calls: CallSettings) -> Options {
         api: Default::default(),
         calls,
         review_ttl: server::host_api::state::REVIEW_TTL,
+        ui: Default::default(),
         lease: Some((
             crate::controller_support::CONTROLLER_NAMESPACE.to_string(),
             crate::controller_support::FANOUT_LEASE.to_string(),
@@ -231,6 +232,7 @@ pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<S
             "plugininstances/actions",
             "plugininstances/tools",
             "plugininstances/switches",
+            "plugininstances/panels",
             "plugininstances/x",
             "channels/events",
         ],

@@ -19,6 +19,7 @@ mod pods;
 mod support;
 mod tour;
 mod trust;
+mod ui;
 mod versions;
 
 fn main() -> std::process::ExitCode {
@@ -37,6 +38,7 @@ fn main() -> std::process::ExitCode {
         pods::tests(),
         tour::tests(),
         trust::tests(),
+        ui::tests(),
         versions::tests(),
     ];
     support::run(modules.into_iter().flatten().collect())

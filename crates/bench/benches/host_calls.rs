@@ -117,6 +117,7 @@ async fn bench(
             api: Default::default(),
             calls: Default::default(),
             review_ttl: server::host_api::state::REVIEW_TTL,
+            ui: Default::default(),
             lease: None,
         },
     )

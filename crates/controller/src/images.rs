@@ -3,9 +3,10 @@
 //! it; the registry client built from HostConfig `plugins.registry` and its credentials
 //! Secret. Thin: every decision is the admission crate's.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+pub use admission::registry_options::{RegistrySetupError, options};
 use admission::{ImageFinding, SignatureFinding, view_of};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -13,29 +14,10 @@ use kube::runtime::reflector::Store;
 use model::resources::{HostConfigSpec, ImageStatus, Plugin, RegistryConfig, SignatureMode};
 use oci::signing::publish;
 use oci::signing::record::SignatureRecord;
-use oci::{
-    DOCKER_CONFIG_SECRET_KEY, DockerConfig, Endpoint, ImageRef, InspectError, Registry,
-    RegistryOptions, inspect,
-};
+use oci::{DOCKER_CONFIG_SECRET_KEY, ImageRef, InspectError, Registry, inspect};
 
 /// How many images' facts are kept.
 const CACHE_SIZE: usize = 256;
-
-/// Why the registry cannot be set up from HostConfig: a config error, shown on the Image
-/// stage and looked at again when HostConfig or the Secret changes.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum RegistrySetupError {
-    #[error(
-        "plugins.registry.credentialsSecret {name:?} is not in the controller's namespace {namespace}"
-    )]
-    SecretMissing { name: String, namespace: String },
-    #[error("plugins.registry.credentialsSecret {name:?} has no key {DOCKER_CONFIG_SECRET_KEY}")]
-    NoKey { name: String },
-    #[error("plugins.registry.credentialsSecret {name:?}: {message}")]
-    Credentials { name: String, message: String },
-    #[error("plugins.registry: {0}")]
-    Client(String),
-}
 
 /// The credentials Secret HostConfig names, as `.dockerconfigjson` bytes (None: anonymous).
 pub fn credentials(
@@ -61,39 +43,6 @@ pub fn credentials(
         .map(|b| b.0.clone())
         .ok_or_else(|| RegistrySetupError::NoKey { name: name.clone() })?;
     Ok(Some(bytes))
-}
-
-/// The registry client's options: credentials, plain-HTTP registries, other addresses.
-pub fn options(
-    config: &RegistryConfig,
-    credentials: Option<&[u8]>,
-) -> Result<RegistryOptions, RegistrySetupError> {
-    let credentials = match credentials {
-        None => DockerConfig::default(),
-        Some(bytes) => DockerConfig::parse(bytes).map_err(|e| RegistrySetupError::Credentials {
-            name: config.credentials_secret.clone().unwrap_or_default(),
-            message: e.to_string(),
-        })?,
-    };
-    let endpoints: BTreeMap<String, Endpoint> = config
-        .mirrors
-        .iter()
-        .map(|m| {
-            (
-                m.registry.clone(),
-                Endpoint {
-                    host: m.address.clone(),
-                    plain_http: m.plain_http,
-                },
-            )
-        })
-        .collect();
-    Ok(RegistryOptions {
-        credentials,
-        insecure: config.insecure.clone(),
-        endpoints,
-        ..RegistryOptions::default()
-    })
 }
 
 /// Registry clients by setup, and image facts by digest.
@@ -280,33 +229,6 @@ fn refused(e: &InspectError) -> ImageFinding {
 mod tests {
     use super::*;
     use admission::ImageView;
-    use model::resources::RegistryMirror;
-
-    #[test]
-    fn options_follow_host_config() {
-        let config = RegistryConfig {
-            credentials_secret: Some("pull".into()),
-            insecure: vec!["registry.lan:5000".into()],
-            mirrors: vec![RegistryMirror {
-                registry: "localhost:5001".into(),
-                address: "kind-registry:5000".into(),
-                plain_http: true,
-            }],
-        };
-        let creds = br#"{"auths":{"localhost:5001":{"username":"u","password":"p"}}}"#;
-        let o = options(&config, Some(creds)).unwrap();
-        assert_eq!(o.insecure, ["registry.lan:5000"]);
-        assert_eq!(
-            o.endpoints["localhost:5001"],
-            Endpoint {
-                host: "kind-registry:5000".into(),
-                plain_http: true
-            }
-        );
-        assert!(o.credentials.for_registry("localhost:5001").is_some());
-        let err = options(&config, Some(b"{")).unwrap_err().to_string();
-        assert!(err.contains("\"pull\""), "{err}");
-    }
 
     #[test]
     fn the_cache_keeps_the_newest() {

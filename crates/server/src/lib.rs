@@ -9,6 +9,8 @@
 //! - [`calls`]: the one way to call a plugin (scale-from-zero, breaker, time limits, metrics);
 //! - [`delivery`]: the instance a call goes to, and events routed and sent to the containers
 //!   the rules name: what the host API and the fan-out both need, below both;
+//! - [`ui`]: what plugins show a person: their bundles' files from signed links, under the
+//!   reference's content security policy (the host API lists the links);
 //! - [`plugin_api`], [`host_api`]: the two APIs' routes;
 //! - [`fanout`]: what must happen once across replicas, on the fan-out Lease's holder;
 //! - [`serve`]: the wiring; `records`: the replicas' shared ConfigMap records.
@@ -25,3 +27,4 @@ pub mod plugin_api;
 pub mod records;
 pub mod serve;
 pub mod status;
+pub mod ui;

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -25,6 +25,10 @@ use crate::plugin_api::files::MAX_FILE_BYTES;
 use crate::plugin_api::state::{MAX_BODY_BYTES, REQUEST_TIMEOUT};
 use crate::plugin_api::{ApiConfig, AppState, shared_runs};
 use crate::status::KubeStatusWriter;
+use crate::ui::cache::BundleCache;
+use crate::ui::key_store::KeyStore;
+use crate::ui::route::UiState;
+use crate::ui::source::RegistrySource;
 use runtime::pod_env::{LEADER_ELECTION_NAMESPACE, POD_NAMESPACE};
 use runtime::shutdown;
 
@@ -63,6 +67,14 @@ pub struct ApiArgs {
     /// Our holderIdentity; default: $POD_NAME, else the hostname.
     #[arg(long)]
     pub leader_identity: Option<String>,
+    /// The Secret (in the replicas' namespace) holding the keys that sign the UI's links; the
+    /// API server makes and rotates it.
+    #[arg(
+        long,
+        env = "LOOP_PLUGINS_UI_LINKS_SECRET",
+        default_value = crate::ui::key_store::DEFAULT_SECRET
+    )]
+    pub ui_links_secret: String,
 }
 
 /// Runs the server with the cluster's default client.
@@ -79,6 +91,25 @@ pub struct Options {
     pub review_ttl: Duration,
     /// The fan-out Lease (namespace, name, our identity); None: this server does it alone.
     pub lease: Option<(String, String, String)>,
+    pub ui: UiOptions,
+}
+
+/// How the UI's bundles are served.
+#[derive(Clone, Debug)]
+pub struct UiOptions {
+    /// The link keys' Secret, in the replicas' namespace (else the client's).
+    pub links_secret: String,
+    /// Bytes of bundles kept.
+    pub cache_bytes: u64,
+}
+
+impl Default for UiOptions {
+    fn default() -> Self {
+        Self {
+            links_secret: crate::ui::key_store::DEFAULT_SECRET.to_string(),
+            cache_bytes: crate::ui::cache::DEFAULT_CACHE_BYTES,
+        }
+    }
 }
 
 impl Options {
@@ -106,6 +137,10 @@ impl Options {
             calls: CallSettings::default(),
             review_ttl: REVIEW_TTL,
             lease,
+            ui: UiOptions {
+                links_secret: args.ui_links_secret.clone(),
+                ..UiOptions::default()
+            },
         }
     }
 }
@@ -136,7 +171,7 @@ impl Server {
 
         let status = Arc::new(KubeStatusWriter::new(client.clone()));
         let calls = Calls::new(options.calls, index.clone(), status.clone(), call_metrics);
-        let host = HostState::new(
+        let mut host = HostState::new(
             calls.clone(),
             status.clone(),
             Arc::new(KubeReviewer::new(client.clone())),
@@ -144,6 +179,14 @@ impl Server {
             host_metrics,
         );
         let replicas_namespace = options.api.replicas_namespace.clone();
+        let ui = start_ui(
+            &client,
+            index.clone(),
+            replicas_namespace.as_deref(),
+            &options.ui,
+            stopped.clone(),
+        );
+        host.links = ui.keys.clone();
         let mut app = AppState::new(
             options.api,
             calls,
@@ -189,7 +232,9 @@ impl Server {
             stopped,
         ));
         let router = crate::http::stack(
-            crate::plugin_api::router(Arc::new(app)).merge(crate::host_api::router(host)),
+            crate::plugin_api::router(Arc::new(app))
+                .merge(crate::host_api::router(host))
+                .merge(crate::ui::route::router(ui)),
             requests,
         );
         Ok(Self {
@@ -208,6 +253,28 @@ impl Server {
             let _ = fanout.await;
         }
     }
+}
+
+/// The UI's route state, with the task that keeps its link keys fresh and its cache pruned.
+fn start_ui(
+    client: &Client,
+    index: Arc<Index>,
+    replicas_namespace: Option<&str>,
+    options: &UiOptions,
+    stopped: watch::Receiver<bool>,
+) -> UiState {
+    let namespace = replicas_namespace.unwrap_or(client.default_namespace());
+    let (keys, keys_read) = watch::channel(None);
+    let state = UiState {
+        index,
+        keys: keys_read,
+        cache: Arc::new(Mutex::new(BundleCache::new(options.cache_bytes))),
+        source: Arc::new(RegistrySource::new(client.clone(), namespace)),
+    };
+    let store = KeyStore::new(client.clone(), namespace, &options.links_secret);
+    let pruned = state.clone();
+    tokio::spawn(store.run(keys, stopped, move || pruned.prune()));
+    state
 }
 
 impl Drop for Server {

@@ -241,8 +241,25 @@ impl ImageContent {
             .into_iter()
             .chain(list("cards", "entry"))
             .chain(list("composer_switches", "icon"));
+        let example = crate::repo_root().join("examples/echo-plugin");
+        // A page's directory ships whole, as the example's image does: its scripts and
+        // styles beside its entry.
+        for entry in list("panels", "entry")
+            .into_iter()
+            .chain(list("cards", "entry"))
+        {
+            let Some((dir, _)) = entry.rsplit_once('/') else {
+                continue;
+            };
+            for (path, bytes) in files_below(&example, dir) {
+                files.insert(path, bytes);
+            }
+        }
         for path in named {
-            let own = crate::repo_root().join("examples/echo-plugin").join(&path);
+            if files.contains_key(&path) {
+                continue;
+            }
+            let own = example.join(&path);
             let bytes = std::fs::read(own).unwrap_or_else(|_| {
                 if path.ends_with(".svg") {
                     br#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="6"/></svg>"#.to_vec()
@@ -263,4 +280,28 @@ impl ImageContent {
             files,
         }
     }
+}
+
+/// The files under `base/dir`, by their path relative to `base` (none when it is missing).
+fn files_below(base: &std::path::Path, dir: &str) -> Vec<(String, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_string()];
+    while let Some(dir) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(base.join(&dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = format!("{dir}/{}", entry.file_name().to_string_lossy());
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => todo.push(path),
+                Ok(t) if t.is_file() => {
+                    if let Ok(bytes) = std::fs::read(entry.path()) {
+                        found.push((path, bytes));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    found
 }

@@ -66,6 +66,11 @@ impl Permission {
         Self::on_instance(verb, "switches", ns, instance)
     }
 
+    /// `get plugininstances/panels`: the panes a chat may open, with their links.
+    pub fn panels(ns: &str, instance: &str) -> Self {
+        Self::on_instance("get", "panels", ns, instance)
+    }
+
     /// `plugininstances/x`, the verb by the method.
     pub fn x(method: &Method, ns: &str, instance: &str) -> Self {
         Self::on_instance(verb_of(method), "x", ns, instance)

@@ -34,6 +34,7 @@ pub mod auth;
 pub mod error;
 pub mod events;
 pub mod metrics;
+pub mod panels;
 pub mod proxy;
 mod routes;
 pub mod state;

@@ -8,12 +8,12 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 use super::state::HostState;
-use super::{actions, events, proxy, switches, tools};
+use super::{actions, events, panels, proxy, switches, tools};
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 10] = [
+pub const ROUTES: [(&str, &str); 11] = [
     (
         "POST",
         "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/actions/{action}",
@@ -25,6 +25,10 @@ pub const ROUTES: [(&str, &str); 10] = [
     (
         "GET",
         "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/switches",
+    ),
+    (
+        "GET",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/panels",
     ),
     (
         "POST",
@@ -74,6 +78,7 @@ pub fn routes(state: &HostState) -> Router<HostState> {
             post(tools::post).layer(small),
         )
         .route(&format!("{INSTANCE}/switches"), get(switches::list))
+        .route(&format!("{INSTANCE}/panels"), get(panels::list))
         .route(
             &format!("{INSTANCE}/switches/{{switch}}"),
             post(switches::click).layer(small),

@@ -10,6 +10,7 @@ use axum::body::Bytes;
 use axum::http::HeaderMap;
 use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 
 use super::auth::{Auth, Lookup, Permission, Reviewer};
 use super::error::{Code, HostError, HostResult, failure_error};
@@ -19,6 +20,7 @@ use crate::calls::{CallError, CallOptions, Calls, StartError, Target};
 use crate::delivery::target;
 use crate::index::Index;
 use crate::status::StatusWriter;
+use crate::ui::link::LinkKeys;
 use model::names;
 
 /// How long a TokenReview or SubjectAccessReview answer is reused, by default.
@@ -32,6 +34,8 @@ pub struct HostState {
     pub status: Arc<dyn StatusWriter>,
     pub auth: Arc<Auth>,
     pub metrics: Arc<HostMetrics>,
+    /// The keys the UI's links are signed with (None until read: [`crate::ui::key_store`]).
+    pub links: watch::Receiver<Option<LinkKeys>>,
 }
 
 impl HostState {
@@ -47,6 +51,7 @@ impl HostState {
             status,
             auth: Arc::new(Auth::new(reviewer, review_ttl)),
             metrics,
+            links: watch::channel(None).1,
         }
     }
 

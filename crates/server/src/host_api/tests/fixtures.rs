@@ -48,7 +48,7 @@ pub const LIMITED: &str = "limited";
 /// The echo plugin's manifest, plus a tool without an output schema and `both` thread events.
 pub const MANIFEST: &str = r#"{
   "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1",
-  "capabilities": ["agent.readonly", "schedule", "ui.composer_switch", "events.subscribe"],
+  "capabilities": ["agent.readonly", "schedule", "ui.composer_switch", "events.subscribe", "ui.panel"],
   "agents": [{ "id": "say", "read_only": true, "tools": ["echo"] }],
   "tools": [
     { "name": "echo", "description": "Returns its input text",
@@ -62,7 +62,8 @@ pub const MANIFEST: &str = r#"{
               { "id": "tick", "default_schedule": { "type": "cron", "schedule": "*/5 * * * *" } }],
   "events": ["message.created", "settings.changed"],
   "settings": { "verbose": { "type": "boolean", "default": false } },
-  "ui": { "composer_switches": [{ "id": "mode", "label": "Mode", "icon": "ui/mode.svg", "title": "Mode is off" }] }
+  "ui": { "composer_switches": [{ "id": "mode", "label": "Mode", "icon": "ui/mode.svg", "title": "Mode is off" }],
+          "panels": [{ "id": "main", "label": "Echo", "entry": "ui/main/index.html", "singleton": true }] }
 }"#;
 
 /// What the fake plugin received.
@@ -400,6 +401,14 @@ impl World {
         )
         .unwrap();
         plugin.metadata = meta("echo", None);
+        // The image admission read: what the UI's links name.
+        plugin.status = Some(model::resources::PluginStatus {
+            image: Some(model::resources::ImageStatus {
+                digest: format!("sha256:{}", "0".repeat(64)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
         apply(&mut writers.plugins, plugin);
 
         let plugins_config = BTreeMap::from([(
@@ -455,13 +464,21 @@ impl World {
             recorded.clone(),
             Arc::new(CallMetrics::unregistered()),
         );
-        let state = HostState::new(
+        let mut state = HostState::new(
             calls,
             recorded.clone(),
             reviewer,
             REVIEW_TTL,
             Arc::new(HostMetrics::unregistered()),
         );
+        state.links = tokio::sync::watch::channel(Some(crate::ui::link::LinkKeys {
+            current: crate::ui::link::LinkKey {
+                id: "k".into(),
+                secret: b"the tests' link key".to_vec(),
+            },
+            previous: None,
+        }))
+        .1;
         Self {
             state,
             writers,

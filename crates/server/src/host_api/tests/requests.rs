@@ -772,3 +772,43 @@ async fn an_answer_that_stalls_past_its_limit_counts_as_unanswered() {
         (StatusCode::SERVICE_UNAVAILABLE, "breaker_open")
     );
 }
+
+#[tokio::test]
+async fn a_chats_panels_are_listed_with_links_to_their_pages_in_this_chat() {
+    let w = World::new().await;
+    let a = w
+        .send("GET", &at("general", "/panels"), Some(TOKEN), "")
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    let panels = a.json["panels"].as_array().unwrap();
+    assert_eq!(panels.len(), 1);
+    assert_eq!(
+        (
+            &panels[0]["id"],
+            &panels[0]["label"],
+            &panels[0]["singleton"]
+        ),
+        (&json!("main"), &json!("Echo"), &json!(true))
+    );
+    let url = panels[0]["url"].as_str().unwrap();
+    let (token, page) = url
+        .strip_prefix("/ui/v1/")
+        .and_then(|rest| rest.split_once('/'))
+        .unwrap();
+    assert_eq!(page, "main/index.html");
+    let keys = w.state.links.borrow().clone().unwrap();
+    let link = crate::ui::link::verify(&keys, token, jiff::Timestamp::now().as_second()).unwrap();
+    assert_eq!(link.plugin, "echo");
+    assert_eq!(link.chat, format!("{NS}/general"));
+    assert_eq!(link.digest, format!("sha256:{}", "0".repeat(64)));
+    assert_eq!(link.page, crate::ui::link::Page::Panel("main".into()));
+    assert_eq!(panels[0]["expires"], json!(link.expires));
+    // A chat whose project runs no plugin (a hidden thread) says so instead.
+    let a = w
+        .send("GET", &at("general-h", "/panels"), Some(TOKEN), "")
+        .await;
+    assert_eq!(
+        (a.status, a.code()),
+        (StatusCode::CONFLICT, "plugin_not_enabled")
+    );
+}
