@@ -2,8 +2,11 @@
 //! kubectl.
 //!
 //! - [`project`]: `project trust`;
+//! - [`import`]: `project import` (a desktop `.loop/config.json` as a Project or HostConfig's
+//!   plugin defaults);
 //! - [`plugins`]: `plugin install|upgrade|remove|list|info|verify|keygen|sign`.
 
+pub mod import;
 pub mod plugins;
 pub mod project;
 

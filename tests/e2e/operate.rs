@@ -1,0 +1,149 @@
+//! The operator's weekly verbs end to end, as a person runs them: `loop-plugins plugin list`
+//! and `loop-plugins project import` (a desktop `.loop/config.json` with comments, a plugin
+//! not installed and values the manifest refuses in it) against the real API server.
+
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use kube::ResourceExt;
+use model::config::{PluginConfig, config_hash};
+use model::resources::{Project, ProjectTrust};
+use serde_json::json;
+
+use crate::controller_support::{cli, echo_plugin, install, plugin_id, setup, shared};
+use crate::support::{E2eTest, Ns, test};
+
+pub fn tests() -> Vec<E2eTest> {
+    vec![
+        test(
+            "operate::plugin_list_shows_each_installed_plugin",
+            plugin_list,
+        )
+        .timeout(Duration::from_secs(120)),
+        test(
+            "operate::project_import_carries_what_applies_and_lists_the_rest",
+            project_import,
+        )
+        .timeout(Duration::from_secs(120)),
+    ]
+}
+
+async fn plugin_list(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    setup(&ns).await?;
+    let id = plugin_id(&ns, "list");
+    let plugin = install(&ns, &echo_plugin(&id)?).await?;
+    let (ok, out, err) = cli(&ns, &["plugin", "list"]).await?;
+    ensure!(ok, "plugin list failed: {err}");
+    let header = out.lines().next().unwrap_or_default();
+    ensure!(
+        header.split_whitespace().collect::<Vec<_>>()
+            == ["NAME", "VERSION", "ADMITTED", "STAGE", "REASON", "DIGEST"],
+        "header: {out}"
+    );
+    let row = out
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(id.as_str()))
+        .with_context(|| format!("no row for {id}: {out}"))?;
+    ensure!(
+        row.split_whitespace().nth(1) == Some("0.1.0"),
+        "its version: {row}"
+    );
+    ensure!(plugin.name_any() == id);
+    Ok(())
+}
+
+/// The desktop's config, with comments and trailing commas, for plugin `id`: one value of each
+/// kind the controller would leave out, and a plugin not installed.
+fn desktop_config(id: &str) -> String {
+    format!(
+        r#"// written by Loop's desktop
+{{
+  "model": "anything else is not ours",
+  "plugins": {{
+    "{id}": {{
+      "enabled": true, // on here
+      "settings": {{ "verbose": true, "loud": true, }},
+      "schedules": {{ "tick": {{ "enabled": false }}, "nope": {{}} }},
+    }},
+    "not-installed-anywhere": {{ "enabled": true }},
+  }},
+}}
+"#
+    )
+}
+
+async fn project_import(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    setup(&ns).await?;
+    let id = plugin_id(&ns, "imp");
+    install(&ns, &echo_plugin(&id)?).await?;
+    let dir = ns.cluster().run_dir().join(ns.name()).join("my-app");
+    std::fs::create_dir_all(dir.join(".loop"))?;
+    let file = dir.join(".loop/config.json");
+    std::fs::write(&file, desktop_config(&id))?;
+    let file = file.to_str().context("a UTF-8 path")?;
+
+    // --dry-run prints the Project and its trust as YAML and writes nothing.
+    let (ok, out, err) = cli(
+        &ns,
+        &[
+            "project",
+            "import",
+            file,
+            "-n",
+            ns.name(),
+            "--trust",
+            "--dry-run",
+        ],
+    )
+    .await?;
+    ensure!(ok, "import --dry-run failed: {err}");
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&out)?;
+    ensure!(
+        docs.iter().map(|d| d["kind"].clone()).collect::<Vec<_>>()
+            == [json!("Project"), json!("ProjectTrust")],
+        "{out}"
+    );
+    ensure!(docs[0]["metadata"]["name"] == "my-app", "{out}");
+    for left in [
+        "plugins.not-installed-anywhere: no such plugin is installed",
+        &format!("plugins.{id}.settings.loud:"),
+        &format!("plugins.{id}.schedules.nope:"),
+    ] {
+        ensure!(err.contains(left), "{left} not listed: {err}");
+    }
+    ensure!(
+        ns.api::<Project>().get_opt("my-app").await?.is_none(),
+        "--dry-run wrote the Project"
+    );
+
+    // Imported and trusted: exactly what carries over, and the trust of that version.
+    let (ok, out, err) = cli(
+        &ns,
+        &["project", "import", file, "-n", ns.name(), "--trust"],
+    )
+    .await?;
+    ensure!(ok, "import failed: {err}\n{out}");
+    let project = ns.api::<Project>().get("my-app").await?;
+    let expected: PluginConfig = serde_json::from_value(json!({
+        "enabled": true,
+        "settings": { "verbose": true },
+        "schedules": { "tick": { "enabled": false } },
+    }))?;
+    ensure!(
+        project.spec.plugins == [(id.clone(), expected)].into(),
+        "imported {:?}",
+        project.spec.plugins
+    );
+    let trust = ns.api::<ProjectTrust>().get("my-app").await?;
+    ensure!(
+        trust.spec.hash == config_hash(&project.spec.plugins),
+        "trusted {} of {:?}",
+        trust.spec.hash,
+        project.spec.plugins
+    );
+    ensure!(out.contains(&trust.spec.hash), "{out}");
+    std::fs::remove_dir_all(ns.cluster().run_dir().join(ns.name()))?;
+    Ok(())
+}
