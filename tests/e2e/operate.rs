@@ -1,6 +1,8 @@
 //! The operator's weekly verbs end to end, as a person runs them: `loop-plugins plugin list`
-//! and `loop-plugins project import` (a desktop `.loop/config.json` with comments, a plugin
-//! not installed and values the manifest refuses in it) against the real API server.
+//! `loop-plugins project import` (a desktop `.loop/config.json` with comments, a plugin
+//! not installed and values the manifest refuses in it) and `loop-plugins plugin stop` (the
+//! container goes now, well before its idle timeout, and the next demand starts it again)
+//! against the real API server.
 
 use std::time::Duration;
 
@@ -10,7 +12,11 @@ use model::config::{PluginConfig, config_hash};
 use model::resources::{Project, ProjectTrust};
 use serde_json::json;
 
-use crate::controller_support::{cli, echo_plugin, install, plugin_id, setup, shared};
+use crate::controller::{instance_name, instances_of, pods_of, world};
+use crate::controller_support::{
+    IDLE_TIMEOUT, IDLE_TIMEOUT_EXISTING, cli, echo_plugin, install, plugin_id, record_demand,
+    setup, shared,
+};
 use crate::support::{E2eTest, Ns, test};
 
 pub fn tests() -> Vec<E2eTest> {
@@ -25,7 +31,72 @@ pub fn tests() -> Vec<E2eTest> {
             project_import,
         )
         .timeout(Duration::from_secs(120)),
+        test(
+            "operate::plugin_stop_stops_the_container_now_and_the_next_demand_starts_it",
+            plugin_stop,
+        )
+        .timeout(Duration::from_secs(180)),
     ]
+}
+
+/// The idle timeout of the run's HostConfig: what keeps a container up without a stop.
+fn idle_timeout(ns: &Ns) -> Duration {
+    let text = match ns.cluster().existing() {
+        Some(_) => IDLE_TIMEOUT_EXISTING,
+        None => IDLE_TIMEOUT,
+    };
+    seconds(text)
+}
+
+fn seconds(text: &str) -> Duration {
+    let seconds: u64 = text
+        .trim_end_matches('s')
+        .parse()
+        .expect("an idle timeout in seconds");
+    Duration::from_secs(seconds)
+}
+
+async fn plugin_stop(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let id = world(&ns, "stop", &[]).await?;
+    let name = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    record_demand(&ns, &name).await?;
+    pods_of(&ns, &name, 1, true).await?;
+    // Fresh demand keeps it up for the idle timeout from here; the stop comes in a later
+    // second (both are written to the second).
+    record_demand(&ns, &name).await?;
+    let demanded = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let chat = format!("{}/general", ns.name());
+    let (ok, out, err) = cli(&ns, &["plugin", "stop", &id, "--chat", &chat]).await?;
+    ensure!(ok, "plugin stop failed: {err}");
+    ensure!(
+        out.contains(&format!("stopped {}/{name}", ns.name())),
+        "{out}"
+    );
+    pods_of(&ns, &name, 0, false).await?;
+    ensure!(
+        demanded.elapsed() < idle_timeout(&ns),
+        "the Pod went only after {:?}, as idleness would have stopped it",
+        demanded.elapsed()
+    );
+    let stopped = ns
+        .api::<model::resources::PluginInstance>()
+        .get(&name)
+        .await?;
+    ensure!(
+        stopped.status.and_then(|s| s.stopped_at).is_some(),
+        "the stop is recorded on the instance"
+    );
+    // The next demand (a second after the stop) starts it again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    record_demand(&ns, &name).await?;
+    pods_of(&ns, &name, 1, true).await?;
+    // Stopping a plugin with no instance in the chat says so.
+    let (ok, _, err) = cli(&ns, &["plugin", "stop", "no-such-plugin", "--chat", &chat]).await?;
+    ensure!(!ok && err.contains("has no instance"), "{err}");
+    Ok(())
 }
 
 async fn plugin_list(ns: Ns) -> anyhow::Result<()> {

@@ -4,7 +4,7 @@
 //! - [`project`]: `project trust`;
 //! - [`import`]: `project import` (a desktop `.loop/config.json` as a Project or HostConfig's
 //!   plugin defaults);
-//! - [`plugins`]: `plugin install|upgrade|remove|list|info|verify|keygen|sign`.
+//! - [`plugins`]: `plugin install|upgrade|remove|stop|list|info|verify|keygen|sign`.
 
 pub mod import;
 pub mod plugins;
