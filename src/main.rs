@@ -33,6 +33,16 @@ enum Command {
         #[command(subcommand)]
         command: plugin::PluginCommand,
     },
+    /// Why PLUGIN runs or doesn't in a chat: the host switch, admission, the chat, the
+    /// project's trust and whether it enables the plugin, each setting's value and where it
+    /// came from, each refused value and why, each scheduled task and its source, the
+    /// container, its last activity, switches and breaker.
+    Explain {
+        plugin: String,
+        /// The chat, `NAMESPACE/CHAT`.
+        #[arg(long)]
+        chat: operator::plugins::stop::ChatRef,
+    },
     /// Operator verbs on projects.
     Project {
         #[command(subcommand)]
@@ -131,6 +141,13 @@ fn main() -> ExitCode {
         }
         Command::Plugin { command } => plugin::run(command),
         Command::Project { command } => project::run(command),
+        Command::Explain { plugin, chat } => run_async(async move {
+            let client = kube::Client::try_default().await?;
+            let gathered = operator::explain::gather(&client, &plugin, &chat).await?;
+            let facts = operator::explain::explain(&gathered.world(&plugin));
+            print!("{}", operator::explain::text(&facts));
+            Ok(())
+        }),
         Command::InstallGate { dest, policy } => {
             let json = std::env::var(model::contract::GATE_POLICY_ENV).ok();
             match gate_install::install(&dest, policy.as_deref(), json.as_deref()) {

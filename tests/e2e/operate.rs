@@ -2,6 +2,7 @@
 //! `loop-plugins project import` (a desktop `.loop/config.json` with comments, a plugin
 //! not installed and values the manifest refuses in it) and `loop-plugins plugin stop` (the
 //! container goes now, well before its idle timeout, and the next demand starts it again)
+//! and `loop-plugins explain` (the facts the controller decides from, each with its source)
 //! against the real API server.
 
 use std::time::Duration;
@@ -36,7 +37,52 @@ pub fn tests() -> Vec<E2eTest> {
             plugin_stop,
         )
         .timeout(Duration::from_secs(180)),
+        test(
+            "operate::explain_says_why_the_plugin_runs_and_where_each_value_came_from",
+            explain,
+        )
+        .timeout(Duration::from_secs(120)),
     ]
+}
+
+/// The row of `explain`'s table for `topic`, split into (value, why).
+fn row<'a>(out: &'a str, topic: &str) -> anyhow::Result<(&'a str, &'a str)> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&format!("{topic}  ")))
+        .with_context(|| format!("no {topic} in {out}"))?;
+    let rest = line[topic.len()..].trim_start();
+    let (value, why) = rest.split_once("  ").unwrap_or((rest, ""));
+    Ok((value.trim(), why.trim()))
+}
+
+async fn explain(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let tick = model::config::ScheduleEntry::default();
+    let id = world(&ns, "expl", &[("tick", tick)]).await?;
+    instances_of(&ns, &id, 1).await?;
+    let chat = format!("{}/general", ns.name());
+    let (ok, out, err) = cli(&ns, &["explain", &id, "--chat", &chat]).await?;
+    ensure!(ok, "explain failed: {err}");
+    ensure!(row(&out, "host switch")?.0 == "true", "{out}");
+    ensure!(row(&out, "admission")?.0 == "Admitted", "{out}");
+    ensure!(row(&out, "chat")?.0 == "runs plugins", "{out}");
+    ensure!(row(&out, "trust")?.0 == "trusted", "{out}");
+    ensure!(
+        row(&out, "enabled")? == ("true", "set by the project's trusted config"),
+        "{out}"
+    );
+    ensure!(
+        row(&out, "setting verbose")? == ("false", "the manifest's default"),
+        "{out}"
+    );
+    ensure!(
+        row(&out, "schedule tick")?.1 == "the project config's entry",
+        "{out}"
+    );
+    ensure!(row(&out, "instance").is_err(), "an instance exists: {out}");
+    ensure!(row(&out, "container").is_ok(), "{out}");
+    Ok(())
 }
 
 /// The idle timeout of the run's HostConfig: what keeps a container up without a stop.
