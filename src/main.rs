@@ -5,6 +5,7 @@ mod conformance;
 mod gate_install;
 mod manifest_check;
 mod plugin;
+mod project;
 
 use std::process::ExitCode;
 
@@ -33,10 +34,20 @@ enum Command {
         #[command(subcommand)]
         command: plugin::PluginCommand,
     },
+    /// Why PLUGIN runs or doesn't in a chat: the host switch, admission, the chat, the
+    /// project's trust and whether it enables the plugin, each setting's value and where it
+    /// came from, each refused value and why, each scheduled task and its source, the
+    /// container, its last activity, switches and breaker.
+    Explain {
+        plugin: String,
+        /// The chat, `NAMESPACE/CHAT`.
+        #[arg(long)]
+        chat: operator::plugins::stop::ChatRef,
+    },
     /// Operator verbs on projects.
     Project {
         #[command(subcommand)]
-        command: ProjectCommand,
+        command: project::ProjectCommand,
     },
     /// Copy this binary to DEST for a plugin container to run as its gate, and write the
     /// gate's policy from $LOOP_GATE_POLICY (the gate's init container runs this).
@@ -105,25 +116,6 @@ struct ControllerArgs {
 }
 
 #[derive(Subcommand)]
-enum ProjectCommand {
-    /// Trust the project's current plugin config: record its canonical hash and the config
-    /// itself as the last approved version (the same-named ProjectTrust), so its enabled values
-    /// and schedules apply. Needs the trustee's RBAC (create, patch projecttrusts), which
-    /// editing the Project does not give.
-    Trust {
-        /// The Project's name.
-        name: String,
-        /// The Project's namespace.
-        #[arg(long, short = 'n', default_value = "default")]
-        namespace: String,
-        /// Trust only if the current config has this hash (`sha256:<hex>`, the Project's
-        /// status.configHash as you reviewed it); refuse if it changed since.
-        #[arg(long)]
-        hash: Option<String>,
-    },
-}
-
-#[derive(Subcommand)]
 enum ManifestCommand {
     /// Check a plugin.json against every rule; exits non-zero when there is a problem.
     Check {
@@ -153,17 +145,12 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Plugin { command } => plugin::run(command),
-        Command::Project {
-            command:
-                ProjectCommand::Trust {
-                    name,
-                    namespace,
-                    hash,
-                },
-        } => run_async(async move {
+        Command::Project { command } => project::run(command),
+        Command::Explain { plugin, chat } => run_async(async move {
             let client = kube::Client::try_default().await?;
-            let hash = operator::trust_project(client, &namespace, &name, hash.as_deref()).await?;
-            println!("project {namespace}/{name}: trusted config {hash}");
+            let gathered = operator::explain::gather(&client, &plugin, &chat).await?;
+            let facts = operator::explain::explain(&gathered.world(&plugin));
+            print!("{}", operator::explain::text(&facts));
             Ok(())
         }),
         Command::InstallGate { dest, policy } => {
@@ -185,7 +172,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs a long-lived role on a Tokio runtime, with logs on stderr.
-fn run_async(role: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+pub(crate) fn run_async(role: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
     runtime::allocator::limit_arenas();
     runtime::logging::init();
     let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime");

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use operator::plugins::candidate::{Approval, CapabilityLine};
 use operator::plugins::install::{self, Approvals};
 use operator::plugins::registry::RegistryArgs;
-use operator::plugins::{keys, remove, show, text, verify};
+use operator::plugins::{keys, remove, show, stop, text, verify};
 
 #[derive(Subcommand)]
 pub enum PluginCommand {
@@ -45,6 +45,14 @@ pub enum PluginCommand {
         /// Delete each chat's /data volume too.
         #[arg(long)]
         purge: bool,
+    },
+    /// Stop a plugin's containers now (in every chat, or the one given), as the desktop's
+    /// Stop button does; the next call, event or schedule starts each again.
+    Stop {
+        name: String,
+        /// Only the container of this chat, `NAMESPACE/CHAT`.
+        #[arg(long)]
+        chat: Option<operator::plugins::stop::ChatRef>,
     },
     /// List installed plugins and how admission left them.
     List {
@@ -201,6 +209,13 @@ async fn verb(command: PluginCommand) -> anyhow::Result<()> {
                         "each chat's /data is kept (--purge deletes it)"
                     }
                 );
+                Ok(())
+            }
+            PluginCommand::Stop { name, chat } => {
+                let client = kube::Client::try_default().await?;
+                for instance in stop::stop(&client, &name, chat.as_ref()).await? {
+                    println!("stopped {instance}");
+                }
                 Ok(())
             }
             PluginCommand::List { verify, common } => {

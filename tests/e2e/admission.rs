@@ -18,7 +18,7 @@ use model::resources::{
 use testkit::images::ImageContent;
 
 use crate::controller_support::{
-    CONTROLLER_NAMESPACE, WAIT, apply, apply_host, apply_trusted, channel, echo_plugin, entry,
+    CONTROLLER_NAMESPACE, WAIT, apply, apply_host, apply_trusted, channel, cli, echo_plugin, entry,
     exclusive, host_spec, install, list_until, plugin_id, record_demand, setup, shared,
 };
 use crate::support::{E2eTest, Ns, test, wait};
@@ -46,25 +46,6 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(Duration::from_secs(180)),
     ]
-}
-
-/// Runs `loop-plugins ARGS` as the cluster's admin; (success, stdout, stderr).
-async fn cli(ns: &Ns, args: &[&str]) -> anyhow::Result<(bool, String, String)> {
-    let kubeconfig = match ns.cluster().local() {
-        Some(dev) => dev.kubeconfig().to_path_buf(),
-        None => std::env::var_os("KUBECONFIG").context("KUBECONFIG")?.into(),
-    };
-    let out = tokio::process::Command::new(testkit::binary())
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .env("HOME", ns.cluster().run_dir())
-        .output()
-        .await?;
-    Ok((
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
 }
 
 /// Waits until admission judged the current generation and `cond` holds of the status.

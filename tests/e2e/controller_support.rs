@@ -518,3 +518,22 @@ pub async fn set_lease_holder(
         }
     }
 }
+
+/// Runs `loop-plugins ARGS` as the cluster's admin; (success, stdout, stderr).
+pub async fn cli(ns: &Ns, args: &[&str]) -> anyhow::Result<(bool, String, String)> {
+    let kubeconfig = match ns.cluster().local() {
+        Some(dev) => dev.kubeconfig().to_path_buf(),
+        None => std::env::var_os("KUBECONFIG").context("KUBECONFIG")?.into(),
+    };
+    let out = tokio::process::Command::new(testkit::binary())
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOME", ns.cluster().run_dir())
+        .output()
+        .await?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}

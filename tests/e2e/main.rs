@@ -15,6 +15,7 @@ mod controller_repair;
 mod controller_support;
 mod crds;
 mod host;
+mod operate;
 mod pods;
 mod support;
 mod tour;
@@ -35,6 +36,7 @@ fn main() -> std::process::ExitCode {
         controller::tests(),
         crds::tests(),
         host::tests(),
+        operate::tests(),
         pods::tests(),
         tour::tests(),
         trust::tests(),

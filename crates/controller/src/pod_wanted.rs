@@ -9,6 +9,12 @@
 //!   start plus the idle timeout, then the ordinary idle rule applies. Counted from the
 //!   controller's start time, so it needs no write.
 //! - A live hold keeps it up while the plugin holds the chat's live session.
+//! - A stop (`loop-plugins plugin stop`, the reference's Stop button, recorded as the
+//!   instance's `status.stoppedAt`) cancels every demand recorded up to it: activity at or
+//!   before it, a switch on at a controller start before it, and a live hold until activity
+//!   comes after it. The next call, event or schedule (activity after the stop) starts the
+//!   container again. A tie goes to the stop: both are written to the second, so activity in
+//!   the stop's own second counts only from the next one.
 //! - Switch state of a switch the manifest no longer declares, or while `ui.composer_switch`
 //!   is not approved, and a hold while `live.control` is not approved, count for nothing.
 
@@ -72,19 +78,26 @@ pub fn demand(input: &DemandInputs) -> Demand {
     let Some(status) = input.status else {
         return Demand::Idle;
     };
-    if status.live_hold && input.live_control {
-        return Demand::LiveHold;
-    }
-    let activity = status
+    let stopped = status
+        .stopped_at
+        .as_deref()
+        .and_then(|t| t.parse::<Timestamp>().ok());
+    let after_stop = |t: Timestamp| stopped.is_none_or(|stop| t > stop);
+    let last = status
         .last_activity
         .as_deref()
         .and_then(|t| t.parse::<Timestamp>().ok())
-        .map(|last| Demand::ActiveUntil(last + input.idle_timeout));
+        .filter(|last| after_stop(*last));
+    if status.live_hold && input.live_control && (stopped.is_none() || last.is_some()) {
+        return Demand::LiveHold;
+    }
+    let activity = last.map(|last| Demand::ActiveUntil(last + input.idle_timeout));
     let switch_on = status
         .switches
         .iter()
         .any(|s| s.on && input.switches.contains(&s.id.as_str()));
-    let at_start = switch_on.then(|| Demand::SwitchOnAtStart(input.started + input.idle_timeout));
+    let at_start = (switch_on && after_stop(input.started))
+        .then(|| Demand::SwitchOnAtStart(input.started + input.idle_timeout));
     let until = |d: &Demand| match d {
         Demand::ActiveUntil(t) | Demand::SwitchOnAtStart(t) => *t,
         _ => Timestamp::MIN,
@@ -240,6 +253,72 @@ mod tests {
         assert_eq!(
             decide(&held, MODE, false, "2026-01-01T12:00:00Z"),
             Demand::Idle
+        );
+    }
+
+    #[test]
+    fn a_stop_cancels_the_demand_recorded_up_to_it_and_the_next_activity_starts_it() {
+        let stopped = |mut s: PluginInstanceStatus, at: &str| {
+            s.stopped_at = Some(at.into());
+            s
+        };
+        // Active until 10:10, stopped at 10:02: idle at once.
+        let active = status(Some("2026-01-01T10:01:00Z"), &[], false);
+        assert!(decide(&active, MODE, true, "2026-01-01T10:03:00Z").wanted());
+        let stop = stopped(active, "2026-01-01T10:02:00Z");
+        assert_eq!(
+            decide(&stop, MODE, true, "2026-01-01T10:03:00Z"),
+            Demand::Idle
+        );
+        // Activity in the stop's own second loses the tie.
+        let tie = stopped(
+            status(Some("2026-01-01T10:02:00Z"), &[], false),
+            "2026-01-01T10:02:00Z",
+        );
+        assert_eq!(
+            decide(&tie, MODE, true, "2026-01-01T10:02:30Z"),
+            Demand::Idle
+        );
+        // The next activity starts it again.
+        let again = stopped(
+            status(Some("2026-01-01T10:04:00Z"), &[], false),
+            "2026-01-01T10:02:00Z",
+        );
+        assert_eq!(
+            decide(&again, MODE, true, "2026-01-01T10:05:00Z"),
+            Demand::ActiveUntil(at("2026-01-01T10:14:00Z"))
+        );
+        // A switch on at a start before the stop no longer counts.
+        let on = stopped(
+            status(None, &[("mode", true)], false),
+            "2026-01-01T10:01:00Z",
+        );
+        assert_eq!(
+            decide(&on, MODE, true, "2026-01-01T10:02:00Z"),
+            Demand::Idle
+        );
+        // A stop before the controller started leaves the start window alone.
+        let before = stopped(
+            status(None, &[("mode", true)], false),
+            "2026-01-01T09:00:00Z",
+        );
+        assert!(decide(&before, MODE, true, "2026-01-01T10:02:00Z").wanted());
+        // A live hold counts again only once activity comes after the stop.
+        let held = stopped(
+            status(Some("2026-01-01T10:00:00Z"), &[], true),
+            "2026-01-01T10:01:00Z",
+        );
+        assert_eq!(
+            decide(&held, MODE, true, "2026-01-01T10:02:00Z"),
+            Demand::Idle
+        );
+        let used = stopped(
+            status(Some("2026-01-01T10:03:00Z"), &[], true),
+            "2026-01-01T10:01:00Z",
+        );
+        assert_eq!(
+            decide(&used, MODE, true, "2026-01-01T10:04:00Z"),
+            Demand::LiveHold
         );
     }
 }

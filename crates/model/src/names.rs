@@ -22,6 +22,10 @@ pub const FIELD_MANAGER_BREAKER: &str = "loop-plugins-api-breaker";
 pub const FIELD_MANAGER_API: &str = "loop-plugins-api";
 /// `loop-plugins project trust`: a project's `ProjectTrust`.
 pub const FIELD_MANAGER_TRUST: &str = "loop-plugins-project-trust";
+/// `loop-plugins plugin stop`: a PluginInstance's `status.stoppedAt`.
+pub const FIELD_MANAGER_STOP: &str = "loop-plugins-stop";
+/// `loop-plugins project import`: the Project it writes, or HostConfig's `plugins.defaults`.
+pub const FIELD_MANAGER_IMPORT: &str = "loop-plugins-import";
 /// The recommended labels (`app.kubernetes.io/*`) we set.
 pub const LABEL_NAME: &str = "app.kubernetes.io/name";
 pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";

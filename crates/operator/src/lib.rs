@@ -2,8 +2,13 @@
 //! kubectl.
 //!
 //! - [`project`]: `project trust`;
-//! - [`plugins`]: `plugin install|upgrade|remove|list|info|verify|keygen|sign`.
+//! - [`explain`]: `explain PLUGIN --chat NS/CHAT`, the facts the controller decides from;
+//! - [`import`]: `project import` (a desktop `.loop/config.json` as a Project or HostConfig's
+//!   plugin defaults);
+//! - [`plugins`]: `plugin install|upgrade|remove|stop|list|info|verify|keygen|sign`.
 
+pub mod explain;
+pub mod import;
 pub mod plugins;
 pub mod project;
 

@@ -71,6 +71,12 @@ pub struct PluginInstanceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::timestamp")]
     pub last_activity: Option<String>,
+    /// When an operator stopped the container (`loop-plugins plugin stop`, the reference's
+    /// Stop button): demand recorded up to then counts for nothing, and the next activity
+    /// starts it again (written by the stop verb).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::timestamp")]
+    pub stopped_at: Option<String>,
     /// Composer switches' state in this chat (written by the API server).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub switches: Vec<SwitchState>,

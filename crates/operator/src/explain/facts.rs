@@ -1,0 +1,326 @@
+//! The facts `explain` prints, as pure functions of the objects gathered. Each fact is a
+//! topic, its value and why (where the value came from); a setting's source is the highest
+//! level whose value the settings layering kept.
+
+use model::config::ConfigLevel;
+use model::manifest::Manifest;
+use model::resolve::{
+    ProjectView, TrustState, approved_capabilities, approved_plugins, gets_schedules,
+    plugin_enabled, resolve_schedules, resolve_settings, runs_plugins,
+};
+use model::resources::{
+    ADMITTED, Channel, HostConfigSpec, Plugin, PluginInstance, Project, ProjectTrust,
+};
+
+/// What the controller decides from, for one plugin in one chat.
+#[derive(Clone, Copy, Debug)]
+pub struct World<'a> {
+    pub plugin_name: &'a str,
+    pub host: &'a HostConfigSpec,
+    pub plugin: Option<&'a Plugin>,
+    /// The Plugin's manifest, when it passes the manifest rules.
+    pub manifest: Option<&'a Manifest>,
+    pub chat: Option<&'a Channel>,
+    pub project: Option<&'a Project>,
+    pub trust: Option<&'a ProjectTrust>,
+    pub instance: Option<&'a PluginInstance>,
+}
+
+/// One line of the explanation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fact {
+    pub topic: String,
+    pub value: String,
+    pub why: String,
+}
+
+fn fact(topic: impl Into<String>, value: impl Into<String>, why: impl Into<String>) -> Fact {
+    Fact {
+        topic: topic.into(),
+        value: value.into(),
+        why: why.into(),
+    }
+}
+
+/// Every fact, in the order the controller meets them.
+pub fn explain(world: &World) -> Vec<Fact> {
+    let mut out = vec![fact(
+        "host switch",
+        world.host.plugins.enabled.to_string(),
+        "HostConfig default: plugins.enabled",
+    )];
+    let Some(plugin) = world.plugin else {
+        out.push(fact("plugin", "not installed", "no Plugin of that name"));
+        return out;
+    };
+    let status = plugin.status.clone().unwrap_or_default();
+    let admitted = status.conditions.iter().find(|c| c.r#type == ADMITTED);
+    out.push(fact(
+        "admission",
+        status.stage.unwrap_or_else(|| "not judged yet".into()),
+        admitted
+            .map(|c| format!("{}: {}", c.reason, c.message))
+            .unwrap_or_default(),
+    ));
+    let Some(chat) = world.chat else {
+        out.push(fact("chat", "not found", "no Channel of that name"));
+        return out;
+    };
+    out.push(fact(
+        "chat",
+        if runs_plugins(&chat.spec) {
+            "runs plugins"
+        } else {
+            "runs no plugins"
+        },
+        format!(
+            "app {:?}, kind {:?}{}{}",
+            chat.spec.app,
+            chat.spec.kind,
+            chat.spec
+                .parent
+                .as_deref()
+                .map(|p| format!(", thread of {p}"))
+                .unwrap_or_default(),
+            if chat.spec.hidden { ", hidden" } else { "" }
+        ),
+    ));
+    let Some(project) = world.project else {
+        out.push(fact(
+            "project",
+            "not found",
+            format!("the chat's project {} does not exist", chat.spec.project),
+        ));
+        return out;
+    };
+    let view = ProjectView::new(project, world.trust);
+    let approved = approved_plugins(view);
+    out.push(fact(
+        "trust",
+        match &approved.state {
+            TrustState::Trusted => "trusted".to_string(),
+            TrustState::LastApproved => "last approved version".into(),
+            TrustState::NeverTrusted => "never trusted".into(),
+            TrustState::ApprovedHashMismatch { .. } => "trust record broken".into(),
+            TrustState::OtherProject { .. } => "trust of another project".into(),
+        },
+        format!("current config {}", approved.current_hash),
+    ));
+    let enabled = plugin_enabled(&world.host.plugins, world.plugin_name, view);
+    out.push(fact(
+        "enabled",
+        enabled.is_enabled().to_string(),
+        format!(
+            "{}{}",
+            enabled.reason,
+            if enabled.awaiting_trust {
+                "; the current config says otherwise, awaiting trust"
+            } else {
+                ""
+            }
+        ),
+    ));
+    let Some(manifest) = world.manifest else {
+        out.push(fact(
+            "manifest",
+            "invalid",
+            "the stored manifest fails its rules",
+        ));
+        return out;
+    };
+    let mut capabilities: Vec<String> = approved_capabilities(plugin, manifest)
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    capabilities.sort();
+    out.push(fact(
+        "capabilities",
+        capabilities.join(", "),
+        "approved at install and declared",
+    ));
+    let global = world.host.plugins.defaults.get(world.plugin_name);
+    let own = project.spec.plugins.get(world.plugin_name);
+    let settings = resolve_settings(manifest, global, own);
+    for (name, value) in &settings.values {
+        let kept_at = |level: ConfigLevel, config: Option<&model::config::PluginConfig>| {
+            config.and_then(|c| c.settings.get(name)).is_some_and(|v| {
+                !v.is_null()
+                    && !settings
+                        .left_out
+                        .iter()
+                        .any(|l| l.level == level && &l.setting == name)
+            })
+        };
+        let source = if kept_at(ConfigLevel::Project, own) {
+            "the project's config"
+        } else if kept_at(ConfigLevel::Global, global) {
+            "the global config"
+        } else {
+            "the manifest's default"
+        };
+        out.push(fact(format!("setting {name}"), value.to_string(), source));
+    }
+    for left in &settings.left_out {
+        out.push(fact(
+            format!("setting {} (refused)", left.setting),
+            left.value.to_string(),
+            left.to_string(),
+        ));
+    }
+    let schedules = resolve_schedules(manifest, global, approved.plugin(world.plugin_name));
+    let gets = gets_schedules(&chat.spec);
+    for task in &schedules.schedules {
+        out.push(fact(
+            format!("schedule {}", task.action),
+            format!(
+                "{} {}",
+                task.schedule,
+                if task.enabled && gets { "on" } else { "off" }
+            ),
+            format!(
+                "the {} config's entry{}",
+                task.source,
+                if gets {
+                    ""
+                } else {
+                    "; this chat gets no scheduled tasks (threads run their channel's)"
+                }
+            ),
+        ));
+    }
+    for problem in &schedules.problems {
+        out.push(fact(
+            format!("schedule {} (no task)", problem.action),
+            "-",
+            problem.to_string(),
+        ));
+    }
+    match world.instance.map(|i| i.status.clone().unwrap_or_default()) {
+        None => out.push(fact("instance", "none", "the controller made no instance")),
+        Some(s) => {
+            let dash = || "-".to_string();
+            out.push(fact(
+                "container",
+                s.phase.map(|p| format!("{p:?}")).unwrap_or_else(dash),
+                s.pod.map(|p| format!("pod {p}")).unwrap_or_default(),
+            ));
+            out.push(fact(
+                "last activity",
+                s.last_activity.unwrap_or_else(dash),
+                s.stopped_at
+                    .map(|t| format!("stopped at {t}"))
+                    .unwrap_or_default(),
+            ));
+            for switch in &s.switches {
+                out.push(fact(
+                    format!("switch {}", switch.id),
+                    if switch.on { "on" } else { "off" },
+                    switch.title.clone().unwrap_or_default(),
+                ));
+            }
+            if let Some(b) = &s.breaker {
+                out.push(fact(
+                    "breaker",
+                    b.state.clone(),
+                    format!("{} failures in a row", b.failures),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The facts as a table.
+pub fn text(facts: &[Fact]) -> String {
+    let rows: Vec<Vec<String>> = facts
+        .iter()
+        .map(|f| vec![f.topic.clone(), f.value.clone(), f.why.clone()])
+        .collect();
+    crate::plugins::text::table(&["FACT", "VALUE", "WHY"], &rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use model::config::PluginsConfig;
+    use model::resources::{App, ChannelKind, ChannelSpec, ProjectSpec};
+    use serde_json::json;
+
+    use super::*;
+
+    fn plugins(v: serde_json::Value) -> PluginsConfig {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn get<'a>(facts: &'a [Fact], topic: &str) -> &'a Fact {
+        facts
+            .iter()
+            .find(|f| f.topic == topic)
+            .unwrap_or_else(|| panic!("no {topic}: {facts:#?}"))
+    }
+
+    #[test]
+    fn each_setting_says_where_its_value_came_from_and_refused_ones_why() {
+        let manifest_text = include_str!("../../../../examples/echo-plugin/plugin.json");
+        let plugin =
+            Plugin::from_manifest(manifest_text, "r/echo@sha256:00", vec![], true).unwrap();
+        let manifest = model::manifest::parse_str(manifest_text).unwrap();
+        let mut host = HostConfigSpec::default();
+        host.plugins.enabled = true;
+        host.plugins.defaults =
+            plugins(json!({ "echo": { "enabled": true, "settings": { "verbose": true } } }));
+        let project = Project::new(
+            "proj",
+            ProjectSpec {
+                plugins: plugins(
+                    json!({ "echo": { "settings": { "loud": 1 }, "schedules": { "tick": {} } } }),
+                ),
+            },
+        );
+        let chat = Channel::new(
+            "general",
+            ChannelSpec {
+                project: "proj".into(),
+                kind: ChannelKind::Channel,
+                parent: None,
+                app: App::Desktop,
+                hidden: false,
+                working_tree: None,
+            },
+        );
+        let world = World {
+            plugin_name: "echo",
+            host: &host,
+            plugin: Some(&plugin),
+            manifest: Some(&manifest),
+            chat: Some(&chat),
+            project: Some(&project),
+            trust: None,
+            instance: None,
+        };
+        let facts = explain(&world);
+        assert_eq!(get(&facts, "chat").value, "runs plugins");
+        assert_eq!(get(&facts, "trust").value, "never trusted");
+        let enabled = get(&facts, "enabled");
+        assert_eq!(
+            (enabled.value.as_str(), enabled.why.as_str()),
+            ("true", "the global config's default for every project")
+        );
+        let verbose = get(&facts, "setting verbose");
+        assert_eq!(
+            (verbose.value.as_str(), verbose.why.as_str()),
+            ("true", "the global config")
+        );
+        assert!(
+            get(&facts, "setting loud (refused)")
+                .why
+                .contains("declares no such setting")
+        );
+        // The project's schedule entry waits for trust: no task from it.
+        assert!(
+            !facts.iter().any(|f| f.topic.starts_with("schedule")),
+            "{facts:#?}"
+        );
+        assert_eq!(get(&facts, "instance").value, "none");
+        assert!(text(&facts).starts_with("FACT"));
+    }
+}
