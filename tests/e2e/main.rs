@@ -16,6 +16,7 @@ mod controller_support;
 mod crds;
 mod host;
 mod pods;
+mod runs;
 mod support;
 mod tour;
 mod trust;
@@ -35,6 +36,7 @@ fn main() -> std::process::ExitCode {
         crds::tests(),
         host::tests(),
         pods::tests(),
+        runs::tests(),
         tour::tests(),
         trust::tests(),
         versions::tests(),
