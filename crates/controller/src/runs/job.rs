@@ -1,7 +1,7 @@
 //! The objects a run runs with, built purely from the run and HostConfig's runner: a Secret
 //! holding the prompt (a prompt may be 256 KiB, past what one environment variable may hold),
 //! and the Job of the runner's image. docs/runner.md is the runner's side of this contract;
-//! the names of the environment variables and files are [`RunEnv`]'s and [`RUN_DIR`]'s.
+//! the names of the environment variables and files are `model::run_contract`'s.
 //!
 //! The Job runs once (`backoffLimit: 0`, `restartPolicy: Never`): a runner that fails or is
 //! killed fails the run, as a session is never resumed; past the time limit
@@ -22,30 +22,12 @@ use kube::{Resource, ResourceExt};
 
 use model::names;
 use model::resources::{AgentRun, AgentRunner};
+use model::run_contract::{self as contract, PROMPT_KEY, RUN_DIR};
 
-/// Where the runner finds the run's files (the prompt).
-pub const RUN_DIR: &str = "/run/loop-run";
-/// The prompt's file in [`RUN_DIR`].
-pub const PROMPT_FILE: &str = "prompt";
 /// The label every runner Pod carries, naming its run.
 pub const LABEL_RUN: &str = "plugins.loop.dev/run";
 /// The component label of a run's Job and Secret.
 pub const COMPONENT: &str = "runner";
-
-/// The environment every runner gets, by name.
-pub struct RunEnv;
-
-impl RunEnv {
-    pub const RUN_ID: &str = "LOOP_RUN_ID";
-    pub const AGENT: &str = "LOOP_RUN_AGENT";
-    pub const READ_ONLY: &str = "LOOP_RUN_READ_ONLY";
-    pub const PLUGIN: &str = "LOOP_RUN_PLUGIN";
-    pub const CHANNEL: &str = "LOOP_RUN_CHANNEL";
-    pub const THREAD: &str = "LOOP_RUN_THREAD";
-    pub const TOOLS: &str = "LOOP_RUN_TOOLS";
-    pub const PROMPT_FILE: &str = "LOOP_RUN_PROMPT_FILE";
-    pub const TIME_LIMIT: &str = "LOOP_RUN_TIME_LIMIT_SECONDS";
-}
 
 /// The name of a run's Job and Secret.
 pub fn job_name(run: &AgentRun) -> String {
@@ -80,7 +62,7 @@ pub fn build_secret(run: &AgentRun) -> Secret {
         },
         immutable: Some(true),
         data: Some(BTreeMap::from([(
-            PROMPT_FILE.into(),
+            PROMPT_KEY.into(),
             ByteString(run.spec.prompt.clone().into_bytes()),
         )])),
         ..Default::default()
@@ -101,15 +83,15 @@ pub fn build_job(run: &AgentRun, runner: &AgentRunner) -> Job {
         image: Some(runner.image.clone()),
         command: (!runner.command.is_empty()).then(|| runner.command.clone()),
         env: Some(vec![
-            env(RunEnv::RUN_ID, run.name_any()),
-            env(RunEnv::AGENT, spec.agent.clone()),
-            env(RunEnv::READ_ONLY, spec.read_only.to_string()),
-            env(RunEnv::PLUGIN, spec.plugin.clone()),
-            env(RunEnv::CHANNEL, spec.channel.clone()),
-            env(RunEnv::THREAD, spec.thread.clone()),
-            env(RunEnv::TOOLS, spec.tools.join(",")),
-            env(RunEnv::PROMPT_FILE, format!("{RUN_DIR}/{PROMPT_FILE}")),
-            env(RunEnv::TIME_LIMIT, runner.time_limit_seconds.to_string()),
+            env(contract::RUN_ID, run.name_any()),
+            env(contract::AGENT, spec.agent.clone()),
+            env(contract::READ_ONLY, spec.read_only.to_string()),
+            env(contract::PLUGIN, spec.plugin.clone()),
+            env(contract::CHANNEL, spec.channel.clone()),
+            env(contract::THREAD, spec.thread.clone()),
+            env(contract::TOOLS, spec.tools.join(",")),
+            env(contract::PROMPT_FILE, format!("{RUN_DIR}/{PROMPT_KEY}")),
+            env(contract::TIME_LIMIT, runner.time_limit_seconds.to_string()),
         ]),
         env_from: runner.credentials_secret.as_ref().map(|secret| {
             vec![EnvFromSource {
@@ -200,19 +182,6 @@ mod tests {
     use super::*;
     use model::resources::AgentRunSpec;
 
-    /// The names of [`RunEnv`], in the order the runner gets them (docs/runner.md lists them).
-    const RUN_ENV: [&str; 9] = [
-        RunEnv::RUN_ID,
-        RunEnv::AGENT,
-        RunEnv::READ_ONLY,
-        RunEnv::PLUGIN,
-        RunEnv::CHANNEL,
-        RunEnv::THREAD,
-        RunEnv::TOOLS,
-        RunEnv::PROMPT_FILE,
-        RunEnv::TIME_LIMIT,
-    ];
-
     fn run(name: &str) -> AgentRun {
         let mut run = AgentRun::new(
             name,
@@ -259,13 +228,16 @@ mod tests {
         let pod = job.spec.unwrap().template.spec.unwrap();
         let env = pod.containers[0].env.clone().unwrap();
         let names: Vec<&str> = env.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, RUN_ENV);
+        assert_eq!(names, contract::RUN_ENV);
         assert!(
             env.iter()
                 .all(|e| !e.value.as_deref().unwrap_or("").contains("Summarize")),
             "the prompt is a file, not a variable"
         );
-        let prompt_file = env.iter().find(|e| e.name == RunEnv::PROMPT_FILE).unwrap();
+        let prompt_file = env
+            .iter()
+            .find(|e| e.name == contract::PROMPT_FILE)
+            .unwrap();
         assert_eq!(prompt_file.value.as_deref(), Some("/run/loop-run/prompt"));
     }
 
