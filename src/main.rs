@@ -59,6 +59,10 @@ enum Command {
     Api(server::serve::ApiArgs),
     /// Run a plugin's action once through the host API, as a schedule's CronJob does.
     Trigger(server::host_api::trigger::TriggerArgs),
+    /// Run one agent run, as HostConfig's runner: the run from the environment the
+    /// controller gives its Job (docs/runner.md), the model an OpenAI-compatible
+    /// chat-completions endpoint.
+    Agent(agent::cli::AgentArgs),
 }
 
 #[derive(clap::Args)]
@@ -131,6 +135,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Trigger(args) => run_async(server::host_api::trigger::run(args)),
+        Command::Agent(args) => run_async(async move {
+            agent::cli::run(args).await?;
+            anyhow::Ok(())
+        }),
         Command::Api(args) => run_async(server::serve::serve(args)),
         Command::Controller(args) => run_async(async move {
             let client = kube::Client::try_default().await?;
