@@ -2,21 +2,27 @@
 //! HostConfig's runner (crates/controller/src/runs), one at a time per hidden thread, in the
 //! order they were made, and the run's status follows its Job.
 //!
-//! The runner here is `/bin/sh` as the kubelet stand-in plays it, doing what a runner's
-//! contract says it gets (docs/runner.md): it reads the prompt from its file and checks the
-//! run's variables, and fails a run whose prompt it will not take. Until `loop-plugins agent`
-//! is the runner (issue 28's next slice) it runs on the local control plane only: kind has no
-//! `sh` image of ours.
+//! The runner is the real one, `loop-plugins agent` from our image (the kubelet stand-in plays
+//! it with the binary under test), against the scripted chat-completions server of
+//! crates/testkit, which checks what each run sends it (the prompt, the tools offered, the
+//! answer to a tool call it was refused) and fails a run by refusing its request. Local only:
+//! the scripted server runs in the test process, which a Pod on kind does not reach.
 
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use model::contract::SELF_IMAGE_BINARY;
 use model::resources::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunner};
+use testkit::chat_model::{ScriptedModel, Step};
 
 use crate::controller::world;
 use crate::controller_support::*;
-use crate::support::{E2eTest, IMAGE_SH, Ns, test, wait};
+use crate::support::{E2eTest, Ns, test, wait};
 
 pub fn tests() -> Vec<E2eTest> {
     vec![
@@ -26,31 +32,61 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(Duration::from_secs(240))
         .local_only(
-            "the runner is /bin/sh as the stand-in plays it, until `loop-plugins agent` is the runner",
+            "the runner's scripted model server runs in the test process, out of a kind Pod's reach",
         ),
     ]
 }
-
-/// The runner: takes a prompt that greets, in the run's own thread, and takes a while.
-const RUNNER_SCRIPT: &str = r#"grep -q hello "$LOOP_RUN_PROMPT_FILE" && test "$LOOP_RUN_THREAD" = "plugin:$LOOP_RUN_PLUGIN" && test "$LOOP_RUN_READ_ONLY" = true && sleep 2"#;
 
 async fn in_order(ns: Ns) -> anyhow::Result<()> {
     // The runner is HostConfig's, for the whole cluster: no other test runs meanwhile.
     let _exclusive = exclusive().await;
     let id = world(&ns, "rn", &[]).await?;
+    // The runs come in order: the script answers the first, calls a tool the second has not
+    // got and answers once told, and refuses the third.
+    let model = ScriptedModel::start(vec![
+        Step::answer("summarized")
+            .offering(&[])
+            .after_message_containing("hello, summarize the chat"),
+        Step::call("plugin_echo", "{}").after_message_containing("hello again"),
+        Step::answer("done without it").after_message_containing("unknown tool plugin_echo"),
+    ])
+    .await?;
+    let endpoint = Secret {
+        metadata: ObjectMeta {
+            name: Some("model-endpoint".into()),
+            ..Default::default()
+        },
+        string_data: Some(BTreeMap::from([
+            ("LOOP_AGENT_MODEL_URL".to_string(), model.url.clone()),
+            ("LOOP_AGENT_MODEL".to_string(), "scripted".to_string()),
+        ])),
+        ..Default::default()
+    };
+    ns.api::<Secret>()
+        .create(&Default::default(), &endpoint)
+        .await?;
     let mut host = host_spec(true);
     host.runner = Some(AgentRunner {
-        image: IMAGE_SH.into(),
-        command: vec!["sh".into(), "-c".into(), RUNNER_SCRIPT.into()],
+        image: ns.cluster().plugin_images().self_image().await?,
+        command: vec![SELF_IMAGE_BINARY.into(), "agent".into()],
         resources: None,
         service_account: None,
-        credentials_secret: None,
+        credentials_secret: Some("model-endpoint".into()),
         time_limit_seconds: 60,
     });
     apply_host(ns.client(), host).await?;
     let result = three_runs(&ns, &id).await;
     apply_host(ns.client(), host_spec(true)).await?;
-    result
+    result?;
+    let failures = model.failures();
+    ensure!(
+        model.requests().len() == 4
+            && failures.len() == 1
+            && failures[0].contains("past the script"),
+        "the model saw {} requests and objected to {failures:?}",
+        model.requests().len()
+    );
+    Ok(())
 }
 
 async fn three_runs(ns: &Ns, id: &str) -> anyhow::Result<()> {
@@ -58,7 +94,7 @@ async fn three_runs(ns: &Ns, id: &str) -> anyhow::Result<()> {
     let prompts = [
         ("run-a", "hello, summarize the chat"),
         ("run-b", "hello again"),
-        ("run-c", "no greeting: the runner refuses this one"),
+        ("run-c", "hello a third time: the model refuses this one"),
     ];
     for (name, prompt) in prompts {
         apply(ns, &run(id, name, prompt)).await?;
