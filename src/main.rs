@@ -75,6 +75,10 @@ enum Command {
     /// action trigger, tool, switch and event its manifest declares. One line per check and
     /// a summary; exits 1 on any failure.
     Conformance(conformance::ConformanceArgs),
+    /// Run one agent run, as HostConfig's runner: the run from the environment the
+    /// controller gives its Job (docs/runner.md), the model an OpenAI-compatible
+    /// chat-completions endpoint.
+    Agent(agent::cli::AgentArgs),
 }
 
 #[derive(clap::Args)]
@@ -128,6 +132,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Trigger(args) => run_async(server::host_api::trigger::run(args)),
+        Command::Agent(args) => run_async(async move {
+            agent::cli::run(args).await?;
+            anyhow::Ok(())
+        }),
         Command::Api(args) => run_async(server::serve::serve(args)),
         Command::Controller(args) => run_async(async move {
             let client = kube::Client::try_default().await?;

@@ -17,6 +17,7 @@ mod crds;
 mod host;
 mod operate;
 mod pods;
+mod runs;
 mod support;
 mod tour;
 mod trust;
@@ -38,6 +39,7 @@ fn main() -> std::process::ExitCode {
         host::tests(),
         operate::tests(),
         pods::tests(),
+        runs::tests(),
         tour::tests(),
         trust::tests(),
         ui::tests(),

@@ -1,7 +1,7 @@
 //! What every reconcile shares: the client, the Event recorder, the metrics and the reflector
 //! stores every decision reads from (the controller's view of the index).
 
-use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,8 +16,8 @@ use index::Index;
 use index::compact::Compact;
 use index::manifests::Manifests;
 use model::resources::{
-    Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
-    Project, ProjectTrust,
+    AgentRun, Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin,
+    PluginInstance, Project, ProjectTrust,
 };
 
 /// The reflector stores: the declared resources, and (label-selected) the children we own. The
@@ -37,6 +37,9 @@ pub struct Stores {
     pub cronjobs: Store<Compact<CronJob>>,
     /// Secrets of the controller's own namespace: HostConfig's registry credentials.
     pub registry_secrets: Store<Secret>,
+    /// The agent runs (the API server makes them), and their Jobs.
+    pub runs: Store<AgentRun>,
+    pub jobs: Store<Job>,
 }
 
 impl Stores {
@@ -54,6 +57,8 @@ impl Stores {
             claims: index.claims.clone(),
             cronjobs: index.cronjobs.clone(),
             registry_secrets: index.registry_secrets.clone(),
+            runs: index.runs.clone(),
+            jobs: index.jobs.clone(),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The four controllers, each a kube `Controller` over the index's feeds: what it reconciles,
+//! The five controllers, each a kube `Controller` over the index's feeds: what it reconciles,
 //! which changes wake it, and how its reconciles run (a span and metrics each, the backoff of
 //! a failing object). Which objects a change wakes is `wake`'s.
 //!
@@ -8,6 +8,7 @@
 //! | chat | Channel | instances, /data claims, CronJobs (a change of what it sets) | a Plugin or HostConfig (every chat), a Project or ProjectTrust (its chats) |
 //! | instance | PluginInstance, but the echo of its own status write | Pods, Secrets (any change) | a Plugin, a chat's spec, a Project (their instances), HostConfig (every instance) |
 //! | project | Project | | its ProjectTrust |
+//! | run | AgentRun | its Job and prompt Secret (any change) | a run (the others of its thread), HostConfig (every run) |
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use tracing::Instrument;
 use super::context::Context;
 use super::error::Error;
 use super::wake::{self, Fingerprint};
-use super::{apply, chat, instance, metrics, plugin, project, retry};
+use super::{apply, chat, instance, metrics, plugin, project, retry, runs};
 use index::Feeds;
 
 /// Admission and purge of each Plugin.
@@ -145,6 +146,31 @@ pub fn project(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + u
             ctx.clone(),
         )
         .for_each(log_result("project"))
+}
+
+/// Each agent run: its turn in its thread, its Job, its status following the Job. A run's
+/// change (it ended, say) wakes the others of its thread, so the next starts.
+pub fn run(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
+    let stores = &ctx.stores;
+    let thread = stores.runs.clone();
+    Controller::for_stream(feeds.runs.subscribe(), stores.runs.clone())
+        .owns_stream(feeds.jobs.subscribe())
+        .watches_stream(feeds.runs.subscribe(), move |changed| {
+            let runs = thread.state();
+            runs.iter()
+                .filter(|r| r.name_any() != changed.name_any() && runs::same_thread(r, &changed))
+                .map(|r| ObjectRef::from_obj(r.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .watches_stream(feeds.host.subscribe(), waking_every(&stores.runs))
+        .with_config(config(&ctx))
+        .shutdown_on_signal()
+        .run(
+            traced("run", runs::reconcile),
+            error_policy("run"),
+            ctx.clone(),
+        )
+        .for_each(log_result("run"))
 }
 
 /// A mapping that wakes every object of `store`, whatever changed.

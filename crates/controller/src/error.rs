@@ -34,6 +34,13 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("reading {kind} {name}: {source}")]
+    Read {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("finalizing Plugin: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
     #[error("building the Pod: {0}")]
@@ -56,7 +63,10 @@ impl Error {
             Error::Apply { source, .. }
             | Error::Create { source, .. }
             | Error::Status { source, .. } => is_invalid(source),
-            Error::Delete { .. } | Error::Finalizer(_) | Error::Pending { .. } => false,
+            Error::Delete { .. }
+            | Error::Read { .. }
+            | Error::Finalizer(_)
+            | Error::Pending { .. } => false,
         }
     }
 
@@ -66,6 +76,7 @@ impl Error {
             Error::Apply { .. } => "apply",
             Error::Create { .. } => "create",
             Error::Delete { .. } => "delete",
+            Error::Read { .. } => "read",
             Error::Status { .. } => "status",
             Error::Finalizer(_) => "finalizer",
             Error::Pod(_) => "pod",

@@ -1,9 +1,10 @@
 //! The controller: makes the cluster match what is installed and what each project enables.
 //!
-//! Four reconcilers share one index of the cluster (crates/index, started for the controller's
+//! Five reconcilers share one index of the cluster (crates/index, started for the controller's
 //! role): Plugin (admission, purge), Channel (the chat's instances, data volumes and CronJobs),
-//! PluginInstance (Secret, Pod on demand, status) and Project (trust in status, from the
-//! same-named ProjectTrust). `controllers` builds them, with what wakes each (`wake` maps a
+//! PluginInstance (Secret, Pod on demand, status), Project (trust in status, from the
+//! same-named ProjectTrust) and AgentRun (each run a Job of the runner, one at a time per
+//! thread: `runs`). `controllers` builds them, with what wakes each (`wake` maps a
 //! change to the objects it wakes). Deciding is pure (admission is a crate of its own,
 //! crates/admission; here `plan`, `pod_wanted`, `pod`, `cronjob`, `instance::decide`); writing is
 //! `apply`; `retry` decides when a failed reconcile looks again.
@@ -25,6 +26,7 @@ mod pod_wanted;
 mod project;
 mod recent_writes;
 mod retry;
+mod runs;
 #[cfg(test)]
 mod tests;
 mod wake;
@@ -116,7 +118,8 @@ pub async fn reconcile(
     let plugins = controllers::plugin(feeds, ctx.clone());
     let chats = controllers::chat(feeds, ctx.clone());
     let instances = controllers::instance(feeds, ctx.clone());
-    let projects = controllers::project(feeds, ctx);
+    let projects = controllers::project(feeds, ctx.clone());
+    let runs = controllers::run(feeds, ctx);
     tracing::info!("reconciling");
-    futures::future::join4(plugins, chats, instances, projects).await;
+    futures::future::join5(plugins, chats, instances, projects, runs).await;
 }

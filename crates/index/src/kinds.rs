@@ -10,7 +10,8 @@
 //! | Secret | ours | token Secrets | compact (controller); without the token (API server), its digest in `tokens` |
 //! | PersistentVolumeClaim, CronJob | ours | | compact |
 //! | Secret of the controller's namespace | all | | typed (HostConfig's registry credentials) |
-//! | AgentRun | | ours | typed |
+//! | AgentRun | ours | ours | typed |
+//! | Job | runners' | | typed |
 //! | ConfigMap | | inbox and memory | typed |
 //!
 //! "ours" is [`MANAGED_SELECTOR`]: what we made. Every stored object loses its managedFields
@@ -105,6 +106,11 @@ pub fn plugin_pods_selector() -> String {
     format!("{MANAGED_SELECTOR},app.kubernetes.io/component=plugin")
 }
 
+/// The label selector of the agent runs' Jobs.
+pub fn runner_jobs_selector() -> String {
+    format!("{MANAGED_SELECTOR},app.kubernetes.io/component=runner")
+}
+
 /// The label selector of the API server's inbox and memory ConfigMaps.
 pub fn config_maps_selector() -> String {
     format!("{MANAGED_SELECTOR},app.kubernetes.io/component in (inbox,memory)")
@@ -125,6 +131,7 @@ pub struct Watches {
     pub claims: Option<Selection>,
     pub cronjobs: Option<Selection>,
     pub registry_secrets: Option<Selection>,
+    pub jobs: Option<Selection>,
     pub runs: Option<Selection>,
     pub config_maps: Option<Selection>,
     pub secrets: Option<Selection>,
@@ -155,7 +162,8 @@ pub fn watches(roles: &Roles) -> Watches {
         claims: for_controller(ours()),
         cronjobs: for_controller(ours()),
         registry_secrets: controller.map(|c| Selection::within(&c.namespace)),
-        runs: for_api(ours()),
+        jobs: for_controller(Selection::labelled(&runner_jobs_selector())),
+        runs: any.then(ours),
         config_maps: for_api(Selection::labelled(&config_maps_selector())),
         secrets: for_api(Selection::labelled(&token_secrets_selector())),
         tells_changes: roles.api,
@@ -181,9 +189,10 @@ mod tests {
                 pods: ours.clone(),
                 owned_secrets: ours.clone(),
                 claims: ours.clone(),
-                cronjobs: ours,
+                cronjobs: ours.clone(),
                 registry_secrets: Some(Selection::within("loop-plugins-system")),
-                runs: None,
+                jobs: Some(Selection::labelled(&runner_jobs_selector())),
+                runs: ours,
                 config_maps: None,
                 secrets: None,
                 tells_changes: false,
@@ -210,6 +219,7 @@ mod tests {
                 claims: None,
                 cronjobs: None,
                 registry_secrets: None,
+                jobs: None,
                 runs: ours,
                 config_maps: Some(Selection::labelled(&config_maps_selector())),
                 secrets: Some(Selection::labelled(&token_secrets_selector())),
@@ -227,6 +237,8 @@ mod tests {
         assert_eq!(both.owned_secrets, controller.owned_secrets);
         assert_eq!(both.secrets, api.secrets, "the token Secrets, apart");
         assert_eq!(both.runs, api.runs);
+        assert_eq!(both.runs, controller.runs, "both read the runs");
+        assert_eq!(both.jobs, controller.jobs);
         assert_eq!(both.registry_secrets, controller.registry_secrets);
         assert!(both.tells_changes);
     }

@@ -30,7 +30,7 @@ pub mod watch;
 
 use std::sync::Arc;
 
-use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
 use kube::ResourceExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
@@ -79,9 +79,11 @@ pub struct Index {
     pub cronjobs: Store<Compact<CronJob>>,
     /// Secrets of the controller's own namespace: HostConfig's registry credentials.
     pub registry_secrets: Store<Secret>,
+    /// Label-selected: the agent runs' Jobs.
+    pub jobs: Store<Job>,
 
     // The API server's.
-    /// Label-selected: the runs the API server made.
+    /// Label-selected: the runs the API server made (the controller runs them).
     pub runs: Store<AgentRun>,
     /// Label-selected: the inbox and memory ConfigMaps the API server made.
     pub config_maps: Store<ConfigMap>,
@@ -109,6 +111,7 @@ pub struct Feeds {
     pub claims: Feed<Compact<PersistentVolumeClaim>>,
     pub cronjobs: Feed<Compact<CronJob>>,
     pub registry_secrets: Feed<Secret>,
+    pub jobs: Feed<Job>,
     pub runs: Feed<AgentRun>,
     pub config_maps: Feed<ConfigMap>,
     pub secrets: Feed<Secret>,
@@ -127,6 +130,7 @@ pub struct Writers {
     pub claims: Writer<Compact<PersistentVolumeClaim>>,
     pub cronjobs: Writer<Compact<CronJob>>,
     pub registry_secrets: Writer<Secret>,
+    pub jobs: Writer<Job>,
     pub runs: Writer<AgentRun>,
     pub config_maps: Writer<ConfigMap>,
     pub secrets: Writer<Secret>,
@@ -152,6 +156,7 @@ impl Index {
         let (claims, claims_w) = reflector::store();
         let (cronjobs, cronjobs_w) = reflector::store();
         let (registry_secrets, registry_secrets_w) = reflector::store();
+        let (jobs, jobs_w) = reflector::store();
         let (runs, runs_w) = reflector::store();
         let (config_maps, config_maps_w) = reflector::store();
         let (secrets, secrets_w) = reflector::store();
@@ -167,6 +172,7 @@ impl Index {
             claims: Feed::new(claims.clone()),
             cronjobs: Feed::new(cronjobs.clone()),
             registry_secrets: Feed::new(registry_secrets.clone()),
+            jobs: Feed::new(jobs.clone()),
             runs: Feed::new(runs.clone()),
             config_maps: Feed::new(config_maps.clone()),
             secrets: Feed::new(secrets.clone()),
@@ -184,6 +190,7 @@ impl Index {
             claims,
             cronjobs,
             registry_secrets,
+            jobs,
             runs,
             config_maps,
             secrets,
@@ -203,6 +210,7 @@ impl Index {
             claims: claims_w,
             cronjobs: cronjobs_w,
             registry_secrets: registry_secrets_w,
+            jobs: jobs_w,
             runs: runs_w,
             config_maps: config_maps_w,
             secrets: secrets_w,

@@ -63,6 +63,7 @@ impl Index {
             claims,
             cronjobs,
             registry_secrets,
+            jobs,
             runs,
             config_maps,
             secrets,
@@ -125,6 +126,7 @@ impl Index {
             &feeds.registry_secrets,
             |watch| watch,
         );
+        start.watch(&plan.jobs, jobs, &feeds.jobs, |watch| watch);
         start.watch(&plan.runs, runs, &feeds.runs, |watch| {
             let changed = index.changed.clone();
             when(tells, watch, move |_| bump(&changed.runs))

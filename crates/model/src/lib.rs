@@ -6,6 +6,7 @@
 //! those names. Layered from the bottom up; a module imports only those above it in this list:
 //! - [`names`]: names, labels and field managers of everything we make;
 //! - [`contract`]: the plugin container's port, paths and Secret keys;
+//! - [`run_contract`]: the agent runner's environment and files;
 //! - [`schema`]: JSON schema helpers for the CRDs;
 //! - [`config`]: the `plugins` part of a global or project config, and its hash;
 //! - [`resources`]: the custom resources;
@@ -19,6 +20,7 @@ pub mod crdgen;
 pub mod names;
 pub mod resolve;
 pub mod resources;
+pub mod run_contract;
 pub mod schema;
 
 pub use manifest::{self, schedule, time};

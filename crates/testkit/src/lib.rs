@@ -1,7 +1,9 @@
 //! What the tests (tests/: the e2e suite, the chart checks) and the benchmarks (crates/bench)
 //! share: where the repository is, the product binary they run, the plugin images they push
-//! ([`images`]) and test plugins' manifests ([`plugins`]). Never shipped.
+//! ([`images`]), test plugins' manifests ([`plugins`]) and a scripted chat-completions server
+//! for agent runners ([`chat_model`]). Never shipped.
 
+pub mod chat_model;
 pub mod images;
 pub mod plugins;
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use http::{Request, Response};
-use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::client::Body;
 use kube::runtime::reflector::{self, Store};
@@ -22,8 +22,8 @@ use crate::metrics::Metrics;
 use index::compact::Compact;
 use model::config::{PluginConfig, ScheduleEntry};
 use model::resources::{
-    ADMITTED, App, Channel, ChannelKind, ChannelSpec, Condition, ConditionStatus, HOST_CONFIG_NAME,
-    HostConfig, HostConfigSpec, HostPlugins, ImageStatus, Plugin, PluginInstance,
+    ADMITTED, AgentRun, App, Channel, ChannelKind, ChannelSpec, Condition, ConditionStatus,
+    HOST_CONFIG_NAME, HostConfig, HostConfigSpec, HostPlugins, ImageStatus, Plugin, PluginInstance,
     PluginInstanceSpec, PluginStatus, Project, ProjectSpec, ProjectTrust,
 };
 
@@ -44,6 +44,8 @@ pub struct World {
     pub cronjobs: Vec<CronJob>,
     /// Secrets of the controller's namespace (HostConfig's registry credentials).
     pub registry_secrets: Vec<Secret>,
+    pub runs: Vec<AgentRun>,
+    pub jobs: Vec<Job>,
 }
 
 impl World {
@@ -82,6 +84,8 @@ impl World {
             claims: store(self.claims.iter().map(Compact::of)),
             cronjobs: store(self.cronjobs.iter().map(Compact::of)),
             registry_secrets: store(self.registry_secrets.iter().cloned()),
+            runs: store(self.runs.iter().cloned()),
+            jobs: store(self.jobs.iter().cloned()),
         };
         let settings = Settings {
             self_image: format!("registry.local/loop-plugins@sha256:{}", "1".repeat(64)),

@@ -1,5 +1,6 @@
 //! `AgentRun`: an agent run a plugin asked for with POST /runs.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,8 @@ use super::Condition;
     printcolumn(name = "Chat", type_ = "string", json_path = ".spec.channel"),
     printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agent"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Reason", type_ = "string", json_path = ".status.reason"),
+    printcolumn(name = "Started", type_ = "date", json_path = ".status.startTime"),
     printcolumn(
         name = "Done Sent",
         type_ = "boolean",
@@ -51,7 +54,8 @@ pub struct AgentRunSpec {
     pub prompt: String,
 }
 
-/// How the run went, written by whoever runs agents; the host records /done delivery.
+/// How the run went: phase, result, reason and times written by the controller (which runs
+/// it, crates/controller/src/runs), /done delivery by the API server.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentRunStatus {
@@ -60,6 +64,16 @@ pub struct AgentRunStatus {
     /// The run's final answer or error, as the agent runner reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    /// Why a failed run failed, one word (`Failed`, `DeadlineExceeded`, `RunnerLost`), written
+    /// by the controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When the controller started the run's Job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the run ended, as the controller saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<Time>,
     /// POST /runs/{run_id}/done reached the plugin (written by the API server).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub done_delivered: bool,

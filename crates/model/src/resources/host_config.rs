@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Condition;
+use super::runner::AgentRunner;
 use crate::config::PluginsConfig;
 
 /// The only name a HostConfig may have.
@@ -35,6 +36,9 @@ pub struct HostConfigSpec {
     /// The Plugin API's address as plugin pods reach it (LOOP_API_URL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_url: Option<String>,
+    /// What runs each agent run (see [`AgentRunner`]); none: runs stay queued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<AgentRunner>,
 }
 
 /// `plugins.*` of the global config.

@@ -13,6 +13,7 @@ mod plugin;
 mod plugin_instance;
 mod project;
 mod project_trust;
+mod runner;
 
 pub use agent_run::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus};
 pub use channel::{
@@ -33,6 +34,7 @@ pub use plugin_instance::{
 };
 pub use project::{Project, ProjectSpec, ProjectStatus};
 pub use project_trust::{ProjectTrust, ProjectTrustSpec};
+pub use runner::{AgentRunner, DEFAULT_RUN_SECONDS};
 
 /// The API group of every resource here.
 pub const GROUP: &str = "plugins.loop.dev";

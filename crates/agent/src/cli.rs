@@ -1,0 +1,56 @@
+//! `loop-plugins agent`'s arguments: the model endpoint, from flags or the environment (a
+//! HostConfig runner's `credentialsSecret` holds them as variables), and the run's own
+//! variables (model::run_contract) read from the environment.
+
+use std::io::Write;
+
+use super::run_env::RunEnv;
+use super::tools::NoTools;
+use super::{Ended, Error, ModelSettings};
+
+/// Where the Pod's termination message goes: what `kubectl describe` shows of how it ended.
+const TERMINATION_LOG: &str = "/dev/termination-log";
+/// The longest final message kept in the termination message (Kubernetes keeps 4096 bytes).
+const MAX_TERMINATION_MESSAGE: usize = 4000;
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct AgentArgs {
+    /// The chat-completions endpoint's base URL, up to /v1 (`http://ollama:11434/v1`).
+    #[arg(long, env = "LOOP_AGENT_MODEL_URL")]
+    pub model_url: String,
+    /// The model's name, as the endpoint knows it.
+    #[arg(long, env = "LOOP_AGENT_MODEL")]
+    pub model: String,
+    /// A bearer key for the endpoint.
+    #[arg(long, env = "LOOP_AGENT_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// The most model turns one run may take.
+    #[arg(long, env = "LOOP_AGENT_MAX_TURNS", default_value_t = 16)]
+    pub max_turns: usize,
+}
+
+/// Runs the run the environment describes; its final message goes to stdout and to the
+/// Pod's termination message.
+pub async fn run(args: AgentArgs) -> Result<Ended, Error> {
+    let env = RunEnv::read(|name| std::env::var(name).ok())?;
+    let settings = ModelSettings {
+        url: args.model_url,
+        model: args.model,
+        api_key: args.api_key.filter(|k| !k.is_empty()),
+        max_turns: args.max_turns,
+    };
+    let ended = super::run(&env, &settings, &NoTools).await?;
+    println!("{}", ended.message);
+    if let Ok(mut log) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(TERMINATION_LOG)
+    {
+        let message: String = ended
+            .message
+            .chars()
+            .take(MAX_TERMINATION_MESSAGE)
+            .collect();
+        let _ = log.write_all(message.as_bytes());
+    }
+    Ok(ended)
+}

@@ -1,0 +1,268 @@
+//! The objects a run runs with, built purely from the run and HostConfig's runner: a Secret
+//! holding the prompt (a prompt may be 256 KiB, past what one environment variable may hold),
+//! and the Job of the runner's image. docs/runner.md is the runner's side of this contract;
+//! the names of the environment variables and files are `model::run_contract`'s.
+//!
+//! The Job runs once (`backoffLimit: 0`, `restartPolicy: Never`): a runner that fails or is
+//! killed fails the run, as a session is never resumed; past the time limit
+//! (`activeDeadlineSeconds`) the Job fails with `DeadlineExceeded`. Both are owned by the run,
+//! so they go with it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, EnvFromSource, EnvVar, PodSecurityContext, PodSpec, PodTemplateSpec,
+    SeccompProfile, Secret, SecretEnvSource, SecretVolumeSource, SecurityContext, Volume,
+    VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+
+use model::names;
+use model::resources::{AgentRun, AgentRunner};
+use model::run_contract::{self as contract, PROMPT_KEY, RUN_DIR};
+
+/// The label every runner Pod carries, naming its run.
+pub const LABEL_RUN: &str = "plugins.loop.dev/run";
+/// The component label of a run's Job and Secret.
+pub const COMPONENT: &str = "runner";
+
+/// The name of a run's Job and Secret.
+pub fn job_name(run: &AgentRun) -> String {
+    names::join_name(&["run", &run.name_any()])
+}
+
+/// The labels of a run's Job and Secret: the run's own, as a runner.
+fn labels(run: &AgentRun) -> BTreeMap<String, String> {
+    let project = run
+        .labels()
+        .get(names::LABEL_PROJECT)
+        .cloned()
+        .unwrap_or_default();
+    let mut labels = names::labels(&run.spec.plugin, &project, &run.spec.channel, COMPONENT);
+    labels.insert(LABEL_RUN.into(), run.name_any());
+    labels
+}
+
+fn owner(run: &AgentRun) -> Option<Vec<OwnerReference>> {
+    run.controller_owner_ref(&()).map(|o| vec![o])
+}
+
+/// The Secret holding the run's prompt.
+pub fn build_secret(run: &AgentRun) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(job_name(run)),
+            namespace: run.namespace(),
+            labels: Some(labels(run)),
+            owner_references: owner(run),
+            ..Default::default()
+        },
+        immutable: Some(true),
+        data: Some(BTreeMap::from([(
+            PROMPT_KEY.into(),
+            ByteString(run.spec.prompt.clone().into_bytes()),
+        )])),
+        ..Default::default()
+    }
+}
+
+/// The Job that runs `run` with `runner`.
+pub fn build_job(run: &AgentRun, runner: &AgentRunner) -> Job {
+    let name = job_name(run);
+    let env = |name: &str, value: String| EnvVar {
+        name: name.into(),
+        value: Some(value),
+        ..Default::default()
+    };
+    let spec = &run.spec;
+    let container = Container {
+        name: "runner".into(),
+        image: Some(runner.image.clone()),
+        command: (!runner.command.is_empty()).then(|| runner.command.clone()),
+        env: Some(vec![
+            env(contract::RUN_ID, run.name_any()),
+            env(contract::AGENT, spec.agent.clone()),
+            env(contract::READ_ONLY, spec.read_only.to_string()),
+            env(contract::PLUGIN, spec.plugin.clone()),
+            env(contract::CHANNEL, spec.channel.clone()),
+            env(contract::THREAD, spec.thread.clone()),
+            env(contract::TOOLS, spec.tools.join(",")),
+            env(contract::PROMPT_FILE, format!("{RUN_DIR}/{PROMPT_KEY}")),
+            env(contract::TIME_LIMIT, runner.time_limit_seconds.to_string()),
+        ]),
+        env_from: runner.credentials_secret.as_ref().map(|secret| {
+            vec![EnvFromSource {
+                secret_ref: Some(SecretEnvSource {
+                    name: secret.clone(),
+                    // A run starts where the credentials are missing; the runner says what
+                    // it lacks.
+                    optional: Some(true),
+                }),
+                ..Default::default()
+            }]
+        }),
+        resources: runner.resources.clone(),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "run".into(),
+            mount_path: RUN_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        }]),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let pod_labels = BTreeMap::from([
+        (names::LABEL_COMPONENT.to_string(), COMPONENT.to_string()),
+        (LABEL_RUN.to_string(), run.name_any()),
+    ]);
+    Job {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: run.namespace(),
+            labels: Some(labels(run)),
+            owner_references: owner(run),
+            ..Default::default()
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            active_deadline_seconds: Some(i64::from(runner.time_limit_seconds)),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: runner.service_account.clone(),
+                    automount_service_account_token: Some(false),
+                    restart_policy: Some("Never".into()),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(65532),
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    containers: vec![container],
+                    volumes: Some(vec![Volume {
+                        name: "run".into(),
+                        secret: Some(SecretVolumeSource {
+                            secret_name: Some(name),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    use super::*;
+    use model::resources::AgentRunSpec;
+
+    fn run(name: &str) -> AgentRun {
+        let mut run = AgentRun::new(
+            name,
+            AgentRunSpec {
+                plugin: "echo".into(),
+                channel: "general".into(),
+                thread: "plugin:echo".into(),
+                agent: "summarizer".into(),
+                read_only: true,
+                tools: vec!["plugin_echo".into(), "plugin_count".into()],
+                prompt: "Summarize the chat.".into(),
+            },
+        );
+        run.metadata.namespace = Some("team".into());
+        run.metadata.uid = Some("0000-run".into());
+        run.metadata.labels = Some(names::labels("echo", "demo", "general", "run"));
+        run
+    }
+
+    fn runner() -> AgentRunner {
+        AgentRunner {
+            image: "ghcr.io/loop/loop-plugins:dev".into(),
+            command: vec!["/loop-plugins".into(), "agent".into()],
+            resources: Some(ResourceRequirements {
+                limits: Some([("memory".to_string(), Quantity("256Mi".into()))].into()),
+                ..Default::default()
+            }),
+            service_account: Some("agent-runner".into()),
+            credentials_secret: Some("model-key".into()),
+            time_limit_seconds: 300,
+        }
+    }
+
+    #[test]
+    fn built_objects_snapshot() {
+        let run = run("echo-0123456789abcdef");
+        insta::assert_yaml_snapshot!("runner_job", build_job(&run, &runner()));
+        insta::assert_yaml_snapshot!("runner_prompt_secret", build_secret(&run));
+    }
+
+    #[test]
+    fn the_runner_gets_every_variable_of_the_contract_and_the_prompt_as_a_file() {
+        let job = build_job(&run("echo-1"), &runner());
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let env = pod.containers[0].env.clone().unwrap();
+        let names: Vec<&str> = env.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, contract::RUN_ENV);
+        assert!(
+            env.iter()
+                .all(|e| !e.value.as_deref().unwrap_or("").contains("Summarize")),
+            "the prompt is a file, not a variable"
+        );
+        let prompt_file = env
+            .iter()
+            .find(|e| e.name == contract::PROMPT_FILE)
+            .unwrap();
+        assert_eq!(prompt_file.value.as_deref(), Some("/run/loop-run/prompt"));
+    }
+
+    #[test]
+    fn a_run_runs_once_within_its_time_limit_and_goes_with_its_run() {
+        let job = build_job(&run("echo-1"), &runner());
+        let spec = job.spec.as_ref().unwrap();
+        assert_eq!(spec.backoff_limit, Some(0));
+        assert_eq!(spec.active_deadline_seconds, Some(300));
+        let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("AgentRun", Some(true))
+        );
+        assert_eq!(job_name(&run("echo-1")), "run-echo-1");
+    }
+
+    #[test]
+    fn a_runner_without_a_command_keeps_its_entrypoint() {
+        let runner = AgentRunner {
+            command: vec![],
+            ..runner()
+        };
+        let job = build_job(&run("echo-1"), &runner);
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        assert_eq!(pod.containers[0].command, None);
+    }
+}

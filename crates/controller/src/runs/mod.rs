@@ -1,0 +1,130 @@
+//! The AgentRun reconciler: runs each agent run a plugin asked for (POST /runs, made by the
+//! API server) as a Job of HostConfig's runner (`spec.runner`), one at a time per hidden
+//! `plugin:<id>` thread, in order, and keeps the run's status following its Job.
+//!
+//! - [`plan`] decides, purely, what becomes of a run: wait its turn, start, follow its Job,
+//!   or fail as lost (its table is there);
+//! - [`job`] builds, purely, the run's prompt Secret and Job (the runner's side of the
+//!   contract is docs/runner.md);
+//! - this file gathers the facts from the index, and writes what the plan says: the Secret
+//!   and the Job by create, the status by a merge patch of the fields this controller owns
+//!   (phase, reason, start and end times). `/done` is the API server's (its fan-out sends it
+//!   once a run's phase is final, and records it in the status fields it owns).
+//!
+//! The reference's restart rules follow from deciding from the cluster alone: a queued run
+//! is a Queued AgentRun, started when the controller is back; a Job that ended while the
+//! controller was down is read as it ended; a Job that went away (deleted, its node gone)
+//! fails the run as `RunnerLost`, once a live read confirms the cache is not merely behind.
+
+pub mod job;
+pub mod plan;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+
+use super::Context;
+use super::apply;
+use super::error::{Error, Result};
+use model::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
+use plan::Step;
+
+/// How soon a run whose Job the cache does not show, but the cluster does, is looked at again.
+const CACHE_BEHIND: Duration = Duration::from_secs(2);
+
+pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = run
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(run.name_any()))?;
+    let runs = ctx.stores.runs.state();
+    let thread: Vec<&AgentRun> = runs
+        .iter()
+        .map(|r| r.as_ref())
+        .filter(|r| same_thread(r, &run))
+        .collect();
+    let name = job::job_name(&run);
+    let cached = ctx
+        .stores
+        .jobs
+        .get(&ObjectRef::<Job>::new(&name).within(&ns));
+    let host = ctx.host();
+    let step = plan::decide(&run, &thread, cached.as_deref(), host.runner.is_some());
+    let current = run.status.clone().unwrap_or_default();
+    let mut status = current.clone();
+    match step {
+        Step::Nothing => return Ok(Action::await_change()),
+        Step::Queue => status.phase = Some(AgentRunPhase::Queued),
+        Step::Start => {
+            let runner = host
+                .runner
+                .as_ref()
+                .expect("the plan starts only with a runner");
+            apply::create(&ctx, &job::build_secret(&run)).await?;
+            apply::create(&ctx, &job::build_job(&run, runner)).await?;
+            tracing::info!(run = %run.name_any(), thread = %run.spec.thread, "started the run");
+            status.phase = Some(AgentRunPhase::Running);
+            status.start_time = Some(now());
+        }
+        Step::Running => {
+            status.phase = Some(AgentRunPhase::Running);
+            let made = cached.and_then(|j| j.metadata.creation_timestamp.clone());
+            status.start_time = status.start_time.or(made).or_else(|| Some(now()));
+        }
+        Step::Lost => {
+            let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+            let live = jobs.get_opt(&name).await.map_err(|source| Error::Read {
+                kind: "Job",
+                name: name.clone(),
+                source,
+            })?;
+            if live.is_some() {
+                return Ok(Action::requeue(CACHE_BEHIND));
+            }
+            lost(&mut status);
+        }
+        Step::Ended(outcome) => {
+            status.phase = Some(outcome.phase);
+            status.reason = outcome.reason;
+            status.end_time = outcome.at.or_else(|| Some(now()));
+            if outcome.phase == AgentRunPhase::Failed && status.result.is_none() {
+                status.result = Some(failure_message(status.reason.as_deref()));
+            }
+        }
+    }
+    let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &ns);
+    apply::status(&ctx, &api, run.as_ref(), Some(&current), &status).await?;
+    Ok(Action::await_change())
+}
+
+/// Whether `a` and `b` are runs of one thread: one chat's `plugin:<id>`.
+pub fn same_thread(a: &AgentRun, b: &AgentRun) -> bool {
+    a.namespace() == b.namespace()
+        && a.spec.channel == b.spec.channel
+        && a.spec.thread == b.spec.thread
+}
+
+/// A run whose Job went away fails.
+fn lost(status: &mut AgentRunStatus) {
+    status.phase = Some(AgentRunPhase::Failed);
+    status.reason = Some(plan::RUNNER_LOST.into());
+    status.end_time = Some(now());
+    status.result = Some(failure_message(status.reason.as_deref()));
+}
+
+/// What the plugin's `/done` says of a failed run.
+fn failure_message(reason: Option<&str>) -> String {
+    match reason {
+        Some("DeadlineExceeded") => "the run went past its time limit".into(),
+        Some(plan::RUNNER_LOST) => "the run's runner went away before it ended".into(),
+        _ => "the runner failed".into(),
+    }
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}

@@ -1,0 +1,40 @@
+//! The agent runner's contract, as names both sides use: the controller builds each run's Job
+//! with them (crates/controller/src/runs/job.rs), `loop-plugins agent` (crates/agent) and any
+//! other runner read them. docs/runner.md describes them.
+
+/// Where the runner finds the run's files (the prompt).
+pub const RUN_DIR: &str = "/run/loop-run";
+/// The prompt's file in [`RUN_DIR`] (and its key in the run's Secret).
+pub const PROMPT_KEY: &str = "prompt";
+
+/// The run's id (its AgentRun's name).
+pub const RUN_ID: &str = "LOOP_RUN_ID";
+/// The agent's id in the plugin's manifest.
+pub const AGENT: &str = "LOOP_RUN_AGENT";
+/// `true` for a read-only agent.
+pub const READ_ONLY: &str = "LOOP_RUN_READ_ONLY";
+/// The plugin's id.
+pub const PLUGIN: &str = "LOOP_RUN_PLUGIN";
+/// The chat.
+pub const CHANNEL: &str = "LOOP_RUN_CHANNEL";
+/// The hidden thread, `plugin:<id>`.
+pub const THREAD: &str = "LOOP_RUN_THREAD";
+/// The agent's tools as MCP tool names, comma-separated.
+pub const TOOLS: &str = "LOOP_RUN_TOOLS";
+/// The file holding the whole prompt.
+pub const PROMPT_FILE: &str = "LOOP_RUN_PROMPT_FILE";
+/// The run's time limit, in seconds.
+pub const TIME_LIMIT: &str = "LOOP_RUN_TIME_LIMIT_SECONDS";
+
+/// Every variable above, in the order the runner gets them.
+pub const RUN_ENV: [&str; 9] = [
+    RUN_ID,
+    AGENT,
+    READ_ONLY,
+    PLUGIN,
+    CHANNEL,
+    THREAD,
+    TOOLS,
+    PROMPT_FILE,
+    TIME_LIMIT,
+];

@@ -1,0 +1,183 @@
+//! Agent runs on the real control plane: the controller runs each AgentRun as a Job of
+//! HostConfig's runner (crates/controller/src/runs), one at a time per hidden thread, in the
+//! order they were made, and the run's status follows its Job.
+//!
+//! The runner is the real one, `loop-plugins agent` from our image (the kubelet stand-in plays
+//! it with the binary under test), against the scripted chat-completions server of
+//! crates/testkit, which checks what each run sends it (the prompt, the tools offered, the
+//! answer to a tool call it was refused) and fails a run by refusing its request. Local only:
+//! the scripted server runs in the test process, which a Pod on kind does not reach.
+
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use model::contract::SELF_IMAGE_BINARY;
+use model::resources::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunner};
+use testkit::chat_model::{ScriptedModel, Step};
+
+use crate::controller::world;
+use crate::controller_support::*;
+use crate::support::{E2eTest, Ns, test, wait};
+
+pub fn tests() -> Vec<E2eTest> {
+    vec![
+        test(
+            "runs::a_thread_runs_its_runs_one_at_a_time_in_order_and_a_failing_runner_fails_its_run",
+            in_order,
+        )
+        .timeout(Duration::from_secs(240))
+        .local_only(
+            "the runner's scripted model server runs in the test process, out of a kind Pod's reach",
+        ),
+    ]
+}
+
+async fn in_order(ns: Ns) -> anyhow::Result<()> {
+    // The runner is HostConfig's, for the whole cluster: no other test runs meanwhile.
+    let _exclusive = exclusive().await;
+    let id = world(&ns, "rn", &[]).await?;
+    // The runs come in order: the script answers the first, calls a tool the second has not
+    // got and answers once told, and refuses the third.
+    let model = ScriptedModel::start(vec![
+        Step::answer("summarized")
+            .offering(&[])
+            .after_message_containing("hello, summarize the chat"),
+        Step::call("plugin_echo", "{}").after_message_containing("hello again"),
+        Step::answer("done without it").after_message_containing("unknown tool plugin_echo"),
+    ])
+    .await?;
+    let endpoint = Secret {
+        metadata: ObjectMeta {
+            name: Some("model-endpoint".into()),
+            ..Default::default()
+        },
+        string_data: Some(BTreeMap::from([
+            ("LOOP_AGENT_MODEL_URL".to_string(), model.url.clone()),
+            ("LOOP_AGENT_MODEL".to_string(), "scripted".to_string()),
+        ])),
+        ..Default::default()
+    };
+    ns.api::<Secret>()
+        .create(&Default::default(), &endpoint)
+        .await?;
+    let mut host = host_spec(true);
+    host.runner = Some(AgentRunner {
+        image: ns.cluster().plugin_images().self_image().await?,
+        command: vec![SELF_IMAGE_BINARY.into(), "agent".into()],
+        resources: None,
+        service_account: None,
+        credentials_secret: Some("model-endpoint".into()),
+        time_limit_seconds: 60,
+    });
+    apply_host(ns.client(), host).await?;
+    let result = three_runs(&ns, &id).await;
+    apply_host(ns.client(), host_spec(true)).await?;
+    result?;
+    let failures = model.failures();
+    ensure!(
+        model.requests().len() == 4
+            && failures.len() == 1
+            && failures[0].contains("past the script"),
+        "the model saw {} requests and objected to {failures:?}",
+        model.requests().len()
+    );
+    Ok(())
+}
+
+async fn three_runs(ns: &Ns, id: &str) -> anyhow::Result<()> {
+    // Named in the order they are made: a thread runs by creation time, then name.
+    let prompts = [
+        ("run-a", "hello, summarize the chat"),
+        ("run-b", "hello again"),
+        ("run-c", "hello a third time: the model refuses this one"),
+    ];
+    for (name, prompt) in prompts {
+        apply(ns, &run(id, name, prompt)).await?;
+    }
+    let runs = ns.api::<AgentRun>();
+    let mut ended = Vec::new();
+    for (name, _) in prompts {
+        let run = wait::matches(
+            &runs,
+            name,
+            "the run ended",
+            Duration::from_secs(120),
+            |r: &AgentRun| {
+                r.status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .is_some_and(AgentRunPhase::is_final)
+            },
+        )
+        .await?;
+        ended.push(run.status.context("an ended run has a status")?);
+    }
+    let phases: Vec<_> = ended
+        .iter()
+        .map(|s| (s.phase, s.reason.as_deref()))
+        .collect();
+    ensure!(
+        phases
+            == [
+                (Some(AgentRunPhase::Succeeded), None),
+                (Some(AgentRunPhase::Succeeded), None),
+                (Some(AgentRunPhase::Failed), Some("BackoffLimitExceeded")),
+            ],
+        "the runs ended {phases:?}"
+    );
+    // One at a time, in order: each started once the one before it ended.
+    for pair in ended.windows(2) {
+        let (before, after) = (&pair[0], &pair[1]);
+        let ended_at = before.end_time.as_ref().context("no end time")?;
+        let started_at = after.start_time.as_ref().context("no start time")?;
+        ensure!(
+            started_at.0 >= ended_at.0,
+            "a run started at {started_at:?}, before the one ahead of it ended at {ended_at:?}"
+        );
+    }
+    ensure!(
+        ended[2].result.as_deref() == Some("the runner failed"),
+        "the failed run says {:?}",
+        ended[2].result
+    );
+    // Each ran as a Job of its own, owned by its run.
+    let jobs = ns.api::<Job>().list(&Default::default()).await?;
+    for (name, _) in prompts {
+        let job = jobs
+            .items
+            .iter()
+            .find(|j| j.metadata.name.as_deref() == Some(&format!("run-{name}")))
+            .with_context(|| format!("no Job for {name}"))?;
+        let owner = job
+            .metadata
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.first())
+            .context("the Job has no owner")?;
+        ensure!(owner.kind == "AgentRun" && owner.name == name, "{owner:?}");
+    }
+    Ok(())
+}
+
+/// A run of the plugin's `say` agent in chat `general`, as POST /runs makes it.
+fn run(id: &str, name: &str, prompt: &str) -> AgentRun {
+    let mut run = AgentRun::new(
+        name,
+        AgentRunSpec {
+            plugin: id.into(),
+            channel: "general".into(),
+            thread: format!("plugin:{id}"),
+            agent: "say".into(),
+            read_only: true,
+            tools: vec!["plugin_echo".into()],
+            prompt: prompt.into(),
+        },
+    );
+    run.metadata.labels = Some(model::names::labels(id, "proj", "general", "run"));
+    run
+}
