@@ -179,6 +179,55 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
 {
+    write_status(ctx, api, object, current, status, Precondition::None).await
+}
+
+/// [`status`] for a status others write too, where a write decided on an old version must not
+/// land over a newer one (an AgentRun's phase: the controller's `Queued` decided on a run the
+/// API server or a test has since ended). The patch carries the resourceVersion the decision
+/// read; a conflict writes nothing and answers `false`, and the newer version's event
+/// reconciles again.
+pub async fn status_at_version<K, S>(
+    ctx: &Context,
+    api: &Api<K>,
+    object: &K,
+    current: Option<&S>,
+    status: &S,
+) -> Result<bool>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq,
+{
+    write_status(
+        ctx,
+        api,
+        object,
+        current,
+        status,
+        Precondition::ResourceVersion,
+    )
+    .await
+}
+
+/// Whether a status write is refused when the object moved on since it was read.
+#[derive(Clone, Copy, PartialEq)]
+enum Precondition {
+    None,
+    ResourceVersion,
+}
+
+async fn write_status<K, S>(
+    ctx: &Context,
+    api: &Api<K>,
+    object: &K,
+    current: Option<&S>,
+    status: &S,
+    precondition: Precondition,
+) -> Result<bool>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq,
+{
     if current == Some(status) {
         return Ok(false);
     }
@@ -199,10 +248,13 @@ where
         return Ok(false);
     };
     tracing::debug!(kind = kind::<K>(), %name, %changes, "writing the status");
-    let patch = serde_json::json!({ "status": changes });
+    let mut patch = serde_json::json!({ "status": changes });
+    if precondition == Precondition::ResourceVersion {
+        patch["metadata"] = serde_json::json!({ "resourceVersion": version });
+    }
     ctx.metrics.write(kind::<K>(), "status");
     let _turn = ctx.write_permit().await;
-    let written = api
+    let written = match api
         .patch_status(
             &name,
             &PatchParams {
@@ -212,11 +264,22 @@ where
             &Patch::Merge(&patch),
         )
         .await
-        .map_err(|source| Error::Status {
-            kind: kind::<K>(),
-            name: name.clone(),
-            source,
-        })?;
+    {
+        Ok(written) => written,
+        Err(kube::Error::Api(refused))
+            if precondition == Precondition::ResourceVersion && refused.is_conflict() =>
+        {
+            tracing::debug!(kind = kind::<K>(), %name, "the object moved on; not writing");
+            return Ok(false);
+        }
+        Err(source) => {
+            return Err(Error::Status {
+                kind: kind::<K>(),
+                name: name.clone(),
+                source,
+            });
+        }
+    };
     ctx.recent_writes
         .record(target, version.as_deref(), content);
     ctx.recent_writes
@@ -225,7 +288,7 @@ where
 }
 
 /// Whether `object`, as a watch event shows it, is the echo of our own last status write to
-/// it (see `written`): the reconciler that wrote it has nothing to do on it.
+/// it (see `recent_writes`): the reconciler that wrote it has nothing to do on it.
 pub fn is_status_echo<K: Resource<DynamicType = ()>>(ctx: &Context, object: &K) -> bool {
     // Every instance event passes here: borrow the names rather than copy them.
     let meta = object.meta();
@@ -236,7 +299,7 @@ pub fn is_status_echo<K: Resource<DynamicType = ()>>(ctx: &Context, object: &K) 
     )
 }
 
-/// The status of the `K` named `namespace/name`, for `written`.
+/// The status of the `K` named `namespace/name`, for `recent_writes`.
 fn status_target<'a, K: Resource<DynamicType = ()>>(
     namespace: &'a str,
     name: &'a str,

@@ -97,7 +97,7 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         }
     }
     let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &ns);
-    apply::status(&ctx, &api, run.as_ref(), Some(&current), &status).await?;
+    apply::status_at_version(&ctx, &api, run.as_ref(), Some(&current), &status).await?;
     Ok(Action::await_change())
 }
 

@@ -310,7 +310,9 @@ pub fn path(resource: &str, name: &str) -> String {
 pub fn collection(resource: &str) -> String {
     let group = match resource {
         "cronjobs" => "/apis/batch/v1",
-        "channels" | "plugininstances" | "projects" => "/apis/plugins.loop.dev/v1alpha1",
+        "agentruns" | "channels" | "plugininstances" | "projects" => {
+            "/apis/plugins.loop.dev/v1alpha1"
+        }
         _ => "/api/v1",
     };
     format!("{group}/namespaces/{NS}/{resource}")

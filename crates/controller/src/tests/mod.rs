@@ -7,5 +7,6 @@ pub(crate) mod fixtures;
 mod instance;
 mod plugin;
 mod project;
+mod runs;
 mod verifier;
 mod wake;
