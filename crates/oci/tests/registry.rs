@@ -619,16 +619,7 @@ async fn a_plugin_image_from_host_files_passes_the_checks() {
         staged.path().join("plugin.json"),
     )
     .unwrap();
-    let ui = plugin_dir.join("ui");
-    std::fs::create_dir(staged.path().join("ui")).unwrap();
-    for entry in std::fs::read_dir(&ui).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(
-            entry.path(),
-            staged.path().join("ui").join(entry.file_name()),
-        )
-        .unwrap();
-    }
+    copy_tree(&plugin_dir.join("ui"), &staged.path().join("ui"));
     let spec = PluginImageSpec {
         binary: "/bin/true".into(),
         binary_name: "echo-plugin".into(),
@@ -658,6 +649,24 @@ async fn a_plugin_image_from_host_files_passes_the_checks() {
         std::fs::read(plugin_dir.join("plugin.json")).unwrap()
     );
     assert!(f.tree.loop_plugin.contains_key("ui/mode.svg"));
+    assert!(
+        f.tree.loop_plugin.contains_key("ui/main/index.html"),
+        "a panel's page, a folder below ui/"
+    );
+}
+
+/// Copies the folder `from` to `to`, its subfolders too (a panel's page is a folder of `ui/`).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
