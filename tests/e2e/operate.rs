@@ -26,12 +26,12 @@ pub fn tests() -> Vec<E2eTest> {
             "operate::plugin_list_shows_each_installed_plugin",
             plugin_list,
         )
-        .timeout(Duration::from_secs(120)),
+        .timeout(Duration::from_secs(180)),
         test(
             "operate::project_import_carries_what_applies_and_lists_the_rest",
             project_import,
         )
-        .timeout(Duration::from_secs(120)),
+        .timeout(Duration::from_secs(180)),
         test(
             "operate::plugin_stop_stops_the_container_now_and_the_next_demand_starts_it",
             plugin_stop,
@@ -41,7 +41,7 @@ pub fn tests() -> Vec<E2eTest> {
             "operate::explain_says_why_the_plugin_runs_and_where_each_value_came_from",
             explain,
         )
-        .timeout(Duration::from_secs(120)),
+        .timeout(Duration::from_secs(180)),
     ]
 }
 
