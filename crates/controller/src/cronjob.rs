@@ -9,8 +9,8 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSecurityContext,
-    PodSpec, PodTemplateSpec, SeccompProfile, SecurityContext,
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSecurityContext, PodSpec,
+    PodTemplateSpec, SeccompProfile,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -149,16 +149,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
             }),
             ..Default::default()
         }]),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        security_context: Some(crate::pod::restricted_container()),
         ..Default::default()
     };
     CronJob {

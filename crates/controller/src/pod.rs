@@ -356,17 +356,26 @@ pub fn build_data_claim(
 /// image decides it.
 fn container_security(run_as: RunAs) -> SecurityContext {
     SecurityContext {
+        run_as_user: Some(run_as.user),
+        run_as_group: Some(run_as.group),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..Default::default()
+        }),
+        ..restricted_container()
+    }
+}
+
+/// The container lock-down every Pod the controller makes shares (plugin Pods, the trigger's
+/// CronJobs, the runner's Jobs): no privilege escalation, a read-only root filesystem, never
+/// root, no capabilities.
+pub fn restricted_container() -> SecurityContext {
+    SecurityContext {
         allow_privilege_escalation: Some(false),
         read_only_root_filesystem: Some(true),
         run_as_non_root: Some(true),
-        run_as_user: Some(run_as.user),
-        run_as_group: Some(run_as.group),
         capabilities: Some(Capabilities {
             drop: Some(vec!["ALL".into()]),
-            ..Default::default()
-        }),
-        seccomp_profile: Some(SeccompProfile {
-            type_: "RuntimeDefault".into(),
             ..Default::default()
         }),
         ..Default::default()

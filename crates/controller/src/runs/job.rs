@@ -13,9 +13,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvFromSource, EnvVar, PodSecurityContext, PodSpec, PodTemplateSpec,
-    SeccompProfile, Secret, SecretEnvSource, SecretVolumeSource, SecurityContext, Volume,
-    VolumeMount,
+    Container, EnvFromSource, EnvVar, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile,
+    Secret, SecretEnvSource, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
@@ -111,16 +110,7 @@ pub fn build_job(run: &AgentRun, runner: &AgentRunner) -> Job {
             read_only: Some(true),
             ..Default::default()
         }]),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        security_context: Some(crate::pod::restricted_container()),
         ..Default::default()
     };
     let pod_labels = BTreeMap::from([
