@@ -160,17 +160,7 @@ impl Contract {
     /// Checks `value` against the shape's schema; the error names where it broke it.
     pub fn conforms(&self, shape: Shape, value: &Value) -> Result<(), String> {
         let validator = &self.validators[&shape];
-        let problems: Vec<String> = validator
-            .iter_errors(value)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("at {at}: {e}")
-                }
-            })
-            .collect();
+        let problems: Vec<String> = manifest::json_schema::reasons(validator, value).collect();
         if problems.is_empty() {
             Ok(())
         } else {

@@ -59,20 +59,24 @@ pub fn compile(schema: &Value) -> Result<Validator, String> {
     })
 }
 
+/// Why the schema refuses `value`, each reason prefixed with where in it (none: it conforms).
+pub fn reasons<'a>(
+    validator: &'a Validator,
+    value: &'a Value,
+) -> impl Iterator<Item = String> + 'a {
+    validator.iter_errors(value).map(|e| {
+        let at = e.instance_path().to_string();
+        if at.is_empty() {
+            e.to_string()
+        } else {
+            format!("at {at}: {e}")
+        }
+    })
+}
+
 /// Checks a value; the error lists why the schema refuses it (at most 5 reasons).
 pub fn check(validator: &Validator, value: &Value) -> Result<(), String> {
-    let reasons: Vec<String> = validator
-        .iter_errors(value)
-        .take(5)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("at {at}: {e}")
-            }
-        })
-        .collect();
+    let reasons: Vec<String> = reasons(validator, value).take(5).collect();
     if reasons.is_empty() {
         Ok(())
     } else {
