@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::support::{Ns, Target, target};
+use crate::support::{Ns, Target, lock_wait, target};
 
 pub mod in_cluster;
 
@@ -45,12 +45,14 @@ pub const WAIT: Duration = Duration::from_secs(60);
 static CLUSTER_STATE: RwLock<()> = RwLock::const_new(());
 static CONTROLLER: OnceLock<Mutex<Option<Process>>> = OnceLock::new();
 
+/// The lock for reading; the wait for it does not count against the test's time limit.
 pub async fn shared() -> RwLockReadGuard<'static, ()> {
-    CLUSTER_STATE.read().await
+    lock_wait(CLUSTER_STATE.read()).await
 }
 
+/// The lock for writing; the wait for it does not count against the test's time limit.
 pub async fn exclusive() -> RwLockWriteGuard<'static, ()> {
-    CLUSTER_STATE.write().await
+    lock_wait(CLUSTER_STATE.write()).await
 }
 
 /// Makes sure the controller runs, with the CRDs installed, the HostConfig of these tests and

@@ -26,10 +26,16 @@ mod versions;
 
 fn main() -> std::process::ExitCode {
     let modules = [
-        vec![support::plain(
-            "support::the_cluster_switch_reads_the_environment",
-            support::target::self_check,
-        )],
+        vec![
+            support::plain(
+                "support::the_cluster_switch_reads_the_environment",
+                support::target::self_check,
+            ),
+            support::plain(
+                "support::a_lock_wait_does_not_count_against_the_time_limit",
+                support::a_lock_wait_does_not_count_against_the_time_limit,
+            ),
+        ],
         admission::tests(),
         api::tests(),
         chart::tests(),

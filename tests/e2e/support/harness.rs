@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
+use super::clock::Clock;
 use super::target::Target;
 use super::{Cluster, Ns};
 
@@ -279,15 +280,16 @@ async fn run_one(
         .await
         .map_err(|e| Failed::from(format!("creating the namespace: {e:#}")))?;
     let namespace = ns.name().to_string();
-    let outcome = tokio::time::timeout(timeout, body(ns.clone())).await;
+    let outcome = Clock::default().limit(timeout, body(ns.clone())).await;
     match outcome {
         Ok(Ok(())) => {
             ns.delete().await;
             Ok(())
         }
         Ok(Err(e)) => Err(Failed::from(format!("{e:#}\n(namespace {namespace} kept)"))),
-        Err(_) => Err(Failed::from(format!(
-            "timed out after {timeout:?} (namespace {namespace} kept)"
+        Err(waited) => Err(Failed::from(format!(
+            "timed out after {timeout:?} of its own (and {:.0?} waiting for other tests' locks; namespace {namespace} kept)",
+            waited
         ))),
     }
 }

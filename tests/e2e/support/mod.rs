@@ -6,6 +6,7 @@
 //! A test that reads what only the local control plane has says so with
 //! [`E2eTest::local_only`].
 
+mod clock;
 mod cluster;
 mod harness;
 pub use testkit::images;
@@ -14,6 +15,7 @@ mod pod_security;
 pub mod target;
 pub mod wait;
 
+pub use clock::{a_lock_wait_does_not_count_against_the_time_limit, lock_wait};
 pub use cluster::{Cluster, IMAGE_SH, program};
 pub use harness::{E2eTest, plain, run, test};
 pub use namespace::Ns;
