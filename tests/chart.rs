@@ -2,8 +2,10 @@
 //! kubectl (`$LOOP_PLUGINS_CONTROLPLANE`, else what `hack/controlplane/build.sh` prints):
 //! `helm lint` is clean; the chart renders with its defaults and with every switch; no rendered
 //! Role or ClusterRole uses `*`; the values schema refuses bad values; the flags the chart
-//! passes are flags the binary takes; and `kubectl kustomize deploy/` is the chart's default
-//! rendering.
+//! passes are flags the binary takes; `kubectl kustomize deploy/` is the chart's default
+//! rendering; the alert rules pass `promtool check rules` (Debian's, from
+//! `hack/prometheus.sh`), and every metric the rules and the dashboard name is one the
+//! controller or the API server exports.
 //!
 //! deploy/ is generated from the chart. After changing the chart, regenerate it with
 //! `LOOP_PLUGINS_UPDATE_DEPLOY=1 cargo test --test chart` and review the diff. The CRDs
@@ -162,6 +164,9 @@ fn switches() -> Vec<Vec<String>> {
         "replicas=3",
         "service.type=NodePort",
         "service.nodePort=30080",
+        "monitoring.serviceMonitor.enabled=true",
+        "monitoring.prometheusRule.enabled=true",
+        "monitoring.dashboard.enabled=true",
     ]);
     everything.extend([
         "--set-json".to_string(),
@@ -537,6 +542,15 @@ fn the_values_schema_refuses_bad_values() {
         ("service.nodePort=32768", "nodePort"),
         ("hostConfig.gates.audit.destination=/var/log", "destination"),
         ("hostConfig.gates.audit.maxBytes=10", "maxBytes"),
+        (
+            "monitoring.prometheusRule.dailyRunsNearlySpent=2",
+            "dailyRunsNearlySpent",
+        ),
+        (
+            "monitoring.prometheusRule.breakerOpenFor=5",
+            "breakerOpenFor",
+        ),
+        ("monitoring.serviceMonitor.intervall=30s", "intervall"),
     ] {
         let err = template(&["--set", set]).expect_err(set);
         assert!(err.contains(why), "{set}: {err}");
@@ -933,4 +947,218 @@ fn kubectl_kustomize_renders_the_charts_defaults() {
     assert_same(&rbac(&rest), &rbac(&chart), "the base's RBAC");
     assert!(rbac(&chart).len() >= 9);
     assert_same(&by_key(&rest), &by_key(&chart), "kubectl kustomize deploy/");
+}
+
+/// The objects the monitoring switches add.
+fn monitoring() -> Vec<Value> {
+    render(&[
+        "--set",
+        "monitoring.serviceMonitor.enabled=true",
+        "--set",
+        "monitoring.prometheusRule.enabled=true",
+        "--set",
+        "monitoring.dashboard.enabled=true",
+    ])
+}
+
+/// Every PromQL query of the rendered PrometheusRule and dashboard.
+fn queries(docs: &[Value]) -> Vec<String> {
+    let rule = find(docs, "PrometheusRule", "loop-plugins");
+    let mut all: Vec<String> = rule["spec"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap().iter())
+        .map(|r| r["expr"].as_str().unwrap().to_string())
+        .collect();
+    let board = find(docs, "ConfigMap", "loop-plugins-dashboard");
+    let board: Value =
+        serde_json::from_str(board["data"]["loop-plugins.json"].as_str().unwrap()).unwrap();
+    for panel in board["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            all.push(target["expr"].as_str().unwrap().to_string());
+        }
+    }
+    all
+}
+
+/// The series names of ours (`loop_plugins_*`) a query reads.
+fn named_metrics(query: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = query;
+    while let Some(at) = rest.find("loop_plugins_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        names.push(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// Every series name the two processes export: their registries as they build them, in the
+/// text format, each family's samples named as Prometheus stores them. A labelled family
+/// with no sample prints nothing, so each gets one here (a new family a query names fails
+/// the test until it gets one too).
+fn exported() -> std::collections::BTreeSet<String> {
+    use server::calls::config::CallKind;
+    use server::calls::metrics as calls;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let c = controller::metrics::Metrics::new(&mut registry);
+    let controller = "chat";
+    c.reconciles
+        .get_or_create(&controller::metrics::ControllerLabels { controller })
+        .inc();
+    c.failures
+        .get_or_create(&controller::metrics::FailureLabels {
+            controller,
+            category: "api",
+        })
+        .inc();
+    c.duration
+        .get_or_create(&controller::metrics::ControllerLabels { controller })
+        .observe(0.1);
+    c.write("Pod", "create");
+    c.refused("Signature");
+    c.run_ended("Succeeded");
+    let s = server::serve::ServerMetrics::register(&mut registry, Box::new(Default::default));
+    let kind = CallKind::Tool;
+    s.calls
+        .calls
+        .get_or_create(&calls::CallLabels {
+            kind,
+            outcome: "answered",
+        })
+        .inc();
+    s.calls
+        .call_seconds
+        .get_or_create(&calls::KindLabels { kind })
+        .observe(0.1);
+    s.calls
+        .breaker_state
+        .get_or_create(&calls::InstanceLabels {
+            namespace: "team".into(),
+            instance: "echo-general".into(),
+        })
+        .set(1);
+    s.calls
+        .breaker_transitions
+        .get_or_create(&calls::TransitionLabels { to: "Open" })
+        .inc();
+    s.calls
+        .starts
+        .get_or_create(&calls::ResultLabels { result: "ready" })
+        .inc();
+    s.host
+        .reviews
+        .get_or_create(&server::host_api::metrics::ResultLabels { result: "allowed" })
+        .inc();
+    s.api
+        .writes
+        .get_or_create(&server::plugin_api::metrics::WriteLabels {
+            kind: "AgentRun",
+            result: "ok",
+        })
+        .inc();
+    let route = server::http::RouteLabels {
+        route: "/healthz".into(),
+        method: "GET".into(),
+    };
+    s.requests
+        .requests
+        .get_or_create(&server::http::RequestLabels {
+            route: route.route.clone(),
+            method: route.method.clone(),
+            status: 200,
+        })
+        .inc();
+    s.requests.duration.get_or_create(&route).observe(0.1);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .flat_map(|l| {
+            let (name, kind) = l.split_once(' ').unwrap();
+            match kind {
+                "counter" => vec![format!("{name}_total")],
+                "histogram" => ["bucket", "sum", "count"]
+                    .iter()
+                    .map(|s| format!("{name}_{s}"))
+                    .collect(),
+                _ => vec![name.to_string()],
+            }
+        })
+        .collect()
+}
+
+/// Names a query reads that nothing exports.
+fn unknown(queries: &[String]) -> Vec<String> {
+    let exported = exported();
+    queries
+        .iter()
+        .flat_map(|q| named_metrics(q))
+        .filter(|n| !exported.contains(n))
+        .collect()
+}
+
+#[test]
+fn every_metric_the_alerts_and_the_dashboard_name_is_exported() {
+    let docs = monitoring();
+    let queries = queries(&docs);
+    assert!(queries.len() >= 15, "{queries:?}");
+    assert_eq!(unknown(&queries), Vec::<String>::new());
+    // The check sees a name nothing exports, and names in the middle of a query.
+    assert_eq!(
+        unknown(&[
+            "rate(loop_plugins_host_plugin_calls_total[5m]) / loop_plugins_host_no_such".into()
+        ]),
+        ["loop_plugins_host_no_such"]
+    );
+    // Every alert's metric, and each kind of sample, is among them.
+    let read: Vec<String> = queries.iter().flat_map(|q| named_metrics(q)).collect();
+    for wanted in [
+        "loop_plugins_host_breaker_state",
+        "loop_plugins_api_daily_runs_used",
+        "loop_plugins_api_daily_runs_limit",
+        "loop_plugins_host_start_wait_seconds_bucket",
+        "loop_plugins_controller_reconcile_failures_total",
+        "loop_plugins_controller_admission_refusals_total",
+        "loop_plugins_api_plugin_instances",
+        "loop_plugins_controller_runs_ended_total",
+        "loop_plugins_api_requests_total",
+    ] {
+        assert!(read.iter().any(|n| n == wanted), "{wanted} in {read:?}");
+    }
+}
+
+#[test]
+fn the_alert_rules_pass_promtool() {
+    let out = Command::new(repo().join("hack/prometheus.sh"))
+        .output()
+        .expect("hack/prometheus.sh runs");
+    assert!(
+        out.status.success(),
+        "hack/prometheus.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bin = String::from_utf8(out.stdout).unwrap();
+    let promtool = Path::new(bin.lines().last().unwrap()).join("promtool");
+    let docs = monitoring();
+    let rule = find(&docs, "PrometheusRule", "loop-plugins");
+    let dir = std::env::temp_dir().join(format!("loop-plugins-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rules.json");
+    // A rule file is YAML, and JSON is YAML.
+    std::fs::write(&file, serde_json::to_string(&rule["spec"]).unwrap()).unwrap();
+    let checked = Command::new(&promtool)
+        .args(["check", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&checked.stdout).to_string()
+        + &String::from_utf8_lossy(&checked.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(checked.status.success(), "promtool check rules:\n{said}");
+    assert!(said.contains("SUCCESS: 5 rules found"), "{said}");
 }

@@ -19,7 +19,7 @@ mod error;
 mod images;
 mod instance;
 mod merge_patch;
-mod metrics;
+pub mod metrics;
 mod plugin;
 mod plugin_pod;
 mod pod_wanted;

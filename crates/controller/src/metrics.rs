@@ -1,4 +1,7 @@
-//! The controller's Prometheus metrics: reconciles, failures by category, durations.
+//! The controller's Prometheus metrics: reconciles, failures by category, durations, writes,
+//! admission's refusals by stage and agent runs by how they ended. What the cluster holds
+//! (instances by phase, quota used) the API server counts from its index at each scrape
+//! (`server::gauges`): it runs on every replica, the controller's index only on the leader.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -23,6 +26,18 @@ pub struct WriteLabels {
     pub verb: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabels {
+    /// The admission stage that refused (`Manifest`, `Signature`, `Capabilities`, ...).
+    pub stage: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// `Succeeded` or `Failed`.
+    pub outcome: &'static str,
+}
+
 /// Every metric the controller keeps.
 #[derive(Clone)]
 pub struct Metrics {
@@ -30,6 +45,8 @@ pub struct Metrics {
     pub failures: Family<FailureLabels, Counter>,
     pub duration: Family<ControllerLabels, Histogram>,
     pub writes: Family<WriteLabels, Counter>,
+    pub admission_refusals: Family<StageLabels, Counter>,
+    pub runs_ended: Family<OutcomeLabels, Counter>,
 }
 
 impl Metrics {
@@ -42,6 +59,8 @@ impl Metrics {
                 Histogram::new(exponential_buckets(0.001, 2.0, 14))
             }),
             writes: Family::default(),
+            admission_refusals: Family::default(),
+            runs_ended: Family::default(),
         };
         let sub = registry.sub_registry_with_prefix("loop_plugins_controller");
         sub.register("reconciles", "Reconciles run", metrics.reconciles.clone());
@@ -60,10 +79,34 @@ impl Metrics {
             "Writes made to the Kubernetes API, by kind and verb",
             metrics.writes.clone(),
         );
+        sub.register(
+            "admission_refusals",
+            "Plugins admission came to refuse, by the stage that refused (once per new verdict)",
+            metrics.admission_refusals.clone(),
+        );
+        sub.register(
+            "runs_ended",
+            "Agent runs that ended, by outcome (Succeeded or Failed)",
+            metrics.runs_ended.clone(),
+        );
         metrics
     }
 
     pub fn write(&self, kind: &'static str, verb: &'static str) {
         self.writes.get_or_create(&WriteLabels { kind, verb }).inc();
+    }
+
+    /// Admission came to refuse a plugin at `stage`.
+    pub fn refused(&self, stage: &'static str) {
+        self.admission_refusals
+            .get_or_create(&StageLabels { stage })
+            .inc();
+    }
+
+    /// An agent run ended (`Succeeded` or `Failed`).
+    pub fn run_ended(&self, outcome: &'static str) {
+        self.runs_ended
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 }

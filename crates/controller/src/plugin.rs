@@ -235,6 +235,11 @@ async fn announce(
     {
         let warning = status != ConditionStatus::True;
         ctx.event(plugin, warning, &reason, "Admit", message).await;
+        if let Some(stopped) = outcome.stopped_at()
+            && stopped.state == StageState::Refused
+        {
+            ctx.metrics.refused(stopped.stage.name());
+        }
     }
     for warned in outcome.warnings() {
         let was = before

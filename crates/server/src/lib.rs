@@ -13,11 +13,13 @@
 //!   reference's content security policy (the host API lists the links);
 //! - [`plugin_api`], [`host_api`]: the two APIs' routes;
 //! - [`fanout`]: what must happen once across replicas, on the fan-out Lease's holder;
+//! - [`gauges`]: what the index holds, counted at each scrape (instances by phase, quota used);
 //! - [`serve`]: the wiring; `records`: the replicas' shared ConfigMap records.
 
 pub mod calls;
 pub mod delivery;
 pub mod fanout;
+pub mod gauges;
 pub mod host_api;
 pub mod http;
 pub mod index;

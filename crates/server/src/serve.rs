@@ -147,6 +147,29 @@ impl Options {
 
 /// A started server: its router (both APIs, every layer) and metrics registry, its index's
 /// watches and its fan-out, which stop with it.
+/// Every metric the API server exports, registered in one place: the chart's alerts and
+/// dashboard may name only these (tests/chart.rs checks).
+pub struct ServerMetrics {
+    pub requests: Arc<RequestMetrics>,
+    pub calls: Arc<crate::calls::metrics::CallMetrics>,
+    pub host: Arc<crate::host_api::metrics::HostMetrics>,
+    pub api: Arc<crate::plugin_api::metrics::Metrics>,
+}
+
+impl ServerMetrics {
+    /// Registers them all in `registry`, the index's gauges reporting what `gauges` answers.
+    pub fn register(registry: &mut Registry, gauges: crate::gauges::Source) -> Self {
+        let metrics = Self {
+            requests: Arc::new(RequestMetrics::new(registry)),
+            calls: Calls::register_metrics(registry),
+            host: HostState::register_metrics(registry),
+            api: Arc::new(crate::plugin_api::metrics::Metrics::new(registry)),
+        };
+        crate::gauges::IndexGauges::register_source(registry, gauges);
+        metrics
+    }
+}
+
 pub struct Server {
     pub router: Router,
     pub registry: Arc<Registry>,
@@ -164,10 +187,16 @@ impl Server {
         let index = started.index;
 
         let mut registry = Registry::default();
-        let requests = Arc::new(RequestMetrics::new(&mut registry));
-        let call_metrics = Calls::register_metrics(&mut registry);
-        let host_metrics = HostState::register_metrics(&mut registry);
-        let api_metrics = Arc::new(crate::plugin_api::metrics::Metrics::new(&mut registry));
+        let gauges_of = index.clone();
+        let ServerMetrics {
+            requests,
+            calls: call_metrics,
+            host: host_metrics,
+            api: api_metrics,
+        } = ServerMetrics::register(
+            &mut registry,
+            Box::new(move || crate::gauges::Snapshot::of(&gauges_of)),
+        );
 
         let status = Arc::new(KubeStatusWriter::new(client.clone()));
         let calls = Calls::new(options.calls, index.clone(), status.clone(), call_metrics);

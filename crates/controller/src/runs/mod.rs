@@ -97,7 +97,10 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         }
     }
     let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &ns);
-    apply::status_at_version(&ctx, &api, run.as_ref(), Some(&current), &status).await?;
+    let wrote = apply::status_at_version(&ctx, &api, run.as_ref(), Some(&current), &status).await?;
+    if wrote && let Some(outcome) = ended(current.phase, status.phase) {
+        ctx.metrics.run_ended(outcome);
+    }
     Ok(Action::await_change())
 }
 
@@ -106,6 +109,18 @@ pub fn same_thread(a: &AgentRun, b: &AgentRun) -> bool {
     a.namespace() == b.namespace()
         && a.spec.channel == b.spec.channel
         && a.spec.thread == b.spec.thread
+}
+
+/// How a run ended, when this write ended it (`was` not final, `is` final).
+fn ended(was: Option<AgentRunPhase>, is: Option<AgentRunPhase>) -> Option<&'static str> {
+    if was.is_some_and(AgentRunPhase::is_final) {
+        return None;
+    }
+    match is? {
+        AgentRunPhase::Succeeded => Some("Succeeded"),
+        AgentRunPhase::Failed => Some("Failed"),
+        AgentRunPhase::Queued | AgentRunPhase::Running => None,
+    }
 }
 
 /// A run whose Job went away fails.
@@ -127,4 +142,19 @@ fn failure_message(reason: Option<&str>) -> String {
 
 fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AgentRunPhase::*;
+
+    #[test]
+    fn a_run_is_counted_once_when_it_ends() {
+        assert_eq!(ended(Some(Running), Some(Succeeded)), Some("Succeeded"));
+        assert_eq!(ended(None, Some(Failed)), Some("Failed"));
+        assert_eq!(ended(Some(Queued), Some(Running)), None);
+        assert_eq!(ended(Some(Failed), Some(Failed)), None);
+        assert_eq!(ended(Some(Succeeded), Some(Failed)), None);
+    }
 }

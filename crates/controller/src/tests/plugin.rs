@@ -106,9 +106,16 @@ async fn admission_writes_each_stage_and_its_verdict_then_nothing_while_it_stand
         }),
         Call::event("default", "PluginsDisabled"),
     ]);
-    let action = reconcile(world.plugins[0].clone().into(), ctx)
+    let action = reconcile(world.plugins[0].clone().into(), ctx.clone())
         .await
         .unwrap();
+    let refused = |ctx: &crate::Context| {
+        ctx.metrics
+            .admission_refusals
+            .get_or_create(&crate::metrics::StageLabels { stage: "Host" })
+            .get()
+    };
+    assert_eq!(refused(&ctx), 1, "the new refusal is counted");
     assert_eq!(
         action,
         Action::await_change(),
@@ -123,10 +130,15 @@ async fn admission_writes_each_stage_and_its_verdict_then_nothing_while_it_stand
     world.plugins[0].metadata.resource_version = Some("2".into());
     let (ctx, server) = world.context();
     let verifier = server.expect(vec![]);
-    reconcile(world.plugins[0].clone().into(), ctx)
+    reconcile(world.plugins[0].clone().into(), ctx.clone())
         .await
         .expect("no write, so nothing to fail");
     verifier.done().await;
+    assert_eq!(
+        refused(&ctx),
+        0,
+        "a refusal that stands is not counted again"
+    );
 }
 
 /// The plugin's data volume in `general`, and another plugin's beside it.
