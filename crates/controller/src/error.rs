@@ -54,10 +54,25 @@ pub enum Error {
 }
 
 impl Error {
+    /// What the reconcile returned, when the finalizer helper wrapped it.
+    fn within_finalizer(&self) -> Option<&Error> {
+        use kube::runtime::finalizer::Error as Finalizing;
+        match self {
+            Error::Finalizer(wrapped) => match wrapped.as_ref() {
+                Finalizing::ApplyFailed(inner) | Finalizing::CleanupFailed(inner) => Some(inner),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Whether looking again without a change cannot help: the object itself is wrong. A
     /// deletion is never refused for what the object is, only by the cluster's policy
     /// (admission), which can be lifted without a change we watch: it is tried again.
     pub fn is_permanent(&self) -> bool {
+        if let Some(inner) = self.within_finalizer() {
+            return inner.is_permanent();
+        }
         match self {
             Error::Pod(_) | Error::NoNamespace(_) | Error::Stored(_) => true,
             Error::Apply { source, .. }
@@ -70,8 +85,12 @@ impl Error {
         }
     }
 
-    /// A stable name for the kind of failure.
+    /// A stable name for the kind of failure (what failed inside the finalizer helper, for
+    /// a reconcile it wrapped).
     pub fn category(&self) -> &'static str {
+        if let Some(inner) = self.within_finalizer() {
+            return inner.category();
+        }
         match self {
             Error::Apply { .. } => "apply",
             Error::Create { .. } => "create",
@@ -230,5 +249,27 @@ mod tests {
             };
             assert!(!err.is_permanent(), "{code}");
         }
+    }
+
+    // Seen: every failure of the Plugin reconciler was counted as `finalizer` (the finalizer
+    // helper wraps what the reconcile returns), so the registry admission waits on showed
+    // in metrics and alerts as a finalizer problem.
+    #[test]
+    fn a_failure_inside_the_finalizer_is_named_for_itself() {
+        use kube::runtime::finalizer::Error as Finalizing;
+        let pending = || Error::Pending {
+            name: "echo".into(),
+            message: "the registry does not answer".into(),
+        };
+        let applying = Error::Finalizer(Box::new(Finalizing::ApplyFailed(pending())));
+        assert_eq!(applying.category(), "registry");
+        let cleaning = Error::Finalizer(Box::new(Finalizing::CleanupFailed(refused(422))));
+        assert_eq!(cleaning.category(), "apply");
+        assert!(cleaning.is_permanent(), "what is wrong inside stays wrong");
+        let adding = Error::Finalizer(Box::new(Finalizing::AddFinalizer(api_refusal(
+            "conflict", 409,
+        ))));
+        assert_eq!(adding.category(), "finalizer");
+        assert!(!adding.is_permanent());
     }
 }
