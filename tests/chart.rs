@@ -1038,8 +1038,8 @@ fn exported() -> std::collections::BTreeSet<String> {
     s.calls
         .breaker_state
         .get_or_create(&calls::InstanceLabels {
-            namespace: "team".into(),
-            instance: "echo-general".into(),
+            instance_namespace: "team".into(),
+            plugin_instance: "echo-general".into(),
         })
         .set(1);
     s.calls

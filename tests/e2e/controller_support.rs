@@ -205,6 +205,19 @@ async fn controller_kubeconfig(ns: &Ns) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// Where the controller process of this run serves `/metrics`: one loopback port for the
+/// run, kept across restarts, so a scraper (watch::) finds it.
+pub fn controller_metrics_addr() -> std::net::SocketAddr {
+    static ADDR: OnceLock<std::net::SocketAddr> = OnceLock::new();
+    *ADDR.get_or_init(|| {
+        // Free now; the controller binds it a moment later (nothing else here takes ports
+        // by number).
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+    })
+}
+
 /// Starts the controller process. Without leader election: one replica runs here, and a
 /// replica that misses its renewals on a loaded 2-core machine would stop reconciling for the
 /// rest of the run; `chart::` tests leader election on a real Lease on its own.
@@ -225,7 +238,7 @@ async fn start_controller(ns: &Ns) -> anyhow::Result<Process> {
         "controller".to_string(),
         format!("--self-image={self_image}"),
         "--api-url=http://127.0.0.1:9".to_string(),
-        "--metrics-addr=127.0.0.1:0".to_string(),
+        format!("--metrics-addr={}", controller_metrics_addr()),
         format!("--namespace={CONTROLLER_NAMESPACE}"),
     ]);
     Ok(Process::spawn(&spec).await?)

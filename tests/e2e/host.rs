@@ -196,6 +196,24 @@ impl HostServer {
 
     /// Its metrics: the registry of the server in this process, or what every API Pod of the
     /// chart's release serves on `/metrics`.
+    /// Serves the metrics of the server in this process on a loopback port of their own, as
+    /// the chart's `api-metrics` port does (None on an existing cluster): the address, and
+    /// the task serving it.
+    pub async fn serve_metrics(
+        &self,
+    ) -> anyhow::Result<Option<(std::net::SocketAddr, tokio::task::JoinHandle<()>)>> {
+        let Some(local) = &self.local else {
+            return Ok(None);
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let app = runtime::metrics::router(local.registry.clone());
+        let serve = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Some((addr, serve)))
+    }
+
     pub async fn metrics(&self, ns: &Ns) -> anyhow::Result<String> {
         match (&self.local, ns.cluster().existing()) {
             (Some(local), _) => Ok(runtime::metrics::encode(&local.registry)),
@@ -438,7 +456,7 @@ fn plugin_with(
 
 /// Installs the plugins, a trusted project enabling them (with their entries) and the chats;
 /// waits for every instance to be made and its Secret to exist.
-async fn world(
+pub(crate) async fn world(
     ns: &Ns,
     plugins: &[(Plugin, PluginConfig)],
     chats: &[(&str, ChannelKind, Option<&str>, bool)],
@@ -478,7 +496,7 @@ async fn world(
     Ok(())
 }
 
-fn enabled() -> PluginConfig {
+pub(crate) fn enabled() -> PluginConfig {
     entry(true, &[])
 }
 
@@ -924,7 +942,7 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
     }
     let metrics = host.metrics(&ns).await?;
     let gauge = format!(
-        "loop_plugins_host_breaker_state{{namespace=\"{}\",instance=\"{instance}\"}} 1",
+        "loop_plugins_host_breaker_state{{instance_namespace=\"{}\",plugin_instance=\"{instance}\"}} 1",
         ns.name()
     );
     ensure!(metrics.contains(&gauge), "{gauge} in\n{metrics}");

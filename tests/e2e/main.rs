@@ -23,6 +23,7 @@ mod tour;
 mod trust;
 mod ui;
 mod versions;
+mod watch;
 
 fn main() -> std::process::ExitCode {
     let modules = [
@@ -50,6 +51,7 @@ fn main() -> std::process::ExitCode {
         trust::tests(),
         ui::tests(),
         versions::tests(),
+        watch::tests(),
     ];
     support::run(modules.into_iter().flatten().collect())
 }

@@ -79,6 +79,16 @@ impl Metrics {
             "Writes made to the Kubernetes API, by kind and verb",
             metrics.writes.clone(),
         );
+        // Each stage and outcome from zero: a first refusal (or run) after a start shows as
+        // an increase, which it would not if its series began at 1.
+        for stage in model::resources::AdmissionStage::ALL {
+            let _ = metrics.admission_refusals.get_or_create(&StageLabels {
+                stage: stage.name(),
+            });
+        }
+        for outcome in ["Succeeded", "Failed"] {
+            let _ = metrics.runs_ended.get_or_create(&OutcomeLabels { outcome });
+        }
         sub.register(
             "admission_refusals",
             "Plugins admission came to refuse, by the stage that refused (once per new verdict)",
@@ -108,5 +118,26 @@ impl Metrics {
         self.runs_ended
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_and_ended_runs_start_at_zero_for_each_label() {
+        let mut registry = Registry::default();
+        Metrics::new(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"loop_plugins_controller_admission_refusals_total{stage="Host"} 0"#,
+            r#"loop_plugins_controller_admission_refusals_total{stage="Names"} 0"#,
+            r#"loop_plugins_controller_runs_ended_total{outcome="Succeeded"} 0"#,
+            r#"loop_plugins_controller_runs_ended_total{outcome="Failed"} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
     }
 }

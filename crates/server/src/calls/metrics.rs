@@ -25,8 +25,11 @@ pub struct KindLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InstanceLabels {
-    pub namespace: String,
-    pub instance: String,
+    /// Not `namespace` and `instance`: Prometheus gives every series of a target those labels
+    /// (the target's address; the Prometheus Operator: the Pod's namespace), and would move
+    /// ours aside to `exported_*`.
+    pub instance_namespace: String,
+    pub plugin_instance: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -479,8 +479,8 @@ impl Calls {
         }
         m.breaker_state
             .get_or_create(&InstanceLabels {
-                namespace: target.key.namespace.clone(),
-                instance: target.key.name.clone(),
+                instance_namespace: target.key.namespace.clone(),
+                plugin_instance: target.key.name.clone(),
             })
             .set(change.after.gauge());
         self.inner.breaker_sync.set(
@@ -513,8 +513,8 @@ impl Calls {
             .metrics
             .breaker_state
             .get_or_create(&InstanceLabels {
-                namespace: target.key.namespace.clone(),
-                instance: target.key.name.clone(),
+                instance_namespace: target.key.namespace.clone(),
+                plugin_instance: target.key.name.clone(),
             })
             .set(match state.state.as_str() {
                 "Open" => 1,
