@@ -193,6 +193,7 @@ fn switches() -> Vec<Vec<String>> {
             "hostConfig.create=false",
             "callerRole.create=false",
             "projectRoles.create=false",
+            "operatorRole.create=false",
             // Not rendered: a ClusterIP Service has no node port.
             "service.nodePort=30080",
         ]),
@@ -228,7 +229,7 @@ fn the_defaults_render_every_object() {
     let count = |k: &str| docs.iter().filter(|d| kind(d) == k).count();
     let expected = [
         ("ServiceAccount", 2),
-        ("ClusterRole", 6),
+        ("ClusterRole", 7),
         ("ClusterRoleBinding", 2),
         ("Role", 3),
         ("RoleBinding", 4),
@@ -412,6 +413,43 @@ fn the_plugin_network_policy_snapshot() {
     let docs = render(&[]);
     let policy = without_helm_labels(find(&docs, "NetworkPolicy", "loop-plugins-plugins").clone());
     insta::assert_yaml_snapshot!("plugin_network_policy", policy);
+}
+
+#[test]
+fn the_plugin_operator_role_grants_what_the_verbs_need() {
+    let docs = render(&[
+        "--set",
+        "hostConfig.plugins.registry.credentialsSecret=pull",
+    ]);
+    let role = find(&docs, "ClusterRole", "loop-plugins-plugin-operator");
+    let read = ["get", "list", "watch"];
+    for resource in ["projects", "projecttrusts", "channels", "plugininstances"] {
+        assert_eq!(verbs_on(role, resource), read, "{resource}");
+    }
+    assert_eq!(
+        verbs_on(role, "plugins"),
+        [
+            "create", "delete", "get", "list", "patch", "update", "watch"
+        ]
+    );
+    assert_eq!(verbs_on(role, "plugininstances/status"), ["patch"]);
+    assert_eq!(
+        verbs_on(role, "hostconfigs"),
+        ["create", "get", "list", "patch", "watch"]
+    );
+    // Only the one credentials Secret, in the release namespace.
+    let credentials = find(&docs, "Role", "loop-plugins-plugin-operator-credentials");
+    assert_eq!(credentials["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(
+        credentials["rules"],
+        json!([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["pull"], "verbs": ["get"]}])
+    );
+    assert!(
+        !render(&[])
+            .iter()
+            .any(|d| name(d) == "loop-plugins-plugin-operator-credentials"),
+        "no credentials Secret, no Role for it"
+    );
 }
 
 fn verbs_on(role: &Value, resource: &str) -> Vec<String> {

@@ -536,10 +536,23 @@ pub async fn set_lease_holder(
 
 /// Runs `loop-plugins ARGS` as the cluster's admin; (success, stdout, stderr).
 pub async fn cli(ns: &Ns, args: &[&str]) -> anyhow::Result<(bool, String, String)> {
-    let kubeconfig = match ns.cluster().local() {
+    cli_as(ns, &admin_kubeconfig(ns)?, args).await
+}
+
+/// The kubeconfig the suite itself uses: the local control plane's admin, or `KUBECONFIG`.
+pub fn admin_kubeconfig(ns: &Ns) -> anyhow::Result<PathBuf> {
+    Ok(match ns.cluster().local() {
         Some(dev) => dev.kubeconfig().to_path_buf(),
         None => std::env::var_os("KUBECONFIG").context("KUBECONFIG")?.into(),
-    };
+    })
+}
+
+/// `cli` with another kubeconfig (another identity).
+pub async fn cli_as(
+    ns: &Ns,
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+) -> anyhow::Result<(bool, String, String)> {
     let out = tokio::process::Command::new(testkit::binary())
         .args(args)
         .env("KUBECONFIG", kubeconfig)

@@ -15,8 +15,8 @@ use serde_json::json;
 
 use crate::controller::{instance_name, instances_of, pods_of, world};
 use crate::controller_support::{
-    IDLE_TIMEOUT, IDLE_TIMEOUT_EXISTING, cli, echo_plugin, install, plugin_id, record_demand,
-    setup, shared,
+    IDLE_TIMEOUT, IDLE_TIMEOUT_EXISTING, RELEASE, admin_kubeconfig, cli, cli_as, echo_plugin,
+    install, plugin_id, record_demand, setup, shared,
 };
 use crate::support::{E2eTest, Ns, test};
 
@@ -40,6 +40,11 @@ pub fn tests() -> Vec<E2eTest> {
         test(
             "operate::explain_says_why_the_plugin_runs_and_where_each_value_came_from",
             explain,
+        )
+        .timeout(Duration::from_secs(180)),
+        test(
+            "operate::the_charts_plugin_operator_role_is_what_list_stop_and_explain_need",
+            operator_role,
         )
         .timeout(Duration::from_secs(180)),
     ]
@@ -263,4 +268,148 @@ async fn project_import(ns: Ns) -> anyhow::Result<()> {
     ensure!(out.contains(&trust.spec.hash), "{out}");
     std::fs::remove_dir_all(ns.cluster().run_dir().join(ns.name()))?;
     Ok(())
+}
+
+/// The chart's `<fullname>-plugin-operator` ClusterRole in this cluster: the suite's own
+/// rendering of the chart on the local control plane, the release's on an existing cluster.
+fn operator_role_name(ns: &Ns) -> String {
+    match ns.cluster().existing() {
+        Some(existing) => format!("{}-plugin-operator", existing.fullname()),
+        None => format!("{RELEASE}-loop-plugins-plugin-operator"),
+    }
+}
+
+/// A kubeconfig for the ServiceAccount `account` of the test's namespace: the suite's cluster
+/// (server and CA) and a token of the account.
+async fn account_kubeconfig(ns: &Ns, account: &str) -> anyhow::Result<std::path::PathBuf> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts = ns.api::<ServiceAccount>();
+    let mut sa = ServiceAccount::default();
+    sa.metadata.name = Some(account.into());
+    accounts.create(&Default::default(), &sa).await?;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(account, &Default::default(), &request)
+        .await?
+        .status
+        .and_then(|s| s.token)
+        .context("the TokenRequest has no token")?;
+    let admin = kube::config::Kubeconfig::read_from(admin_kubeconfig(ns)?)?;
+    let current = admin
+        .current_context
+        .clone()
+        .context("no current context")?;
+    let cluster = admin
+        .contexts
+        .iter()
+        .find(|c| c.name == current)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.clone())
+        .context("the current context names no cluster")?;
+    let clusters: Vec<_> = admin
+        .clusters
+        .iter()
+        .filter(|c| c.name == cluster)
+        .collect();
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": clusters,
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": cluster, "user": account}}],
+        "current-context": account,
+    });
+    let path = ns
+        .cluster()
+        .run_dir()
+        .join(format!("{}-{account}.kubeconfig", ns.name()));
+    std::fs::write(&path, serde_json::to_vec_pretty(&config)?)?;
+    Ok(path)
+}
+
+/// A ServiceAccount bound to the chart's plugin-operator role (and nothing else) lists the
+/// plugins, stops one in a chat and explains it; unbound, it is refused each.
+async fn operator_role(ns: Ns) -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+    let _shared = shared().await;
+    let id = world(&ns, "rbac", &[]).await?;
+    let name = instance_name(&id, "general");
+    instances_of(&ns, &id, 1).await?;
+    let kubeconfig = account_kubeconfig(&ns, "operator").await?;
+    let chat = format!("{}/general", ns.name());
+    let verbs: [Vec<&str>; 3] = [
+        vec!["plugin", "list"],
+        vec!["plugin", "stop", &id, "--chat", &chat],
+        vec!["explain", &id, "--chat", &chat],
+    ];
+    for args in &verbs {
+        let (ok, _, err) = cli_as(&ns, &kubeconfig, args).await?;
+        ensure!(
+            !ok && err.contains("forbidden"),
+            "{args:?} without the role: {err}"
+        );
+    }
+
+    let bindings: kube::Api<ClusterRoleBinding> = kube::Api::all(ns.client());
+    let binding_name = format!("{}-plugin-operator", ns.name());
+    let binding = ClusterRoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(binding_name.clone()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: operator_role_name(&ns),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: "operator".into(),
+            namespace: Some(ns.name().into()),
+            ..Default::default()
+        }]),
+    };
+    bindings.create(&Default::default(), &binding).await?;
+    let outcome = async {
+        for args in &verbs {
+            // The authorizer's cache takes the binding in a moment.
+            let until = tokio::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                let (ok, out, err) = cli_as(&ns, &kubeconfig, args).await?;
+                if ok {
+                    if args[1] == "stop" {
+                        ensure!(
+                            out.contains(&format!("stopped {}/{name}", ns.name())),
+                            "{out}"
+                        );
+                    }
+                    break;
+                }
+                ensure!(
+                    err.contains("forbidden") && tokio::time::Instant::now() < until,
+                    "{args:?} with the role: {err}"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+        let stopped = ns
+            .api::<model::resources::PluginInstance>()
+            .get(&name)
+            .await?;
+        ensure!(
+            stopped.status.and_then(|s| s.stopped_at).is_some(),
+            "the operator's stop is recorded on the instance"
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    bindings.delete(&binding_name, &Default::default()).await?;
+    outcome
 }
