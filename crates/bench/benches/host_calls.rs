@@ -2,7 +2,9 @@
 //!
 //! - p50 and p99 of a tool call through the host API (caller token checked from the cache,
 //!   the stores, the breaker, the plugin's secret) against the same call made to the plugin's
-//!   container directly, and their ratios;
+//!   container directly and through a bare forwarder (`forwarder`: the floor a proxy costs),
+//!   and the CPU each proxy spends per call (this process's CPU time per call on the path,
+//!   less the direct path's, which is the loader's);
 //! - the time from the plugin's Pod becoming Ready to the call held for it reaching the plugin
 //!   (scale-from-zero): the bench watches the Pod itself and compares the moment it saw it
 //!   Ready with the arrival time the plugin wrote in its journal (same machine, same clock);
@@ -32,6 +34,8 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use loop_plugins_bench::procstat;
+use loop_plugins_bench::report::{self, Summary};
 use model::config::PluginConfig;
 use model::names;
 use model::resources::{
@@ -44,6 +48,8 @@ use serde_json::{Value, json};
 use server::host_api::PREFIX;
 use server::serve::{Options, Server};
 use testkit::images::Images;
+
+mod forwarder;
 
 const NS: &str = "bench";
 const PLUGIN: &str = "echo";
@@ -170,28 +176,44 @@ async fn bench(
         );
     }
 
-    // Warm: the same tool call, directly and through the host, alternating in batches.
+    // Warm: the same tool call directly, through the bare forwarder (the floor) and through
+    // the host, alternating in batches, so drift hits the three alike. The bench process's
+    // CPU time is read around each batch: the loader's share is the same on every path, so
+    // a path's CPU per call less the direct path's is what its proxy costs.
     let proxied_url = format!("{base}/tools/echo");
     tool_call(&http, &proxied_url, Some(&token), "warm").await?;
-    let (direct_url, secret) = direct(&client, &instance).await?;
+    let (plugin_base, secret) = direct(&client, &instance).await?;
+    let direct_url = format!("{plugin_base}/tools/echo");
+    let (forwarder_base, forwarding) = forwarder::start(&plugin_base, &secret).await?;
+    let forwarded_url = format!("{forwarder_base}/tools/echo");
     for _ in 0..50 {
         tool_call(&http, &direct_url, Some(&secret), "warmup").await?;
+        tool_call(&http, &forwarded_url, None, "warmup").await?;
         tool_call(&http, &proxied_url, Some(&token), "warmup").await?;
     }
-    let (mut direct_times, mut proxied_times) = (Vec::new(), Vec::new());
+    let paths = [
+        (direct_url.as_str(), Some(secret.as_str())),
+        (forwarded_url.as_str(), None),
+        (proxied_url.as_str(), Some(token.as_str())),
+    ];
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    let mut cpu = [0.0f64; 3];
+    let me = std::process::id();
     let batch = (calls / 10).max(1);
-    while direct_times.len() < calls {
-        for _ in 0..batch {
-            let t = Instant::now();
-            tool_call(&http, &direct_url, Some(&secret), "x").await?;
-            direct_times.push(t.elapsed());
-        }
-        for _ in 0..batch {
-            let t = Instant::now();
-            tool_call(&http, &proxied_url, Some(&token), "x").await?;
-            proxied_times.push(t.elapsed());
+    while times[0].len() < calls {
+        for (i, (url, bearer)) in paths.iter().enumerate() {
+            let before = procstat::cpu_seconds(me)?;
+            for _ in 0..batch {
+                let t = Instant::now();
+                tool_call(&http, url, *bearer, "x").await?;
+                times[i].push(t.elapsed());
+            }
+            cpu[i] += procstat::cpu_seconds(me)? - before;
         }
     }
+    forwarding.abort();
+    let [direct_times, forwarded_times, proxied_times] = times;
+    let per_call_us = |i: usize| cpu[i] / direct_times.len() as f64 * 1e6;
     let refused_times = refused_calls(&http, &client, &base, &token, &instance, refused).await?;
     serve.abort();
 
@@ -199,6 +221,10 @@ async fn bench(
     let (d50, d99) = (
         percentile(&direct_times, 50.0),
         percentile(&direct_times, 99.0),
+    );
+    let (f50, f99) = (
+        percentile(&forwarded_times, 50.0),
+        percentile(&forwarded_times, 99.0),
     );
     let (p50, p99) = (
         percentile(&proxied_times, 50.0),
@@ -211,31 +237,53 @@ async fn bench(
         "host API: a tool call, {} calls each way, one at a time",
         direct_times.len()
     );
-    println!("{:<28}{:>12}{:>12}", "", "p50", "p99");
+    println!("{:<30}{:>12}{:>12}{:>16}", "", "p50", "p99", "CPU per call");
+    for (what, p50, p99, i) in [
+        ("to the plugin directly", d50, d99, 0),
+        ("through a bare forwarder", f50, f99, 1),
+        ("through the host API", p50, p99, 2),
+    ] {
+        println!(
+            "{what:<30}{:>9.3} ms{:>9.3} ms{:>13.0} us",
+            ms(p50),
+            ms(p99),
+            per_call_us(i)
+        );
+    }
     println!(
-        "{:<28}{:>9.3} ms{:>9.3} ms",
-        "to the plugin directly",
-        ms(d50),
-        ms(d99)
-    );
-    println!(
-        "{:<28}{:>9.3} ms{:>9.3} ms",
-        "through the host API",
-        ms(p50),
-        ms(p99)
-    );
-    println!(
-        "{:<28}{:>11.2}x{:>11.2}x",
+        "{:<30}{:>11.2}x{:>11.2}x",
         "ratio (host / direct)",
         ms(p50) / ms(d50),
         ms(p99) / ms(d99)
     );
     println!(
-        "{:<28}{:>9.3} ms{:>9.3} ms",
+        "{:<30}{:>11.2}x{:>11.2}x",
+        "ratio (host / forwarder)",
+        ms(p50) / ms(f50),
+        ms(p99) / ms(f99)
+    );
+    println!(
+        "{:<30}{:>9.3} ms{:>9.3} ms",
         "added by the host",
         ms(p50) - ms(d50),
         ms(p99) - ms(d99)
     );
+    println!(
+        "{:<30}{:>9.3} ms{:>9.3} ms",
+        "added by the forwarder",
+        ms(f50) - ms(d50),
+        ms(f99) - ms(d99)
+    );
+    // The proxies' own CPU: each path's less the direct path's (the loader's).
+    let host_cpu = per_call_us(2) - per_call_us(0);
+    let forwarder_cpu = per_call_us(1) - per_call_us(0);
+    let mut summary = Summary::default();
+    summary.ratio("tool_call_p50_ms", ms(p50), ms(f50), 3);
+    summary.ratio("tool_call_p99_ms", ms(p99), ms(f99), 3);
+    summary.num("tool_call_direct_p50_ms", ms(d50), 3);
+    summary.num("tool_call_direct_p99_ms", ms(d99), 3);
+    summary.ratio("proxy_cpu_us_per_call", host_cpu, forwarder_cpu, 1);
+    summary.num("loader_cpu_us_per_call", per_call_us(0), 1);
     println!();
     println!(
         "scale-from-zero, {rounds} cold starts: Pod Ready → held call at the plugin: median {} ms, max {} ms; whole call: median {:.0} ms",
@@ -249,6 +297,18 @@ async fn bench(
         ms(percentile(&refused_times, 50.0)),
         ms(percentile(&refused_times, 99.0)),
         ms(percentile(&refused_times, 100.0))
+    );
+    summary.num("cold_start_held_ms_p50", held[held.len() / 2] as f64, 0);
+    summary.num("cold_start_held_ms_max", held[held.len() - 1] as f64, 0);
+    summary.num("cold_start_call_ms_p50", ms(cold[cold.len() / 2]), 0);
+    summary.num(
+        "breaker_refused_p99_ms",
+        ms(percentile(&refused_times, 99.0)),
+        3,
+    );
+    summary.put("load1", format!("{:.2}", report::load1()));
+    summary.print(
+        "host_calls: each figure of the host API with its floor (the bare forwarder) from this run",
     );
     Ok(())
 }
@@ -389,7 +449,7 @@ async fn direct(client: &Client, instance: &str) -> anyhow::Result<(String, Stri
         .and_then(|d| d.get("secret").cloned())
         .context("the Secret has no secret")?;
     let value = String::from_utf8(value.0)?.trim().to_string();
-    Ok((format!("http://{}/tools/echo", endpoint.addr), value))
+    Ok((format!("http://{}", endpoint.addr), value))
 }
 
 async fn wait_phase(client: &Client, instance: &str, phase: InstancePhase) -> anyhow::Result<()> {
