@@ -560,6 +560,7 @@ async fn caller_token(client: &Client) -> anyhow::Result<String> {
             api_groups: Some(vec!["plugins.loop.dev".into()]),
             resources: Some(vec![
                 "plugininstances/tools".into(),
+                "plugininstances/actions".into(),
                 "plugininstances/x".into(),
             ]),
             verbs: vec!["create".into(), "get".into()],
