@@ -293,6 +293,7 @@ async fn check_applied(ns: &Ns, release: &str, docs: &[Value]) -> anyhow::Result
         "host-api-caller",
         "project-editor",
         "project-trustee",
+        "plugin-operator",
     ] {
         roles.get(&format!("{fullname}-{suffix}")).await?;
     }
@@ -321,8 +322,15 @@ async fn check_applied(ns: &Ns, release: &str, docs: &[Value]) -> anyhow::Result
     let user = |account: &str| format!("system:serviceaccount:{}:{account}", ns.name());
     let controller = user(&fullname);
     let mut granted = 0;
-    // The host API callers' and the project roles are for operators to bind; nobody has them.
-    let unbound = ["-host-api-caller", "-project-editor", "-project-trustee"];
+    // The host API callers', the project roles and the plugin operator's are for operators to
+    // bind; nobody has them.
+    let unbound = [
+        "-host-api-caller",
+        "-project-editor",
+        "-project-trustee",
+        "-plugin-operator",
+        "-plugin-operator-credentials",
+    ];
     let bound = |d: &&Value| {
         matches!(kind(d), "ClusterRole" | "Role") && !unbound.iter().any(|u| name(d).ends_with(u))
     };
