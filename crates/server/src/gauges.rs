@@ -11,11 +11,10 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
+use crate::plugin_api::clock::from_kube;
+use crate::plugin_api::quota;
 use index::Index;
 use model::resources::{AgentRun, InstancePhase, PluginInstance};
-
-/// The window `plugins.daily_runs` counts over.
-const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {
@@ -45,10 +44,7 @@ impl Snapshot {
         let runs = index.runs.state();
         Self {
             phases: instances_by_phase(instances.iter().map(|i| i.as_ref())),
-            runs: runs_of_the_day(
-                runs.iter().map(|r| r.as_ref()),
-                k8s_openapi::jiff::Timestamp::now(),
-            ),
+            runs: runs_of_the_day(runs.iter().map(|r| r.as_ref()), jiff::Timestamp::now()),
             daily_runs: i64::from(index.host().plugins.daily_runs),
         }
     }
@@ -95,18 +91,16 @@ pub fn instances_by_phase<'a>(
     phases
 }
 
-/// Each plugin's runs created in the 24 hours before `now`.
+/// Each plugin's runs that count against `plugins.daily_runs` at `now` (the quota's own
+/// window rule, [`quota::counts_at`]).
 pub fn runs_of_the_day<'a>(
     runs: impl IntoIterator<Item = &'a AgentRun>,
-    now: k8s_openapi::jiff::Timestamp,
+    now: jiff::Timestamp,
 ) -> BTreeMap<String, i64> {
-    let since = now - DAY;
     let mut counts = BTreeMap::new();
     for run in runs {
-        let Some(made) = run.metadata.creation_timestamp.as_ref() else {
-            continue;
-        };
-        if made.0 > since {
+        let made = run.metadata.creation_timestamp.as_ref().and_then(from_kube);
+        if made.is_some_and(|at| quota::counts_at(at, now)) {
             *counts.entry(run.spec.plugin.clone()).or_default() += 1;
         }
     }
@@ -210,7 +204,8 @@ mod tests {
             run("echo", 25, now),
             run("other", 2, now),
         ];
-        let counts = runs_of_the_day(&runs, now);
+        let at_now = jiff::Timestamp::from_nanosecond(now.as_nanosecond()).unwrap();
+        let counts = runs_of_the_day(&runs, at_now);
         assert_eq!(counts, [("echo".into(), 2), ("other".into(), 1)].into());
     }
 

@@ -37,14 +37,22 @@ pub enum Quota {
     },
 }
 
+/// Whether a run started `at` still counts at `now`: it started less than [`WINDOW`] ago.
+pub fn counts_at(at: Timestamp, now: Timestamp) -> bool {
+    at > now - window()
+}
+
+fn window() -> jiff::SignedDuration {
+    jiff::SignedDuration::try_from(WINDOW).expect("24 hours fit")
+}
+
 /// Decides whether one more run may start at `now`, given every run the plugin started.
 pub fn decide(started: &[Started], limit: u32, now: Timestamp) -> Quota {
-    let window = jiff::SignedDuration::try_from(WINDOW).expect("24 hours fit");
-    let since = now - window;
+    let window = window();
     let mut in_window: Vec<Timestamp> = started
         .iter()
         .map(|s| s.at)
-        .filter(|at| *at > since)
+        .filter(|at| counts_at(*at, now))
         .collect();
     in_window.sort();
     let count = in_window.len();
