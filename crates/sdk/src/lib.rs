@@ -17,10 +17,14 @@
 //! The manifest is `loop-plugins-manifest`'s [`Manifest`](manifest::Manifest): the same
 //! parser and rules as the controller's admission, re-exported here as [`manifest`].
 //!
-//! Not here yet (issue 29): the Plugin API client and the fake host (`testing`).
+//! - [`api`]: the Plugin API (plugin → host): [`api::Client`], its wire types and limits;
+//! - [`testing`]: for the plugin's own tests, [`testing::FakeHost`], the Plugin API served
+//!   from memory and held to the manifest as the host holds it, recording what the plugin did.
 
+pub mod api;
 pub mod env;
 pub mod server;
+pub mod testing;
 pub mod wire;
 
 pub use env::Env;

@@ -35,7 +35,7 @@ fn names(v: Option<&Value>, object: bool) -> BTreeSet<String> {
     }
 }
 
-fn held_to<T: Serialize>(spec: &Value, schema: &str, full: T, minimal: T) {
+pub(crate) fn held_to<T: Serialize>(spec: &Value, schema: &str, full: T, minimal: T) {
     let s = &spec["components"]["schemas"][schema];
     assert!(s.is_object(), "the spec has no schema {schema}");
     let properties = names(s.get("properties"), true);
@@ -160,4 +160,286 @@ fn the_trigger_names_are_the_specs() {
         .map(|t| serde_json::to_value(t).unwrap())
         .collect();
     assert_eq!(listed, &Value::Array(ours));
+}
+
+mod plugin_api {
+    //! The Plugin API's types (`loop_plugin_sdk::api::wire`), its error codes with their
+    //! statuses, and the fake host's route table, against `openapi/plugin-api-v1.yaml`.
+
+    use std::collections::BTreeSet;
+
+    use loop_plugin_sdk::api::wire::*;
+    use loop_plugin_sdk::testing::{Needs, ROUTES};
+    use serde_json::{Value, json};
+
+    use super::held_to;
+
+    const SPEC: &str = include_str!("../../../openapi/plugin-api-v1.yaml");
+
+    fn spec() -> Value {
+        serde_saphyr::from_str(SPEC).unwrap()
+    }
+
+    #[test]
+    fn every_body_matches_its_schema() {
+        let spec = spec();
+        let s = "x".to_string();
+        let channel = Channel {
+            id: s.clone(),
+            kind: ChatKind::Thread,
+            parent: Some(s.clone()),
+            project: s.clone(),
+            app: App::Desktop,
+            settings: Default::default(),
+        };
+        held_to(
+            &spec,
+            "Channel",
+            channel.clone(),
+            Channel {
+                parent: None,
+                ..channel
+            },
+        );
+        let run_request = RunRequest {
+            agent: s.clone(),
+            prompt: s.clone(),
+        };
+        held_to(&spec, "RunRequest", run_request.clone(), run_request);
+        let run = Run {
+            id: s.clone(),
+            agent: s.clone(),
+            thread: s.clone(),
+            read_only: true,
+            tools: vec![],
+            status: RunState::Succeeded,
+            result: Some(s.clone()),
+            done_delivered: true,
+            created: Some(s.clone()),
+        };
+        held_to(
+            &spec,
+            "Run",
+            run.clone(),
+            Run {
+                result: None,
+                created: None,
+                ..run
+            },
+        );
+        held_to(
+            &spec,
+            "SwitchRequest",
+            SwitchRequest {
+                on: true,
+                title: Some(s.clone()),
+                error: true,
+                busy: true,
+            },
+            SwitchRequest::default(),
+        );
+        let switch = Switch {
+            id: s.clone(),
+            on: true,
+            title: None,
+            error: false,
+            busy: false,
+        };
+        held_to(&spec, "Switch", switch.clone(), switch);
+        held_to(
+            &spec,
+            "CardRequest",
+            CardRequest {
+                card: s.clone(),
+                title: s.clone(),
+                data: Some(json!({})),
+            },
+            CardRequest {
+                card: s.clone(),
+                title: s.clone(),
+                data: None,
+            },
+        );
+        held_to(
+            &spec,
+            "NotificationRequest",
+            NotificationRequest {
+                title: s.clone(),
+                body: Some(s.clone()),
+                level: Some(Level::Warning),
+            },
+            NotificationRequest {
+                title: s.clone(),
+                body: None,
+                level: None,
+            },
+        );
+        let entry = InboxEntry {
+            id: s.clone(),
+            kind: InboxKind::Card,
+            card: Some(s.clone()),
+            title: s.clone(),
+            data: Some(json!({})),
+            body: Some(s.clone()),
+            level: Some(Level::Info),
+            created: s.clone(),
+        };
+        held_to(
+            &spec,
+            "InboxEntry",
+            entry.clone(),
+            InboxEntry {
+                card: None,
+                data: None,
+                body: None,
+                level: None,
+                ..entry
+            },
+        );
+        held_to(
+            &spec,
+            "LiveControlRequest",
+            LiveControlRequest {
+                subtype: s.clone(),
+                request: Some(Default::default()),
+            },
+            LiveControlRequest {
+                subtype: s.clone(),
+                request: None,
+            },
+        );
+        let answer = LiveControlAnswer {
+            subtype: s.clone(),
+            response: json!({}),
+        };
+        held_to(&spec, "LiveControlAnswer", answer.clone(), answer);
+        held_to(&spec, "Hold", Hold { hold: true }, Hold { hold: false });
+        let write = MemoryWrite { value: json!(1) };
+        held_to(&spec, "MemoryWrite", write.clone(), write);
+        let entry = MemoryEntry {
+            key: s.clone(),
+            value: json!(1),
+        };
+        held_to(&spec, "MemoryEntry", entry.clone(), entry);
+        let error = ErrorBody::new(ErrorCode::Timeout, s);
+        held_to(&spec, "Error", error.clone(), error);
+    }
+
+    #[test]
+    fn the_enums_are_the_specs() {
+        let spec = spec();
+        let schemas = &spec["components"]["schemas"];
+        let names = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect()
+        };
+        let ours = |values: Vec<Value>| -> Vec<String> {
+            values
+                .into_iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            names(&schemas["Level"]["enum"]),
+            ours(
+                [Level::Info, Level::Success, Level::Warning, Level::Error]
+                    .iter()
+                    .map(|l| serde_json::to_value(l).unwrap())
+                    .collect()
+            )
+        );
+        assert_eq!(
+            names(&schemas["Run"]["properties"]["status"]["enum"]),
+            ours(
+                [
+                    RunState::Queued,
+                    RunState::Running,
+                    RunState::Succeeded,
+                    RunState::Failed
+                ]
+                .iter()
+                .map(|l| serde_json::to_value(l).unwrap())
+                .collect()
+            )
+        );
+        assert_eq!(
+            names(&schemas["Channel"]["properties"]["kind"]["enum"]),
+            ours(
+                [ChatKind::Channel, ChatKind::Thread, ChatKind::Worktree]
+                    .iter()
+                    .map(|l| serde_json::to_value(l).unwrap())
+                    .collect()
+            )
+        );
+        assert_eq!(
+            names(&schemas["Channel"]["properties"]["app"]["enum"]),
+            ours(
+                [App::Desktop, App::Slack, App::Discord]
+                    .iter()
+                    .map(|l| serde_json::to_value(l).unwrap())
+                    .collect()
+            )
+        );
+    }
+
+    /// The spec writes each code's status as a comment on its line (`- invalid_body # 400`).
+    #[test]
+    fn every_error_code_and_its_status_are_the_specs() {
+        let at = SPEC.find("    ErrorCode:").unwrap();
+        let listed: Vec<(String, u16)> = SPEC[at..]
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("enum:"))
+            .skip(1)
+            .take_while(|l| l.trim_start().starts_with("- "))
+            .map(|l| {
+                let l = l.trim_start().trim_start_matches("- ");
+                let (name, status) = l.split_once('#').unwrap();
+                let status = status.trim()[..3].parse().unwrap();
+                (name.trim().to_string(), status)
+            })
+            .collect();
+        let ours: Vec<(String, u16)> = ErrorCode::ALL
+            .iter()
+            .map(|c| (c.as_str().to_string(), c.status()))
+            .collect();
+        assert_eq!(ours, listed);
+        for code in ErrorCode::ALL {
+            assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
+        }
+    }
+
+    /// Each operation's method, path and `x-loop-capability`, and the fake host's table.
+    #[test]
+    fn the_fake_hosts_routes_need_what_the_spec_says() {
+        let spec = spec();
+        let mut listed = BTreeSet::new();
+        for (path, item) in spec["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let needs: Vec<String> = match &op["x-loop-capability"] {
+                    Value::Null => vec![],
+                    Value::String(c) => vec![c.clone()],
+                    Value::Array(cs) => {
+                        cs.iter().map(|c| c.as_str().unwrap().to_string()).collect()
+                    }
+                    other => panic!("{method} {path}: x-loop-capability {other}"),
+                };
+                listed.insert((method.to_uppercase(), path.clone(), needs));
+            }
+        }
+        let ours: BTreeSet<(String, String, Vec<String>)> = ROUTES
+            .iter()
+            .map(|r| {
+                let needs = match r.needs {
+                    Needs::Nothing => vec![],
+                    Needs::One(c) => vec![c.as_str().to_string()],
+                    Needs::Either(a, b) => vec![a.as_str().to_string(), b.as_str().to_string()],
+                };
+                (r.method.to_string(), r.path.to_string(), needs)
+            })
+            .collect();
+        assert_eq!(ours, listed);
+    }
 }

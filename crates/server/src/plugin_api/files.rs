@@ -22,39 +22,11 @@ use std::path::{Component, Path, PathBuf};
 use super::error::{ApiError, Code};
 
 /// The largest file `GET /files/{path}` returns.
-pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
-/// The longest path taken.
-const MAX_PATH: usize = 4096;
+pub use sdk::api::limits::MAX_FILE_BYTES;
 
 /// A path of the request, checked: relative, with only normal components.
 pub fn check_path(path: &str) -> Result<PathBuf, ApiError> {
-    let bad = |why: &str| {
-        ApiError::new(
-            Code::InvalidPath,
-            format!("path \"{}\" {why}", path.escape_debug()),
-        )
-    };
-    if path.is_empty() {
-        return Err(bad("is empty"));
-    }
-    if path.len() > MAX_PATH {
-        return Err(bad("is longer than 4096 bytes"));
-    }
-    if path.starts_with('/') {
-        return Err(bad(
-            "is absolute; paths are relative to the chat's working tree",
-        ));
-    }
-    if path.contains('\0') || path.contains('\\') {
-        return Err(bad("holds a NUL or a backslash"));
-    }
-    for part in path.split('/') {
-        match part {
-            "" => return Err(bad("has an empty component")),
-            "." | ".." => return Err(bad("has a . or .. component")),
-            _ => {}
-        }
-    }
+    sdk::api::limits::check_file_path(path).map_err(|why| ApiError::new(Code::InvalidPath, why))?;
     let rel = PathBuf::from(path);
     debug_assert!(rel.components().all(|c| matches!(c, Component::Normal(_))));
     Ok(rel)

@@ -17,12 +17,11 @@ use model::names;
 
 /// Entries kept per (plugin, chat).
 pub const MAX_ENTRIES: usize = 100;
-/// The largest entry, as JSON.
-pub const MAX_ENTRY_BYTES: usize = 64 * 1024;
-/// A card's or notification's title, in characters.
-pub const MAX_TITLE: usize = 200;
-/// A notification's body, in characters.
-pub const MAX_BODY: usize = 4000;
+/// The largest entry as JSON; a card's or notification's title and a notification's body, in
+/// characters.
+pub use sdk::api::limits::{
+    MAX_INBOX_ENTRY_BYTES as MAX_ENTRY_BYTES, MAX_NOTIFICATION_BODY as MAX_BODY, MAX_TITLE,
+};
 
 /// The inbox ConfigMap of an instance.
 pub fn inbox_name(instance: &str) -> String {

@@ -14,9 +14,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use super::error::{ApiError, Code};
 use model::names;
 
-pub const MAX_KEY: usize = 128;
-pub const MAX_VALUE_BYTES: usize = 64 * 1024;
-pub const MAX_KEYS: usize = 256;
+pub use sdk::api::limits::{
+    MAX_MEMORY_KEY as MAX_KEY, MAX_MEMORY_KEYS as MAX_KEYS,
+    MAX_MEMORY_VALUE_BYTES as MAX_VALUE_BYTES,
+};
 
 /// The memory ConfigMap of a plugin in a project.
 pub fn memory_name(plugin: &str, project: &str) -> String {
@@ -25,24 +26,7 @@ pub fn memory_name(plugin: &str, project: &str) -> String {
 
 /// A key as a ConfigMap may hold it: `[A-Za-z0-9._-]{1,128}`, not `.`, not starting with `..`.
 pub fn check_key(key: &str) -> Result<(), ApiError> {
-    let ok = !key.is_empty()
-        && key.len() <= MAX_KEY
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        && key != "."
-        && !key.starts_with("..");
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            Code::InvalidKey,
-            format!(
-                "memory key \"{}\" must be 1 to {MAX_KEY} of A-Z a-z 0-9 . _ -, not \".\" and not starting with \"..\"",
-                key.escape_debug()
-            ),
-        ))
-    }
+    sdk::api::limits::check_memory_key(key).map_err(|why| ApiError::new(Code::InvalidKey, why))
 }
 
 /// The memory ConfigMap as created when it does not exist yet.

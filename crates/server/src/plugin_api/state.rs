@@ -48,10 +48,8 @@ impl Default for ApiConfig {
     }
 }
 
-/// The largest request body: 1 MiB.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// How long one request may take.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest request body (1 MiB) and how long one request may take (30 s).
+pub use sdk::api::limits::{MAX_BODY_BYTES, REQUEST_TIMEOUT};
 
 /// The shared state of the Plugin API.
 pub struct AppState {

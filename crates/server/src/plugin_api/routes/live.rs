@@ -15,6 +15,7 @@ use crate::plugin_api::error::{ApiError, ApiResult, Code};
 use crate::plugin_api::live::ChatRef;
 use crate::plugin_api::state::AppState;
 use model::manifest::Capability;
+use sdk::api::limits::MAX_SUBTYPE;
 
 #[derive(Deserialize)]
 struct ControlRequest {
@@ -35,7 +36,7 @@ pub async fn control(
 ) -> ApiResult<Json<Value>> {
     caller.require(Capability::LiveControl)?;
     let req: ControlRequest = json_body(&body)?;
-    check_length("subtype", &req.subtype, 128, true)?;
+    check_length("subtype", &req.subtype, MAX_SUBTYPE, true)?;
     let listed = caller
         .manifest
         .live

@@ -67,18 +67,6 @@ pub(crate) fn json_body<T: DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
 
 /// 400 unless `value` has at most `max` characters (and at least one when `non_empty`).
 pub(crate) fn check_length(field: &str, value: &str, max: usize, non_empty: bool) -> ApiResult<()> {
-    let n = value.chars().count();
-    if non_empty && n == 0 {
-        return Err(ApiError::new(
-            Code::InvalidBody,
-            format!("{field} must not be empty"),
-        ));
-    }
-    if n > max {
-        return Err(ApiError::new(
-            Code::InvalidBody,
-            format!("{field} has {n} characters; at most {max} are allowed"),
-        ));
-    }
-    Ok(())
+    sdk::api::limits::check_length(field, value, max, non_empty)
+        .map_err(|why| ApiError::new(Code::InvalidBody, why))
 }

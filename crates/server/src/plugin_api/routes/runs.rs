@@ -24,8 +24,8 @@ use model::manifest::{Agent, Capability, MCP_TOOL_PREFIX};
 use model::names;
 use model::resources::{AgentRun, AgentRunPhase, AgentRunSpec};
 
-/// The longest prompt, in characters.
-pub const MAX_PROMPT: usize = 256 * 1024;
+/// The longest prompt and agent id, in characters.
+pub use sdk::api::limits::{MAX_AGENT, MAX_PROMPT};
 
 #[derive(Deserialize)]
 struct RunRequest {
@@ -95,7 +95,7 @@ pub async fn create(
         caller.require(Capability::AgentReadonly)?;
     }
     let req: RunRequest = json_body(&body)?;
-    check_length("agent", &req.agent, 64, true)?;
+    check_length("agent", &req.agent, MAX_AGENT, true)?;
     check_length("prompt", &req.prompt, MAX_PROMPT, true)?;
     let agent = caller.manifest.agent(&req.agent).ok_or_else(|| {
         let known: Vec<&str> = caller

@@ -1,0 +1,336 @@
+//! The fake host through the SDK's own client: each route answers what the spec and the
+//! manifest say, refuses in the spec's order, and records what the plugin did.
+
+use std::collections::BTreeMap;
+
+use loop_plugin_sdk::api::wire::{
+    CardRequest, ChatKind, InboxKind, Level, LiveControlRequest, NotificationRequest, RunState,
+    SwitchRequest,
+};
+use loop_plugin_sdk::api::{Client, ErrorCode, limits};
+use loop_plugin_sdk::manifest::{self, Capability};
+use loop_plugin_sdk::testing::{Config, FakeHost};
+use serde_json::{Value, json};
+
+/// A manifest that uses every route of the Plugin API.
+const MANIFEST: &str = r#"{
+  "id": "quiz", "name": "Quiz", "version": "1.2.3", "api": "1",
+  "capabilities": ["agent.readonly", "agent.write", "files.read", "memory.read", "memory.write",
+                   "notifications.send", "ui.notification.card", "ui.composer_switch", "live.control"],
+  "agents": [
+    { "id": "ask", "read_only": true, "tools": ["grade"] },
+    { "id": "fix", "read_only": false, "tools": [] }
+  ],
+  "tools": [{ "name": "grade", "input_schema": { "type": "object" } }],
+  "settings": { "level": { "type": "string", "default": "easy" }, "token": { "type": "string" } },
+  "ui": {
+    "cards": [{ "id": "score", "entry": "ui/score.html" }],
+    "composer_switches": [{ "id": "sync", "label": "Sync", "icon": "ui/sync.svg", "title": "Sync is off" }]
+  },
+  "live": { "control": ["set_permission_mode", "interrupt"], "messages": [] }
+}"#;
+
+fn quiz() -> manifest::Manifest {
+    manifest::parse_str(MANIFEST).unwrap()
+}
+
+async fn host(config: Config) -> (FakeHost, Client) {
+    let host = FakeHost::start(config).await.unwrap();
+    let client = host.client();
+    (host, client)
+}
+
+fn code<T: std::fmt::Debug>(r: loop_plugin_sdk::api::Result<T>) -> ErrorCode {
+    r.unwrap_err()
+        .code()
+        .expect("an answer in the API's error shape")
+}
+
+#[tokio::test]
+async fn the_channel_is_the_configs_with_the_manifests_defaults() {
+    let (_host, client) = host(Config::new(quiz())).await;
+    let channel = client.channel().await.unwrap();
+    assert_eq!(channel.kind, ChatKind::Channel);
+    assert_eq!(channel.project, "project");
+    assert_eq!(Value::Object(channel.settings), json!({"level": "easy"}));
+}
+
+#[tokio::test]
+async fn a_token_is_checked_before_anything_else() {
+    let mut config = Config::new(quiz());
+    config.enabled = false;
+    let (host, _) = host(config).await;
+    let wrong = Client::with_token(host.url(), "someone-else").unwrap();
+    let err = wrong.channel().await.unwrap_err();
+    assert!(err.has_status(401), "{err}");
+    assert_eq!(err.code(), Some(ErrorCode::InvalidToken));
+
+    let raw = reqwest::Client::new();
+    let url = format!("{}/api/plugin/v1/channel", host.url());
+    let res = raw.get(&url).send().await.unwrap();
+    assert_eq!(res.status(), 401);
+    assert_eq!(res.headers()["www-authenticate"], "Bearer");
+    let res = raw
+        .get(&url)
+        .header("authorization", "Basic abc")
+        .send()
+        .await
+        .unwrap();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "malformed_token");
+
+    // Then 409 for a project that does not enable the plugin, even on a route it may not use.
+    let client = host.client();
+    assert_eq!(code(client.channel().await), ErrorCode::PluginNotEnabled);
+    assert_eq!(code(client.memory("k").await), ErrorCode::PluginNotEnabled);
+}
+
+#[tokio::test]
+async fn a_route_needs_its_capability_approved_and_declared() {
+    let mut config = Config::new(quiz());
+    config.approved = Some(vec![Capability::AgentReadonly, Capability::MemoryRead]);
+    let (host, client) = host(config).await;
+
+    let err = client.remember("k", json!(1)).await.unwrap_err();
+    assert!(err.has_status(403), "{err}");
+    assert!(err.to_string().contains("memory.write"), "{err}");
+    // Either agent capability opens POST /runs; then the agent decides.
+    client.start_run("ask", "What is 2+2?").await.unwrap();
+    assert_eq!(
+        code(client.start_run("fix", "Fix it").await),
+        ErrorCode::CapabilityNotApproved
+    );
+    // Approved but not declared counts for nothing.
+    let mut config = Config::new(quiz());
+    config.approved = Some(vec![Capability::UiCommand]);
+    config
+        .manifest
+        .capabilities
+        .retain(|c| *c != Capability::FilesRead);
+    let (_other, other) = self::host(config).await;
+    let err = other.read_file("README.md").await.unwrap_err();
+    assert!(err.to_string().contains("does not declare"), "{err}");
+
+    let refusals = host.recorded().refusals;
+    assert_eq!(refusals.len(), 2);
+    assert_eq!(refusals[0].route, "PUT /api/plugin/v1/memory/k");
+    assert_eq!(refusals[0].code, ErrorCode::CapabilityNotApproved);
+}
+
+#[tokio::test]
+async fn runs_are_of_the_manifests_agents_and_end_when_the_host_says() {
+    let (host, client) = host(Config::new(quiz())).await;
+    assert_eq!(
+        code(client.start_run("nobody", "hi").await),
+        ErrorCode::UnknownAgent
+    );
+    let err = client.start_run("ask", "").await.unwrap_err();
+    assert_eq!(err.code(), Some(ErrorCode::InvalidBody));
+    assert!(
+        err.to_string().contains("prompt must not be empty"),
+        "{err}"
+    );
+    let long = "x".repeat(limits::MAX_PROMPT + 1);
+    assert_eq!(
+        code(client.start_run("ask", &long).await),
+        ErrorCode::InvalidBody
+    );
+
+    let run = client.start_run("ask", "What is 2+2?").await.unwrap();
+    assert!(run.id.starts_with("quiz-"), "{}", run.id);
+    assert_eq!(
+        (run.thread.as_str(), run.read_only, run.status),
+        ("plugin:quiz", true, RunState::Queued)
+    );
+    assert_eq!(run.tools, ["plugin_grade"]);
+    assert_eq!(host.recorded().runs[0].prompt, "What is 2+2?");
+
+    host.end_run(&run.id, true, "4").unwrap();
+    let ended = client.run(&run.id).await.unwrap();
+    assert_eq!(
+        (ended.status, ended.result.as_deref()),
+        (RunState::Succeeded, Some("4"))
+    );
+    assert_eq!(code(client.run("quiz-0").await), ErrorCode::RunNotFound);
+}
+
+#[tokio::test]
+async fn switches_cards_and_notifications_are_recorded() {
+    let (host, client) = host(Config::new(quiz())).await;
+    let on = SwitchRequest {
+        on: true,
+        busy: true,
+        ..Default::default()
+    };
+    let pill = client.set_switch("sync", &on).await.unwrap();
+    assert_eq!(
+        (pill.on, pill.busy, pill.title.as_deref()),
+        (true, true, Some("Sync is off"))
+    );
+    assert_eq!(
+        code(client.set_switch("nope", &on).await),
+        ErrorCode::SwitchNotFound
+    );
+    let reset = client.reset_switch("sync").await.unwrap();
+    assert!(!reset.on);
+
+    let card = CardRequest {
+        card: "score".into(),
+        title: "Your score".into(),
+        data: Some(json!({"score": 3})),
+    };
+    let posted = client.post_card(&card).await.unwrap();
+    assert_eq!(posted.kind, InboxKind::Card);
+    assert!(
+        posted.id.starts_with("card-") && posted.id.len() == 21,
+        "{}",
+        posted.id
+    );
+    assert_eq!(client.card(&posted.id).await.unwrap(), posted);
+    let unknown = CardRequest {
+        card: "other".into(),
+        ..card.clone()
+    };
+    assert_eq!(
+        code(client.post_card(&unknown).await),
+        ErrorCode::UnknownCard
+    );
+    let long = CardRequest {
+        title: "t".repeat(limits::MAX_TITLE + 1),
+        ..card
+    };
+    let err = client.post_card(&long).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("title has 201 characters; at most 200"),
+        "{err}"
+    );
+
+    let note = client
+        .notify(&NotificationRequest {
+            title: "Quiz ready".into(),
+            body: None,
+            level: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(note.level, Some(Level::Info));
+
+    let recorded = host.recorded();
+    assert_eq!(recorded.switch_changes.len(), 2);
+    assert!(recorded.switches.is_empty(), "reset forgets the state");
+    assert_eq!(recorded.cards.len(), 1);
+    assert_eq!(recorded.notifications[0].title, "Quiz ready");
+}
+
+#[tokio::test]
+async fn memory_keeps_the_references_limits() {
+    let (host, client) = host(Config::new(quiz())).await;
+    assert_eq!(client.memory("last-quiz").await.unwrap(), None);
+    client
+        .remember("last-quiz", json!({"on": "Monday"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        client.memory("last-quiz").await.unwrap(),
+        Some(json!({"on": "Monday"}))
+    );
+    assert_eq!(code(client.memory("..x").await), ErrorCode::InvalidKey);
+    let big = json!("x".repeat(limits::MAX_MEMORY_VALUE_BYTES));
+    assert_eq!(
+        code(client.remember("big", big).await),
+        ErrorCode::BodyTooLarge
+    );
+    for i in 1..limits::MAX_MEMORY_KEYS {
+        client.remember(&format!("k{i}"), json!(i)).await.unwrap();
+    }
+    assert_eq!(
+        code(client.remember("one-more", json!(0)).await),
+        ErrorCode::MemoryFull
+    );
+    // Overwriting a key always works.
+    client.remember("k1", Value::Null).await.unwrap();
+    assert_eq!(host.recorded().memory.len(), limits::MAX_MEMORY_KEYS);
+}
+
+#[tokio::test]
+async fn files_come_from_the_configs_working_tree() {
+    let (_none, client) = host(Config::new(quiz())).await;
+    assert_eq!(
+        code(client.read_file("README.md").await),
+        ErrorCode::NoWorkingTree
+    );
+
+    let mut config = Config::new(quiz());
+    config.files = Some(BTreeMap::from([(
+        "src/lib.rs".to_string(),
+        b"fn main() {}".to_vec(),
+    )]));
+    let (host, client) = host(config).await;
+    assert_eq!(
+        client.read_file("src/lib.rs").await.unwrap(),
+        b"fn main() {}"
+    );
+    assert_eq!(
+        code(client.read_file("src/main.rs").await),
+        ErrorCode::FileNotFound
+    );
+    assert_eq!(
+        code(client.read_file("src/../x").await),
+        ErrorCode::InvalidPath
+    );
+    assert_eq!(host.recorded().files_read, ["src/lib.rs", "src/main.rs"]);
+}
+
+#[tokio::test]
+async fn live_control_answers_the_configs_response_or_not_live() {
+    let mut config = Config::new(quiz());
+    config
+        .live_responses
+        .insert("set_permission_mode".into(), json!({"mode": "plan"}));
+    let (host, client) = host(config).await;
+    let ask = |subtype: &str| LiveControlRequest {
+        subtype: subtype.into(),
+        request: None,
+    };
+    let answer = client
+        .live_control(&ask("set_permission_mode"))
+        .await
+        .unwrap();
+    assert_eq!(answer.response, json!({"mode": "plan"}));
+    assert_eq!(
+        code(client.live_control(&ask("interrupt")).await),
+        ErrorCode::NotLive
+    );
+    assert_eq!(
+        code(client.live_control(&ask("rm_rf")).await),
+        ErrorCode::SubtypeNotDeclared
+    );
+    assert!(client.hold(true).await.unwrap());
+    assert!(!client.hold(false).await.unwrap());
+    let recorded = host.recorded();
+    assert_eq!(recorded.live_controls.len(), 2);
+    assert_eq!(recorded.holds, [true, false]);
+}
+
+#[tokio::test]
+async fn the_environments_client_reads_a_rotated_token() {
+    let (host, _) = host(Config::new(quiz())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "stale\n").unwrap();
+    std::fs::write(dir.path().join("secret"), "s").unwrap();
+    let vars = BTreeMap::from([
+        (
+            "LOOP_PLUGIN_SECRET_FILE",
+            dir.path().join("secret").display().to_string(),
+        ),
+        ("LOOP_PLUGIN_TOKEN_FILE", token.display().to_string()),
+        ("LOOP_API_URL", host.url().to_string()),
+    ]);
+    let env = loop_plugin_sdk::Env::from_vars(|n| vars.get(n).cloned()).unwrap();
+    let client = Client::from_env(&env).unwrap();
+    assert!(client.channel().await.unwrap_err().has_status(401));
+    std::fs::write(&token, format!("{}\n", host.token())).unwrap();
+    client.channel().await.unwrap();
+}
