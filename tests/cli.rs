@@ -137,13 +137,7 @@ struct EchoProcess {
 impl EchoProcess {
     fn start(name: &str) -> Self {
         use std::io::BufRead;
-        // `cargo build --workspace` (make test's build phase) puts it beside loop-plugins.
-        let binary = Path::new(env!("CARGO_BIN_EXE_loop-plugins")).with_file_name("echo-plugin");
-        assert!(
-            binary.exists(),
-            "{} is missing: cargo build -p echo-plugin",
-            binary.display()
-        );
+        let binary = echo_binary();
         let dir =
             std::env::temp_dir().join(format!("loop-plugins-cli-{name}-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("data")).unwrap();
@@ -279,4 +273,70 @@ fn conformance_without_a_secret_file_says_so() {
     ]);
     assert!(!ok);
     assert!(text.contains("/nonexistent/secret"), "{text}");
+}
+
+/// The echo plugin's binary, beside loop-plugins (`cargo build --workspace`).
+fn echo_binary() -> PathBuf {
+    let binary = Path::new(env!("CARGO_BIN_EXE_loop-plugins")).with_file_name("echo-plugin");
+    assert!(
+        binary.exists(),
+        "{} is missing: cargo build -p echo-plugin",
+        binary.display()
+    );
+    binary
+}
+
+#[test]
+fn conformance_starts_a_plugin_command_with_the_fake_host_as_its_api() {
+    let manifest = repo().join("examples/echo-plugin/plugin.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+        .args(["conformance", "--manifest"])
+        .arg(&manifest)
+        .arg("--")
+        .arg(echo_binary())
+        .output()
+        .expect("the binary runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    // The plan's 40 calls, and the runs it started: echo starts none, which is said.
+    assert_eq!(
+        text.lines().last().unwrap(),
+        "echo 0.1.0: 41 checks, 40 passed, 0 failed, 1 skipped",
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "SKIP runs POST /runs (runs it started): the plugin started no run while it was checked"
+        ),
+        "{text}"
+    );
+
+    // A command that exits before it answers: exit 2, with the reason and its last lines.
+    let out = Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+        .args(["conformance", "--manifest"])
+        .arg(&manifest)
+        .args(["--", "sh", "-c", "echo no secret for me >&2; exit 3"])
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sh exited (exit status: 3) before it answered")
+            && stderr.contains("no secret for me"),
+        "{stderr}"
+    );
+
+    // Neither a URL nor a command: clap says what is missing.
+    let out = Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+        .args(["conformance", "--manifest"])
+        .arg(&manifest)
+        .output()
+        .expect("the binary runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--url <URL>"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -33,4 +33,26 @@ pub enum SetupError {
     Url { url: String, message: String },
     #[error("building the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
+    #[error("no plugin command given after --")]
+    NoCommand,
+    #[error("starting {program}: {source}")]
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("{program} exited ({status}) before it answered; its last lines:\n{log}")]
+    Exited {
+        program: String,
+        status: String,
+        log: String,
+    },
+    #[error("{program} did not answer on {url} within {limit:?}; its last lines:\n{log}")]
+    NeverUp {
+        program: String,
+        url: String,
+        limit: std::time::Duration,
+        log: String,
+    },
+    #[error("starting the fake host: {0}")]
+    FakeHost(#[source] std::io::Error),
 }

@@ -10,21 +10,27 @@
 //! - [`sample`]: pure, a tool's input built from its `input_schema`;
 //! - [`probe`]: thin, one HTTP call per step with the route's time limit;
 //! - [`judge`]: pure, answer (or none) + expectation → pass or fail with why;
-//! - [`report`]: the findings as lines and a summary, or JSON.
+//! - [`report`]: the findings as lines and a summary, or JSON;
+//! - [`follow`]: with the SDK's fake host as the plugin's Plugin API, the end of each run the
+//!   plugin started and the calls of its the host refused ([`check_with_host`]);
+//! - [`launch`]: thin, a plugin started as a local process the way the host starts it, with
+//!   the fake host as its Plugin API ([`check_command`]).
 //!
-//! What it does not do yet (issue 29): start an image (`conformance IMAGE`), play the Plugin
-//! API for the plugin (the SDK's fake host), follow runs the plugin starts, and draw its
-//! panels and cards in Chromium. [`check`] is the entry point those will share.
+//! What it does not do yet (issue 29): start an image (`conformance IMAGE`) and draw the
+//! plugin's panels and cards in Chromium.
 
 pub mod contract;
 pub mod error;
+pub mod follow;
 pub mod judge;
+pub mod launch;
 pub mod plan;
 pub mod probe;
 pub mod report;
 pub mod sample;
 
 use std::path::Path;
+use std::time::Duration;
 
 pub use contract::Contract;
 pub use error::{ContractError, SetupError};
@@ -46,21 +52,15 @@ impl Target {
         secret_file: &Path,
         manifest_file: &Path,
     ) -> Result<Self, SetupError> {
-        let read = |path: &Path| {
-            std::fs::read_to_string(path).map_err(|source| SetupError::Read {
-                path: path.into(),
-                source,
-            })
-        };
-        let secret = read(secret_file)?.trim().to_string();
+        let secret = std::fs::read_to_string(secret_file).map_err(|source| SetupError::Read {
+            path: secret_file.into(),
+            source,
+        })?;
+        let secret = secret.trim().to_string();
         if secret.is_empty() {
             return Err(SetupError::EmptySecret(secret_file.into()));
         }
-        let manifest =
-            manifest::parse_str(&read(manifest_file)?).map_err(|source| SetupError::Manifest {
-                path: manifest_file.into(),
-                source,
-            })?;
+        let manifest = read_manifest(manifest_file)?;
         Ok(Self {
             url: url.into(),
             secret,
@@ -72,6 +72,50 @@ impl Target {
 /// Makes every call the manifest calls for, one at a time (as a plugin sees them from one
 /// chat's host), and judges each answer.
 pub async fn check(contract: &Contract, target: &Target) -> Result<Report, SetupError> {
+    run(contract, target, None).await
+}
+
+/// How long the plugin may keep calling the fake host after the last call of the check
+/// before its runs are ended.
+pub const SETTLE_QUIET: Duration = Duration::from_millis(500);
+pub const SETTLE_MAX: Duration = Duration::from_secs(10);
+
+/// [`check`], with `host` as the plugin's Plugin API: then each run the plugin started is
+/// ended (and `POST /runs/{run_id}/done` must be taken), and each call the host refused for
+/// the plugin's own fault is a problem.
+pub async fn check_with_host(
+    contract: &Contract,
+    target: &Target,
+    host: &sdk::testing::FakeHost,
+) -> Result<Report, SetupError> {
+    run(contract, target, Some(host)).await
+}
+
+/// Starts `command` as the host starts a plugin, with the fake host as its Plugin API, and
+/// checks it ([`check_with_host`]); the process is stopped after.
+pub async fn check_command(
+    contract: &Contract,
+    command: &[String],
+    manifest_file: &Path,
+) -> Result<Report, SetupError> {
+    let manifest = read_manifest(manifest_file)?;
+    let host = sdk::testing::FakeHost::start(sdk::testing::Config::new(manifest.clone()))
+        .await
+        .map_err(SetupError::FakeHost)?;
+    let plugin = launch::launch(command, manifest_file, host.url(), host.token()).await?;
+    let target = Target {
+        url: plugin.url.clone(),
+        secret: plugin.secret.clone(),
+        manifest,
+    };
+    check_with_host(contract, &target, &host).await
+}
+
+async fn run(
+    contract: &Contract,
+    target: &Target,
+    host: Option<&sdk::testing::FakeHost>,
+) -> Result<Report, SetupError> {
     let probe = probe::Probe::new(&target.url, target.secret.clone())?;
     let (steps, mut findings) = plan::plan(&target.manifest);
     for step in &steps {
@@ -83,9 +127,24 @@ pub async fn check(contract: &Contract, target: &Target) -> Result<Report, Setup
             outcome: judge::judge(contract, &step.expect, got.as_ref()),
         });
     }
+    if let Some(host) = host {
+        follow::settle(host, SETTLE_QUIET, SETTLE_MAX).await;
+        findings.extend(follow::follow(contract, &probe, host, &target.manifest).await);
+    }
     findings.sort_by_key(|f| f.area);
     Ok(Report {
         plugin: format!("{} {}", target.manifest.id, target.manifest.version),
         findings,
+    })
+}
+
+fn read_manifest(path: &Path) -> Result<manifest::Manifest, SetupError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SetupError::Read {
+        path: path.into(),
+        source,
+    })?;
+    manifest::parse_str(&text).map_err(|source| SetupError::Manifest {
+        path: path.into(),
+        source,
     })
 }

@@ -15,6 +15,8 @@ pub enum Area {
     Events,
     Switches,
     Errors,
+    /// The plugin's own calls to the Plugin API (played by the SDK's fake host).
+    Api,
 }
 
 impl Area {
@@ -28,6 +30,7 @@ impl Area {
             Area::Events => "events",
             Area::Switches => "switches",
             Area::Errors => "errors",
+            Area::Api => "api",
         }
     }
 }

@@ -132,6 +132,10 @@ impl Client {
     }
 
     fn with(base: &str, token: Token) -> Result<Self> {
+        // ring's provider, as everywhere in loop-plugins (no aws-lc build). rustls 0.23.48
+        // deprecates it for lacking post-quantum key exchange; the Plugin API in a cluster is
+        // plain HTTP, and TLS to it, where used, stays classical.
+        #[allow(deprecated)]
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut builder = reqwest::Client::builder().timeout(TIMEOUT);
         // The API in a cluster is a plain-HTTP Service, which needs no root certificates; an
