@@ -340,3 +340,35 @@ fn conformance_starts_a_plugin_command_with_the_fake_host_as_its_api() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn conformance_follows_the_runs_the_quiz_example_starts() {
+    let binary = echo_binary().with_file_name("quiz-plugin");
+    assert!(
+        binary.exists(),
+        "{} is missing: cargo build -p quiz-plugin",
+        binary.display()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+        .args(["conformance", "--json", "--manifest"])
+        .arg(repo().join("examples/quiz-plugin/plugin.json"))
+        .arg("--")
+        .arg(binary)
+        .output()
+        .expect("the binary runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let findings = report["findings"].as_array().unwrap();
+    assert!(findings.iter().all(|f| f["outcome"] == "pass"), "{text}");
+    // daily ran once per trigger, each start a run the check then ended.
+    let own_runs = findings
+        .iter()
+        .filter(|f| f["what"] == "a run of agent ask it started")
+        .count();
+    assert_eq!(own_runs, 3, "{text}");
+}
