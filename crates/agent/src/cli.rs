@@ -8,11 +8,6 @@ use super::run_env::RunEnv;
 use super::tools::NoTools;
 use super::{Ended, Error, ModelSettings};
 
-/// Where the Pod's termination message goes: what `kubectl describe` shows of how it ended.
-const TERMINATION_LOG: &str = "/dev/termination-log";
-/// The longest final message kept in the termination message (Kubernetes keeps 4096 bytes).
-const MAX_TERMINATION_MESSAGE: usize = 4000;
-
 #[derive(clap::Args, Clone, Debug)]
 pub struct AgentArgs {
     /// The chat-completions endpoint's base URL, up to /v1 (`http://ollama:11434/v1`).
@@ -30,7 +25,8 @@ pub struct AgentArgs {
 }
 
 /// Runs the run the environment describes; its final message goes to stdout and to the
-/// Pod's termination message.
+/// Pod's termination message (`LOOP_RUN_TERMINATION_LOG`, else Kubernetes' default path),
+/// which the controller reads into the run's status and the plugin's `/done`.
 pub async fn run(args: AgentArgs) -> Result<Ended, Error> {
     let env = RunEnv::read(|name| std::env::var(name).ok())?;
     let settings = ModelSettings {
@@ -41,14 +37,14 @@ pub async fn run(args: AgentArgs) -> Result<Ended, Error> {
     };
     let ended = super::run(&env, &settings, &NoTools).await?;
     println!("{}", ended.message);
-    if let Ok(mut log) = std::fs::OpenOptions::new()
-        .write(true)
-        .open(TERMINATION_LOG)
-    {
+    let path = std::env::var(model::run_contract::TERMINATION_LOG)
+        .unwrap_or_else(|_| model::run_contract::TERMINATION_LOG_PATH.into());
+    // Written only where the runtime made the file: a runner started by hand has none.
+    if let Ok(mut log) = std::fs::OpenOptions::new().write(true).open(&path) {
         let message: String = ended
             .message
             .chars()
-            .take(MAX_TERMINATION_MESSAGE)
+            .take(model::run_contract::MAX_FINAL_MESSAGE)
             .collect();
         let _ = log.write_all(message.as_bytes());
     }

@@ -25,9 +25,19 @@ pub const TOOLS: &str = "LOOP_RUN_TOOLS";
 pub const PROMPT_FILE: &str = "LOOP_RUN_PROMPT_FILE";
 /// The run's time limit, in seconds.
 pub const TIME_LIMIT: &str = "LOOP_RUN_TIME_LIMIT_SECONDS";
+/// The file the runner writes its final message to (the container's
+/// `terminationMessagePath`): the run's status and the plugin's `/done` carry it, cut to
+/// [`MAX_FINAL_MESSAGE`] characters.
+pub const TERMINATION_LOG: &str = "LOOP_RUN_TERMINATION_LOG";
+
+/// Where the run's container keeps its termination message (Kubernetes' default path).
+pub const TERMINATION_LOG_PATH: &str = "/dev/termination-log";
+/// The longest final message a run keeps, in characters (Kubernetes keeps 4096 bytes of a
+/// termination message).
+pub const MAX_FINAL_MESSAGE: usize = 4000;
 
 /// Every variable above, in the order the runner gets them.
-pub const RUN_ENV: [&str; 9] = [
+pub const RUN_ENV: [&str; 10] = [
     RUN_ID,
     AGENT,
     READ_ONLY,
@@ -37,4 +47,5 @@ pub const RUN_ENV: [&str; 9] = [
     TOOLS,
     PROMPT_FILE,
     TIME_LIMIT,
+    TERMINATION_LOG,
 ];

@@ -91,7 +91,13 @@ pub fn build_job(run: &AgentRun, runner: &AgentRunner) -> Job {
             env(contract::TOOLS, spec.tools.join(",")),
             env(contract::PROMPT_FILE, format!("{RUN_DIR}/{PROMPT_KEY}")),
             env(contract::TIME_LIMIT, runner.time_limit_seconds.to_string()),
+            env(
+                contract::TERMINATION_LOG,
+                contract::TERMINATION_LOG_PATH.into(),
+            ),
         ]),
+        termination_message_path: Some(contract::TERMINATION_LOG_PATH.into()),
+        termination_message_policy: Some("File".into()),
         env_from: runner.credentials_secret.as_ref().map(|secret| {
             vec![EnvFromSource {
                 secret_ref: Some(SecretEnvSource {

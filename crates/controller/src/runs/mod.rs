@@ -23,7 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
@@ -94,6 +96,9 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
             if outcome.phase == AgentRunPhase::Failed && status.result.is_none() {
                 status.result = Some(failure_message(status.reason.as_deref()));
             }
+            if outcome.phase == AgentRunPhase::Succeeded && status.result.is_none() {
+                status.result = final_message(&ctx, &ns, &run).await?;
+            }
         }
     }
     let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &ns);
@@ -102,6 +107,22 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         ctx.metrics.run_ended(outcome);
     }
     Ok(Action::await_change())
+}
+
+/// The final message the run's runner left (a live read of the Job's Pods, once per run: the
+/// controller watches no runner Pods).
+async fn final_message(ctx: &Context, ns: &str, run: &AgentRun) -> Result<Option<String>> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let selector = format!("{}={}", job::LABEL_RUN, run.name_any());
+    let list = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::Read {
+            kind: "Pod",
+            name: selector.clone(),
+            source,
+        })?;
+    Ok(plan::final_message(&list.items))
 }
 
 /// Whether `a` and `b` are runs of one thread: one chat's `plugin:<id>`.

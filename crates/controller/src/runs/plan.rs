@@ -17,10 +17,12 @@
 //! | started | failed | `Failed`, the Job's reason (`DeadlineExceeded` past the time limit, `BackoffLimitExceeded` for a runner that failed or was killed) |
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use model::resources::{AgentRun, AgentRunPhase};
+use model::run_contract::MAX_FINAL_MESSAGE;
 
 /// Why a run whose Job went away failed.
 pub const RUNNER_LOST: &str = "RunnerLost";
@@ -124,6 +126,24 @@ pub fn outcome(job: &Job) -> Option<Outcome> {
                 at: c.last_transition_time.clone(),
             }),
             _ => None,
+        })
+}
+
+/// A succeeded run's final message: the termination message its runner container left on
+/// the Job's Pod that succeeded, cut to [`MAX_FINAL_MESSAGE`] characters (`None`: the runner
+/// left none).
+pub fn final_message(pods: &[Pod]) -> Option<String> {
+    pods.iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"))
+        .flat_map(|p| {
+            p.status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+        })
+        .find_map(|c| {
+            let message = c.state.as_ref()?.terminated.as_ref()?.message.as_deref()?;
+            let message = message.trim();
+            (!message.is_empty()).then(|| message.chars().take(MAX_FINAL_MESSAGE).collect())
         })
 }
 
@@ -287,5 +307,51 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    fn pod(phase: &str, message: Option<&str>) -> Pod {
+        use k8s_openapi::api::core::v1::{
+            ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
+        };
+        Pod {
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: "runner".into(),
+                    state: Some(ContainerState {
+                        terminated: Some(ContainerStateTerminated {
+                            message: message.map(String::from),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_final_message_is_the_succeeded_pods_termination_message_cut() {
+        assert_eq!(
+            final_message(&[
+                pod("Failed", Some("not this one")),
+                pod("Succeeded", Some("3 of 3 correct\n")),
+            ]),
+            Some("3 of 3 correct".into())
+        );
+        assert_eq!(final_message(&[pod("Succeeded", None)]), None);
+        assert_eq!(final_message(&[pod("Succeeded", Some("  "))]), None);
+        assert_eq!(final_message(&[]), None);
+        let long = "é".repeat(MAX_FINAL_MESSAGE + 10);
+        assert_eq!(
+            final_message(&[pod("Succeeded", Some(&long))])
+                .unwrap()
+                .chars()
+                .count(),
+            MAX_FINAL_MESSAGE
+        );
     }
 }

@@ -34,6 +34,22 @@ pub struct ContainerRun {
     pub grace: Duration,
     /// Who the process runs as (None: as the stand-in does).
     pub user: Option<(u32, u32, Vec<u32>)>,
+    /// The file the container's `terminationMessagePath` stands for: read when it exits.
+    pub termination_log: Option<PathBuf>,
+}
+
+/// The most of a termination message a kubelet keeps.
+pub const MAX_TERMINATION_MESSAGE: u64 = 4096;
+
+/// The termination message the process left, as a kubelet reads it: at most 4096 bytes.
+fn termination_message(path: Option<&PathBuf>) -> Option<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path?).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_TERMINATION_MESSAGE)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// What happened to a container.
@@ -126,6 +142,7 @@ pub async fn supervise(
             signal,
             started_at,
             finished_at: Timestamp::now(),
+            message: termination_message(run.termination_log.as_ref()),
         };
         let _ = events
             .send(Event::Exited {

@@ -17,6 +17,8 @@ pub struct Ended {
     pub signal: Option<i32>,
     pub started_at: Timestamp,
     pub finished_at: Timestamp,
+    /// What the process left in its termination message file, as a kubelet reads it.
+    pub message: Option<String>,
 }
 
 /// Where a container is.
@@ -292,6 +294,7 @@ fn terminated(e: &Ended) -> ContainerStateTerminated {
         ),
         started_at: Some(Time(e.started_at)),
         finished_at: Some(Time(e.finished_at)),
+        message: e.message.clone(),
         ..Default::default()
     }
 }
@@ -319,6 +322,7 @@ mod tests {
             signal: None,
             started_at: Timestamp::UNIX_EPOCH,
             finished_at: Timestamp::UNIX_EPOCH,
+            message: None,
         })
     }
 

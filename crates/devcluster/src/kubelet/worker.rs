@@ -146,6 +146,11 @@ impl Worker {
         }
     }
 
+    /// The file a container's termination message goes to.
+    fn termination_log(&self, container: &str) -> PathBuf {
+        self.dir.join("termination").join(container)
+    }
+
     fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
@@ -250,7 +255,19 @@ impl Worker {
                 continue;
             };
             let mounts = match volumes::mounts(container, dirs) {
-                Ok(mounts) => mounts,
+                Ok(mut mounts) => {
+                    // The termination message's path is a file of the Pod's folder: the
+                    // process's env and args naming it are rewritten like a volume's.
+                    if let Some(path) = &container.termination_message_path {
+                        let file = self.termination_log(&name);
+                        let made = file.parent().map(std::fs::create_dir_all).transpose();
+                        if let Err(e) = made.and_then(|_| std::fs::write(&file, b"")) {
+                            tracing::warn!(pod = %self.key(), file = %file.display(), error = %e, "making the termination message file");
+                        }
+                        mounts.push((path.clone(), file));
+                    }
+                    mounts
+                }
                 Err(e) => {
                     self.record.failure = Some(("VolumeError".into(), e.to_string()));
                     self.report().await;
@@ -414,6 +431,10 @@ impl Worker {
             restart,
             grace,
             user: user.map(|u| (u.uid, u.gid, u.groups)),
+            termination_log: container
+                .termination_message_path
+                .as_ref()
+                .map(|_| self.termination_log(&name)),
         };
         if let Some(c) = self.container_mut(&name) {
             c.image_id = format!("local://{}", program.display());
