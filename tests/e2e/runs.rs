@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 use model::contract::SELF_IMAGE_BINARY;
-use model::resources::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunner};
+use model::resources::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunner, ChannelKind, Plugin};
 use testkit::chat_model::{ScriptedModel, Step};
 
 use crate::controller::world;
@@ -33,6 +34,14 @@ pub fn tests() -> Vec<E2eTest> {
         .timeout(Duration::from_secs(240))
         .local_only(
             "the runner's scripted model server runs in the test process, out of a kind Pod's reach",
+        ),
+        test(
+            "runs::the_quiz_examples_daily_action_runs_its_agent_and_the_runs_end_is_its_score_card",
+            quiz,
+        )
+        .timeout(Duration::from_secs(240))
+        .local_only(
+            "the runner's scripted model server runs in the test process, and the quiz images carry no binary for a real container",
         ),
     ]
 }
@@ -140,10 +149,17 @@ async fn three_runs(ns: &Ns, id: &str) -> anyhow::Result<()> {
             "a run started at {started_at:?}, before the one ahead of it ended at {ended_at:?}"
         );
     }
+    // A run's result is its runner's final message (its Pod's termination message), or why
+    // it failed.
+    let results: Vec<Option<&str>> = ended.iter().map(|s| s.result.as_deref()).collect();
     ensure!(
-        ended[2].result.as_deref() == Some("the runner failed"),
-        "the failed run says {:?}",
-        ended[2].result
+        results
+            == [
+                Some("summarized"),
+                Some("done without it"),
+                Some("the runner failed")
+            ],
+        "the runs' results: {results:?}"
     );
     // Each ran as a Job of its own, owned by its run.
     let jobs = ns.api::<Job>().list(&Default::default()).await?;
@@ -180,4 +196,167 @@ fn run(id: &str, name: &str, prompt: &str) -> AgentRun {
     );
     run.metadata.labels = Some(model::names::labels(id, "proj", "general", "run"));
     run
+}
+
+/// The quiz example (written on the SDK) end to end: its `daily` action, run through the host
+/// API, reads the chat's settings from the Plugin API and starts a run of its agent; the run
+/// runs as a Job of the real runner; its end reaches the plugin, which posts its score card
+/// and a notification to the chat's inbox.
+async fn quiz(ns: Ns) -> anyhow::Result<()> {
+    let _exclusive = exclusive().await;
+    let host = crate::host::host(&ns).await?;
+    let model = ScriptedModel::start(vec![
+        Step::answer("3 of 3 correct")
+            .after_message_containing("sums a + b with a and b from 1 to 9"),
+    ])
+    .await?;
+    let endpoint = Secret {
+        metadata: ObjectMeta {
+            name: Some("model-endpoint".into()),
+            ..Default::default()
+        },
+        string_data: Some(BTreeMap::from([
+            ("LOOP_AGENT_MODEL_URL".to_string(), model.url.clone()),
+            ("LOOP_AGENT_MODEL".to_string(), "scripted".to_string()),
+        ])),
+        ..Default::default()
+    };
+    ns.api::<Secret>()
+        .create(&Default::default(), &endpoint)
+        .await?;
+    let mut spec = host_spec(true);
+    spec.api_url = host.url_for_pods.clone();
+    spec.runner = Some(AgentRunner {
+        image: ns.cluster().plugin_images().self_image().await?,
+        command: vec![SELF_IMAGE_BINARY.into(), "agent".into()],
+        resources: None,
+        service_account: None,
+        credentials_secret: Some("model-endpoint".into()),
+        time_limit_seconds: 60,
+    });
+    apply_host(ns.client(), spec).await?;
+    let id = plugin_id(&ns, "qz");
+    let result = quiz_scenario(&ns, &host, &id).await;
+    apply_host(ns.client(), host_spec(true)).await?;
+    let plugins: kube::Api<Plugin> = kube::Api::all(ns.client());
+    let _ = plugins.delete(&id, &Default::default()).await;
+    result?;
+    ensure!(
+        model.failures().is_empty(),
+        "the model objected to {:?}",
+        model.failures()
+    );
+    Ok(())
+}
+
+async fn quiz_scenario(ns: &Ns, host: &crate::host::HostServer, id: &str) -> anyhow::Result<()> {
+    // The quiz's manifest under the test's id; its tool keeps its name, which the binary serves.
+    let text = include_str!("../../examples/quiz-plugin/plugin.json").replacen(
+        "\"id\": \"quiz\"",
+        &format!("\"id\": \"{id}\""),
+        1,
+    );
+    let mut plugin = Plugin::from_manifest(&text, &unpublished(id), vec![], true)?;
+    ns.cluster()
+        .plugin_images()
+        .publish_as(testkit::images::QUIZ, &mut plugin)
+        .await?;
+    let plugins: kube::Api<Plugin> = kube::Api::all(ns.client());
+    plugins
+        .patch(
+            id,
+            &kube::api::PatchParams::apply("e2e").force(),
+            &kube::api::Patch::Apply(&plugin),
+        )
+        .await?;
+    apply_trusted(
+        ns,
+        "proj",
+        BTreeMap::from([(id.to_string(), entry(true, &[]))]),
+    )
+    .await?;
+    apply(ns, &channel("general", "proj", ChannelKind::Channel, None)).await?;
+
+    let caller = crate::host::Caller::new(
+        host,
+        ns,
+        Some(crate::host::caller_token(ns, "app", crate::host::Grant::Actions).await?),
+    );
+    let a = caller
+        .send_ready(
+            "POST",
+            &format!("/channels/general/plugins/{id}/actions/daily"),
+            Some(serde_json::json!({"trigger": "manual"})),
+        )
+        .await?;
+    ensure!(a.status == http::StatusCode::ACCEPTED, "{a:?}");
+
+    // The run the action started, with the settings' defaults in its prompt, run to its end.
+    let runs = ns.api::<AgentRun>();
+    let label = format!("plugins.loop.dev/plugin={id}");
+    let started = list_until(
+        &runs,
+        Some(&label),
+        "the quiz's run",
+        Duration::from_secs(60),
+        |r| !r.is_empty(),
+    )
+    .await?;
+    let name = started[0].name_any();
+    ensure!(
+        started[0].spec.agent == "ask"
+            && started[0]
+                .spec
+                .prompt
+                .starts_with("Ask 3 sums a + b with a and b from 1 to 9"),
+        "{:?}",
+        started[0].spec
+    );
+    let ended = wait::matches(
+        &runs,
+        &name,
+        "the run ended",
+        Duration::from_secs(120),
+        |r: &AgentRun| {
+            r.status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(AgentRunPhase::is_final)
+        },
+    )
+    .await?;
+    let status = ended.status.context("an ended run has a status")?;
+    ensure!(status.phase == Some(AgentRunPhase::Succeeded), "{status:?}");
+
+    // Its end reached the plugin: the score card and the notification are in the chat's inbox.
+    let inbox = server::plugin_api::inbox::inbox_name(&model::names::instance_name(id, "general"));
+    let maps = ns.api::<k8s_openapi::api::core::v1::ConfigMap>();
+    let map = wait::matches(
+        &maps,
+        &inbox,
+        "the score card and the notification",
+        Duration::from_secs(60),
+        |m| server::plugin_api::inbox::entries(m).len() == 2,
+    )
+    .await?;
+    let entries = server::plugin_api::inbox::entries(&map);
+    let card = entries
+        .iter()
+        .find(|e| e.card.as_deref() == Some("score"))
+        .context("no score card")?;
+    ensure!(
+        card.title == "Quiz finished"
+            && card
+                .data
+                .as_ref()
+                .is_some_and(|d| d["run"] == name.as_str() && d["text"] == "3 of 3 correct"),
+        "{card:?}"
+    );
+    ensure!(
+        entries
+            .iter()
+            .any(|e| e.title == "Quiz finished" && e.body.as_deref() == Some("3 of 3 correct")),
+        "{entries:?}"
+    );
+    Ok(())
 }

@@ -39,6 +39,31 @@ pub const REGISTRY_ENV: &str = "LOOP_PLUGINS_E2E_REGISTRY";
 /// Names the echo binary put in the images.
 pub const ECHO_BINARY_ENV: &str = "LOOP_PLUGINS_E2E_ECHO_BINARY";
 
+/// A plugin program the suite's images carry: the repository its images go to (which the
+/// kubelet stand-in plays with the program's binary), its entrypoint, and the example folder
+/// its pages and icons come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub repository: &'static str,
+    pub entrypoint: &'static str,
+    pub example: &'static str,
+}
+
+/// The echo plugin: every test's plugin.
+pub const ECHO: Program = Program {
+    repository: ECHO_REPOSITORY,
+    entrypoint: ECHO_ENTRYPOINT,
+    example: "examples/echo-plugin",
+};
+
+/// The quiz plugin (on the SDK): its images carry a note, not its binary, so only the
+/// stand-in (the local control plane) runs them.
+pub const QUIZ: Program = Program {
+    repository: "e2e/quiz",
+    entrypoint: "/quiz-plugin",
+    example: "examples/quiz-plugin",
+};
+
 /// The run's registry and what was built once.
 pub struct Images {
     host: String,
@@ -90,7 +115,12 @@ impl Images {
 
     /// The repository the stand-in plays with the echo binary.
     pub fn echo_repository(&self) -> String {
-        format!("{}/{ECHO_REPOSITORY}", self.host)
+        self.repository(ECHO)
+    }
+
+    /// The repository the stand-in plays with `program`'s binary.
+    pub fn repository(&self, program: Program) -> String {
+        format!("{}/{}", self.host, program.repository)
     }
 
     /// The repository the stand-in plays with our own binary.
@@ -130,13 +160,33 @@ impl Images {
 
     /// The echo binary the stand-in runs for the images.
     pub fn echo_binary() -> PathBuf {
+        Self::binary(ECHO)
+    }
+
+    /// `program`'s binary, beside loop-plugins (`cargo build --workspace`).
+    pub fn binary(program: Program) -> PathBuf {
         crate::binary()
             .parent()
             .expect("the binary has a folder")
-            .join("echo-plugin")
+            .join(program.entrypoint.trim_start_matches('/'))
     }
 
-    async fn binary_layer(&self) -> anyhow::Result<BuiltLayer> {
+    async fn binary_layer(&self, program: Program) -> anyhow::Result<BuiltLayer> {
+        if program != ECHO {
+            let note = format!(
+                "#!/bin/false\n# The e2e suite's kubelet stand-in plays this image with {} built beside the tests.\n",
+                program.entrypoint.trim_start_matches('/')
+            );
+            return Ok(LayerBuilder::new()
+                .file(
+                    program.entrypoint.trim_start_matches('/'),
+                    note.as_bytes(),
+                    0,
+                    0,
+                    0o755,
+                )
+                .build(LayerCompression::Gzip)?);
+        }
         let layer = self
             .binary_layer
             .get_or_try_init(|| async {
@@ -160,12 +210,21 @@ impl Images {
 
     /// An image of `content` (its entrypoint the echo binary), built.
     pub async fn build(&self, content: &ImageContent) -> anyhow::Result<BuiltImage> {
+        self.build_for(ECHO, content).await
+    }
+
+    /// An image of `content` with `program` as its entrypoint, built.
+    pub async fn build_for(
+        &self,
+        program: Program,
+        content: &ImageContent,
+    ) -> anyhow::Result<BuiltImage> {
         let mut labels = BTreeMap::new();
         if content.label {
             labels.insert("dev.loop.plugin".to_string(), "1".to_string());
         }
         let config = ImageConfig {
-            entrypoint: vec![ECHO_ENTRYPOINT.into()],
+            entrypoint: vec![program.entrypoint.into()],
             user: content.user.clone(),
             labels,
             ..ImageConfig::default()
@@ -182,7 +241,7 @@ impl Images {
         }
         tree = tree.dir("tmp", 0, 0, 0o1777);
         let layers = vec![
-            self.binary_layer().await?,
+            self.binary_layer(program).await?,
             tree.build(LayerCompression::Gzip)?,
         ];
         Ok(build_image(&config, layers))
@@ -190,8 +249,18 @@ impl Images {
 
     /// Pushes `content` as `<registry>/<ECHO_REPOSITORY>:<tag>`; returns it pinned by digest.
     pub async fn push(&self, tag: &str, content: &ImageContent) -> anyhow::Result<String> {
-        let image = self.build(content).await?;
-        let r = ImageRef::parse(&format!("{}:{tag}", self.echo_repository()))?;
+        self.push_for(ECHO, tag, content).await
+    }
+
+    /// Pushes `content` as `<registry>/<program's repository>:<tag>`; returns it pinned.
+    pub async fn push_for(
+        &self,
+        program: Program,
+        tag: &str,
+        content: &ImageContent,
+    ) -> anyhow::Result<String> {
+        let image = self.build_for(program, content).await?;
+        let r = ImageRef::parse(&format!("{}:{tag}", self.repository(program)))?;
         let digest = self.client.push_image(&r, &image).await?;
         Ok(r.pinned(digest).to_string())
     }
@@ -200,14 +269,19 @@ impl Images {
     /// the manifest names), pushed under its name as tag; sets `spec.image` (pinned) and
     /// `spec.command` to what the image says.
     pub async fn publish(&self, plugin: &mut Plugin) -> anyhow::Result<()> {
-        let content = ImageContent::for_plugin(plugin);
+        self.publish_as(ECHO, plugin).await
+    }
+
+    /// [`Images::publish`], with `program` as the image's entrypoint.
+    pub async fn publish_as(&self, program: Program, plugin: &mut Plugin) -> anyhow::Result<()> {
+        let content = ImageContent::for_program(program, plugin);
         let name = plugin
             .metadata
             .name
             .clone()
             .context("the Plugin has a name")?;
-        plugin.spec.image = self.push(&name, &content).await?;
-        plugin.spec.command = vec![ECHO_ENTRYPOINT.into()];
+        plugin.spec.image = self.push_for(program, &name, &content).await?;
+        plugin.spec.command = vec![program.entrypoint.into()];
         Ok(())
     }
 }
@@ -222,9 +296,15 @@ impl ImageContent {
 
     /// A good image shipping `plugin`'s manifest.
     pub fn for_plugin(plugin: &Plugin) -> ImageContent {
+        Self::for_program(ECHO, plugin)
+    }
+
+    /// A good image shipping `plugin`'s manifest, its pages and icons from `program`'s
+    /// example folder.
+    pub fn for_program(program: Program, plugin: &Plugin) -> ImageContent {
         let manifest = plugin.spec.manifest.to_json();
         let mut files = BTreeMap::new();
-        // The pages and icons the manifest names: the echo plugin's own where it has them.
+        // The pages and icons the manifest names: the example's own where it has them.
         let ui = &manifest["ui"];
         let list = |key: &str, field: &str| -> Vec<String> {
             ui[key]
@@ -241,7 +321,7 @@ impl ImageContent {
             .into_iter()
             .chain(list("cards", "entry"))
             .chain(list("composer_switches", "icon"));
-        let example = crate::repo_root().join("examples/echo-plugin");
+        let example = crate::repo_root().join(program.example);
         // A page's directory ships whole, as the example's image does: its scripts and
         // styles beside its entry.
         for entry in list("panels", "entry")

@@ -58,6 +58,12 @@ impl Cluster {
             &plugin_images.echo_repository(),
             LocalImage::new(Images::echo_binary()).in_image_at(testkit::images::ECHO_ENTRYPOINT),
         );
+        // And the quiz example's (on the SDK) with its own.
+        let quiz = testkit::images::QUIZ;
+        images.insert(
+            &plugin_images.repository(quiz),
+            LocalImage::new(Images::binary(quiz)).in_image_at(quiz.entrypoint),
+        );
         // Containers run as their runAsUser, as in a cluster (when the suite runs as root): a
         // plugin image's USER, the gate's refusal to run a plugin as root.
         let dev = DevCluster::start(DevClusterOptions {
