@@ -129,6 +129,10 @@ async fn the_readme_tour_works_as_written(run_dir: &Path) -> anyhow::Result<()> 
             dev.log.display()
         );
     }
+    // make dev installs both examples: `kubectl get plugins` lists quiz beside echo.
+    if !printed.lines().any(|l| l.starts_with("quiz ")) {
+        bail!("the tour's kubectl get plugins never listed quiz:\n{printed}");
+    }
     // What the README says the reader sees, seen.
     for expected in [
         "\"echo\":\"hi\"",

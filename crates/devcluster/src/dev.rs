@@ -2,8 +2,8 @@
 //!
 //! Starts the control plane and the kubelet stand-in and a registry on 127.0.0.1 (with
 //! `--registry-bin`), pushes our image there, installs the CRDs, starts the API server and the
-//! controller (see [`super::components`]), applies examples/, then pushes the echo plugin's
-//! image (built from examples/echo-plugin and the echo-plugin binary, see
+//! controller (see [`super::components`]), applies examples/, then pushes each example
+//! plugin's image (echo and quiz, built from examples/<plugin> and its binary, see
 //! [`super::dev_images`]) and installs it with `loop-plugins plugin install`, so what runs
 //! carries the image's real digest; writes the kubeconfig and, beside it, what README's tour
 //! starts from (`env`: KUBECONFIG, PATH, LOOP_API; `bin/`: kubectl, helm, loop-plugins), and
@@ -172,7 +172,9 @@ pub async fn run(args: DevArgs) -> Result<()> {
         let components = components::start(&cluster, &own, self_image).await?;
         apply_chart_roles(&cluster, &args.deploy).await?;
         apply_examples(&cluster, &args.examples).await;
-        install_echo(&cluster, registry, &own, &bin_dir).await?;
+        for example in dev_images::EXAMPLES {
+            install_example(&cluster, registry, &own, &bin_dir, example).await?;
+        }
         Some(components)
     };
 
@@ -308,32 +310,34 @@ pub fn default_images() -> ImageMap {
     images
 }
 
-/// Pushes the echo plugin's image and installs it with `loop-plugins plugin install`, as an
-/// operator would; the stand-in plays the pushed repository with the echo-plugin binary.
-async fn install_echo(
+/// Pushes an example plugin's image and installs it with `loop-plugins plugin install`, as an
+/// operator would; the stand-in plays the pushed repository with the example's binary.
+async fn install_example(
     cluster: &DevCluster,
     registry: &DevRegistry,
     own: &Path,
     bin_dir: &Path,
+    example: dev_images::Example,
 ) -> Result<()> {
-    let echo = own.with_file_name(ECHO_PLUGIN_BINARY);
-    if !echo.exists() {
+    let binary = own.with_file_name(example.binary);
+    if !binary.exists() {
         eprintln!(
-            "dev: no {} beside {}: the echo plugin is not installed",
-            ECHO_PLUGIN_BINARY,
-            own.display()
+            "dev: no {} beside {}: the {} plugin is not installed",
+            example.binary,
+            own.display(),
+            example.name
         );
         return Ok(());
     }
-    let plugin_dir = super::binaries::repo_root().join("examples/echo-plugin");
-    let staging = cluster.run_dir().join("echo-image");
+    let plugin_dir = super::binaries::repo_root().join(example.folder);
+    let staging = cluster.run_dir().join(format!("{}-image", example.name));
     let (by_tag, pinned) =
-        dev_images::push_echo(&registry.host(), &echo, &plugin_dir, &staging).await?;
+        dev_images::push_example(&registry.host(), example, &binary, &plugin_dir, &staging).await?;
     eprintln!("dev: pushed {pinned}");
-    let local = dev_images::reachable_copy(&echo, bin_dir)?;
+    let local = dev_images::reachable_copy(&binary, bin_dir)?;
     cluster.images().insert(
         &pinned,
-        LocalImage::new(&local).in_image_at(dev_images::ECHO_ENTRYPOINT),
+        LocalImage::new(&local).in_image_at(example.entrypoint),
     );
     let out = tokio::process::Command::new(own)
         .args([
@@ -354,7 +358,10 @@ async fn install_echo(
         String::from_utf8_lossy(&out.stdout)
     );
     if !out.status.success() {
-        eprintln!("dev: installing the echo plugin failed ({})", out.status);
+        eprintln!(
+            "dev: installing the {} plugin failed ({})",
+            example.name, out.status
+        );
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
-//! The images `make dev` pushes to its registry, built without Docker by crates/oci: the echo
-//! plugin's (the reference's image layout from examples/echo-plugin's plugin.json and ui/ and
-//! the echo-plugin binary built here), and ours. The kubelet stand-in plays each pushed
+//! The images `make dev` pushes to its registry, built without Docker by crates/oci: each
+//! example plugin's (the reference's image layout from examples/<plugin>'s plugin.json and ui/
+//! and its binary built here: echo, and quiz on the SDK), and ours. The kubelet stand-in plays each pushed
 //! repository with the local program, so what runs carries the image's real digest.
 
 use std::collections::BTreeMap;
@@ -11,7 +11,39 @@ use oci::{ImageRef, Registry, RegistryOptions};
 
 use super::{Error, Result};
 
-/// The echo plugin's repository and tag in the dev registry.
+/// An example plugin `make dev` installs: its folder under examples/, its binary (built beside
+/// ours), its repository in the dev registry, and where the binary is in its image.
+#[derive(Clone, Copy, Debug)]
+pub struct Example {
+    pub name: &'static str,
+    pub folder: &'static str,
+    pub binary: &'static str,
+    pub repository: &'static str,
+    pub entrypoint: &'static str,
+}
+
+/// The echo plugin: every route of the contract.
+pub const ECHO: Example = Example {
+    name: "echo",
+    folder: "examples/echo-plugin",
+    binary: "echo-plugin",
+    repository: ECHO_REPOSITORY,
+    entrypoint: ECHO_ENTRYPOINT,
+};
+
+/// The quiz plugin, written on the SDK.
+pub const QUIZ: Example = Example {
+    name: "quiz",
+    folder: "examples/quiz-plugin",
+    binary: "quiz-plugin",
+    repository: "plugins/quiz",
+    entrypoint: "/quiz-plugin",
+};
+
+/// Every example `make dev` installs.
+pub const EXAMPLES: [Example; 2] = [ECHO, QUIZ];
+
+/// The echo plugin's repository and the examples' tag in the dev registry.
 pub const ECHO_REPOSITORY: &str = "plugins/echo";
 pub const ECHO_TAG: &str = "dev";
 /// Our own image's repository in the dev registry.
@@ -25,24 +57,25 @@ fn oci_error(what: &str) -> impl FnOnce(String) -> Error + '_ {
     move |e| Error::Binaries(format!("{what}: {e}"))
 }
 
-/// Pushes the echo plugin's image (`<registry>/plugins/echo:dev`); returns the reference by
-/// tag and pinned.
-pub async fn push_echo(
+/// Pushes an example plugin's image (`<registry>/plugins/<name>:dev`); returns the reference
+/// by tag and pinned.
+pub async fn push_example(
     registry_host: &str,
-    echo_binary: &Path,
+    example: Example,
+    binary: &Path,
     plugin_dir: &Path,
     staging: &Path,
 ) -> Result<(String, String)> {
     // Only plugin.json and ui/ go into the image: the folder holds the plugin's source too.
     let _ = std::fs::remove_dir_all(staging);
-    std::fs::create_dir_all(staging).map_err(Error::io("staging the echo image", staging))?;
+    std::fs::create_dir_all(staging).map_err(Error::io("staging the image", staging))?;
     std::fs::copy(plugin_dir.join("plugin.json"), staging.join("plugin.json"))
         .map_err(Error::io("staging plugin.json", staging))?;
     copy_dir(&plugin_dir.join("ui"), &staging.join("ui"))
         .map_err(Error::io("staging ui/", staging))?;
     let spec = PluginImageSpec {
-        binary: echo_binary.to_path_buf(),
-        binary_name: ECHO_ENTRYPOINT.trim_start_matches('/').into(),
+        binary: binary.to_path_buf(),
+        binary_name: example.entrypoint.trim_start_matches('/').into(),
         plugin_dir: staging.to_path_buf(),
         uid: ECHO_UID,
         gid: ECHO_UID,
@@ -51,9 +84,9 @@ pub async fn push_echo(
     };
     let image = tokio::task::spawn_blocking(move || spec.build())
         .await
-        .map_err(|e| Error::Binaries(format!("building the echo image: {e}")))?
-        .map_err(|e| Error::Binaries(format!("building the echo image: {e}")))?;
-    let reference = format!("{registry_host}/{ECHO_REPOSITORY}:{ECHO_TAG}");
+        .map_err(|e| Error::Binaries(format!("building the {} image: {e}", example.name)))?
+        .map_err(|e| Error::Binaries(format!("building the {} image: {e}", example.name)))?;
+    let reference = format!("{registry_host}/{}:{ECHO_TAG}", example.repository);
     let pinned = push(&reference, &image).await?;
     Ok((reference, pinned))
 }
