@@ -10,8 +10,6 @@
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use model::names;
 
@@ -28,45 +26,9 @@ pub fn inbox_name(instance: &str) -> String {
     names::join_name(&[instance, "inbox"])
 }
 
-/// What an inbox entry is.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    Card,
-    Notification,
-}
-
-/// How a notification is shown.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    #[default]
-    Info,
-    Success,
-    Warning,
-    Error,
-}
-
-/// One card or notification, as stored and as answered.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct Entry {
-    pub id: String,
-    pub kind: Kind,
-    /// The manifest's card id (cards only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub card: Option<String>,
-    pub title: String,
-    /// The card's data, which its page gets from `context.get` (cards only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-    /// The notification's text (notifications only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub level: Option<Level>,
-    /// RFC 3339, when it was posted.
-    pub created: String,
-}
+/// One card or notification, as stored and as answered, what it is, and how a notification
+/// is shown: the Plugin API's own wire types (`InboxEntry`), as the SDK's client reads them.
+pub use sdk::api::wire::{InboxEntry as Entry, InboxKind as Kind, Level};
 
 /// The entries of an inbox ConfigMap that parse.
 pub fn entries(map: &ConfigMap) -> Vec<Entry> {
