@@ -247,8 +247,7 @@ struct LocalApi {
 /// A port nothing listens on right now (another process may take it before the server does;
 /// [`ApiServer::start`] retries then).
 fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(listener.local_addr()?.port())
+    Ok(devcluster::free_port()?)
 }
 
 /// The namespace the API replicas keep their shared records in (their `POD_NAMESPACE`): the

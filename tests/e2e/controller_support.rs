@@ -212,9 +212,8 @@ pub fn controller_metrics_addr() -> std::net::SocketAddr {
     *ADDR.get_or_init(|| {
         // Free now; the controller binds it a moment later (nothing else here takes ports
         // by number).
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
+        let port = devcluster::free_port().expect("a free loopback port");
+        std::net::SocketAddr::from(([127, 0, 0, 1], port))
     })
 }
 

@@ -74,9 +74,7 @@ impl Prometheus {
             "scrape_configs": scrape,
         });
         std::fs::write(dir.join("prometheus.json"), serde_json::to_vec(&config)?)?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
+        let port = devcluster::free_port()?;
         let spec = ProcessSpec::new(
             "prometheus",
             bin.join("prometheus"),

@@ -304,8 +304,7 @@ struct Server {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(listener.local_addr()?.port())
+    Ok(devcluster::free_port()?)
 }
 
 async fn start_api(

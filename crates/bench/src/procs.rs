@@ -12,8 +12,7 @@ use super::world::{CONTROLLER_LEASE, FANOUT_LEASE, SYSTEM_NAMESPACE};
 
 /// A free port on loopback.
 pub fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    Ok(listener.local_addr()?.port())
+    Ok(devcluster::free_port()?)
 }
 
 /// A process of ours and where its /healthz and /metrics answer.

@@ -25,6 +25,8 @@ pub mod kubectl;
 pub mod kubelet;
 pub mod pki;
 mod ports;
+/// A loopback port nothing listens on right now, for tests and tools that start servers.
+pub use ports::free_port;
 pub mod process;
 pub mod registry;
 mod rundir;
