@@ -812,6 +812,26 @@ async fn rbac(ns: Ns) -> anyhow::Result<()> {
 }
 
 /// The breaker an instance shows.
+/// Makes the echo plugin `id` in chat `general` hang its next 3 actions past the 10 s limit,
+/// and calls `ping` 3 times at once: the answers, which trip its breaker.
+pub(crate) async fn hang_three_actions(caller: &Caller, id: &str) -> anyhow::Result<Vec<Answer>> {
+    let at = |rest: &str| format!("/channels/general/plugins/{id}{rest}");
+    let hang = caller
+        .send_ready(
+            "POST",
+            &at("/x/hang"),
+            Some(json!({"count": 3, "seconds": 13, "kinds": ["actions"]})),
+        )
+        .await?;
+    ensure!(hang.status == StatusCode::OK, "{hang:?}");
+    let ping = at("/actions/ping");
+    let manual = json!({"trigger": "manual"});
+    futures::future::join_all((0..3).map(|_| caller.post(&ping, manual.clone())))
+        .await
+        .into_iter()
+        .collect()
+}
+
 fn breaker_of(i: &PluginInstance) -> Option<&model::resources::BreakerState> {
     i.status.as_ref().and_then(|s| s.breaker.as_ref())
 }
@@ -852,18 +872,9 @@ async fn breaker(ns: Ns) -> anyhow::Result<()> {
     ensure!(a.json["title"] == "Mode is on", "{a:?}");
 
     // The next 3 actions hang past the 10 s limit.
-    let a = caller
-        .post(
-            &at("/x/hang"),
-            json!({"count": 3, "seconds": 13, "kinds": ["actions"]}),
-        )
-        .await?;
-    ensure!(a.status == StatusCode::OK, "{a:?}");
     let manual = json!({"trigger": "manual"});
     let ping = at("/actions/ping");
-    let hung = futures::future::join_all((0..3).map(|_| caller.post(&ping, manual.clone()))).await;
-    for a in hung {
-        let a = a?;
+    for a in hang_three_actions(&caller, &id).await? {
         ensure!(
             a.status == StatusCode::GATEWAY_TIMEOUT && a.code() == "plugin_timeout",
             "{a:?}"

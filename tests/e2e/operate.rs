@@ -132,14 +132,7 @@ async fn plugin_stop(ns: Ns) -> anyhow::Result<()> {
         "the Pod went only after {:?}, as idleness would have stopped it",
         demanded.elapsed()
     );
-    let stopped = ns
-        .api::<model::resources::PluginInstance>()
-        .get(&name)
-        .await?;
-    ensure!(
-        stopped.status.and_then(|s| s.stopped_at).is_some(),
-        "the stop is recorded on the instance"
-    );
+    ensure_stop_recorded(&ns, &name).await?;
     // The next demand (a second after the stop) starts it again.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     record_demand(&ns, &name).await?;
@@ -399,17 +392,23 @@ async fn operator_role(ns: Ns) -> anyhow::Result<()> {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
-        let stopped = ns
-            .api::<model::resources::PluginInstance>()
-            .get(&name)
-            .await?;
-        ensure!(
-            stopped.status.and_then(|s| s.stopped_at).is_some(),
-            "the operator's stop is recorded on the instance"
-        );
+        ensure_stop_recorded(&ns, &name).await?;
         anyhow::Ok(())
     }
     .await;
     bindings.delete(&binding_name, &Default::default()).await?;
     outcome
+}
+
+/// That `plugin stop` recorded its stop on instance `name` (`status.stoppedAt`).
+async fn ensure_stop_recorded(ns: &Ns, name: &str) -> anyhow::Result<()> {
+    let stopped = ns
+        .api::<model::resources::PluginInstance>()
+        .get(name)
+        .await?;
+    ensure!(
+        stopped.status.and_then(|s| s.stopped_at).is_some(),
+        "the stop is not recorded on instance {name}"
+    );
+    Ok(())
 }

@@ -27,7 +27,7 @@ use crate::controller_support::{
     claim_echo_tool, controller_metrics_addr, echo_plugin, echo_tool_plugin, keep_active,
     plugin_id, shared,
 };
-use crate::host::{Caller, Grant, caller_token, enabled, host, world};
+use crate::host::{Caller, Grant, caller_token, enabled, hang_three_actions, host, world};
 use crate::support::{E2eTest, Ns, test};
 
 pub fn tests() -> Vec<E2eTest> {
@@ -251,19 +251,7 @@ async fn alerts(ns: Ns) -> anyhow::Result<()> {
         &ns,
         Some(caller_token(&ns, "app", Grant::All).await?),
     );
-    let at = |rest: &str| format!("/channels/general/plugins/{id}{rest}");
-    let hang = caller
-        .send_ready(
-            "POST",
-            &at("/x/hang"),
-            Some(json!({"count": 3, "seconds": 13, "kinds": ["actions"]})),
-        )
-        .await?;
-    ensure!(hang.status == StatusCode::OK, "{hang:?}");
-    let ping = at("/actions/ping");
-    let manual = json!({"trigger": "manual"});
-    for a in futures::future::join_all((0..3).map(|_| caller.post(&ping, manual.clone()))).await {
-        let a = a?;
+    for a in hang_three_actions(&caller, &id).await? {
         ensure!(a.status == StatusCode::GATEWAY_TIMEOUT, "{a:?}");
     }
 
