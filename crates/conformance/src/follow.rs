@@ -94,7 +94,8 @@ pub async fn settle(host: &FakeHost, quiet: Duration, max: Duration) {
     }
 }
 
-/// Ends every run the plugin started, then reads its refusals.
+/// Ends every run the plugin started, waits for the plugin to go quiet again, then reads its
+/// refusals.
 pub async fn follow(
     contract: &Contract,
     probe: &Probe,
@@ -127,6 +128,10 @@ pub async fn follow(
                 "the plugin started no run while it was checked, so none was ended".into(),
             ),
         });
+    }
+    // What the plugin does about its runs' ends (often in the background) comes after them.
+    if !runs.is_empty() {
+        settle(host, crate::SETTLE_QUIET, crate::SETTLE_MAX).await;
     }
     findings.extend(host.recorded().refusals.iter().filter_map(refusal_finding));
     findings

@@ -29,7 +29,9 @@ pub mod wire;
 
 pub use env::Env;
 pub use manifest;
-pub use server::{ActionContext, BuildError, Plugin, Server, ToolError, shutdown_signal};
+pub use server::{
+    ActionContext, Background, BuildError, Plugin, Server, ToolError, shutdown_signal,
+};
 pub use wire::{
     ActionRequest, ContentBlock, Event, RunDone, RunStatus, SwitchRequest, SwitchState,
     ToolRequest, ToolResult, Trigger,

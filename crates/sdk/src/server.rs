@@ -15,8 +15,8 @@
 //! [`Plugin::build`] refuses a handler for something the manifest does not declare and a
 //! declared action, tool or switch without a handler, so a plugin cannot pass its own start
 //! and then answer 404 to the host. Shutdown ([`Server::serve`]) stops taking connections,
-//! finishes requests in flight, cancels background actions and waits up to
-//! [`BACKGROUND_GRACE`] for them.
+//! finishes requests in flight, cancels background actions and the plugin's own background
+//! work ([`Background::go`]) and waits up to [`BACKGROUND_GRACE`] for them.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -61,6 +61,32 @@ pub struct ActionContext {
     pub cancelled: CancellationToken,
 }
 
+/// The plugin's own background work (what an event or run-end handler hands off, since the
+/// host waits for those; a poller): each task is tracked, its token is cancelled when the
+/// plugin shuts down, and shutdown waits for it as for background actions. Get it from
+/// [`Plugin::background`] before [`Plugin::build`]; clones share one set of tasks.
+#[derive(Clone, Debug)]
+pub struct Background {
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Background {
+    /// Runs `work` in the background with a token cancelled at shutdown: stop soon after.
+    pub fn go<F, Fut>(&self, work: F)
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.tracker.spawn(work(self.shutdown.child_token()));
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+}
+
 /// A tool's failure: the agent reads it as an `is_error` result.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -86,6 +112,7 @@ pub struct Plugin {
     event: Option<EventFn>,
     run_done: Option<RunDoneFn>,
     x: Option<Router>,
+    background: Background,
 }
 
 impl Plugin {
@@ -98,7 +125,16 @@ impl Plugin {
             event: None,
             run_done: None,
             x: None,
+            background: Background {
+                shutdown: CancellationToken::new(),
+                tracker: TaskTracker::new(),
+            },
         }
+    }
+
+    /// The handle for the plugin's own background work, to give handlers before building.
+    pub fn background(&self) -> Background {
+        self.background.clone()
     }
 
     /// The action `id`'s work, run in the background after the 202.
@@ -211,8 +247,8 @@ impl Plugin {
                 switches: self.switches,
                 event: self.event,
                 run_done: self.run_done,
-                shutdown: CancellationToken::new(),
-                background: TaskTracker::new(),
+                shutdown: self.background.shutdown,
+                background: self.background.tracker,
             }),
             secret: Arc::from(secret.as_bytes()),
             x: self.x.unwrap_or_default(),

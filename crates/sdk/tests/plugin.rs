@@ -131,6 +131,44 @@ async fn shutdown_cancels_background_actions_and_waits_for_them() {
     );
 }
 
+#[tokio::test]
+async fn work_an_event_hands_off_is_cancelled_and_waited_for_at_shutdown() {
+    // The echo plugin, but its event handler hands its work to the background and answers
+    // at once, as the host waits for events.
+    let finished = Arc::new(AtomicBool::new(false));
+    let plugin = echo(Arc::default());
+    let background = plugin.background();
+    let seen = finished.clone();
+    let plugin = plugin.on_event(move |_event| {
+        let seen = seen.clone();
+        background.go(move |cancelled| async move {
+            cancelled.cancelled().await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            seen.store(true, Ordering::SeqCst);
+        });
+        async {}
+    });
+    let (url, stop, task) = serve(plugin).await;
+    let taken = client()
+        .post(format!("{url}/events"))
+        .bearer_auth(SECRET)
+        .json(&json!({"type": "message.created", "data": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(taken.status(), 204);
+    assert!(!finished.load(Ordering::SeqCst), "it runs until shutdown");
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        finished.load(Ordering::SeqCst),
+        "serve returned before the handed-off work finished"
+    );
+}
+
 #[test]
 fn handlers_must_fit_the_manifest() {
     let err = Plugin::new(manifest())

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | action `daily` (weekdays 9:00) | reads the chat's settings, starts a run of `ask` with the quiz's prompt, remembers its id |
 //! | tool `grade` | grades `a + b = answer`; its result's content and `structured_content` are the same JSON |
-//! | run end | posts the `score` card with the run's result, and a notification |
+//! | run end | posts the `score` card with the run's result, and a notification (in the background: the host waits for the answer) |
 //! | switch `hints` | on or off, remembered in the project's memory |
 //! | event `message.created` | counted in `/data/messages` |
 //!
@@ -38,7 +38,9 @@ struct Quiz {
 pub fn plugin(manifest: Manifest, api: Option<Client>, data: PathBuf) -> Plugin {
     let quiz = Arc::new(Quiz { api, data });
     let (daily, done, hints, events) = (quiz.clone(), quiz.clone(), quiz.clone(), quiz);
-    Plugin::new(manifest)
+    let plugin = Plugin::new(manifest);
+    let background = plugin.background();
+    plugin
         .action("daily", move |req, cx| {
             let quiz = daily.clone();
             async move { quiz.daily(req, cx).await }
@@ -46,7 +48,13 @@ pub fn plugin(manifest: Manifest, api: Option<Client>, data: PathBuf) -> Plugin 
         .tool("grade", |req: ToolRequest| async move { grade(&req.input) })
         .on_run_done(move |run_id, end| {
             let quiz = done.clone();
-            async move { quiz.run_done(&run_id, end).await }
+            background.go(move |cancelled| async move {
+                tokio::select! {
+                    _ = cancelled.cancelled() => {}
+                    _ = quiz.run_done(&run_id, end) => {}
+                }
+            });
+            async {}
         })
         .switch("hints", move |req| {
             let quiz = hints.clone();
