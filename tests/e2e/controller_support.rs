@@ -339,8 +339,20 @@ pub fn plugin_id(ns: &Ns, suffix: &str) -> String {
 /// (one that ships its manifest, the echo plugin's binary as entrypoint), then the Plugin
 /// applied pinned to that image's digest.
 pub async fn install(ns: &Ns, plugin: &Plugin) -> anyhow::Result<Plugin> {
+    install_as(ns, plugin, testkit::images::ECHO).await
+}
+
+/// [`install`], the image's entrypoint `program` (the stand-in plays it with its binary).
+pub async fn install_as(
+    ns: &Ns,
+    plugin: &Plugin,
+    program: testkit::images::Program,
+) -> anyhow::Result<Plugin> {
     let mut plugin = plugin.clone();
-    ns.cluster().plugin_images().publish(&mut plugin).await?;
+    ns.cluster()
+        .plugin_images()
+        .publish_as(program, &mut plugin)
+        .await?;
     let api: Api<Plugin> = Api::all(ns.client());
     Ok(api
         .patch(

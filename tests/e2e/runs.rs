@@ -60,30 +60,7 @@ async fn in_order(ns: Ns) -> anyhow::Result<()> {
         Step::answer("done without it").after_message_containing("unknown tool plugin_echo"),
     ])
     .await?;
-    let endpoint = Secret {
-        metadata: ObjectMeta {
-            name: Some("model-endpoint".into()),
-            ..Default::default()
-        },
-        string_data: Some(BTreeMap::from([
-            ("LOOP_AGENT_MODEL_URL".to_string(), model.url.clone()),
-            ("LOOP_AGENT_MODEL".to_string(), "scripted".to_string()),
-        ])),
-        ..Default::default()
-    };
-    ns.api::<Secret>()
-        .create(&Default::default(), &endpoint)
-        .await?;
-    let mut host = host_spec(true);
-    host.runner = Some(AgentRunner {
-        image: ns.cluster().plugin_images().self_image().await?,
-        command: vec![SELF_IMAGE_BINARY.into(), "agent".into()],
-        resources: None,
-        service_account: None,
-        credentials_secret: Some("model-endpoint".into()),
-        time_limit_seconds: 60,
-    });
-    apply_host(ns.client(), host).await?;
+    use_runner(&ns, &model, None).await?;
     let result = three_runs(&ns, &id).await;
     apply_host(ns.client(), host_spec(true)).await?;
     result?;
@@ -180,6 +157,39 @@ async fn three_runs(ns: &Ns, id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Makes HostConfig's runner the real one, `loop-plugins agent` from our image, against
+/// `model` (its endpoint in the Secret `model-endpoint` of the test's namespace), with the
+/// Plugin API at `api_url` for plugin Pods. Put HostConfig back with `host_spec(true)`.
+async fn use_runner(ns: &Ns, model: &ScriptedModel, api_url: Option<String>) -> anyhow::Result<()> {
+    let endpoint = Secret {
+        metadata: ObjectMeta {
+            name: Some("model-endpoint".into()),
+            ..Default::default()
+        },
+        string_data: Some(BTreeMap::from([
+            ("LOOP_AGENT_MODEL_URL".to_string(), model.url.clone()),
+            ("LOOP_AGENT_MODEL".to_string(), "scripted".to_string()),
+        ])),
+        ..Default::default()
+    };
+    ns.api::<Secret>()
+        .create(&Default::default(), &endpoint)
+        .await?;
+    let mut host = host_spec(true);
+    if api_url.is_some() {
+        host.api_url = api_url;
+    }
+    host.runner = Some(AgentRunner {
+        image: ns.cluster().plugin_images().self_image().await?,
+        command: vec![SELF_IMAGE_BINARY.into(), "agent".into()],
+        resources: None,
+        service_account: None,
+        credentials_secret: Some("model-endpoint".into()),
+        time_limit_seconds: 60,
+    });
+    apply_host(ns.client(), host).await
+}
+
 /// A run of the plugin's `say` agent in chat `general`, as POST /runs makes it.
 fn run(id: &str, name: &str, prompt: &str) -> AgentRun {
     let mut run = AgentRun::new(
@@ -210,31 +220,7 @@ async fn quiz(ns: Ns) -> anyhow::Result<()> {
             .after_message_containing("sums a + b with a and b from 1 to 9"),
     ])
     .await?;
-    let endpoint = Secret {
-        metadata: ObjectMeta {
-            name: Some("model-endpoint".into()),
-            ..Default::default()
-        },
-        string_data: Some(BTreeMap::from([
-            ("LOOP_AGENT_MODEL_URL".to_string(), model.url.clone()),
-            ("LOOP_AGENT_MODEL".to_string(), "scripted".to_string()),
-        ])),
-        ..Default::default()
-    };
-    ns.api::<Secret>()
-        .create(&Default::default(), &endpoint)
-        .await?;
-    let mut spec = host_spec(true);
-    spec.api_url = host.url_for_pods.clone();
-    spec.runner = Some(AgentRunner {
-        image: ns.cluster().plugin_images().self_image().await?,
-        command: vec![SELF_IMAGE_BINARY.into(), "agent".into()],
-        resources: None,
-        service_account: None,
-        credentials_secret: Some("model-endpoint".into()),
-        time_limit_seconds: 60,
-    });
-    apply_host(ns.client(), spec).await?;
+    use_runner(&ns, &model, host.url_for_pods.clone()).await?;
     let id = plugin_id(&ns, "qz");
     let result = quiz_scenario(&ns, &host, &id).await;
     apply_host(ns.client(), host_spec(true)).await?;
@@ -256,19 +242,8 @@ async fn quiz_scenario(ns: &Ns, host: &crate::host::HostServer, id: &str) -> any
         &format!("\"id\": \"{id}\""),
         1,
     );
-    let mut plugin = Plugin::from_manifest(&text, &unpublished(id), vec![], true)?;
-    ns.cluster()
-        .plugin_images()
-        .publish_as(testkit::images::QUIZ, &mut plugin)
-        .await?;
-    let plugins: kube::Api<Plugin> = kube::Api::all(ns.client());
-    plugins
-        .patch(
-            id,
-            &kube::api::PatchParams::apply("e2e").force(),
-            &kube::api::Patch::Apply(&plugin),
-        )
-        .await?;
+    let plugin = Plugin::from_manifest(&text, &unpublished(id), vec![], true)?;
+    install_as(ns, &plugin, testkit::images::QUIZ).await?;
     apply_trusted(
         ns,
         "proj",

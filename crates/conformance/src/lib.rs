@@ -138,13 +138,12 @@ async fn run(
     })
 }
 
+/// The SDK's reader, as a plugin reads its manifest.
 fn read_manifest(path: &Path) -> Result<manifest::Manifest, SetupError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SetupError::Read {
-        path: path.into(),
-        source,
-    })?;
-    manifest::parse_str(&text).map_err(|source| SetupError::Manifest {
-        path: path.into(),
-        source,
+    sdk::env::read_manifest(path).map_err(|e| match e {
+        sdk::env::ManifestReadError::Read { path, source } => SetupError::Read { path, source },
+        sdk::env::ManifestReadError::Invalid { path, source } => {
+            SetupError::Manifest { path, source }
+        }
     })
 }

@@ -49,6 +49,18 @@ pub fn check_length(field: &str, value: &str, max: usize, non_empty: bool) -> Re
     Ok(())
 }
 
+/// A live control subtype: one the manifest's `live.control` lists.
+pub fn check_live_subtype(live: Option<&manifest::Live>, subtype: &str) -> Result<(), String> {
+    let listed = live.map(|l| l.control.as_slice()).unwrap_or_default();
+    if listed.iter().any(|s| s == subtype) {
+        return Ok(());
+    }
+    Err(format!(
+        "subtype \"{subtype}\" is not listed in the manifest's live.control ({})",
+        listed.join(", ")
+    ))
+}
+
 /// A memory key: `[A-Za-z0-9._-]{1,128}`, not `.`, not starting with `..` (what a ConfigMap
 /// key may be).
 pub fn check_memory_key(key: &str) -> Result<(), String> {

@@ -494,23 +494,8 @@ fn notify(shared: &Shared, body: &Bytes) -> Answer {
 fn live_control(shared: &Shared, body: &Bytes) -> Answer {
     let req: LiveControlRequest = json_body(body)?;
     check_length("subtype", &req.subtype, limits::MAX_SUBTYPE, true).map_err(invalid)?;
-    let listed = shared
-        .config
-        .manifest
-        .live
-        .as_ref()
-        .map(|l| l.control.as_slice())
-        .unwrap_or_default();
-    if !listed.iter().any(|s| s == &req.subtype) {
-        return Err(Refused(
-            ErrorCode::SubtypeNotDeclared,
-            format!(
-                "subtype \"{}\" is not listed in the manifest's live.control ({})",
-                req.subtype,
-                listed.join(", ")
-            ),
-        ));
-    }
+    limits::check_live_subtype(shared.config.manifest.live.as_ref(), &req.subtype)
+        .map_err(|why| Refused(ErrorCode::SubtypeNotDeclared, why))?;
     shared.recorded().live_controls.push(req.clone());
     match shared.config.live_responses.get(&req.subtype) {
         Some(response) => ok(&LiveControlAnswer {

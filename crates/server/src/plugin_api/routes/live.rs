@@ -37,22 +37,8 @@ pub async fn control(
     caller.require(Capability::LiveControl)?;
     let req: ControlRequest = json_body(&body)?;
     check_length("subtype", &req.subtype, MAX_SUBTYPE, true)?;
-    let listed = caller
-        .manifest
-        .live
-        .as_ref()
-        .map(|l| l.control.as_slice())
-        .unwrap_or_default();
-    if !listed.iter().any(|s| s == &req.subtype) {
-        return Err(ApiError::new(
-            Code::SubtypeNotDeclared,
-            format!(
-                "subtype \"{}\" is not listed in the manifest's live.control ({})",
-                req.subtype,
-                listed.join(", ")
-            ),
-        ));
-    }
+    sdk::api::limits::check_live_subtype(caller.manifest.live.as_ref(), &req.subtype)
+        .map_err(|why| ApiError::new(Code::SubtypeNotDeclared, why))?;
     let chat = ChatRef {
         namespace: caller.namespace.clone(),
         channel: caller.channel_name(),
