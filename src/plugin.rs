@@ -39,10 +39,10 @@ pub enum PluginCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// Remove a plugin; each chat's /data stays unless --purge.
+    /// Remove a plugin; each chat's /data and its agent runs stay unless --purge.
     Remove {
         name: String,
-        /// Delete each chat's /data volume too.
+        /// Delete each chat's /data volume and the plugin's agent runs too.
         #[arg(long)]
         purge: bool,
     },
@@ -204,9 +204,9 @@ async fn verb(command: PluginCommand) -> anyhow::Result<()> {
                 println!(
                     "removed plugin {name}; {}",
                     if purged {
-                        "each chat's /data is deleted with it"
+                        "each chat's /data and its agent runs are deleted with it"
                     } else {
-                        "each chat's /data is kept (--purge deletes it)"
+                        "each chat's /data and its agent runs are kept (--purge deletes them)"
                     }
                 );
                 Ok(())

@@ -906,6 +906,8 @@ async fn removal(ns: Ns) -> anyhow::Result<()> {
         record_demand(&ns, &instance_name(id, "general")).await?;
         pods_of(&ns, &instance_name(id, "general"), 1, true).await?;
         cronjob(&ns, &format!("{id}-general-tick"), "tick exists", |_| true).await?;
+        // A run of its hidden thread (queued: no runner is configured).
+        apply(&ns, &crate::runs::run(id, &format!("{id}-run"), "hello")).await?;
     }
     let plugins: Api<Plugin> = Api::all(ns.client());
     for id in [&kept, &purged] {
@@ -929,6 +931,13 @@ async fn removal(ns: Ns) -> anyhow::Result<()> {
             .await?
             .is_some(),
         "kept data was deleted"
+    );
+    // Purge deletes the hidden thread's runs; a plain remove keeps them.
+    let runs = ns.api::<model::resources::AgentRun>();
+    wait::deleted(&runs, &format!("{purged}-run"), WAIT).await?;
+    ensure!(
+        runs.get_opt(&format!("{kept}-run")).await?.is_some(),
+        "a plain remove deleted the plugin's runs"
     );
     Ok(())
 }

@@ -191,7 +191,7 @@ async fn use_runner(ns: &Ns, model: &ScriptedModel, api_url: Option<String>) -> 
 }
 
 /// A run of the plugin's `say` agent in chat `general`, as POST /runs makes it.
-fn run(id: &str, name: &str, prompt: &str) -> AgentRun {
+pub(crate) fn run(id: &str, name: &str, prompt: &str) -> AgentRun {
     let mut run = AgentRun::new(
         name,
         AgentRunSpec {

@@ -261,7 +261,8 @@ async fn announce(
 }
 
 /// A deleted Plugin: its instances and CronJobs go with the chats' next reconcile (the Plugin
-/// is gone from what they enable); its data volumes go only when purge was asked for.
+/// is gone from what they enable); its data volumes and its hidden threads' agent runs (their
+/// Jobs and Secrets with them) go only when purge was asked for.
 async fn cleanup(plugin: &Plugin, ctx: &Context) -> Result<Action> {
     if let Some(uid) = plugin.uid() {
         ctx.manifests.forget(&uid);
@@ -273,12 +274,17 @@ async fn cleanup(plugin: &Plugin, ctx: &Context) -> Result<Action> {
                 apply::delete(ctx, claim.as_ref()).await?;
             }
         }
+        for run in ctx.stores.runs.state() {
+            if run.spec.plugin == name {
+                apply::delete(ctx, run.as_ref()).await?;
+            }
+        }
         ctx.event(
             plugin,
             false,
             "Purged",
             "Purge",
-            "deleted the plugin's /data volumes".into(),
+            "deleted the plugin's /data volumes and its agent runs".into(),
         )
         .await;
     }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
 use kube::runtime::controller::Action;
 use model::resources::{Plugin, PluginStatus};
@@ -167,6 +167,27 @@ fn deleted(purge_on_delete: bool) -> (World, Plugin) {
     let mut world = World::echo();
     world.plugins = vec![plugin.clone()];
     world.claims = claims();
+    world.runs = ["echo", "other"]
+        .iter()
+        .map(|plugin| model::resources::AgentRun {
+            metadata: ObjectMeta {
+                name: Some(format!("{plugin}-run")),
+                namespace: Some(NS.into()),
+                uid: Some(format!("uid-{plugin}-run")),
+                ..Default::default()
+            },
+            spec: model::resources::AgentRunSpec {
+                plugin: (*plugin).into(),
+                channel: "general".into(),
+                thread: format!("plugin:{plugin}"),
+                agent: "say".into(),
+                read_only: true,
+                tools: vec![],
+                prompt: "hi".into(),
+            },
+            status: None,
+        })
+        .collect();
     (world, plugin)
 }
 
@@ -194,6 +215,10 @@ async fn a_deleted_plugin_purges_its_data_volumes_when_asked_then_lets_go() {
         Call::delete(path("persistentvolumeclaims", "data-echo-general")).body(|b| {
             assert_eq!(b["propagationPolicy"], "Background");
             assert_eq!(b["preconditions"]["uid"], "uid-data-echo-general");
+        }),
+        // Only its own runs: their Jobs and Secrets go with them (owned).
+        Call::delete(path("agentruns", "echo-run")).body(|b| {
+            assert_eq!(b["preconditions"]["uid"], "uid-echo-run");
         }),
         Call::event("default", "Purged"),
         let_go(&plugin),

@@ -1,6 +1,7 @@
 //! `plugin remove NAME [--purge]`: deletes the Plugin. Its instances, Pods and CronJobs go
-//! with the chats' next reconcile; each chat's /data stays unless `--purge`, which the
-//! controller's finalizer carries out (spec.purgeOnDelete, set before the delete).
+//! with the chats' next reconcile; each chat's /data and the plugin's agent runs stay unless
+//! `--purge`, which the controller's finalizer carries out (spec.purgeOnDelete, set before the
+//! delete).
 
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
