@@ -88,20 +88,7 @@ async fn three_runs(ns: &Ns, id: &str) -> anyhow::Result<()> {
     let runs = ns.api::<AgentRun>();
     let mut ended = Vec::new();
     for (name, _) in prompts {
-        let run = wait::matches(
-            &runs,
-            name,
-            "the run ended",
-            Duration::from_secs(120),
-            |r: &AgentRun| {
-                r.status
-                    .as_ref()
-                    .and_then(|s| s.phase)
-                    .is_some_and(AgentRunPhase::is_final)
-            },
-        )
-        .await?;
-        ended.push(run.status.context("an ended run has a status")?);
+        ended.push(ended_status(&runs, name).await?);
     }
     let phases: Vec<_> = ended
         .iter()
@@ -155,6 +142,27 @@ async fn three_runs(ns: &Ns, id: &str) -> anyhow::Result<()> {
         ensure!(owner.kind == "AgentRun" && owner.name == name, "{owner:?}");
     }
     Ok(())
+}
+
+/// The status of run `name` once it has ended (at most 120 s).
+async fn ended_status(
+    runs: &kube::Api<AgentRun>,
+    name: &str,
+) -> anyhow::Result<model::resources::AgentRunStatus> {
+    let run = wait::matches(
+        runs,
+        name,
+        "the run ended",
+        Duration::from_secs(120),
+        |r: &AgentRun| {
+            r.status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(AgentRunPhase::is_final)
+        },
+    )
+    .await?;
+    run.status.context("an ended run has a status")
 }
 
 /// Makes HostConfig's runner the real one, `loop-plugins agent` from our image, against
@@ -287,20 +295,7 @@ async fn quiz_scenario(ns: &Ns, host: &crate::host::HostServer, id: &str) -> any
         "{:?}",
         started[0].spec
     );
-    let ended = wait::matches(
-        &runs,
-        &name,
-        "the run ended",
-        Duration::from_secs(120),
-        |r: &AgentRun| {
-            r.status
-                .as_ref()
-                .and_then(|s| s.phase)
-                .is_some_and(AgentRunPhase::is_final)
-        },
-    )
-    .await?;
-    let status = ended.status.context("an ended run has a status")?;
+    let status = ended_status(&runs, &name).await?;
     ensure!(status.phase == Some(AgentRunPhase::Succeeded), "{status:?}");
 
     // Its end reached the plugin: the score card and the notification are in the chat's inbox.
