@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every test that needs no Docker: the control plane build (or reuse), lints, unit tests and the
-# e2e suite against a real kube-apiserver and etcd. Prints how long each phase took.
+# Every test that needs no Docker: the control plane build (or reuse), lints, the bridge module's
+# tests, unit tests and the e2e suite against a real kube-apiserver and etcd. Prints how long
+# each phase took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -20,6 +21,10 @@ controlplane_dir() { LOOP_PLUGINS_CONTROLPLANE=$(hack/controlplane/build.sh | ta
 phase "control plane binaries" controlplane_dir
 import_cycles() { python3 hack/import_cycles_test.py && hack/import-cycles.py; }
 phase "import cycles" import_cycles
+# The bridge module for panels and cards (packages/loop-plugin-ui): Node's own test runner, no
+# packages; then its type declarations, with TypeScript from npm (cached outside the repo).
+phase "bridge module tests" node --test --test-timeout=30000 packages/loop-plugin-ui/test/
+phase "bridge module types" hack/bridge-typecheck.sh
 phase "cargo fmt --check" cargo fmt --all -- --check
 phase "cargo build" cargo build --workspace --all-targets
 # The e2e suite is a test target with `test = false` (it needs a control plane), which
