@@ -263,7 +263,7 @@ async fn write_status(
 }
 
 /// 32 random bytes, hex-encoded.
-fn random_token() -> String {
+pub(crate) fn random_token() -> String {
     let bytes: [u8; 32] = rand::rng().random();
     hex::encode(bytes)
 }

@@ -20,6 +20,9 @@ pub const FIELD_MANAGER_BREAKER: &str = "loop-plugins-api-breaker";
 /// what the API server creates (AgentRuns, inbox and memory ConfigMaps) and an AgentRun's
 /// `status.doneDelivered`.
 pub const FIELD_MANAGER_API: &str = "loop-plugins-api";
+/// The API server's field manager for the tool calls on an AgentRun's status (a run's MCP
+/// endpoint).
+pub const FIELD_MANAGER_RUN_TOOLS: &str = "loop-plugins-api-run-tools";
 /// `loop-plugins project trust`: a project's `ProjectTrust`.
 pub const FIELD_MANAGER_TRUST: &str = "loop-plugins-project-trust";
 /// `loop-plugins plugin stop`: a PluginInstance's `status.stoppedAt`.

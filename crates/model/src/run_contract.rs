@@ -6,6 +6,9 @@
 pub const RUN_DIR: &str = "/run/loop-run";
 /// The prompt's file in [`RUN_DIR`] (and its key in the run's Secret).
 pub const PROMPT_KEY: &str = "prompt";
+/// The run's MCP token's file in [`RUN_DIR`] (and its key in the run's Secret): a bearer
+/// token good for this run's MCP endpoint only, while the run runs.
+pub const MCP_TOKEN_KEY: &str = "mcp-token";
 
 /// The run's id (its AgentRun's name).
 pub const RUN_ID: &str = "LOOP_RUN_ID";
@@ -30,6 +33,17 @@ pub const TIME_LIMIT: &str = "LOOP_RUN_TIME_LIMIT_SECONDS";
 /// [`MAX_FINAL_MESSAGE`] characters.
 pub const TERMINATION_LOG: &str = "LOOP_RUN_TERMINATION_LOG";
 
+/// The run's MCP endpoint (streamable HTTP, served by the API server): the plugin's tools the
+/// manifest gives the agent, as `plugin_<tool>`.
+pub const MCP_URL: &str = "LOOP_RUN_MCP_URL";
+/// The file holding the bearer token for [`MCP_URL`].
+pub const MCP_TOKEN_FILE: &str = "LOOP_RUN_MCP_TOKEN_FILE";
+
+/// The path of run `run`'s MCP endpoint in namespace `namespace`, under the API server's URL.
+pub fn mcp_path(namespace: &str, run: &str) -> String {
+    format!("/mcp/namespaces/{namespace}/runs/{run}")
+}
+
 /// Where the run's container keeps its termination message (Kubernetes' default path).
 pub const TERMINATION_LOG_PATH: &str = "/dev/termination-log";
 /// The longest final message a run keeps, in characters (Kubernetes keeps 4096 bytes of a
@@ -37,7 +51,7 @@ pub const TERMINATION_LOG_PATH: &str = "/dev/termination-log";
 pub const MAX_FINAL_MESSAGE: usize = 4000;
 
 /// Every variable above, in the order the runner gets them.
-pub const RUN_ENV: [&str; 10] = [
+pub const RUN_ENV: [&str; 12] = [
     RUN_ID,
     AGENT,
     READ_ONLY,
@@ -48,4 +62,6 @@ pub const RUN_ENV: [&str; 10] = [
     PROMPT_FILE,
     TIME_LIMIT,
     TERMINATION_LOG,
+    MCP_URL,
+    MCP_TOKEN_FILE,
 ];

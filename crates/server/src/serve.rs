@@ -255,14 +255,20 @@ impl Server {
         let fanout = tokio::spawn(crate::fanout::run(
             host.clone(),
             started.config_writes,
-            Arc::new(KubeDoneRecorder::new(client)),
+            Arc::new(KubeDoneRecorder::new(client.clone())),
             leading,
             mark,
             stopped,
         ));
         let router = crate::http::stack(
             crate::plugin_api::router(Arc::new(app))
-                .merge(crate::host_api::router(host))
+                .merge(crate::host_api::router(host.clone()))
+                .merge(crate::mcp::router(crate::mcp::McpState {
+                    host,
+                    ledger: Arc::new(crate::mcp::record::Ledger::new(Box::new(
+                        crate::mcp::record::KubeRecorder::new(client),
+                    ))),
+                }))
                 .merge(crate::ui::route::router(ui)),
             requests,
         );

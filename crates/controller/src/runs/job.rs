@@ -1,6 +1,6 @@
 //! The objects a run runs with, built purely from the run and HostConfig's runner: a Secret
-//! holding the prompt (a prompt may be 256 KiB, past what one environment variable may hold),
-//! and the Job of the runner's image. docs/runner.md is the runner's side of this contract;
+//! holding the prompt (a prompt may be 256 KiB, past what one environment variable may hold)
+//! and the run's MCP token, and the Job of the runner's image. docs/runner.md is the runner's side of this contract;
 //! the names of the environment variables and files are `model::run_contract`'s.
 //!
 //! The Job runs once (`backoffLimit: 0`, `restartPolicy: Never`): a runner that fails or is
@@ -21,7 +21,7 @@ use kube::{Resource, ResourceExt};
 
 use model::names;
 use model::resources::{AgentRun, AgentRunner};
-use model::run_contract::{self as contract, PROMPT_KEY, RUN_DIR};
+use model::run_contract::{self as contract, MCP_TOKEN_KEY, PROMPT_KEY, RUN_DIR};
 
 /// The label every runner Pod carries, naming its run.
 pub const LABEL_RUN: &str = "plugins.loop.dev/run";
@@ -49,8 +49,8 @@ fn owner(run: &AgentRun) -> Option<Vec<OwnerReference>> {
     run.controller_owner_ref(&()).map(|o| vec![o])
 }
 
-/// The Secret holding the run's prompt.
-pub fn build_secret(run: &AgentRun) -> Secret {
+/// The Secret holding the run's prompt and its MCP token `token`.
+pub fn build_secret(run: &AgentRun, token: &str) -> Secret {
     Secret {
         metadata: ObjectMeta {
             name: Some(job_name(run)),
@@ -60,16 +60,26 @@ pub fn build_secret(run: &AgentRun) -> Secret {
             ..Default::default()
         },
         immutable: Some(true),
-        data: Some(BTreeMap::from([(
-            PROMPT_KEY.into(),
-            ByteString(run.spec.prompt.clone().into_bytes()),
-        )])),
+        data: Some(BTreeMap::from([
+            (
+                PROMPT_KEY.into(),
+                ByteString(run.spec.prompt.clone().into_bytes()),
+            ),
+            (MCP_TOKEN_KEY.into(), ByteString(token.as_bytes().to_vec())),
+        ])),
         ..Default::default()
     }
 }
 
-/// The Job that runs `run` with `runner`.
-pub fn build_job(run: &AgentRun, runner: &AgentRunner) -> Job {
+/// The run's MCP token in `secret` (as [`build_secret`] made it).
+pub fn token_of(secret: &Secret) -> Option<String> {
+    let bytes = secret.data.as_ref()?.get(MCP_TOKEN_KEY)?;
+    String::from_utf8(bytes.0.clone()).ok()
+}
+
+/// The Job that runs `run` with `runner`; the run's MCP endpoint is under `api_url` (the
+/// Plugin API's URL as Pods see it).
+pub fn build_job(run: &AgentRun, runner: &AgentRunner, api_url: &str) -> Job {
     let name = job_name(run);
     let env = |name: &str, value: String| EnvVar {
         name: name.into(),
@@ -94,6 +104,18 @@ pub fn build_job(run: &AgentRun, runner: &AgentRunner) -> Job {
             env(
                 contract::TERMINATION_LOG,
                 contract::TERMINATION_LOG_PATH.into(),
+            ),
+            env(
+                contract::MCP_URL,
+                format!(
+                    "{}{}",
+                    api_url.trim_end_matches('/'),
+                    contract::mcp_path(&run.namespace().unwrap_or_default(), &run.name_any())
+                ),
+            ),
+            env(
+                contract::MCP_TOKEN_FILE,
+                format!("{RUN_DIR}/{MCP_TOKEN_KEY}"),
             ),
         ]),
         termination_message_path: Some(contract::TERMINATION_LOG_PATH.into()),
@@ -197,6 +219,32 @@ mod tests {
         run
     }
 
+    const API: &str = "http://loop-plugins-api.loop-system:8080/";
+
+    #[test]
+    fn the_runner_gets_its_runs_mcp_endpoint_and_a_token_only_in_the_secret() {
+        let run = run("echo-1");
+        let job = build_job(&run, &runner(), API);
+        let pod = job.spec.unwrap().template.spec.unwrap();
+        let env = pod.containers[0].env.clone().unwrap();
+        let value = |name: &str| {
+            env.iter()
+                .find(|e| e.name == name)
+                .and_then(|e| e.value.clone())
+        };
+        assert_eq!(
+            value(contract::MCP_URL).as_deref(),
+            Some("http://loop-plugins-api.loop-system:8080/mcp/namespaces/team/runs/echo-1")
+        );
+        assert_eq!(
+            value(contract::MCP_TOKEN_FILE).as_deref(),
+            Some("/run/loop-run/mcp-token")
+        );
+        assert!(env.iter().all(|e| e.value.as_deref() != Some("t0ken")));
+        let secret = build_secret(&run, "t0ken");
+        assert_eq!(token_of(&secret).as_deref(), Some("t0ken"));
+    }
+
     fn runner() -> AgentRunner {
         AgentRunner {
             image: "ghcr.io/loop/loop-plugins:dev".into(),
@@ -214,13 +262,13 @@ mod tests {
     #[test]
     fn built_objects_snapshot() {
         let run = run("echo-0123456789abcdef");
-        insta::assert_yaml_snapshot!("runner_job", build_job(&run, &runner()));
-        insta::assert_yaml_snapshot!("runner_prompt_secret", build_secret(&run));
+        insta::assert_yaml_snapshot!("runner_job", build_job(&run, &runner(), API));
+        insta::assert_yaml_snapshot!("runner_prompt_secret", build_secret(&run, "t0ken"));
     }
 
     #[test]
     fn the_runner_gets_every_variable_of_the_contract_and_the_prompt_as_a_file() {
-        let job = build_job(&run("echo-1"), &runner());
+        let job = build_job(&run("echo-1"), &runner(), API);
         let pod = job.spec.unwrap().template.spec.unwrap();
         let env = pod.containers[0].env.clone().unwrap();
         let names: Vec<&str> = env.iter().map(|e| e.name.as_str()).collect();
@@ -239,7 +287,7 @@ mod tests {
 
     #[test]
     fn a_run_runs_once_within_its_time_limit_and_goes_with_its_run() {
-        let job = build_job(&run("echo-1"), &runner());
+        let job = build_job(&run("echo-1"), &runner(), API);
         let spec = job.spec.as_ref().unwrap();
         assert_eq!(spec.backoff_limit, Some(0));
         assert_eq!(spec.active_deadline_seconds, Some(300));
@@ -257,7 +305,7 @@ mod tests {
             command: vec![],
             ..runner()
         };
-        let job = build_job(&run("echo-1"), &runner);
+        let job = build_job(&run("echo-1"), &runner, API);
         let pod = job.spec.unwrap().template.spec.unwrap();
         assert_eq!(pod.containers[0].command, None);
     }

@@ -66,14 +66,27 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
                 .runner
                 .as_ref()
                 .expect("the plan starts only with a runner");
-            apply::create(&ctx, &job::build_secret(&run)).await?;
-            apply::create(&ctx, &job::build_job(&run, runner)).await?;
+            let token = crate::instance::random_token();
+            let secret = job::build_secret(&run, &token);
+            let token = if apply::create(&ctx, &secret).await? {
+                token
+            } else {
+                // Made by an earlier try that ended before the status said so.
+                live_token(&ctx, &ns, &name).await?
+            };
+            let api_url = ctx.api_url(&host);
+            apply::create(&ctx, &job::build_job(&run, runner, &api_url)).await?;
             tracing::info!(run = %run.name_any(), thread = %run.spec.thread, "started the run");
             status.phase = Some(AgentRunPhase::Running);
             status.start_time = Some(now());
+            status.mcp_token_sha256 = Some(token_sha256(&token));
         }
         Step::Running => {
             status.phase = Some(AgentRunPhase::Running);
+            if status.mcp_token_sha256.is_none() {
+                let token = live_token(&ctx, &ns, &name).await?;
+                status.mcp_token_sha256 = Some(token_sha256(&token));
+            }
             let made = cached.and_then(|j| j.metadata.creation_timestamp.clone());
             status.start_time = status.start_time.or(made).or_else(|| Some(now()));
         }
@@ -107,6 +120,27 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         ctx.metrics.run_ended(outcome);
     }
     Ok(Action::await_change())
+}
+
+/// The MCP token in the run's Secret `name`, read live: the controller watches no run
+/// Secrets, and needs this only when an earlier try made the Secret but never said so.
+async fn live_token(ctx: &Context, ns: &str, name: &str) -> Result<String> {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let read = |source| Error::Read {
+        kind: "Secret",
+        name: name.to_string(),
+        source,
+    };
+    let secret = secrets.get(name).await.map_err(read)?;
+    // A Secret without a token (made before runs had MCP) gets none: the run's endpoint
+    // then refuses every token, and the runner's tools say so.
+    Ok(job::token_of(&secret).unwrap_or_default())
+}
+
+/// How the status names a run's MCP token: its SHA-256, in hex.
+pub fn token_sha256(token: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(token.as_bytes()))
 }
 
 /// The final message the run's runner left (a live read of the Job's Pods, once per run: the

@@ -24,6 +24,7 @@ use super::Condition;
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Reason", type_ = "string", json_path = ".status.reason"),
     printcolumn(name = "Started", type_ = "date", json_path = ".status.startTime"),
+    printcolumn(name = "Tools", type_ = "integer", json_path = ".status.toolCallCount"),
     printcolumn(
         name = "Done Sent",
         type_ = "boolean",
@@ -84,8 +85,36 @@ pub struct AgentRunStatus {
     /// Why the last try of /done failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done_error: Option<String>,
+    /// The SHA-256 (hex) of the run's MCP token, written by the controller as it starts the
+    /// run (the token itself is only in the run's Secret): the API server's MCP endpoint
+    /// knows the run's caller by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_token_sha256: Option<String>,
+    /// How many tool calls the run made through its MCP endpoint (written by the API server).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_call_count: u32,
+    /// The run's latest tool calls, oldest first, at most [`MAX_RECORDED_TOOL_CALLS`]
+    /// (written by the API server).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<RunToolCall>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// The most tool calls a run's status lists (the count goes on).
+pub const MAX_RECORDED_TOOL_CALLS: usize = 32;
+
+/// One tool call a run made.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunToolCall {
+    /// The tool, as the manifest names it (without `plugin_`).
+    pub tool: String,
+    /// The result was an error (the host's or the tool's own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+    /// When the call was answered.
+    pub at: Time,
 }
 
 /// Where a run is.

@@ -15,7 +15,9 @@ mod project;
 mod project_trust;
 mod runner;
 
-pub use agent_run::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus};
+pub use agent_run::{
+    AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, MAX_RECORDED_TOOL_CALLS, RunToolCall,
+};
 pub use channel::{
     App, AppliedSchedule, Channel, ChannelKind, ChannelSpec, ChannelStatus, WorkingTree,
 };
