@@ -12,6 +12,8 @@
 //! - [`ui`]: what plugins show a person: their bundles' files from signed links, under the
 //!   reference's content security policy (the host API lists the links);
 //! - [`plugin_api`], [`host_api`]: the two APIs' routes;
+//! - [`mcp`]: each agent run's MCP endpoint, the plugin's tools through the host API's one
+//!   way to call a tool;
 //! - [`fanout`]: what must happen once across replicas, on the fan-out Lease's holder;
 //! - [`gauges`]: what the index holds, counted at each scrape (instances by phase, quota used);
 //! - [`serve`]: the wiring; `records`: the replicas' shared ConfigMap records.
@@ -23,6 +25,7 @@ pub mod gauges;
 pub mod host_api;
 pub mod http;
 pub mod index;
+pub mod mcp;
 #[cfg(test)]
 mod openapi_spec;
 pub mod plugin_api;

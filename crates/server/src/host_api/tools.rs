@@ -316,27 +316,43 @@ pub async fn post(
         .authorized_target(&headers, (&ns, &chat, &plugin), Permission::tool)
         .await?;
     let call: ToolCall = json_body(&body)?;
-    let limits = s.calls.limits();
-    let (_, limit) = check_call(&target.compiled.manifest, &tool, &call, limits)?;
-    let result = match check_input(&target.compiled.inputs[&tool], &call.input) {
-        Err(refused) => refused,
-        Ok(()) => {
-            let request = PluginRequest::json(
-                CallKind::Tool,
-                format!("/tools/{tool}"),
-                &plugin_body(&call),
-                limit,
-                limits.tool_answer,
-            );
-            let output_schema = target.compiled.outputs.get(&tool);
-            match s.call_target(&target, &request).await {
-                Err(CallError::Start(e)) => ToolResult::from_error(&start_error(&target, &e)),
-                Err(CallError::Plugin(failure)) => result_of(&tool, Err(failure), output_schema),
-                Ok(answer) => result_of(&tool, Ok(answer), output_schema),
-            }
-        }
-    };
+    let result = call_tool(&s, &target, &tool, &call).await?;
     Ok(Json(result).into_response())
+}
+
+/// Calls `tool` of the target's plugin for `call`: who calls it and with what time limit
+/// checked (an error answer), then the input against `input_schema`, the call through the
+/// one way to a plugin (breaker, scale from zero, time limit), the answer made a result and
+/// checked against `output_schema` (each an `is_error` result). The host API's route and a
+/// run's MCP endpoint both call tools through here.
+pub async fn call_tool(
+    s: &HostState,
+    target: &crate::calls::Target,
+    tool: &str,
+    call: &ToolCall,
+) -> HostResult<ToolResult> {
+    let limits = s.calls.limits();
+    let (_, limit) = check_call(&target.compiled.manifest, tool, call, limits)?;
+    Ok(
+        match check_input(&target.compiled.inputs[tool], &call.input) {
+            Err(refused) => refused,
+            Ok(()) => {
+                let request = PluginRequest::json(
+                    CallKind::Tool,
+                    format!("/tools/{tool}"),
+                    &plugin_body(call),
+                    limit,
+                    limits.tool_answer,
+                );
+                let output_schema = target.compiled.outputs.get(tool);
+                match s.call_target(target, &request).await {
+                    Err(CallError::Start(e)) => ToolResult::from_error(&start_error(target, &e)),
+                    Err(CallError::Plugin(failure)) => result_of(tool, Err(failure), output_schema),
+                    Ok(answer) => result_of(tool, Ok(answer), output_schema),
+                }
+            }
+        },
+    )
 }
 
 #[cfg(test)]

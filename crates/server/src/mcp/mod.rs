@@ -1,0 +1,184 @@
+//! A run's MCP endpoint: `POST /mcp/namespaces/{namespace}/runs/{run}`
+//! (`model::run_contract::mcp_path`), what the run's runner calls the plugin's tools through
+//! (docs/runner.md). It lists exactly the tools the manifest gives the run's agent, named
+//! `plugin_<tool>`, and a call goes the way a host API tool call goes
+//! ([`crate::host_api::tools::call_tool`]: input validation, breaker, scale from zero, time
+//! limits, output schema), as the run's agent in its hidden thread.
+//!
+//! - [`caller`] decides who calls (the run's own token while it runs, else 401 or 403);
+//! - [`protocol`] reads each message and shapes each answer (MCP over streamable HTTP,
+//!   without sessions: one JSON answer per POST, 202 for a notification, 405 for GET);
+//! - [`record`] writes the calls on the run's status;
+//! - this file is the handler, thin.
+
+pub mod caller;
+pub mod protocol;
+pub mod record;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{Value, json};
+
+use crate::host_api::HostState;
+use crate::host_api::tools::{ToolCall, ToolResult, call_tool};
+use caller::Refusal;
+use protocol::{Message, RunView, code};
+use record::Ledger;
+
+/// The route, as `model::run_contract::mcp_path` makes it.
+pub const ROUTE: &str = "/mcp/namespaces/{namespace}/runs/{run}";
+
+/// The largest message taken: a tool's input is held to the Plugin API's body limit.
+pub const MAX_BODY: usize = sdk::api::limits::MAX_BODY_BYTES;
+
+/// What the endpoint's handler shares.
+#[derive(Clone)]
+pub struct McpState {
+    pub host: HostState,
+    pub ledger: Arc<Ledger>,
+}
+
+/// The endpoint's routes.
+pub fn router(state: McpState) -> Router {
+    Router::new()
+        .route(
+            ROUTE,
+            post(handle)
+                .get(no_stream)
+                .delete(no_stream)
+                .layer(DefaultBodyLimit::max(MAX_BODY)),
+        )
+        .with_state(state)
+}
+
+/// GET (a stream the server would open) and DELETE (a session's end): neither is served,
+/// as a server without sessions or server-sent messages answers.
+async fn no_stream() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, HeaderValue::from_static("POST"))],
+    )
+        .into_response()
+}
+
+async fn handle(
+    State(s): State<McpState>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(version) = headers.get("mcp-protocol-version")
+        && !protocol::SUPPORTED
+            .iter()
+            .any(|v| v.as_bytes() == version.as_bytes())
+    {
+        let message = format!(
+            "MCP-Protocol-Version {version:?} is not spoken here; these are: {}",
+            protocol::SUPPORTED.join(", ")
+        );
+        return rpc(
+            StatusCode::BAD_REQUEST,
+            protocol::error(&Value::Null, code::INVALID_REQUEST, &message),
+        );
+    }
+    let token = caller::bearer(
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    );
+    let run = s
+        .host
+        .index()
+        .runs
+        .get(&ObjectRef::new(&name).within(&namespace));
+    let view = match caller::check(run.as_deref(), &name, token) {
+        Ok(view) => view,
+        Err(refusal) => return refused(&refusal),
+    };
+    let Some(run) = run else {
+        unreachable!("a caller is taken only for a run the index has")
+    };
+    let answer = match protocol::read(&body) {
+        Message::NoAnswer => return StatusCode::ACCEPTED.into_response(),
+        Message::Refused { id, code, message } => protocol::error(&id, code, &message),
+        Message::Initialize { id, version } => {
+            protocol::answer(&id, protocol::initialize(&view, version.as_deref()))
+        }
+        Message::Ping { id } => protocol::answer(&id, json!({})),
+        Message::ListTools { id } => {
+            match s.host.resolve(&namespace, &run.spec.channel, &view.plugin) {
+                Ok(target) => protocol::answer(
+                    &id,
+                    json!({ "tools": protocol::tools(&target.compiled.manifest, &view) }),
+                ),
+                Err(e) => protocol::error(&id, code::INTERNAL, &e.message),
+            }
+        }
+        Message::CallTool {
+            id,
+            tool,
+            arguments,
+        } => match call(&s, &run, &view, &tool, arguments).await {
+            Ok(result) => protocol::answer(&id, protocol::call_result(&result)),
+            Err(message) => protocol::error(&id, code::INVALID_PARAMS, &message),
+        },
+    };
+    rpc(StatusCode::OK, answer)
+}
+
+/// Calls `name` for the run: an error for a tool the run was not given, else the tool's
+/// result (a failure to reach the plugin is an `isError` result, as for any caller).
+async fn call(
+    s: &McpState,
+    run: &model::resources::AgentRun,
+    view: &RunView,
+    name: &str,
+    arguments: Value,
+) -> Result<ToolResult, String> {
+    let namespace = kube::ResourceExt::namespace(run).unwrap_or_default();
+    let target = match s.host.resolve(&namespace, &run.spec.channel, &view.plugin) {
+        Ok(target) => target,
+        Err(e) => return Ok(ToolResult::from_error(&e)),
+    };
+    let manifest = &target.compiled.manifest;
+    let Some(tool) = protocol::given_tool(manifest, view, name) else {
+        return Err(protocol::unknown_tool(manifest, view, name));
+    };
+    let request = ToolCall {
+        input: arguments,
+        agent: view.agent.clone(),
+        thread_id: view.thread.clone(),
+        run_id: view.run.clone(),
+        timeout_seconds: None,
+    };
+    let result = call_tool(&s.host, &target, tool, &request)
+        .await
+        .unwrap_or_else(|e| ToolResult::from_error(&e));
+    s.ledger.record(run, tool, result.is_error).await;
+    Ok(result)
+}
+
+fn refused(refusal: &Refusal) -> Response {
+    let mut response = rpc(
+        refusal.status(),
+        protocol::error(&Value::Null, refusal.code(), &refusal.to_string()),
+    );
+    if refusal.status() == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"loop-plugins run\""),
+        );
+    }
+    response
+}
+
+fn rpc(status: StatusCode, body: Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}
