@@ -36,6 +36,14 @@ pub fn tests() -> Vec<E2eTest> {
             "the runner's scripted model server runs in the test process, out of a kind Pod's reach",
         ),
         test(
+            "runs::a_runs_agent_calls_the_plugins_tools_through_its_mcp_endpoint_only_while_it_runs",
+            mcp_tools,
+        )
+        .timeout(Duration::from_secs(240))
+        .local_only(
+            "the runner's scripted model server runs in the test process, out of a kind Pod's reach",
+        ),
+        test(
             "runs::the_quiz_examples_daily_action_runs_its_agent_and_the_runs_end_is_its_score_card",
             quiz,
         )
@@ -50,17 +58,20 @@ async fn in_order(ns: Ns) -> anyhow::Result<()> {
     // The runner is HostConfig's, for the whole cluster: no other test runs meanwhile.
     let _exclusive = exclusive().await;
     let id = world(&ns, "rn", &[]).await?;
-    // The runs come in order: the script answers the first, calls a tool the second has not
-    // got and answers once told, and refuses the third.
+    // The runs come in order: the script answers the first, calls the second's tool with an
+    // input its schema refuses and answers once told, and refuses the third.
     let model = ScriptedModel::start(vec![
         Step::answer("summarized")
-            .offering(&[])
+            .offering(&[&format!("plugin_{id}-echo")])
             .after_message_containing("hello, summarize the chat"),
-        Step::call("plugin_echo", "{}").after_message_containing("hello again"),
-        Step::answer("done without it").after_message_containing("unknown tool plugin_echo"),
+        Step::call(&format!("plugin_{id}-echo"), "{}").after_message_containing("hello again"),
+        Step::answer("done without it")
+            .after_message_containing("does not match the tool's input_schema"),
     ])
     .await?;
-    use_runner(&ns, &model, None).await?;
+    // The runs' MCP endpoints are the API server's.
+    let host = crate::host::host(&ns).await?;
+    use_runner(&ns, &model, host.url_for_pods.clone()).await?;
     let result = three_runs(&ns, &id).await;
     apply_host(ns.client(), host_spec(true)).await?;
     result?;
@@ -144,6 +155,131 @@ async fn three_runs(ns: &Ns, id: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A run's agent calls the plugin's tools through the run's MCP endpoint: it is offered
+/// exactly its agent's tools with their schemas; an input the schema refuses comes back as an
+/// error result, a tool it was not offered is refused by the runner, a good call reaches the
+/// plugin and its structured content reaches the model; the calls are on the run's status.
+/// Once the run ended its token is refused, and no run's token opens another run's endpoint.
+async fn mcp_tools(ns: Ns) -> anyhow::Result<()> {
+    let _exclusive = exclusive().await;
+    // The echo binary serves its tool as `echo`: the plugin keeps the name.
+    let _echo = claim_echo_tool(&ns).await?;
+    let id = plugin_id(&ns, "mc");
+    install(&ns, &echo_tool_plugin(&id)?).await?;
+    apply_trusted(
+        &ns,
+        "proj",
+        BTreeMap::from([(id.clone(), entry(true, &[]))]),
+    )
+    .await?;
+    apply(&ns, &channel("general", "proj", ChannelKind::Channel, None)).await?;
+    let schema_offered = |request: &serde_json::Value| {
+        let tools = request["tools"].as_array().cloned().unwrap_or_default();
+        let parameters = &tools.first().ok_or("no tools offered")?["function"]["parameters"];
+        if tools.len() == 1 && parameters["required"] == serde_json::json!(["text"]) {
+            Ok(())
+        } else {
+            Err(format!("offered {tools:?}"))
+        }
+    };
+    let model = ScriptedModel::start(vec![
+        Step::call("plugin_echo", r#"{"text": 5}"#)
+            .offering(&["plugin_echo"])
+            .expecting(schema_offered)
+            .after_message_containing("echo something"),
+        Step::call("plugin_nope", "{}").after_message_containing("input_schema"),
+        Step::call("plugin_echo", r#"{"text": "hello"}"#)
+            .after_message_containing("unknown tool plugin_nope"),
+        Step::answer("echoed hello").after_message_containing(r#"{"echo":"hello"}"#),
+        Step::answer("second").after_message_containing("a second run"),
+    ])
+    .await?;
+    let host = crate::host::host(&ns).await?;
+    use_runner(&ns, &model, host.url_for_pods.clone()).await?;
+    let result = mcp_scenario(&ns, &id, &host.url).await;
+    apply_host(ns.client(), host_spec(true)).await?;
+    result?;
+    ensure!(
+        model.failures().is_empty(),
+        "the model objected to {:?}",
+        model.failures()
+    );
+    Ok(())
+}
+
+async fn mcp_scenario(ns: &Ns, id: &str, api: &str) -> anyhow::Result<()> {
+    let runs = ns.api::<AgentRun>();
+    apply(ns, &run(id, "run-tools", "echo something")).await?;
+    let status = ended_status(&runs, "run-tools").await?;
+    ensure!(
+        status.phase == Some(AgentRunPhase::Succeeded)
+            && status.result.as_deref() == Some("echoed hello"),
+        "{status:?}"
+    );
+    let called: Vec<(&str, bool)> = status
+        .tool_calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.is_error))
+        .collect();
+    ensure!(
+        status.tool_call_count == 2 && called == [("echo", true), ("echo", false)],
+        "the runner refuses the unknown tool itself; the endpoint saw the other two: {status:?}"
+    );
+    apply(ns, &run(id, "run-other", "a second run")).await?;
+    ended_status(&runs, "run-other").await?;
+
+    // The endpoint, called as a runner calls it.
+    let secrets = ns.api::<Secret>();
+    let token = |name: &str| {
+        let secrets = secrets.clone();
+        let name = format!("run-{name}");
+        async move {
+            let secret = secrets.get(&name).await?;
+            let bytes = secret
+                .data
+                .and_then(|d| d.get(model::run_contract::MCP_TOKEN_KEY).cloned())
+                .context("no MCP token in the run's Secret")?;
+            anyhow::Ok(String::from_utf8(bytes.0)?)
+        }
+    };
+    let (tools_token, other_token) = (token("run-tools").await?, token("run-other").await?);
+    ensure!(
+        tools_token != other_token,
+        "each run has a token of its own"
+    );
+    let endpoint = |run: &str| format!("{api}{}", model::run_contract::mcp_path(ns.name(), run));
+    let http = reqwest::Client::new();
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let ask = |url: String, token: Option<String>| {
+        let mut request = http.post(url).json(&list);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let response = request.send().await?;
+            let status = response.status();
+            let body: serde_json::Value = response.json().await?;
+            anyhow::Ok((status, body))
+        }
+    };
+    let (status, body) = ask(endpoint("run-tools"), Some(tools_token.clone())).await?;
+    ensure!(
+        status == http::StatusCode::FORBIDDEN && body["error"]["code"] == -32002,
+        "an ended run's token: {status} {body}"
+    );
+    let (status, body) = ask(endpoint("run-tools"), Some(other_token)).await?;
+    ensure!(
+        status == http::StatusCode::UNAUTHORIZED && body["error"]["code"] == -32001,
+        "another run's token: {status} {body}"
+    );
+    let (status, _) = ask(endpoint("run-tools"), None).await?;
+    ensure!(
+        status == http::StatusCode::UNAUTHORIZED,
+        "no token: {status}"
+    );
+    Ok(())
+}
+
 /// The status of run `name` once it has ended (at most 120 s).
 async fn ended_status(
     runs: &kube::Api<AgentRun>,
@@ -223,9 +359,13 @@ pub(crate) fn run(id: &str, name: &str, prompt: &str) -> AgentRun {
 async fn quiz(ns: Ns) -> anyhow::Result<()> {
     let _exclusive = exclusive().await;
     let host = crate::host::host(&ns).await?;
+    // The agent grades one answer with the quiz's tool (through its run's MCP endpoint, to
+    // the quiz's container), then answers.
     let model = ScriptedModel::start(vec![
-        Step::answer("3 of 3 correct")
+        Step::call("plugin_grade", r#"{"a": 2, "b": 3, "answer": 5}"#)
+            .offering(&["plugin_grade"])
             .after_message_containing("sums a + b with a and b from 1 to 9"),
+        Step::answer("3 of 3 correct").after_message_containing(r#"{"correct":true,"expected":5}"#),
     ])
     .await?;
     use_runner(&ns, &model, host.url_for_pods.clone()).await?;
@@ -297,6 +437,15 @@ async fn quiz_scenario(ns: &Ns, host: &crate::host::HostServer, id: &str) -> any
     );
     let status = ended_status(&runs, &name).await?;
     ensure!(status.phase == Some(AgentRunPhase::Succeeded), "{status:?}");
+    let called: Vec<(&str, bool)> = status
+        .tool_calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.is_error))
+        .collect();
+    ensure!(
+        status.tool_call_count == 1 && called == [("grade", false)],
+        "the run's tool calls: {status:?}"
+    );
 
     // Its end reached the plugin: the score card and the notification are in the chat's inbox.
     let inbox = server::plugin_api::inbox::inbox_name(&model::names::instance_name(id, "general"));

@@ -4,8 +4,9 @@
 
 use std::io::Write;
 
+use super::mcp::McpTools;
 use super::run_env::RunEnv;
-use super::tools::NoTools;
+use super::tools::{NoTools, Tools};
 use super::{Ended, Error, ModelSettings};
 
 #[derive(clap::Args, Clone, Debug)]
@@ -35,7 +36,11 @@ pub async fn run(args: AgentArgs) -> Result<Ended, Error> {
         api_key: args.api_key.filter(|k| !k.is_empty()),
         max_turns: args.max_turns,
     };
-    let ended = super::run(&env, &settings, &NoTools).await?;
+    let tools: Box<dyn Tools> = match &env.mcp {
+        Some((url, token_file)) => Box::new(McpTools::connect(url, token_file.clone()).await?),
+        None => Box::new(NoTools),
+    };
+    let ended = super::run(&env, &settings, tools.as_ref()).await?;
     println!("{}", ended.message);
     let path = std::env::var(model::run_contract::TERMINATION_LOG)
         .unwrap_or_else(|_| model::run_contract::TERMINATION_LOG_PATH.into());

@@ -5,12 +5,14 @@
 //! run's time limit or turn limit is reached ([`turns`] decides each step, purely), and print
 //! the final message. It exits 0 when the model gave a final answer.
 //!
-//! The tools come through [`tools::Tools`]. The run's MCP endpoint (issue 28's next slice)
-//! is not served yet, so the runner offers the model no tools and answers any tool call it
-//! makes with an error naming the tools it has (none): a model that insists still ends.
+//! The tools come through [`tools::Tools`]: the run's MCP endpoint ([`mcp`]), served by the
+//! API server, with the plugin's tools the manifest gives the agent. A call the run cannot
+//! make (a tool it was not offered, bad arguments, a tool that writes from a read-only
+//! agent) is answered to the model as an error, never made ([`turns`]).
 
 pub mod chat;
 pub mod cli;
+pub mod mcp;
 pub mod run_env;
 pub mod tools;
 pub mod turns;
@@ -31,6 +33,8 @@ pub enum Error {
     Env(#[from] run_env::EnvError),
     #[error(transparent)]
     Chat(#[from] chat::ChatError),
+    #[error("the run's MCP endpoint: {0}")]
+    Mcp(#[from] mcp::McpError),
     #[error("the model made {0} turns without a final answer")]
     TooManyTurns(usize),
     #[error("the run went past its time limit of {0:?}")]

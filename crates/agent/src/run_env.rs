@@ -19,6 +19,9 @@ pub struct RunEnv {
     /// The whole prompt.
     pub prompt: String,
     pub time_limit: Duration,
+    /// The run's MCP endpoint and its token's file (absent for a run made by a controller
+    /// that served none: the run then has no tools).
+    pub mcp: Option<(String, PathBuf)>,
 }
 
 /// What is missing or wrong in a run's environment.
@@ -77,6 +80,10 @@ impl RunEnv {
                 .collect(),
             prompt,
             time_limit: Duration::from_secs(seconds),
+            mcp: match (lookup(contract::MCP_URL), lookup(contract::MCP_TOKEN_FILE)) {
+                (Some(url), Some(file)) if !url.is_empty() => Some((url, PathBuf::from(file))),
+                _ => None,
+            },
         })
     }
 }
@@ -98,6 +105,11 @@ mod tests {
             (contract::TOOLS, "plugin_a,plugin_b".into()),
             (contract::PROMPT_FILE, prompt_file.into()),
             (contract::TIME_LIMIT, "30".into()),
+            (
+                contract::MCP_URL,
+                "http://api/mcp/namespaces/team/runs/echo-1".into(),
+            ),
+            (contract::MCP_TOKEN_FILE, "/run/loop-run/mcp-token".into()),
         ])
     }
 
@@ -114,6 +126,9 @@ mod tests {
         assert!(run.read_only);
         assert_eq!(run.tools, ["plugin_a", "plugin_b"]);
         assert_eq!(run.time_limit, Duration::from_secs(30));
+        let (url, token) = run.mcp.unwrap();
+        assert_eq!(url, "http://api/mcp/namespaces/team/runs/echo-1");
+        assert_eq!(token, PathBuf::from("/run/loop-run/mcp-token"));
     }
 
     #[test]

@@ -1,6 +1,5 @@
-//! The tools a run offers its model. The run's MCP endpoint (the plugin's tools as
-//! `plugin_<tool>`, served by the API server) is issue 28's next slice; until it is there a
-//! run has [`NoTools`].
+//! The tools a run offers its model: the run's MCP endpoint's ([`crate::mcp::McpTools`]), or
+//! [`NoTools`] for a run given no endpoint.
 
 use futures::future::BoxFuture;
 use serde_json::{Value, json};

@@ -18,6 +18,7 @@ fn env(read_only: bool, limit: Duration) -> RunEnv {
         tools: vec![],
         prompt: "Summarize the chat.".into(),
         time_limit: limit,
+        mcp: None,
     }
 }
 
