@@ -45,10 +45,16 @@ pub fn entry(map: &ConfigMap, id: &str) -> Option<Entry> {
     serde_json::from_str(text).ok()
 }
 
+/// What orders entries by age, oldest first: the time they were posted (to the millisecond;
+/// an unreadable time counts as oldest), then the id.
+pub fn age(entry: &Entry) -> (Option<jiff::Timestamp>, &str) {
+    (entry.created.parse().ok(), &entry.id)
+}
+
 /// The keys to drop so that one more entry fits: the oldest beyond `MAX_ENTRIES - 1`.
 pub fn to_drop(existing: &[Entry]) -> Vec<String> {
     let mut by_age: Vec<&Entry> = existing.iter().collect();
-    by_age.sort_by(|a, b| (&a.created, &a.id).cmp(&(&b.created, &b.id)));
+    by_age.sort_by(|a, b| age(a).cmp(&age(b)));
     let excess = (existing.len() + 1).saturating_sub(MAX_ENTRIES);
     by_age
         .into_iter()
@@ -101,6 +107,20 @@ mod tests {
         existing.reverse();
         assert_eq!(to_drop(&existing), vec!["n-000".to_string()]);
         assert!(to_drop(&existing[..10]).is_empty());
+    }
+
+    #[test]
+    fn entries_order_by_their_time_to_the_millisecond_then_id() {
+        let mut list = [
+            e("b", "2026-01-01T00:00:01Z"),
+            e("c", "2026-01-01T00:00:01.250Z"),
+            e("a", "2026-01-01T00:00:01.250Z"),
+            e("z", "not a time"),
+            e("d", "2026-01-01T00:00:00.999Z"),
+        ];
+        list.sort_by(|x, y| age(x).cmp(&age(y)));
+        let ids: Vec<&str> = list.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["z", "d", "b", "a", "c"]);
     }
 
     #[test]

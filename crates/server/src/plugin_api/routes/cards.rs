@@ -103,7 +103,7 @@ pub(super) async fn post(state: &AppState, caller: &Caller, mut entry: Entry) ->
     };
     let bytes: [u8; 8] = rand::rng().random();
     entry.id = format!("{prefix}-{}", hex::encode(bytes));
-    entry.created = crate::plugin_api::clock::rfc3339(now);
+    entry.created = crate::plugin_api::clock::rfc3339_millis(now);
     let text = serde_json::to_string(&entry).expect("entries serialize");
     if text.len() > inbox::MAX_ENTRY_BYTES {
         return Err(ApiError::new(
