@@ -19,6 +19,7 @@ use crate::fanout::runs_done::KubeDoneRecorder;
 use crate::host_api::HostState;
 use crate::host_api::auth::KubeReviewer;
 use crate::host_api::state::REVIEW_TTL;
+use crate::host_api::writes::KubeMarkWriter;
 use crate::http::RequestMetrics;
 use crate::index::{Index, Roles};
 use crate::plugin_api::files::MAX_FILE_BYTES;
@@ -203,6 +204,7 @@ impl Server {
         let mut host = HostState::new(
             calls.clone(),
             status.clone(),
+            Arc::new(KubeMarkWriter::new(client.clone())),
             Arc::new(KubeReviewer::new(client.clone())),
             options.review_ttl,
             host_metrics,

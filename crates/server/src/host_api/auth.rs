@@ -11,7 +11,11 @@
 //! | `POST .../switches/{switch}` | `create` | `plugininstances/switches` | the instance |
 //! | `GET .../switches` | `get` | `plugininstances/switches` | the instance |
 //! | `GET`/`POST`/`PUT`/`PATCH`/`DELETE .../x/{path}` | `get`/`create`/`update`/`patch`/`delete` | `plugininstances/x` | the instance |
+//! | `GET .../panels` | `get` | `plugininstances/panels` | the instance |
 //! | `POST .../channels/{channel}/events` | `create` | `channels/events` | the chat |
+//! | `GET .../channels/{channel}/cards` | `get` | `channels/cards` | the chat |
+//! | `POST .../channels/{channel}/cards/read` | `update` | `channels/cards` | the chat |
+//! | `GET /namespaces/{ns}/cards/unread` | `list` | `channels/cards` | (every chat) |
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -76,15 +80,34 @@ impl Permission {
         Self::on_instance(verb_of(method), "x", ns, instance)
     }
 
-    /// `create channels/events`.
-    pub fn events(ns: &str, chat: &str) -> Self {
+    fn on_chat(verb: &'static str, sub: &'static str, ns: &str, chat: &str) -> Self {
         Self {
-            verb: "create",
+            verb,
             resource: "channels",
-            subresource: "events",
+            subresource: sub,
             namespace: ns.into(),
             name: chat.into(),
         }
+    }
+
+    /// `create channels/events`.
+    pub fn events(ns: &str, chat: &str) -> Self {
+        Self::on_chat("create", "events", ns, chat)
+    }
+
+    /// `get channels/cards`: a chat's card drawer.
+    pub fn read_drawer(ns: &str, chat: &str) -> Self {
+        Self::on_chat("get", "cards", ns, chat)
+    }
+
+    /// `update channels/cards`: marking a chat's cards read.
+    pub fn mark_cards(ns: &str, chat: &str) -> Self {
+        Self::on_chat("update", "cards", ns, chat)
+    }
+
+    /// `list channels/cards` of every chat of a namespace: their unread counts.
+    pub fn count_cards(ns: &str) -> Self {
+        Self::on_chat("list", "cards", ns, "")
     }
 }
 

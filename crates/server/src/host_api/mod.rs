@@ -10,6 +10,10 @@
 //! | POST | `/plugins/{plugin}/switches/{switch}` | `POST /switches/{switch}` | 10 s |
 //! | any | `/plugins/{plugin}/x/{path}` | the same `/x/{path}` | 30 s, bodies ≤ 8 MB |
 //! | POST | `/events` | `POST /events` on each container the rules name | 10 s each |
+//! | GET | `/plugins/{plugin}/panels` | — | |
+//! | GET | `/cards` (the chat's card drawer) | — | |
+//! | POST | `/cards/read` | — | |
+//! | GET | `/api/host/v1/namespaces/{ns}/cards/unread` (each chat's unread cards) | — | |
 //!
 //! A call to a stopped container records demand on its PluginInstance (`lastActivity`), waits
 //! with the other calls for it (at most `crate::calls::CallSettings::max_waiting`) until the Pod watch sees
@@ -22,25 +26,30 @@
 //! - the routes, each a module with its handler beside its pure rules: [`actions`], [`tools`]
 //!   (schemas, results), [`switches`], [`proxy`] (`/x`), [`events`] (the answer; which
 //!   containers get an event and the sending are `crate::delivery`'s, which the fan-out uses
-//!   too);
+//!   too), [`panels`], [`cards`] (the card drawer: what a card shows is [`drawer`]'s, which
+//!   cards were read [`read_marks`]');
 //! - [`state`]: what the handlers share (the caller checked, the instance found through
 //!   `crate::delivery::target`, the body read, the plugin called through `crate::calls`, the
 //!   one way) and how call failures become answers;
-//! - I/O: [`auth`] (reviews); [`error`] (the codes); [`metrics`]; [`trigger`]: the
-//!   `loop-plugins trigger` CLI.
+//! - I/O: [`auth`] (reviews); [`writes`] (the read marks); [`error`] (the codes);
+//!   [`metrics`]; [`trigger`]: the `loop-plugins trigger` CLI.
 
 pub mod actions;
 pub mod auth;
+pub mod cards;
+pub mod drawer;
 pub mod error;
 pub mod events;
 pub mod metrics;
 pub mod panels;
 pub mod proxy;
+pub mod read_marks;
 mod routes;
 pub mod state;
 pub mod switches;
 pub mod tools;
 pub mod trigger;
+pub mod writes;
 
 #[cfg(test)]
 mod tests;

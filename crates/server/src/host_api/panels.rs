@@ -89,12 +89,7 @@ pub async fn list(
             Permission::panels(ns, i)
         })
         .await?;
-    let keys = s.links.borrow().clone().ok_or_else(|| {
-        HostError::new(
-            Code::Unavailable,
-            "the UI's link keys have not been read yet; try again",
-        )
-    })?;
+    let keys = s.link_keys()?;
     let digest = running_digest(&target)?;
     let links = panel_links(
         &Panels {

@@ -8,12 +8,12 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 use super::state::HostState;
-use super::{actions, events, panels, proxy, switches, tools};
+use super::{actions, cards, events, panels, proxy, switches, tools};
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 11] = [
+pub const ROUTES: [(&str, &str); 14] = [
     (
         "POST",
         "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/actions/{action}",
@@ -55,6 +55,12 @@ pub const ROUTES: [(&str, &str); 11] = [
         "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/x/{path}",
     ),
     ("POST", "/namespaces/{namespace}/channels/{channel}/events"),
+    ("GET", "/namespaces/{namespace}/channels/{channel}/cards"),
+    (
+        "POST",
+        "/namespaces/{namespace}/channels/{channel}/cards/read",
+    ),
+    ("GET", "/namespaces/{namespace}/cards/unread"),
 ];
 
 /// The routes, relative to the prefix, with their body limits.
@@ -88,4 +94,13 @@ pub fn routes(state: &HostState) -> Router<HostState> {
             "/namespaces/{namespace}/channels/{channel}/events",
             post(events::post).layer(small),
         )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/cards",
+            get(cards::list),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/cards/read",
+            post(cards::mark_read).layer(small),
+        )
+        .route("/namespaces/{namespace}/cards/unread", get(cards::unread))
 }

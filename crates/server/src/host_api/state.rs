@@ -1,5 +1,5 @@
 //! What the host API's handlers share: who may call ([`Auth`]), the index the answers read,
-//! the one way to call a plugin ([`Calls`]); the steps every handler takes (check the caller,
+//! the one way to call a plugin ([`Calls`]), the writes it makes; the steps every handler takes (check the caller,
 //! find the instance, read the body, call the plugin); and how a call's failures become the
 //! host API's answers.
 
@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use super::auth::{Auth, Lookup, Permission, Reviewer};
 use super::error::{Code, HostError, HostResult, failure_error};
 use super::metrics::{HostMetrics, ResultLabels};
+use super::writes::MarkWriter;
 use crate::calls::client::{PluginAnswer, PluginRequest, seconds};
 use crate::calls::{CallError, CallOptions, Calls, StartError, Target};
 use crate::delivery::target;
@@ -32,6 +33,8 @@ pub struct HostState {
     pub calls: Calls,
     /// The writes of the instances' status fields the host API changes (switches).
     pub status: Arc<dyn StatusWriter>,
+    /// The writes of the chats' read marks (the card drawer).
+    pub marks: Arc<dyn MarkWriter>,
     pub auth: Arc<Auth>,
     pub metrics: Arc<HostMetrics>,
     /// The keys the UI's links are signed with (None until read: [`crate::ui::key_store`]).
@@ -42,6 +45,7 @@ impl HostState {
     pub fn new(
         calls: Calls,
         status: Arc<dyn StatusWriter>,
+        marks: Arc<dyn MarkWriter>,
         reviewer: Arc<dyn Reviewer>,
         review_ttl: Duration,
         metrics: Arc<HostMetrics>,
@@ -49,6 +53,7 @@ impl HostState {
         Self {
             calls,
             status,
+            marks,
             auth: Arc::new(Auth::new(reviewer, review_ttl)),
             metrics,
             links: watch::channel(None).1,
@@ -62,6 +67,17 @@ impl HostState {
 
     pub fn index(&self) -> &Arc<Index> {
         self.calls.index()
+    }
+
+    /// The keys the UI's links are signed with (503 until they were read).
+    pub fn link_keys(&self) -> HostResult<LinkKeys> {
+        self.links.borrow().clone().ok_or_else(|| {
+            HostError::new(
+                Code::Unavailable,
+                "the UI's link keys have not been read yet; try again",
+            )
+            .retry_after(1)
+        })
     }
 
     /// Checks the caller (401) and RBAC (403).

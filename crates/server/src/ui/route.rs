@@ -124,8 +124,9 @@ fn running_image(index: &Index, link: &Link) -> Option<String> {
         .then(|| plugin.spec.image.clone())
 }
 
-/// The digest a Plugin's image is pinned to, as admission read it.
-fn pinned_digest(plugin: &Plugin) -> Option<String> {
+/// The digest a Plugin's image is pinned to, as admission read it: the one its links may
+/// name.
+pub fn pinned_digest(plugin: &Plugin) -> Option<String> {
     let digest = plugin.status.as_ref()?.image.as_ref()?.digest.clone();
     plugin
         .spec

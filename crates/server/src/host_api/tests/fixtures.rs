@@ -16,7 +16,8 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus, Secret,
+    ConfigMap, Container, ContainerPort, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
+    Secret,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::runtime::reflector::store::Writer;
@@ -30,7 +31,9 @@ use crate::calls::{CallSettings, Calls, Limits};
 use crate::host_api::auth::{Permission, Reviewer, User};
 use crate::host_api::metrics::HostMetrics;
 use crate::host_api::state::{HostState, REVIEW_TTL};
+use crate::host_api::writes::RecordingMarks;
 use crate::index::{Index, InstanceKey, PodIndex, Writers};
+use crate::plugin_api::inbox::{self, Entry, Kind};
 use crate::status::RecordingWriter;
 use model::config::PluginConfig;
 use model::names::{self, LABEL_INSTANCE};
@@ -45,10 +48,12 @@ pub const SECRET: &str = "s3cret";
 pub const TOKEN: &str = "good";
 pub const LIMITED: &str = "limited";
 
-/// The echo plugin's manifest, plus a tool without an output schema and `both` thread events.
+/// The echo plugin's manifest, plus a tool without an output schema, `both` thread events and
+/// a card.
 pub const MANIFEST: &str = r#"{
   "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1",
-  "capabilities": ["agent.readonly", "schedule", "ui.composer_switch", "events.subscribe", "ui.panel"],
+  "capabilities": ["agent.readonly", "schedule", "ui.composer_switch", "events.subscribe", "ui.panel",
+                   "ui.notification.card"],
   "agents": [{ "id": "say", "read_only": true, "tools": ["echo"] }],
   "tools": [
     { "name": "echo", "description": "Returns its input text",
@@ -63,7 +68,8 @@ pub const MANIFEST: &str = r#"{
   "events": ["message.created", "settings.changed"],
   "settings": { "verbose": { "type": "boolean", "default": false } },
   "ui": { "composer_switches": [{ "id": "mode", "label": "Mode", "icon": "ui/mode.svg", "title": "Mode is off" }],
-          "panels": [{ "id": "main", "label": "Echo", "entry": "ui/main/index.html", "singleton": true }] }
+          "panels": [{ "id": "main", "label": "Echo", "entry": "ui/main/index.html", "singleton": true }],
+          "cards": [{ "id": "score", "entry": "ui/score.html" }] }
 }"#;
 
 /// What the fake plugin received.
@@ -275,6 +281,8 @@ pub struct World {
     pub pods: Arc<PodIndex>,
     pub plugin: FakePlugin,
     pub recorded: Arc<RecordingWriter>,
+    /// The read marks written.
+    pub marks: Arc<RecordingMarks>,
 }
 
 fn meta(name: &str, ns: Option<&str>) -> ObjectMeta {
@@ -464,9 +472,11 @@ impl World {
             recorded.clone(),
             Arc::new(CallMetrics::unregistered()),
         );
+        let marks = Arc::new(RecordingMarks::default());
         let mut state = HostState::new(
             calls,
             recorded.clone(),
+            marks.clone(),
             reviewer,
             REVIEW_TTL,
             Arc::new(HostMetrics::unregistered()),
@@ -485,6 +495,7 @@ impl World {
             pods,
             plugin: FakePlugin::start().await,
             recorded,
+            marks,
         }
     }
 
@@ -564,6 +575,29 @@ impl Sender {
             bytes,
         }
     }
+}
+
+/// Echo's inbox in `chat`, holding a card `id` (of the manifest's card
+/// `score`) posted at `created` for each of `cards`.
+pub fn inbox(chat: &str, cards: &[(&str, &str)]) -> ConfigMap {
+    let instance = names::instance_name("echo", chat);
+    let mut map = inbox::template(NS, &instance, "echo", "proj", chat, None);
+    map.metadata.resource_version = Some("1".into());
+    let data = map.data.get_or_insert_default();
+    for (id, created) in cards {
+        let entry = Entry {
+            id: id.to_string(),
+            kind: Kind::Card,
+            card: Some("score".into()),
+            title: format!("Score {id}"),
+            data: Some(json!({ "score": 3 })),
+            body: None,
+            level: None,
+            created: created.to_string(),
+        };
+        data.insert(id.to_string(), serde_json::to_string(&entry).unwrap());
+    }
+    map
 }
 
 /// The instance key of echo in `chat`.

@@ -16,6 +16,7 @@ use crate::host_api::auth::{Permission, Reviewer, User};
 use crate::host_api::error::Code;
 use crate::host_api::{PREFIX, ROUTES};
 use crate::openapi_spec::{self, METHODS, resolve, validator};
+use crate::plugin_api::inbox::Entry;
 
 const SPEC: &str = include_str!("../../../../../openapi/host-api-v1.yaml");
 fn spec() -> Value {
@@ -106,8 +107,16 @@ fn every_operation_states_its_time_limit_and_permission() {
             op.method,
             op.path
         );
-        // Listing switches and panels reads the host's state: no call, no time limit.
-        if !op.path.ends_with("/switches") && !op.path.ends_with("/panels") {
+        // Listing switches, panels and cards, and marking cards read, keep to the host's
+        // state: no call, no time limit.
+        let host_state = [
+            "/switches",
+            "/panels",
+            "/cards",
+            "/cards/read",
+            "/cards/unread",
+        ];
+        if !host_state.iter().any(|end| op.path.ends_with(end)) {
             assert!(
                 op.op["x-loop-time-limit-seconds"].is_u64(),
                 "{} {}: x-loop-time-limit-seconds",
@@ -193,6 +202,14 @@ async fn the_spec_examples_get_documented_answers() {
     let spec = spec();
     let mut w = World::new().await;
     w.start("general", "uid-1");
+    // A drawer with a card to show and one whose page the manifest no longer has.
+    let mut map = inbox("general", &[("card-1", "2026-12-05T09:00:00Z")]);
+    let mut gone: Entry = serde_json::from_str(&map.data.as_ref().unwrap()["card-1"]).unwrap();
+    (gone.id, gone.card) = ("card-2".into(), Some("old".into()));
+    map.data
+        .get_or_insert_default()
+        .insert(gone.id.clone(), serde_json::to_string(&gone).unwrap());
+    apply(&mut w.writers.config_maps, map);
     for op in operations(&spec) {
         let media = op.op.pointer("/requestBody/content/application~1json");
         let examples: Vec<Value> = match media {
