@@ -1,7 +1,8 @@
 //! The Helm chart and the kustomize base, checked without a cluster, with the built helm and
 //! kubectl (`$LOOP_PLUGINS_CONTROLPLANE`, else what `hack/controlplane/build.sh` prints):
 //! `helm lint` is clean; the chart renders with its defaults and with every switch; no rendered
-//! Role or ClusterRole uses `*`; the values schema refuses bad values; the flags the chart
+//! Role or ClusterRole uses `*`; the host API callers' role grants exactly the permissions
+//! the host API's spec names (`x-rbac`); the values schema refuses bad values; the flags the chart
 //! passes are flags the binary takes; `kubectl kustomize deploy/` is the chart's default
 //! rendering; the alert rules pass `promtool check rules` (Debian's, from
 //! `hack/prometheus.sh`), and every metric the rules and the dashboard name is one the
@@ -450,6 +451,42 @@ fn the_plugin_operator_role_grants_what_the_verbs_need() {
             .any(|d| name(d) == "loop-plugins-plugin-operator-credentials"),
         "no credentials Secret, no Role for it"
     );
+}
+
+#[test]
+fn the_caller_role_grants_every_host_api_permission_and_no_more() {
+    let spec: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo().join("openapi/host-api-v1.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut asked: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for item in spec["paths"].as_object().unwrap().values() {
+        for op in item.as_object().unwrap().values() {
+            let Some(rbac) = op.get("x-rbac") else {
+                continue;
+            };
+            let verbs = asked
+                .entry(rbac["resource"].as_str().unwrap().to_string())
+                .or_default();
+            verbs.push(rbac["verb"].as_str().unwrap().to_string());
+            verbs.sort();
+            verbs.dedup();
+        }
+    }
+    assert!(asked.contains_key("channels/cards"), "{asked:?}");
+    let docs = render(&[]);
+    let role = find(&docs, "ClusterRole", "loop-plugins-host-api-caller");
+    let granted: BTreeMap<String, Vec<String>> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| strings(&r["resources"]))
+        .map(|resource| {
+            let verbs = verbs_on(role, &resource);
+            (resource, verbs)
+        })
+        .collect();
+    assert_eq!(granted, asked);
 }
 
 fn verbs_on(role: &Value, resource: &str) -> Vec<String> {

@@ -253,6 +253,7 @@ pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<S
             "plugininstances/panels",
             "plugininstances/x",
             "channels/events",
+            "channels/cards",
         ],
         Grant::Actions => &["plugininstances/actions"],
         Grant::None => &[],
@@ -281,7 +282,7 @@ async fn grant_role(ns: &Ns, account: &str, resources: &[&str]) -> anyhow::Resul
         rules: Some(vec![PolicyRule {
             api_groups: Some(vec!["plugins.loop.dev".into()]),
             resources: Some(resources.iter().map(|r| r.to_string()).collect()),
-            verbs: ["create", "get", "update", "patch", "delete"]
+            verbs: ["create", "get", "list", "update", "patch", "delete"]
                 .map(String::from)
                 .to_vec(),
             ..Default::default()
