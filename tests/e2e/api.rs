@@ -6,7 +6,7 @@
 //! the live server.
 
 #[path = "api_support.rs"]
-mod api_support;
+pub mod api_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
