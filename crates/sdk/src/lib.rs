@@ -11,8 +11,9 @@
 //!   switches, events and run ends, and the author's own `/x` router; it serves them behind
 //!   the secret (401 on every route), answers 202 for an action and runs it in the
 //!   background, turns a tool's error into an `is_error` result, answers 404/422 for what the
-//!   manifest does not declare, and shuts down gracefully (requests in flight finish,
-//!   background actions are cancelled and waited for).
+//!   manifest does not declare, runs the author's middleware around every route once the
+//!   secret is checked, and shuts down gracefully (requests in flight finish, background
+//!   actions are cancelled and waited for).
 //!
 //! The manifest is `loop-plugins-manifest`'s [`Manifest`](manifest::Manifest): the same
 //! parser and rules as the controller's admission, re-exported here as [`manifest`].

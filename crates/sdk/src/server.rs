@@ -10,7 +10,10 @@
 //! | `POST /runs/{id}/done` | 204 | the run-end handler, if any |
 //! | `POST /events` | 422 for an event the manifest does not subscribe to, else 204 | the event handler, if any |
 //! | `POST /switches/{id}` | 404 for an undeclared switch | the switch's handler; its answer is the pill's state |
-//! | `/x/...` | the author's router, nested under `/x` (404 without one) | |
+//! | `/x/...` | the author's router, nested under `/x` (404 without one), bodies up to the contract's 8 MB | |
+//!
+//! The author's [`Plugin::middleware`] runs around every route once the secret is checked
+//! (logging, metrics, a record of what the host sent).
 //!
 //! [`Plugin::build`] refuses a handler for something the manifest does not declare and a
 //! declared action, tool or switch without a handler, so a plugin cannot pass its own start
@@ -26,9 +29,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::{Next, from_fn_with_state};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use manifest::Manifest;
@@ -44,6 +47,9 @@ use crate::wire::{
 
 /// How long shutdown waits for background actions after cancelling them.
 pub const BACKGROUND_GRACE: Duration = Duration::from_secs(5);
+/// The biggest body an `/x` route takes (the contract's `x-loop-max-body-bytes`); a bigger
+/// one is answered 413.
+pub const MAX_X_BODY: usize = 8 * 1024 * 1024;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 type ActionFn = Arc<dyn Fn(ActionRequest, ActionContext) -> BoxFuture<()> + Send + Sync>;
@@ -51,6 +57,7 @@ type ToolFn = Arc<dyn Fn(ToolRequest) -> BoxFuture<Result<ToolResult, ToolError>
 type SwitchFn = Arc<dyn Fn(SwitchRequest) -> BoxFuture<SwitchState> + Send + Sync>;
 type EventFn = Arc<dyn Fn(Event) -> BoxFuture<()> + Send + Sync>;
 type RunDoneFn = Arc<dyn Fn(String, RunDone) -> BoxFuture<()> + Send + Sync>;
+type MiddlewareFn = Arc<dyn Fn(Request, Next) -> BoxFuture<Response> + Send + Sync>;
 
 /// What a background action gets besides its request.
 #[derive(Clone, Debug)]
@@ -85,6 +92,12 @@ impl Background {
     pub fn is_shutting_down(&self) -> bool {
         self.shutdown.is_cancelled()
     }
+
+    /// Completes when shutdown begins: for waits that are not tasks, such as a request that
+    /// holds on (a long poll, a delay), which shutdown otherwise waits out.
+    pub fn shutting_down(&self) -> impl Future<Output = ()> + Send + use<> {
+        self.shutdown.clone().cancelled_owned()
+    }
 }
 
 /// A tool's failure: the agent reads it as an `is_error` result.
@@ -112,6 +125,7 @@ pub struct Plugin {
     event: Option<EventFn>,
     run_done: Option<RunDoneFn>,
     x: Option<Router>,
+    middleware: Vec<MiddlewareFn>,
     background: Background,
 }
 
@@ -125,6 +139,7 @@ impl Plugin {
             event: None,
             run_done: None,
             x: None,
+            middleware: Vec::new(),
             background: Background {
                 shutdown: CancellationToken::new(),
                 tracker: TaskTracker::new(),
@@ -196,6 +211,20 @@ impl Plugin {
         self
     }
 
+    /// Code run around every route, the contract's and `/x`'s (unknown routes too), once the
+    /// secret is checked: a request without it never reaches it. It goes on with
+    /// `next.run(req).await` or answers itself. Several run in the order added, the first
+    /// outermost.
+    pub fn middleware<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Request, Next) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        self.middleware
+            .push(Arc::new(move |req, next| Box::pin(f(req, next))));
+        self
+    }
+
     /// Checks the handlers against the manifest and makes the server.
     pub fn build(self, secret: &str) -> Result<Server, BuildError> {
         let mut problems = Vec::new();
@@ -252,6 +281,7 @@ impl Plugin {
             }),
             secret: Arc::from(secret.as_bytes()),
             x: self.x.unwrap_or_default(),
+            middleware: self.middleware,
         })
     }
 }
@@ -274,12 +304,13 @@ pub struct Server {
     state: Shared,
     secret: Arc<[u8]>,
     x: Router,
+    middleware: Vec<MiddlewareFn>,
 }
 
 impl Server {
-    /// The router: every route behind the secret.
+    /// The router: every route behind the secret, then the author's middleware.
     pub fn router(&self) -> Router {
-        Router::new()
+        let mut router = Router::new()
             .route("/healthz", get(health))
             .route("/actions/{action}", post(run_action))
             .route("/tools/{tool}", post(call_tool))
@@ -287,9 +318,15 @@ impl Server {
             .route("/events", post(take_event))
             .route("/switches/{switch}", post(set_switch))
             .with_state(self.state.clone())
-            .nest("/x", self.x.clone())
-            .fallback(|| async { error(StatusCode::NOT_FOUND, "no such route") })
-            .layer(from_fn_with_state(self.secret.clone(), require_secret))
+            .nest(
+                "/x",
+                self.x.clone().layer(DefaultBodyLimit::max(MAX_X_BODY)),
+            )
+            .fallback(|| async { error(StatusCode::NOT_FOUND, "no such route") });
+        for f in self.middleware.iter().rev().cloned() {
+            router = router.layer(from_fn(move |req: Request, next: Next| f(req, next)));
+        }
+        router.layer(from_fn_with_state(self.secret.clone(), require_secret))
     }
 
     /// Serves on `listener` until `shutdown` completes; then finishes requests in flight,

@@ -191,3 +191,130 @@ fn handlers_must_fit_the_manifest() {
     }
     assert!(echo(Arc::default()).build("").is_err());
 }
+
+#[tokio::test]
+async fn middleware_runs_in_order_after_the_secret_and_may_answer_itself() {
+    use axum::extract::Request;
+    use axum::middleware::Next;
+    use axum::response::IntoResponse;
+    use std::sync::Mutex;
+
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (first, second) = (seen.clone(), seen.clone());
+    let plugin = echo(Arc::default())
+        .middleware(move |req: Request, next: Next| {
+            first
+                .lock()
+                .unwrap()
+                .push(format!("first {}", req.uri().path()));
+            next.run(req)
+        })
+        .middleware(move |req: Request, next: Next| {
+            second
+                .lock()
+                .unwrap()
+                .push(format!("second {}", req.uri().path()));
+            async move {
+                if req.uri().path() == "/x/closed" {
+                    return axum::http::StatusCode::GONE.into_response();
+                }
+                next.run(req).await
+            }
+        });
+    let (url, _stop, _task) = serve(plugin).await;
+    let client = client();
+    let refused = client.get(format!("{url}/healthz")).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    assert!(seen.lock().unwrap().is_empty(), "a refused call reached it");
+    for (path, status) in [
+        ("/healthz", 200),
+        ("/x/hello", 200),
+        ("/x/closed", 410),
+        ("/nope", 404),
+    ] {
+        let res = client
+            .get(format!("{url}{path}"))
+            .bearer_auth(SECRET)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), status, "{path}");
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "first /healthz",
+            "second /healthz",
+            "first /x/hello",
+            "second /x/hello",
+            "first /x/closed",
+            "second /x/closed",
+            "first /nope",
+            "second /nope",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn x_takes_the_contracts_8_mb() {
+    use axum::body::Bytes;
+    use axum::routing::post;
+
+    let plugin = echo(Arc::default()).x(axum::Router::new().route(
+        "/size",
+        post(|body: Bytes| async move { body.len().to_string() }),
+    ));
+    let (url, _stop, _task) = serve(plugin).await;
+    let client = client();
+    let max = loop_plugin_sdk::server::MAX_X_BODY;
+    let res = client
+        .post(format!("{url}/x/size"))
+        .bearer_auth(SECRET)
+        .body(vec![b'a'; max])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.text().await.unwrap(), max.to_string());
+    let res = client
+        .post(format!("{url}/x/size"))
+        .bearer_auth(SECRET)
+        .body(vec![b'a'; max + 1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 413);
+}
+
+#[tokio::test]
+async fn shutting_down_ends_a_request_that_holds_on() {
+    // A long poll under /x: shutdown waits for requests in flight, so it ends the poll.
+    let plugin = echo(Arc::default());
+    let background = plugin.background();
+    let plugin = plugin.x(axum::Router::new().route(
+        "/poll",
+        get(move || {
+            let shutting_down = background.shutting_down();
+            async move {
+                tokio::select! {
+                    () = shutting_down => "shutting down",
+                    () = tokio::time::sleep(Duration::from_secs(3600)) => "an hour",
+                }
+            }
+        }),
+    ));
+    let (url, stop, task) = serve(plugin).await;
+    let poll = tokio::spawn(
+        client()
+            .get(format!("{url}/x/poll"))
+            .bearer_auth(SECRET)
+            .send(),
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("shutdown waited out the poll")
+        .unwrap();
+    let answer = poll.await.unwrap().unwrap();
+    assert_eq!(answer.text().await.unwrap(), "shutting down");
+}
