@@ -1,6 +1,7 @@
-//! `check` against real plugins served on a loopback port: the echo plugin passes, and each
-//! broken copy (the echo plugin with one route replaced) fails with the line that names the
-//! fault, while everything else still passes.
+//! `check` against a plugin served on a loopback port: the echo plugin's manifest served by
+//! nothing but SDK handlers passes, and each broken copy (one route replaced) fails with the
+//! line that names the fault, while everything else still passes. (The echo plugin itself is
+//! checked in its own tests, `examples/echo-plugin/tests/plugin/conformance.rs`.)
 
 use std::time::Duration;
 
@@ -8,30 +9,39 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use loop_plugins_conformance::{Contract, Outcome, Report, Target, check};
+use sdk::{Plugin, SwitchState, ToolRequest, ToolResult};
 use serde_json::json;
 
 const SECRET: &str = "s3cret";
 const MANIFEST: &str = include_str!("../../../examples/echo-plugin/plugin.json");
 
-/// The echo plugin, with `broken` routes in front of its own.
-async fn serve(broken: Router) -> (String, tempfile::TempDir) {
-    let data = tempfile::tempdir().unwrap();
-    let plugin = echo_plugin::Plugin::new(echo_plugin::PluginOptions {
-        manifest: echo_plugin::Manifest::parse(MANIFEST).unwrap(),
-        secret: SECRET.into(),
-        data_dir: data.path().into(),
-        loop_api: None,
-    })
-    .unwrap();
-    let app = broken.fallback_service(plugin.router());
+/// The echo manifest's plugin, with `broken` routes in front of its own.
+async fn serve(broken: Router) -> String {
+    let server = Plugin::new(manifest::parse_str(MANIFEST).unwrap())
+        .action("ping", |_, _| async {})
+        .action("tick", |_, _| async {})
+        .tool("echo", |req: ToolRequest| async move {
+            let text = req.input.get("text").cloned().unwrap_or_default();
+            Ok(ToolResult::json(&json!({ "echo": text })).unwrap())
+        })
+        .switch("mode", |req| async move {
+            SwitchState {
+                on: req.on,
+                ..Default::default()
+            }
+        })
+        .on_event(|_| async {})
+        .build(SECRET)
+        .unwrap();
+    let app = broken.fallback_service(server.router());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, data)
+    url
 }
 
 async fn check_plugin(broken: Router) -> Report {
-    let (url, _data) = serve(broken).await;
+    let url = serve(broken).await;
     let target = Target {
         url,
         secret: SECRET.into(),
@@ -56,7 +66,7 @@ fn failures(report: &Report) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn the_echo_plugin_passes() {
+async fn the_echo_manifests_plugin_passes() {
     let report = check_plugin(Router::new()).await;
     assert!(report.passed(), "{}", report.text());
     assert!(

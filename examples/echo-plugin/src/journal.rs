@@ -40,9 +40,16 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn request(method: &str, route: &str, query: Option<&str>, body: &[u8]) -> Self {
+    /// A `kind` entry (`request`, `loop_api`) of `method route?query` with `body`.
+    pub fn new(
+        kind: &'static str,
+        method: &str,
+        route: &str,
+        query: Option<&str>,
+        body: &[u8],
+    ) -> Self {
         Self {
-            kind: "request",
+            kind,
             method: method.to_owned(),
             route: route.to_owned(),
             query: query.map(str::to_owned),
@@ -50,6 +57,16 @@ impl Entry {
             body_size: body.len(),
             status: None,
             error: None,
+        }
+    }
+
+    /// The same, with the answer's status and body.
+    pub fn answered(self, status: u16, body: &[u8]) -> Self {
+        Self {
+            status: Some(status),
+            body: recorded_body(body),
+            body_size: body.len(),
+            ..self
         }
     }
 }
@@ -98,10 +115,6 @@ impl Journal {
             path,
             inner: Mutex::new(Inner { file, seq }),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Appends `entry` as one line and answers its sequence number (from 1).
@@ -162,19 +175,19 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let j = Journal::open(&dir).unwrap();
         assert_eq!(
-            j.append(&Entry::request("POST", "/events", None, b"{}"))
+            j.append(&Entry::new("request", "POST", "/events", None, b"{}"))
                 .unwrap(),
             1
         );
         assert_eq!(
-            j.append(&Entry::request("GET", "/healthz", Some("a=b"), b""))
+            j.append(&Entry::new("request", "GET", "/healthz", Some("a=b"), b""))
                 .unwrap(),
             2
         );
         drop(j);
         let j = Journal::open(&dir).unwrap();
         assert_eq!(
-            j.append(&Entry::request("POST", "/x/a", None, b"hi"))
+            j.append(&Entry::new("request", "POST", "/x/a", None, b"hi"))
                 .unwrap(),
             3
         );
@@ -190,7 +203,7 @@ mod tests {
         j.clear().unwrap();
         assert!(j.entries().unwrap().is_empty());
         assert_eq!(
-            j.append(&Entry::request("GET", "/healthz", None, b""))
+            j.append(&Entry::new("request", "GET", "/healthz", None, b""))
                 .unwrap(),
             4
         );

@@ -1,11 +1,13 @@
 //! `echo-plugin`: serves the plugin contract on `$LOOP_PLUGIN_HOST:$LOOP_PLUGIN_PORT` until
-//! SIGTERM or Ctrl-C, then finishes the requests in flight.
+//! SIGTERM or Ctrl-C, then finishes the requests in flight. The manifest is
+//! `$LOOP_PLUGIN_MANIFEST`, or the one built in when there is no such file (run by hand, or
+//! by the e2e suite's kubelet stand-in).
 
 use std::process::ExitCode;
 
-use anyhow::Context;
-use echo_plugin::{Config, Plugin};
-use tokio::net::TcpListener;
+use loop_plugin_sdk::api::Client;
+use loop_plugin_sdk::env::ManifestReadError;
+use loop_plugin_sdk::{Env, shutdown_signal};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -20,51 +22,40 @@ async fn main() -> ExitCode {
     match run().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
+            tracing::error!("{e}");
             ExitCode::FAILURE
         }
     }
 }
 
-async fn run() -> anyhow::Result<()> {
-    let cfg = Config::from_env(|name| std::env::var(name).ok())?;
-    let plugin = Plugin::from_config(&cfg)?;
-    let listener = TcpListener::bind((cfg.host, cfg.port))
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let env = Env::from_env()?;
+    let manifest = match env.read_manifest() {
+        Err(ManifestReadError::Read { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            let path = env.manifest.display();
+            tracing::info!(%path, "no manifest there; using the built-in one");
+            loop_plugin_sdk::manifest::parse_str(echo_plugin::BUILTIN)?
+        }
+        read => read?,
+    };
+    // Both LOOP_API_URL and LOOP_PLUGIN_TOKEN_FILE, or no Plugin API (ping then only answers).
+    let api = match (&env.api_url, &env.token_file) {
+        (Some(_), Some(_)) => Some(Client::from_env(&env)?),
+        _ => None,
+    };
+    let (id, version) = (manifest.id.clone(), manifest.version.clone());
+    let server = echo_plugin::plugin(manifest, api, &env.data_dir)
+        .map_err(|e| format!("opening the journal in {}: {e}", env.data_dir.display()))?
+        .build(&env.secret()?)?;
+    let listener = tokio::net::TcpListener::bind((env.host, env.port))
         .await
-        .with_context(|| format!("binding {}:{}", cfg.host, cfg.port))?;
-    let m = &plugin.state().manifest;
-    tracing::info!(id = m.id, version = m.version, data = %cfg.data_dir.display(), "starting");
+        .map_err(|e| format!("binding {}:{}: {e}", env.host, env.port))?;
+    tracing::info!(id, version, data = %env.data_dir.display(), "starting");
     // Tests wait for this line and read the port from it.
     tracing::info!("listening on {}", listener.local_addr()?);
-    plugin.serve(listener, shutdown_signal()).await?;
+    server.serve(listener, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// SIGTERM (what Kubernetes sends) or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %e, "listening for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "listening for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
-        () = term => tracing::info!("SIGTERM: shutting down"),
-    }
 }

@@ -86,11 +86,9 @@ async fn serves_on_its_host_and_stops_on_sigterm() {
 async fn reads_the_manifest_it_is_given() {
     let dir = TempDir::new("binary-manifest");
     let manifest = dir.path().join("plugin.json");
-    std::fs::write(
-        &manifest,
-        "{ id: 'echo', version: '2.3.4', /* comments are fine */ }",
-    )
-    .unwrap();
+    let text = echo_plugin::BUILTIN.replacen(r#""version": "0.1.0""#, r#""version": "2.3.4""#, 1);
+    assert_ne!(text, echo_plugin::BUILTIN);
+    std::fs::write(&manifest, text).unwrap();
     let mut child = plugin(&dir)
         .env("LOOP_PLUGIN_MANIFEST", &manifest)
         .spawn()
@@ -106,6 +104,20 @@ async fn reads_the_manifest_it_is_given() {
     assert_eq!(health["version"], "2.3.4");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+#[test]
+fn refuses_a_manifest_admission_would_refuse() {
+    let dir = TempDir::new("binary-bad-manifest");
+    let manifest = dir.path().join("plugin.json");
+    std::fs::write(&manifest, "{ \"id\": \"echo\", \"version\": \"2.3.4\" }").unwrap();
+    let out = plugin(&dir)
+        .env("LOOP_PLUGIN_MANIFEST", &manifest)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("plugin.json"), "{log}");
 }
 
 #[test]

@@ -4,8 +4,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use echo_plugin::loop_api::LoopApi;
-use echo_plugin::{Manifest, Plugin, PluginOptions};
+use loop_plugin_sdk::api::Client as ApiClient;
 use reqwest::{Client, Method, RequestBuilder};
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -13,6 +12,11 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub const SECRET: &str = "test-secret";
+
+/// The built-in manifest.
+pub fn manifest() -> loop_plugin_sdk::manifest::Manifest {
+    loop_plugin_sdk::manifest::parse_str(echo_plugin::BUILTIN).unwrap()
+}
 
 /// A directory removed when dropped.
 pub struct TempDir(PathBuf);
@@ -41,7 +45,7 @@ impl Drop for TempDir {
 
 /// An HTTP client (after installing the crypto provider reqwest needs here).
 pub fn client() -> Client {
-    echo_plugin::loop_api::install_crypto_provider();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     Client::new()
 }
 
@@ -57,14 +61,11 @@ pub async fn start(data: &Path) -> Running {
     start_with(data, None).await
 }
 
-pub async fn start_with(data: &Path, loop_api: Option<LoopApi>) -> Running {
-    let plugin = Plugin::new(PluginOptions {
-        manifest: Manifest::parse(echo_plugin::manifest::BUILTIN).unwrap(),
-        secret: SECRET.into(),
-        data_dir: data.to_owned(),
-        loop_api,
-    })
-    .unwrap();
+pub async fn start_with(data: &Path, api: Option<ApiClient>) -> Running {
+    let plugin = echo_plugin::plugin(manifest(), api, data)
+        .unwrap()
+        .build(SECRET)
+        .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();

@@ -2,15 +2,12 @@
 
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::http::HeaderMap;
-use axum::routing::get;
-use echo_plugin::loop_api::LoopApi;
+use loop_plugin_sdk::api::Client as ApiClient;
+use loop_plugin_sdk::testing::{Config, FakeHost};
 use reqwest::Method;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 
-use crate::common::{SECRET, TempDir, start, start_with};
+use crate::common::{self, SECRET, TempDir, start, start_with};
 
 #[tokio::test]
 async fn refuses_requests_without_the_secret() {
@@ -176,42 +173,12 @@ async fn actions_answer_202_and_are_journaled() {
     p.stop().await;
 }
 
-#[tokio::test]
-async fn ping_reads_the_channel_with_the_token() {
-    // A stand-in Plugin API that answers GET /channel and reports the Authorization it got.
-    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let api = Router::new().route(
-        "/api/plugin/v1/channel",
-        get(move |headers: HeaderMap| {
-            let auth = headers
-                .get("authorization")
-                .map(|v| v.to_str().unwrap().to_owned());
-            let _ = seen_tx.send(auth.unwrap_or_default());
-            async { axum::Json(json!({"channel": "c1", "settings": {"verbose": true}})) }
-        }),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let api_url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, api).await });
-
-    let dir = TempDir::new("ping");
-    let token = dir.path().join("token");
-    std::fs::write(&token, "  channel-token\n").unwrap();
-    let data = dir.path().join("data");
-    let p = start_with(&data, Some(LoopApi::new(api_url, token).unwrap())).await;
-    assert_eq!(
-        p.post("/actions/ping", json!({"trigger": "manual"}))
-            .await
-            .status(),
-        202
-    );
-    let auth = tokio::time::timeout(Duration::from_secs(10), seen_rx.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(auth, "Bearer channel-token");
-
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// The journal's `loop_api` entry of one `ping`, with `api` as the Plugin API.
+async fn ping_entry(dir: &TempDir, api: ApiClient) -> Value {
+    let p = start_with(dir.path(), Some(api)).await;
+    let ping = p.post("/actions/ping", json!({"trigger": "manual"})).await;
+    assert_eq!(ping.status(), 202);
+    let deadline = Instant::now() + Duration::from_secs(15);
     let entry = loop {
         if let Some(e) = p.journal("/api/plugin/v1/channel").await.pop() {
             break e;
@@ -222,10 +189,46 @@ async fn ping_reads_the_channel_with_the_token() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!(entry["kind"], "loop_api");
-    assert_eq!(entry["status"], 200);
-    assert_eq!(entry["body"]["channel"], "c1");
     p.stop().await;
+    assert_eq!(entry["kind"], "loop_api");
+    assert_eq!(entry["method"], "GET");
+    entry
+}
+
+#[tokio::test]
+async fn ping_reads_the_channel_and_journals_the_answer() {
+    // The fake host, with the token read from a file as the host mounts it.
+    let mut config = Config::new(common::manifest());
+    config
+        .channel
+        .settings
+        .insert("verbose".into(), json!(true));
+    let host = FakeHost::start(config).await.unwrap();
+    let dir = TempDir::new("ping");
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("  {}\n", host.token())).unwrap();
+    let api = ApiClient::new(host.url(), &token).unwrap();
+    let entry = ping_entry(&dir, api).await;
+    assert_eq!(entry["status"], 200);
+    assert_eq!(entry["body"]["id"], "chat");
+    assert_eq!(entry["body"]["settings"]["verbose"], true);
+
+    // An answer that is not 2xx: its status and error.
+    let mut config = Config::new(common::manifest());
+    config.enabled = false;
+    let host = FakeHost::start(config).await.unwrap();
+    let entry = ping_entry(&TempDir::new("ping-409"), host.client()).await;
+    assert_eq!(entry["status"], 409);
+    assert_eq!(entry["body"]["error"]["code"], "plugin_not_enabled");
+
+    // Nothing answers: the error, no status (what the e2e suite's network policy test reads).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let api = ApiClient::with_token(&url, "t").unwrap();
+    let entry = ping_entry(&TempDir::new("ping-closed"), api).await;
+    assert!(entry["status"].is_null(), "{entry}");
+    assert!(entry["error"].is_string(), "{entry}");
 }
 
 #[tokio::test]

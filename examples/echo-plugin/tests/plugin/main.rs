@@ -2,5 +2,5 @@
 
 mod binary;
 mod common;
-mod contract;
+mod conformance;
 mod http;
