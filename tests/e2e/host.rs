@@ -254,6 +254,7 @@ pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<S
             "plugininstances/x",
             "channels/events",
             "channels/cards",
+            "channels/live",
         ],
         Grant::Actions => &["plugininstances/actions"],
         Grant::None => &[],
@@ -282,9 +283,11 @@ async fn grant_role(ns: &Ns, account: &str, resources: &[&str]) -> anyhow::Resul
         rules: Some(vec![PolicyRule {
             api_groups: Some(vec!["plugins.loop.dev".into()]),
             resources: Some(resources.iter().map(|r| r.to_string()).collect()),
-            verbs: ["create", "get", "list", "update", "patch", "delete"]
-                .map(String::from)
-                .to_vec(),
+            verbs: [
+                "create", "get", "list", "update", "patch", "delete", "watch",
+            ]
+            .map(String::from)
+            .to_vec(),
             ..Default::default()
         }]),
         ..Default::default()

@@ -15,6 +15,7 @@ mod controller_repair;
 mod controller_support;
 mod crds;
 mod host;
+mod live;
 mod operate;
 mod pods;
 mod runs;
@@ -44,6 +45,7 @@ fn main() -> std::process::ExitCode {
         controller::tests(),
         crds::tests(),
         host::tests(),
+        live::tests(),
         operate::tests(),
         pods::tests(),
         runs::tests(),

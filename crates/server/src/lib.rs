@@ -11,6 +11,7 @@
 //!   the rules name: what the host API and the fan-out both need, below both;
 //! - [`ui`]: what plugins show a person: their bundles' files from signed links, under the
 //!   reference's content security policy (the host API lists the links);
+//! - [`live`]: chats' live sessions, kept in the cluster so any replica serves them;
 //! - [`plugin_api`], [`host_api`]: the two APIs' routes;
 //! - [`mcp`]: each agent run's MCP endpoint, the plugin's tools through the host API's one
 //!   way to call a tool;
@@ -25,6 +26,7 @@ pub mod gauges;
 pub mod host_api;
 pub mod http;
 pub mod index;
+pub mod live;
 pub mod mcp;
 #[cfg(test)]
 mod openapi_spec;

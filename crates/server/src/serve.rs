@@ -218,13 +218,19 @@ impl Server {
             stopped.clone(),
         );
         host.links = ui.keys.clone();
+        let live = Arc::new(crate::live::Live::in_cluster(
+            client.clone(),
+            index.clone(),
+            stopped.clone(),
+        ));
+        host.live = Some(live.clone());
         let mut app = AppState::new(
             options.api,
             calls,
             Arc::new(crate::plugin_api::writes::KubeWriter::new(client.clone())),
             status,
             Arc::new(crate::plugin_api::clock::SystemClock),
-            Arc::new(crate::plugin_api::live::NoLiveSessions),
+            live.clone(),
             api_metrics,
         );
         match &replicas_namespace {

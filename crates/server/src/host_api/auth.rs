@@ -105,6 +105,12 @@ impl Permission {
         Self::on_chat("update", "cards", ns, chat)
     }
 
+    /// `<verb> channels/live`: a chat's live session (get, update, delete; watch for the
+    /// stream of control requests).
+    pub fn live(verb: &'static str, ns: &str, chat: &str) -> Self {
+        Self::on_chat(verb, "live", ns, chat)
+    }
+
     /// `list channels/cards` of every chat of a namespace: their unread counts.
     pub fn count_cards(ns: &str) -> Self {
         Self::on_chat("list", "cards", ns, "")

@@ -30,6 +30,8 @@ pub enum Code {
     ToolNotFound,
     AgentNotFound,
     SwitchNotFound,
+    /// No live control request of that id waits for an answer (answered, or lapsed).
+    RequestNotFound,
     /// The agent's manifest entry does not give it the tool.
     ToolNotGiven,
     /// The chat's project does not enable the plugin (or plugins are off, or the chat runs
@@ -67,7 +69,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for the spec check.
-    pub const ALL: [Code; 29] = [
+    pub const ALL: [Code; 30] = [
         Code::MissingToken,
         Code::InvalidToken,
         Code::Forbidden,
@@ -81,6 +83,7 @@ impl Code {
         Code::ToolNotFound,
         Code::AgentNotFound,
         Code::SwitchNotFound,
+        Code::RequestNotFound,
         Code::ToolNotGiven,
         Code::PluginNotEnabled,
         Code::InstancePending,
@@ -116,6 +119,7 @@ impl ErrorCode for Code {
             Code::ToolNotFound => "tool_not_found",
             Code::AgentNotFound => "agent_not_found",
             Code::SwitchNotFound => "switch_not_found",
+            Code::RequestNotFound => "request_not_found",
             Code::ToolNotGiven => "tool_not_given",
             Code::PluginNotEnabled => "plugin_not_enabled",
             Code::InstancePending => "instance_pending",
@@ -147,7 +151,8 @@ impl ErrorCode for Code {
             | Code::ActionNotFound
             | Code::ToolNotFound
             | Code::AgentNotFound
-            | Code::SwitchNotFound => StatusCode::NOT_FOUND,
+            | Code::SwitchNotFound
+            | Code::RequestNotFound => StatusCode::NOT_FOUND,
             Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Code::PluginNotEnabled => StatusCode::CONFLICT,
             Code::InputInvalid | Code::OutputInvalid => StatusCode::UNPROCESSABLE_ENTITY,

@@ -40,6 +40,7 @@ pub mod cards;
 pub mod drawer;
 pub mod error;
 pub mod events;
+pub mod live;
 pub mod metrics;
 pub mod panels;
 pub mod proxy;

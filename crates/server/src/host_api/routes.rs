@@ -8,12 +8,12 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 use super::state::HostState;
-use super::{actions, cards, events, panels, proxy, switches, tools};
+use super::{actions, cards, events, live, panels, proxy, switches, tools};
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 14] = [
+pub const ROUTES: [(&str, &str); 19] = [
     (
         "POST",
         "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/actions/{action}",
@@ -61,6 +61,17 @@ pub const ROUTES: [(&str, &str); 14] = [
         "/namespaces/{namespace}/channels/{channel}/cards/read",
     ),
     ("GET", "/namespaces/{namespace}/cards/unread"),
+    ("GET", "/namespaces/{namespace}/channels/{channel}/live"),
+    ("PUT", "/namespaces/{namespace}/channels/{channel}/live"),
+    ("DELETE", "/namespaces/{namespace}/channels/{channel}/live"),
+    (
+        "GET",
+        "/namespaces/{namespace}/channels/{channel}/live/requests",
+    ),
+    (
+        "POST",
+        "/namespaces/{namespace}/channels/{channel}/live/requests/{id}",
+    ),
 ];
 
 /// The routes, relative to the prefix, with their body limits.
@@ -103,4 +114,19 @@ pub fn routes(state: &HostState) -> Router<HostState> {
             post(cards::mark_read).layer(small),
         )
         .route("/namespaces/{namespace}/cards/unread", get(cards::unread))
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/live",
+            get(live::get)
+                .put(live::put)
+                .delete(live::delete)
+                .layer(small),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/live/requests",
+            get(live::requests),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/live/requests/{id}",
+            post(live::answer).layer(small),
+        )
 }

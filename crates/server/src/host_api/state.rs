@@ -39,6 +39,8 @@ pub struct HostState {
     pub metrics: Arc<HostMetrics>,
     /// The keys the UI's links are signed with (None until read: [`crate::ui::key_store`]).
     pub links: watch::Receiver<Option<LinkKeys>>,
+    /// Chats' live sessions (None: a server without a cluster keeps none).
+    pub live: Option<Arc<crate::live::Live>>,
 }
 
 impl HostState {
@@ -57,6 +59,7 @@ impl HostState {
             auth: Arc::new(Auth::new(reviewer, review_ttl)),
             metrics,
             links: watch::channel(None).1,
+            live: None,
         }
     }
 

@@ -35,7 +35,6 @@ pub mod error;
 pub mod files;
 pub mod inbox;
 pub mod instance_state;
-pub mod live;
 pub mod memory;
 pub mod metrics;
 pub mod own_writes;

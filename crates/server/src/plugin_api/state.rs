@@ -10,13 +10,13 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::clock::Clock;
 use super::files::MAX_FILE_BYTES;
-use super::live::LiveSessions;
 use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
 use super::quota::Ledger;
 use super::writes::Writer;
 use crate::calls::Calls;
 use crate::index::Index;
+use crate::live::LiveSessions;
 use crate::status::StatusWriter;
 use model::resources::{AgentRun, PluginInstance};
 

@@ -283,6 +283,8 @@ pub struct World {
     pub recorded: Arc<RecordingWriter>,
     /// The read marks written.
     pub marks: Arc<RecordingMarks>,
+    /// Chats' live sessions, in memory.
+    pub live: Arc<crate::live::Live>,
 }
 
 fn meta(name: &str, ns: Option<&str>) -> ObjectMeta {
@@ -481,6 +483,11 @@ impl World {
             REVIEW_TTL,
             Arc::new(HostMetrics::unregistered()),
         );
+        let live = Arc::new(crate::live::Live::in_memory(
+            state.index().clone(),
+            Duration::from_secs(2),
+        ));
+        state.live = Some(live.clone());
         state.links = tokio::sync::watch::channel(Some(crate::ui::link::LinkKeys {
             current: crate::ui::link::LinkKey {
                 id: "k".into(),
@@ -496,7 +503,23 @@ impl World {
             plugin: FakePlugin::start().await,
             recorded,
             marks,
+            live,
         }
+    }
+
+    /// A plugin's control request `id` to `chat`'s live session, waiting for the app.
+    pub async fn waiting_request(&self, chat: &str, id: &str) {
+        let request = crate::live::request::ControlRequest::new(
+            id.into(),
+            chat,
+            "echo",
+            "interrupt",
+            json!({}),
+            jiff::Timestamp::now(),
+            Duration::from_secs(3600),
+        );
+        let map = crate::live::request::config_map(NS, "proj", None, &request);
+        self.live.store().create(&map).await.unwrap();
     }
 
     /// Makes `chat`'s container Ready (a Pod with this uid, at the fake plugin).

@@ -9,10 +9,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{check_length, json_body};
+use crate::live::{ChatRef, ControlError};
 use crate::plugin_api::apply::set_live_hold;
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
-use crate::plugin_api::live::ChatRef;
 use crate::plugin_api::state::AppState;
 use model::manifest::Capability;
 use sdk::api::limits::MAX_SUBTYPE;
@@ -44,13 +44,22 @@ pub async fn control(
         channel: caller.channel_name(),
     };
     let request = Value::Object(req.request.unwrap_or_default());
-    match state.live.control(&chat, &req.subtype, &request).await {
-        Some(response) => Ok(Json(
+    let plugin = caller.plugin_id();
+    match state
+        .live
+        .control(&chat, &plugin, &req.subtype, &request)
+        .await
+    {
+        Ok(response) => Ok(Json(
             json!({ "subtype": req.subtype, "response": response }),
         )),
-        None => Err(ApiError::new(
-            Code::NotLive,
-            format!("chat {} has no live session", chat.channel),
+        Err(e) => Err(ApiError::new(
+            match e {
+                ControlError::NotLive { .. } | ControlError::NotTaken { .. } => Code::NotLive,
+                ControlError::Timeout { .. } => Code::Timeout,
+                ControlError::Write { .. } => Code::Unavailable,
+            },
+            e.to_string(),
         )),
     }
 }

@@ -25,8 +25,8 @@ use crate::calls::metrics::CallMetrics;
 use crate::calls::{CallSettings, Calls};
 use crate::http::RequestMetrics;
 use crate::index::{Index, InstanceKey, TokenIndex};
+use crate::live::{ChatRef, ControlError, LiveSessions};
 use crate::plugin_api::clock::{Clock, ManualClock};
-use crate::plugin_api::live::{ChatRef, LiveSessions};
 use crate::plugin_api::metrics::Metrics;
 use crate::plugin_api::state::{ApiConfig, AppState};
 use crate::plugin_api::writes::{DataPatch, WriteError, Writer};
@@ -353,16 +353,24 @@ impl LiveSessions for FakeLive {
     fn control<'a>(
         &'a self,
         chat: &'a ChatRef,
+        _plugin: &'a str,
         subtype: &'a str,
         request: &'a Value,
-    ) -> BoxFuture<'a, Option<Value>> {
+    ) -> BoxFuture<'a, Result<Value, ControlError>> {
         Box::pin(async move {
             self.requests.lock().unwrap().push((
                 chat.clone(),
                 subtype.to_string(),
                 request.clone(),
             ));
-            self.responses.lock().unwrap().get(subtype).cloned()
+            self.responses
+                .lock()
+                .unwrap()
+                .get(subtype)
+                .cloned()
+                .ok_or_else(|| ControlError::NotLive {
+                    chat: chat.channel.clone(),
+                })
         })
     }
 }
