@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test that needs no Docker: the control plane build (or reuse), lints, the bridge module's
-# tests, unit tests and the e2e suite against a real kube-apiserver and etcd. Prints how long
-# each phase took.
+# tests, unit tests and the e2e suite against a real kube-apiserver and etcd (its browser tests
+# in Debian's headless Chromium). Prints how long each phase took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -36,6 +36,9 @@ clippy() {
 phase "cargo clippy" clippy
 phase "unit and integration tests" cargo test --workspace
 phase "schemathesis venv" hack/schemathesis.sh install
+# Headless Chromium for the browser tests (Debian's package; installed when missing).
+chromium_binary() { LOOP_PLUGINS_CHROMIUM=$(hack/chromium.sh | tail -n 1); export LOOP_PLUGINS_CHROMIUM; }
+phase "chromium" chromium_binary
 phase "e2e tests" cargo test --test e2e
 # The suite against the chart installed in a cluster is `make kind-e2e` (real containers; CI
 # runs it after this). `make e2e-existing` rehearses that path on the local control plane
