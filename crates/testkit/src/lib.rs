@@ -1,8 +1,10 @@
 //! What the tests (tests/: the e2e suite, the chart checks) and the benchmarks (crates/bench)
 //! share: where the repository is, the product binary they run, the plugin images they push
-//! ([`images`]), test plugins' manifests ([`plugins`]) and a scripted chat-completions server
-//! for agent runners ([`chat_model`]). Never shipped.
+//! ([`images`]), test plugins' manifests ([`plugins`]), a scripted chat-completions server
+//! for agent runners ([`chat_model`]) and headless Chromium for the browser tests
+//! ([`browser`]). Never shipped.
 
+pub mod browser;
 pub mod chat_model;
 pub mod images;
 pub mod plugins;
