@@ -7,6 +7,13 @@
 //! The bundle's own URL prefix (`http://host/ui/v1/<link>/`) is the only source named: a
 //! sandboxed page has an opaque origin, so `'self'` would name nothing dependable, and another
 //! plugin's bundle (another link) or the host API (another path) do not match the prefix.
+//!
+//! That opaque origin (`null`) makes every file the page loads in CORS mode (a module script,
+//! a `fetch` of its own `data.json`) a cross-origin request, which the browser refuses without
+//! `Access-Control-Allow-Origin`; so every file is shared with any origin (`*`, never with
+//! credentials). It gives nothing away: the link is the grant, whoever holds it may read the
+//! file anyway, and the policy, not CORS, keeps the page from reaching anything else. The
+//! browser tests (`tests/e2e/browser.rs`) saw the bridge module refused before this.
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
@@ -61,6 +68,7 @@ pub fn headers(answer: &Answer<'_>) -> HeaderMap {
     set(header::CONTENT_TYPE, content_type(answer.path).to_string());
     set(header::X_CONTENT_TYPE_OPTIONS, "nosniff".into());
     set(header::REFERRER_POLICY, "no-referrer".into());
+    set(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*".into());
     set(header::ETAG, format!("\"{}\"", answer.digest));
     set(
         header::CACHE_CONTROL,
@@ -230,6 +238,13 @@ mod tests {
             headers[header::CACHE_CONTROL],
             "private, max-age=300, immutable"
         );
+    }
+
+    #[test]
+    fn files_are_shared_with_the_opaque_origin_without_credentials() {
+        let headers = headers(&answer());
+        assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+        assert!(!headers.contains_key(header::ACCESS_CONTROL_ALLOW_CREDENTIALS));
     }
 
     #[test]
