@@ -355,6 +355,12 @@ suite_env() {
   # is the Pod) reaches it by the registry container's name on the kind network.
   export LOOP_PLUGINS_E2E_REGISTRY=$registry
   export LOOP_PLUGINS_E2E_REGISTRY_MIRROR="$registry=$reg_name:5000"
+  # Where Pods reach this machine: the kind network's gateway (IPv4). The agent runs' tests
+  # serve their scripted model here, for the runner Pods.
+  LOOP_PLUGINS_E2E_HOST_FROM_PODS=$(docker network inspect kind \
+    --format '{{range .IPAM.Config}}{{.Gateway}} {{end}}' | tr ' ' '\n' | grep -m1 -E '^[0-9.]+$' || true)
+  [[ -n $LOOP_PLUGINS_E2E_HOST_FROM_PODS ]] || die "the kind network has no IPv4 gateway for Pods to reach this machine by"
+  export LOOP_PLUGINS_E2E_HOST_FROM_PODS
   # The echo binary the suite's plugin images carry: static, as real containers run it
   # FROM scratch (app-images.sh's prebuilt way made it already; built here otherwise).
   local target=x86_64-unknown-linux-gnu

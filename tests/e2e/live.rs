@@ -235,9 +235,7 @@ async fn control_round_trip(ns: Ns) -> anyhow::Result<()> {
             "data": { "subtype": subtype, "message": { "type": "system", "subtype": subtype } },
         })
     };
-    let events = app
-        .base
-        .replace(&format!("/channels/general"), "/channels/general/events");
+    let events = format!("{}/events", app.base);
     let post = |body: Value| {
         app.http
             .post(events.clone())

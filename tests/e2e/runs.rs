@@ -5,8 +5,8 @@
 //! The runner is the real one, `loop-plugins agent` from our image (the kubelet stand-in plays
 //! it with the binary under test), against the scripted chat-completions server of
 //! crates/testkit, which checks what each run sends it (the prompt, the tools offered, the
-//! answer to a tool call it was refused) and fails a run by refusing its request. Local only:
-//! the scripted server runs in the test process, which a Pod on kind does not reach.
+//! answer to a tool call it was refused) and fails a run by refusing its request. It runs in
+//! the test process; on kind the runner Pods reach it by the kind network's gateway.
 
 use std::time::Duration;
 
@@ -31,25 +31,19 @@ pub fn tests() -> Vec<E2eTest> {
             "runs::a_thread_runs_its_runs_one_at_a_time_in_order_and_a_failing_runner_fails_its_run",
             in_order,
         )
-        .timeout(Duration::from_secs(240))
-        .local_only(
-            "the runner's scripted model server runs in the test process, out of a kind Pod's reach",
-        ),
+        .timeout(Duration::from_secs(240)),
         test(
             "runs::a_runs_agent_calls_the_plugins_tools_through_its_mcp_endpoint_only_while_it_runs",
             mcp_tools,
         )
-        .timeout(Duration::from_secs(240))
-        .local_only(
-            "the runner's scripted model server runs in the test process, out of a kind Pod's reach",
-        ),
+        .timeout(Duration::from_secs(240)),
         test(
             "runs::the_quiz_examples_daily_action_runs_its_agent_and_the_runs_end_is_its_score_card",
             quiz,
         )
         .timeout(Duration::from_secs(240))
         .local_only(
-            "the runner's scripted model server runs in the test process, and the quiz images carry no binary for a real container",
+            "the quiz images carry no binary for a real container",
         ),
     ]
 }
@@ -60,7 +54,7 @@ async fn in_order(ns: Ns) -> anyhow::Result<()> {
     let id = world(&ns, "rn", &[]).await?;
     // The runs come in order: the script answers the first, calls the second's tool with an
     // input its schema refuses and answers once told, and refuses the third.
-    let model = ScriptedModel::start(vec![
+    let model = start_model(vec![
         Step::answer("summarized")
             .offering(&[&format!("plugin_{id}-echo")])
             .after_message_containing("hello, summarize the chat"),
@@ -182,7 +176,7 @@ async fn mcp_tools(ns: Ns) -> anyhow::Result<()> {
             Err(format!("offered {tools:?}"))
         }
     };
-    let model = ScriptedModel::start(vec![
+    let model = start_model(vec![
         Step::call("plugin_echo", r#"{"text": 5}"#)
             .offering(&["plugin_echo"])
             .expecting(schema_offered)
@@ -280,6 +274,22 @@ async fn mcp_scenario(ns: &Ns, id: &str, api: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The scripted model, where the runner reaches it: on loopback for the kubelet stand-in's
+/// processes; on a kind cluster, on every address of this machine, named by the kind
+/// network's gateway (`LOOP_PLUGINS_E2E_HOST_FROM_PODS`, from `hack/kind-e2e.sh`).
+async fn start_model(steps: Vec<Step>) -> anyhow::Result<ScriptedModel> {
+    match std::env::var("LOOP_PLUGINS_E2E_HOST_FROM_PODS") {
+        Ok(host) if !host.is_empty() => {
+            let mut model =
+                ScriptedModel::start_on(std::net::SocketAddr::from(([0, 0, 0, 0], 0)), steps)
+                    .await?;
+            model.url = model.url.replacen("0.0.0.0", &host, 1);
+            Ok(model)
+        }
+        _ => ScriptedModel::start(steps).await,
+    }
+}
+
 /// The status of run `name` once it has ended (at most 120 s).
 async fn ended_status(
     runs: &kube::Api<AgentRun>,
@@ -361,7 +371,7 @@ async fn quiz(ns: Ns) -> anyhow::Result<()> {
     let host = crate::host::host(&ns).await?;
     // The agent grades one answer with the quiz's tool (through its run's MCP endpoint, to
     // the quiz's container), then answers.
-    let model = ScriptedModel::start(vec![
+    let model = start_model(vec![
         Step::call("plugin_grade", r#"{"a": 2, "b": 3, "answer": 5}"#)
             .offering(&["plugin_grade"])
             .after_message_containing("sums a + b with a and b from 1 to 9"),
