@@ -8,6 +8,8 @@
 
 mod admission;
 mod api;
+mod browser;
+mod browser_support;
 mod chart;
 mod cluster;
 mod controller;
@@ -40,6 +42,7 @@ fn main() -> std::process::ExitCode {
         ],
         admission::tests(),
         api::tests(),
+        browser::tests(),
         chart::tests(),
         cluster::tests(),
         controller::tests(),

@@ -61,7 +61,7 @@ fn keys_secret(ns: &Ns) -> (String, String) {
     }
 }
 
-async fn link_keys(ns: &Ns) -> anyhow::Result<LinkKeys> {
+pub(crate) async fn link_keys(ns: &Ns) -> anyhow::Result<LinkKeys> {
     let (namespace, name) = keys_secret(ns);
     let secrets: Api<Secret> = Api::namespaced(ns.client(), &namespace);
     let secret = wait::exists(&secrets, &name, WAIT).await?;
