@@ -361,6 +361,9 @@ suite_env() {
     --format '{{range .IPAM.Config}}{{.Gateway}} {{end}}' | tr ' ' '\n' | grep -m1 -E '^[0-9.]+$' || true)
   [[ -n $LOOP_PLUGINS_E2E_HOST_FROM_PODS ]] || die "the kind network has no IPv4 gateway for Pods to reach this machine by"
   export LOOP_PLUGINS_E2E_HOST_FROM_PODS
+  # The browser tests' Chromium (installed by `make test` already in CI; alone, here).
+  LOOP_PLUGINS_CHROMIUM=$(hack/chromium.sh | tail -n 1)
+  export LOOP_PLUGINS_CHROMIUM
   # The echo binary the suite's plugin images carry: static, as real containers run it
   # FROM scratch (app-images.sh's prebuilt way made it already; built here otherwise).
   local target=x86_64-unknown-linux-gnu
