@@ -22,6 +22,8 @@ pub struct RunEnv {
     /// The run's MCP endpoint and its token's file (absent for a run made by a controller
     /// that served none: the run then has no tools).
     pub mcp: Option<(String, PathBuf)>,
+    /// The chat's working tree, when the chat has one.
+    pub workspace: Option<PathBuf>,
 }
 
 /// What is missing or wrong in a run's environment.
@@ -84,6 +86,9 @@ impl RunEnv {
                 (Some(url), Some(file)) if !url.is_empty() => Some((url, PathBuf::from(file))),
                 _ => None,
             },
+            workspace: lookup(contract::WORKSPACE)
+                .filter(|w| !w.is_empty())
+                .map(PathBuf::from),
         })
     }
 }

@@ -38,6 +38,17 @@ pub fn system_prompt(env: &RunEnv) -> String {
         "You are agent \"{}\" of plugin \"{}\", running in the chat thread {}.",
         env.agent, env.plugin, env.thread
     );
+    if let Some(workspace) = &env.workspace {
+        prompt.push_str(&format!(
+            " The chat's working tree is at {}{}.",
+            workspace.display(),
+            if env.read_only {
+                ", mounted read-only"
+            } else {
+                ""
+            }
+        ));
+    }
     if env.read_only {
         prompt.push_str(
             " You are read-only: do not change anything; tools that change things are refused.",
@@ -127,6 +138,32 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_agent_is_told_where_the_working_tree_is_and_that_it_is_read_only() {
+        let mut env = RunEnv {
+            run_id: "r".into(),
+            agent: "say".into(),
+            read_only: true,
+            plugin: "echo".into(),
+            thread: "plugin:echo".into(),
+            tools: vec![],
+            prompt: String::new(),
+            time_limit: std::time::Duration::from_secs(1),
+            mcp: None,
+            workspace: Some("/workspace".into()),
+        };
+        let told = system_prompt(&env);
+        assert!(
+            told.contains("working tree is at /workspace, mounted read-only"),
+            "{told}"
+        );
+        env.read_only = false;
+        let told = system_prompt(&env);
+        assert!(told.contains("working tree is at /workspace.") && !told.contains("read-only"));
+        env.workspace = None;
+        assert!(!system_prompt(&env).contains("working tree"));
     }
 
     #[test]

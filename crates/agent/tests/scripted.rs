@@ -19,6 +19,7 @@ fn env(read_only: bool, limit: Duration) -> RunEnv {
         prompt: "Summarize the chat.".into(),
         time_limit: limit,
         mcp: None,
+        workspace: None,
     }
 }
 

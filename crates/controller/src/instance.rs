@@ -15,7 +15,7 @@
 //! 5. [`write_status`]: the status `status::desired_status` derives from what was applied,
 //!    written when it changed.
 
-mod decide;
+pub(crate) mod decide;
 mod status;
 
 use std::sync::Arc;

@@ -39,6 +39,11 @@ pub const MCP_URL: &str = "LOOP_RUN_MCP_URL";
 /// The file holding the bearer token for [`MCP_URL`].
 pub const MCP_TOKEN_FILE: &str = "LOOP_RUN_MCP_TOKEN_FILE";
 
+/// Where the chat's working tree is, when the chat has one (`/workspace`): mounted read-only
+/// for a read-only agent, writable for the others. Not in [`RUN_ENV`]: a chat without a
+/// working tree gives none.
+pub const WORKSPACE: &str = "LOOP_RUN_WORKSPACE";
+
 /// The path of run `run`'s MCP endpoint in namespace `namespace`, under the API server's URL.
 pub fn mcp_path(namespace: &str, run: &str) -> String {
     format!("/mcp/namespaces/{namespace}/runs/{run}")

@@ -13,14 +13,16 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvFromSource, EnvVar, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile,
-    Secret, SecretEnvSource, SecretVolumeSource, Volume, VolumeMount,
+    Container, EnvFromSource, EnvVar, PersistentVolumeClaimVolumeSource, PodSecurityContext,
+    PodSpec, PodTemplateSpec, SeccompProfile, Secret, SecretEnvSource, SecretVolumeSource, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
+use model::contract::WORKTREE_DIR;
 use model::names;
-use model::resources::{AgentRun, AgentRunner};
+use model::resources::{AgentRun, AgentRunner, WorkingTree};
 use model::run_contract::{self as contract, MCP_TOKEN_KEY, PROMPT_KEY, RUN_DIR};
 
 /// The label every runner Pod carries, naming its run.
@@ -78,8 +80,14 @@ pub fn token_of(secret: &Secret) -> Option<String> {
 }
 
 /// The Job that runs `run` with `runner`; the run's MCP endpoint is under `api_url` (the
-/// Plugin API's URL as Pods see it).
-pub fn build_job(run: &AgentRun, runner: &AgentRunner, api_url: &str) -> Job {
+/// Plugin API's URL as Pods see it); the chat's `working_tree`, if it has one, is mounted at
+/// `/workspace`, read-only for a read-only agent.
+pub fn build_job(
+    run: &AgentRun,
+    runner: &AgentRunner,
+    api_url: &str,
+    working_tree: Option<&WorkingTree>,
+) -> Job {
     let name = job_name(run);
     let env = |name: &str, value: String| EnvVar {
         name: name.into(),
@@ -141,6 +149,40 @@ pub fn build_job(run: &AgentRun, runner: &AgentRunner, api_url: &str) -> Job {
         security_context: Some(crate::pod::restricted_container()),
         ..Default::default()
     };
+    let mut container = container;
+    let mut volumes = vec![Volume {
+        name: "run".into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(name.clone()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    if let Some(tree) = working_tree {
+        volumes.push(Volume {
+            name: "workspace".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: tree.claim_name.clone(),
+                read_only: Some(spec.read_only),
+            }),
+            ..Default::default()
+        });
+        container
+            .volume_mounts
+            .get_or_insert_default()
+            .push(VolumeMount {
+                name: "workspace".into(),
+                mount_path: WORKTREE_DIR.into(),
+                read_only: Some(spec.read_only),
+                sub_path: tree.sub_path.clone(),
+                ..Default::default()
+            });
+        container.env.get_or_insert_default().push(EnvVar {
+            name: contract::WORKSPACE.into(),
+            value: Some(WORKTREE_DIR.into()),
+            ..Default::default()
+        });
+    }
     let pod_labels = BTreeMap::from([
         (names::LABEL_COMPONENT.to_string(), COMPONENT.to_string()),
         (LABEL_RUN.to_string(), run.name_any()),
@@ -175,14 +217,7 @@ pub fn build_job(run: &AgentRun, runner: &AgentRunner, api_url: &str) -> Job {
                         ..Default::default()
                     }),
                     containers: vec![container],
-                    volumes: Some(vec![Volume {
-                        name: "run".into(),
-                        secret: Some(SecretVolumeSource {
-                            secret_name: Some(name),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }]),
+                    volumes: Some(volumes),
                     ..Default::default()
                 }),
             },
@@ -222,9 +257,75 @@ mod tests {
     const API: &str = "http://loop-plugins-api.loop-system:8080/";
 
     #[test]
+    fn the_chats_working_tree_is_mounted_read_only_for_a_read_only_agent() {
+        let tree = WorkingTree {
+            claim_name: "repo".into(),
+            sub_path: Some("general".into()),
+        };
+        let mounts_of = |read_only: bool| {
+            let mut run = run("echo-1");
+            run.spec.read_only = read_only;
+            let job = build_job(&run, &runner(), API, Some(&tree));
+            let pod = job.spec.unwrap().template.spec.unwrap();
+            let claim = pod
+                .volumes
+                .unwrap()
+                .into_iter()
+                .find_map(|v| v.persistent_volume_claim)
+                .unwrap();
+            let container = &pod.containers[0];
+            let mount = container
+                .volume_mounts
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|m| m.name == "workspace")
+                .cloned()
+                .unwrap();
+            let env = container.env.as_ref().unwrap();
+            assert!(
+                env.iter()
+                    .any(|e| e.name == contract::WORKSPACE
+                        && e.value.as_deref() == Some("/workspace"))
+            );
+            (
+                claim.claim_name,
+                claim.read_only,
+                mount.read_only,
+                mount.sub_path,
+            )
+        };
+        assert_eq!(
+            mounts_of(true),
+            (
+                "repo".into(),
+                Some(true),
+                Some(true),
+                Some("general".into())
+            )
+        );
+        assert_eq!(
+            mounts_of(false),
+            (
+                "repo".into(),
+                Some(false),
+                Some(false),
+                Some("general".into())
+            )
+        );
+        let none = build_job(&run("echo-1"), &runner(), API, None);
+        let pod = none.spec.unwrap().template.spec.unwrap();
+        assert_eq!(
+            pod.volumes.unwrap().len(),
+            1,
+            "no working tree, no workspace"
+        );
+    }
+
+    #[test]
     fn the_runner_gets_its_runs_mcp_endpoint_and_a_token_only_in_the_secret() {
         let run = run("echo-1");
-        let job = build_job(&run, &runner(), API);
+        let job = build_job(&run, &runner(), API, None);
         let pod = job.spec.unwrap().template.spec.unwrap();
         let env = pod.containers[0].env.clone().unwrap();
         let value = |name: &str| {
@@ -262,13 +363,13 @@ mod tests {
     #[test]
     fn built_objects_snapshot() {
         let run = run("echo-0123456789abcdef");
-        insta::assert_yaml_snapshot!("runner_job", build_job(&run, &runner(), API));
+        insta::assert_yaml_snapshot!("runner_job", build_job(&run, &runner(), API, None));
         insta::assert_yaml_snapshot!("runner_prompt_secret", build_secret(&run, "t0ken"));
     }
 
     #[test]
     fn the_runner_gets_every_variable_of_the_contract_and_the_prompt_as_a_file() {
-        let job = build_job(&run("echo-1"), &runner(), API);
+        let job = build_job(&run("echo-1"), &runner(), API, None);
         let pod = job.spec.unwrap().template.spec.unwrap();
         let env = pod.containers[0].env.clone().unwrap();
         let names: Vec<&str> = env.iter().map(|e| e.name.as_str()).collect();
@@ -287,7 +388,7 @@ mod tests {
 
     #[test]
     fn a_run_runs_once_within_its_time_limit_and_goes_with_its_run() {
-        let job = build_job(&run("echo-1"), &runner(), API);
+        let job = build_job(&run("echo-1"), &runner(), API, None);
         let spec = job.spec.as_ref().unwrap();
         assert_eq!(spec.backoff_limit, Some(0));
         assert_eq!(spec.active_deadline_seconds, Some(300));
@@ -305,7 +406,7 @@ mod tests {
             command: vec![],
             ..runner()
         };
-        let job = build_job(&run("echo-1"), &runner, API);
+        let job = build_job(&run("echo-1"), &runner, API, None);
         let pod = job.spec.unwrap().template.spec.unwrap();
         assert_eq!(pod.containers[0].command, None);
     }

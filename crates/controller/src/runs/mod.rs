@@ -75,7 +75,18 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
                 live_token(&ctx, &ns, &name).await?
             };
             let api_url = ctx.api_url(&host);
-            apply::create(&ctx, &job::build_job(&run, runner, &api_url)).await?;
+            let chat = ctx
+                .stores
+                .channels
+                .get(&ObjectRef::new(&run.spec.channel).within(&ns));
+            let parent = chat.as_ref().and_then(|c| {
+                let parent = c.spec.parent.as_deref()?;
+                ctx.stores.channels.get(&ObjectRef::new(parent).within(&ns))
+            });
+            let tree = chat
+                .as_deref()
+                .and_then(|c| crate::instance::decide::working_tree(c, parent.as_deref()));
+            apply::create(&ctx, &job::build_job(&run, runner, &api_url, tree)).await?;
             tracing::info!(run = %run.name_any(), thread = %run.spec.thread, "started the run");
             status.phase = Some(AgentRunPhase::Running);
             status.start_time = Some(now());
