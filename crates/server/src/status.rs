@@ -8,6 +8,7 @@
 //! | `switches` | `loop-plugins-api-switches` | a click (host API), the plugin's `PUT`/`DELETE /composer/switches/{id}`, the sweep of stale state |
 //! | `liveHold` | `loop-plugins-api-live` | `PUT /channel/live/hold`, the sweep |
 //! | `breaker` | `loop-plugins-api-breaker` | the breaker in front of the container |
+//! | `stoppedAt` | `loop-plugins-stop` | the host API's Stop (the same field and manager as `loop-plugins plugin stop`) |
 //!
 //! The switch list is one field that a click and a plugin's `PUT` both change: its writes are
 //! read-modify-write under the `resourceVersion` read ([`SwitchEdit`] is the pure part), read
@@ -26,7 +27,8 @@ use serde_json::{Value, json};
 use crate::index::InstanceKey;
 use model::manifest::{Capability, Manifest};
 use model::names::{
-    FIELD_MANAGER_ACTIVITY, FIELD_MANAGER_BREAKER, FIELD_MANAGER_LIVE, FIELD_MANAGER_SWITCHES,
+    FIELD_MANAGER_ACTIVITY, FIELD_MANAGER_BREAKER, FIELD_MANAGER_LIVE, FIELD_MANAGER_STOP,
+    FIELD_MANAGER_SWITCHES,
 };
 use model::resources::{BreakerState, PluginInstance, PluginInstanceStatus, SwitchState};
 
@@ -131,6 +133,13 @@ pub trait StatusWriter: Send + Sync {
         key: &'a InstanceKey,
         hold: bool,
     ) -> BoxFuture<'a, Result<PluginInstance, StatusError>>;
+
+    /// Sets `status.stoppedAt`: the Stop button, as `loop-plugins plugin stop` records it.
+    fn stopped_at<'a>(
+        &'a self,
+        key: &'a InstanceKey,
+        at: String,
+    ) -> BoxFuture<'a, Result<(), StatusError>>;
 }
 
 /// The status part a manager applies to a `K`: apiVersion, kind and its fields, under the
@@ -296,13 +305,21 @@ impl StatusWriter for KubeStatusWriter {
                 .map_err(|e| Self::failed(key, e))
         })
     }
+
+    fn stopped_at<'a>(
+        &'a self,
+        key: &'a InstanceKey,
+        at: String,
+    ) -> BoxFuture<'a, Result<(), StatusError>> {
+        Box::pin(self.apply_field(key, FIELD_MANAGER_STOP, json!({ "stoppedAt": at })))
+    }
 }
 
 /// One recorded write: which field of which instance, and the value written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded {
     pub key: InstanceKey,
-    /// `last_activity`, `breaker`, `switches` or `live_hold`.
+    /// `last_activity`, `breaker`, `switches`, `live_hold` or `stopped_at`.
     pub field: &'static str,
     pub value: Value,
 }
@@ -445,6 +462,19 @@ impl StatusWriter for RecordingWriter {
         hold: bool,
     ) -> BoxFuture<'a, Result<PluginInstance, StatusError>> {
         let result = self.record(key, "live_hold", json!(hold), |s| s.live_hold = hold);
+        Box::pin(async move { result })
+    }
+
+    fn stopped_at<'a>(
+        &'a self,
+        key: &'a InstanceKey,
+        at: String,
+    ) -> BoxFuture<'a, Result<(), StatusError>> {
+        let result = self
+            .record(key, "stopped_at", json!(at), |s| {
+                s.stopped_at = Some(at.clone())
+            })
+            .map(|_| ());
         Box::pin(async move { result })
     }
 }

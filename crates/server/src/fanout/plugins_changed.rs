@@ -16,35 +16,11 @@ use crate::calls::CallOptions;
 use crate::delivery::deliver_event;
 use crate::delivery::routing::PLUGINS_CHANGED;
 use crate::host_api::HostState;
+use crate::host_api::changes::changes;
 use crate::index::InstanceKey;
 
-/// What happened to a plugin, between two looks at the installed Plugins (name → generation).
-pub fn changes(
-    before: &BTreeMap<String, i64>,
-    now: &BTreeMap<String, i64>,
-) -> Vec<(String, &'static str)> {
-    let mut out = Vec::new();
-    for (name, generation) in now {
-        match before.get(name) {
-            None => out.push((name.clone(), "installed")),
-            Some(g) if g != generation => out.push((name.clone(), "upgraded")),
-            Some(_) => {}
-        }
-    }
-    for name in before.keys().filter(|n| !now.contains_key(*n)) {
-        out.push((name.clone(), "removed"));
-    }
-    out
-}
-
 fn installed(host: &HostState) -> BTreeMap<String, i64> {
-    host.index()
-        .plugins
-        .state()
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| (p.name_any(), p.metadata.generation.unwrap_or_default()))
-        .collect()
+    crate::host_api::changes::installed(host.index())
 }
 
 /// Sends the event for each change while leading; keeps the changes seen while not, and on
@@ -163,21 +139,6 @@ async fn send(host: &HostState, data: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn installs_upgrades_and_removals_are_told_apart() {
-        let before = BTreeMap::from([("a".to_string(), 1), ("b".to_string(), 1)]);
-        let now = BTreeMap::from([("b".to_string(), 2), ("c".to_string(), 1)]);
-        assert_eq!(
-            changes(&before, &now),
-            [
-                ("b".to_string(), "upgraded"),
-                ("c".to_string(), "installed"),
-                ("a".to_string(), "removed")
-            ]
-        );
-        assert!(changes(&now, &now).is_empty());
-    }
 
     #[test]
     fn a_backlog_sends_each_event_once_where_it_last_came() {

@@ -16,6 +16,11 @@
 //! | `GET .../channels/{channel}/cards` | `get` | `channels/cards` | the chat |
 //! | `POST .../channels/{channel}/cards/read` | `update` | `channels/cards` | the chat |
 //! | `GET /namespaces/{ns}/cards/unread` | `list` | `channels/cards` | (every chat) |
+//! | `GET /namespaces/{ns}/chats` | `list` | `channels` | (every chat) |
+//! | `GET /namespaces/{ns}/plugins/changes` | `watch` | `plugininstances` | (every instance) |
+//! | `GET .../channels/{channel}/runs` | `list` | `agentruns` | (every run) |
+//! | `GET .../settings` | `get` | `plugininstances/settings` | the instance |
+//! | `POST .../stop` | `create` | `plugininstances/stop` | the instance |
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -115,14 +120,59 @@ impl Permission {
     pub fn count_cards(ns: &str) -> Self {
         Self::on_chat("list", "cards", ns, "")
     }
+
+    /// `list channels`: a namespace's chats, with their plugins' instances (the console's
+    /// sidebar). The same grant lets the caller list the Channels themselves.
+    pub fn list_chats(ns: &str) -> Self {
+        Self::on_chat("list", "", ns, "")
+    }
+
+    /// `watch plugininstances`: the stream of `plugins.changed` to a namespace's clients.
+    pub fn watch_instances(ns: &str) -> Self {
+        Self::on_instance("watch", "", ns, "")
+    }
+
+    /// `list agentruns`: a chat's agent runs.
+    pub fn list_runs(ns: &str) -> Self {
+        Self {
+            verb: "list",
+            resource: "agentruns",
+            subresource: "",
+            namespace: ns.into(),
+            name: String::new(),
+        }
+    }
+
+    /// `get plugininstances/settings`: the plugin's effective settings in a chat (a pane's
+    /// `settings.get`).
+    pub fn settings(ns: &str, instance: &str) -> Self {
+        Self::on_instance("get", "settings", ns, instance)
+    }
+
+    /// `create plugininstances/stop`: the Stop button (`loop-plugins plugin stop`).
+    pub fn stop(ns: &str, instance: &str) -> Self {
+        Self::on_instance("create", "stop", ns, instance)
+    }
+
+    /// The resource as RBAC rules name it: `resource` or `resource/subresource`.
+    pub fn rule_resource(&self) -> String {
+        if self.subresource.is_empty() {
+            self.resource.to_string()
+        } else {
+            format!("{}/{}", self.resource, self.subresource)
+        }
+    }
 }
 
 impl std::fmt::Display for Permission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} {}/{} {:?} in namespace {} (group {GROUP})",
-            self.verb, self.resource, self.subresource, self.name, self.namespace
+            "{} {} {:?} in namespace {} (group {GROUP})",
+            self.verb,
+            self.rule_resource(),
+            self.name,
+            self.namespace
         )
     }
 }
@@ -216,10 +266,11 @@ impl Reviewer for KubeReviewer {
                         group: Some(GROUP.into()),
                         version: Some(VERSION.into()),
                         resource: Some(permission.resource.into()),
-                        subresource: Some(permission.subresource.into()),
+                        subresource: Some(permission.subresource.into())
+                            .filter(|s: &String| !s.is_empty()),
                         verb: Some(permission.verb.into()),
                         namespace: Some(permission.namespace.clone()),
-                        name: Some(permission.name.clone()),
+                        name: Some(permission.name.clone()).filter(|n| !n.is_empty()),
                         ..Default::default()
                     }),
                     ..Default::default()

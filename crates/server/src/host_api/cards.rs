@@ -129,8 +129,12 @@ pub async fn unread(
     headers: HeaderMap,
 ) -> Result<Response, HostError> {
     s.authorize(&headers, &Permission::count_cards(&ns)).await?;
-    let chats = unread_by_chat(inboxes(s.index(), &ns, None).iter().map(Arc::as_ref));
-    Ok(Json(json!({ "chats": chats })).into_response())
+    Ok(Json(json!({ "chats": unread_in(s.index(), &ns) })).into_response())
+}
+
+/// The unread cards of each chat of a namespace (chats with none left out).
+pub fn unread_in(index: &Index, namespace: &str) -> BTreeMap<String, usize> {
+    unread_by_chat(inboxes(index, namespace, None).iter().map(Arc::as_ref))
 }
 
 /// The unread cards of each chat the inbox ConfigMaps `maps` belong to; chats with none

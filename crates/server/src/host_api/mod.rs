@@ -14,6 +14,11 @@
 //! | GET | `/cards` (the chat's card drawer) | — | |
 //! | POST | `/cards/read` | — | |
 //! | GET | `/api/host/v1/namespaces/{ns}/cards/unread` (each chat's unread cards) | — | |
+//! | GET | `/api/host/v1/namespaces/{ns}/chats` (the chats, their instances, unread cards) | — | |
+//! | GET | `/api/host/v1/namespaces/{ns}/plugins/changes` (`plugins.changed`, a stream) | — | |
+//! | GET | `/runs` (the chat's agent runs) | — | |
+//! | GET | `/plugins/{plugin}/settings` (effective settings: a pane's `settings.get`) | — | |
+//! | POST | `/plugins/{plugin}/stop` (the Stop button) | — | |
 //!
 //! A call to a stopped container records demand on its PluginInstance (`lastActivity`), waits
 //! with the other calls for it (at most `crate::calls::CallSettings::max_waiting`) until the Pod watch sees
@@ -27,7 +32,8 @@
 //!   (schemas, results), [`switches`], [`proxy`] (`/x`), [`events`] (the answer; which
 //!   containers get an event and the sending are `crate::delivery`'s, which the fan-out uses
 //!   too), [`panels`], [`cards`] (the card drawer: what a card shows is [`drawer`]'s, which
-//!   cards were read [`read_marks`]');
+//!   cards were read [`read_marks`]'); for the console: [`chats`] (the sidebar), [`runs`],
+//!   [`settings`], [`stop`], [`changes`] (`plugins.changed` to clients);
 //! - [`state`]: what the handlers share (the caller checked, the instance found through
 //!   `crate::delivery::target`, the body read, the plugin called through `crate::calls`, the
 //!   one way) and how call failures become answers;
@@ -37,6 +43,8 @@
 pub mod actions;
 pub mod auth;
 pub mod cards;
+pub mod changes;
+pub mod chats;
 pub mod drawer;
 pub mod error;
 pub mod events;
@@ -46,7 +54,10 @@ pub mod panels;
 pub mod proxy;
 pub mod read_marks;
 mod routes;
+pub mod runs;
+pub mod settings;
 pub mod state;
+pub mod stop;
 pub mod switches;
 pub mod tools;
 pub mod trigger;

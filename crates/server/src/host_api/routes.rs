@@ -8,12 +8,15 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
 use super::state::HostState;
-use super::{actions, cards, events, live, panels, proxy, switches, tools};
+use super::{
+    actions, cards, changes, chats, events, live, panels, proxy, runs, settings, stop, switches,
+    tools,
+};
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 19] = [
+pub const ROUTES: [(&str, &str); 24] = [
     (
         "POST",
         "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/actions/{action}",
@@ -72,6 +75,17 @@ pub const ROUTES: [(&str, &str); 19] = [
         "POST",
         "/namespaces/{namespace}/channels/{channel}/live/requests/{id}",
     ),
+    ("GET", "/namespaces/{namespace}/chats"),
+    ("GET", "/namespaces/{namespace}/plugins/changes"),
+    ("GET", "/namespaces/{namespace}/channels/{channel}/runs"),
+    (
+        "GET",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/settings",
+    ),
+    (
+        "POST",
+        "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/stop",
+    ),
 ];
 
 /// The routes, relative to the prefix, with their body limits.
@@ -129,4 +143,15 @@ pub fn routes(state: &HostState) -> Router<HostState> {
             "/namespaces/{namespace}/channels/{channel}/live/requests/{id}",
             post(live::answer).layer(small),
         )
+        .route("/namespaces/{namespace}/chats", get(chats::list))
+        .route(
+            "/namespaces/{namespace}/plugins/changes",
+            get(changes::follow),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/runs",
+            get(runs::list),
+        )
+        .route(&format!("{INSTANCE}/settings"), get(settings::get))
+        .route(&format!("{INSTANCE}/stop"), post(stop::post).layer(small))
 }

@@ -1,6 +1,7 @@
 //! Request-level tests of the host API and the check of its spec.
 
 mod cards;
+mod console;
 mod fixtures;
 mod openapi;
 mod requests;

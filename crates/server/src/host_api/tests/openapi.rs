@@ -107,8 +107,8 @@ fn every_operation_states_its_time_limit_and_permission() {
             op.method,
             op.path
         );
-        // Listing switches, panels and cards, and marking cards read, keep to the host's
-        // state: no call, no time limit.
+        // Listing switches, panels, cards, chats and runs, marking cards read, settings, a
+        // stop and the change stream keep to the host's state: no call, no time limit.
         let host_state = [
             "/switches",
             "/panels",
@@ -118,6 +118,11 @@ fn every_operation_states_its_time_limit_and_permission() {
             "/live",
             "/live/requests",
             "/live/requests/{id}",
+            "/chats",
+            "/plugins/changes",
+            "/runs",
+            "/settings",
+            "/stop",
         ];
         if !host_state.iter().any(|end| op.path.ends_with(end)) {
             assert!(
@@ -171,7 +176,7 @@ async fn x_rbac_is_the_permission_asked_and_a_caller_without_it_gets_403() {
             .unwrap_or_else(|| panic!("{what}: no review"));
         assert_eq!(p.verb, op.op["x-rbac"]["verb"], "{what}");
         assert_eq!(
-            format!("{}/{}", p.resource, p.subresource),
+            p.rule_resource(),
             op.op["x-rbac"]["resource"].as_str().unwrap(),
             "{what}"
         );
