@@ -20,8 +20,9 @@ use serde_json::Value;
 pub const FILE_NAME: &str = "journal.jsonl";
 /// Bodies bigger than this are recorded by size only.
 pub const MAX_RECORDED_BODY: usize = 64 * 1024;
-/// The biggest body the plugin reads (the contract's /x cap).
-pub const MAX_BODY: usize = 8 * 1024 * 1024;
+/// The biggest body the plugin reads, on every route: the contract's /x cap, as the SDK
+/// takes it.
+pub const MAX_BODY: usize = loop_plugin_sdk::server::MAX_X_BODY;
 
 /// One journal line, before the journal numbers it.
 #[derive(Debug, Clone, Serialize)]
