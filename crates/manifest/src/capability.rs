@@ -6,8 +6,9 @@
 //! `live.control`. Its capability table was cut from our copy and the published Loop source we
 //! could read predates plugins, so the names of the capabilities it only implies (agents that
 //! are not read-only, memory, notifications, UI commands) are ours: `agent.write`,
-//! `memory.read`, `memory.write`, `notifications.send` and `ui.command`. They live in this one
-//! table, so correcting one is a one-line change.
+//! `memory.read`, `memory.write`, `notifications.send` and `ui.command`; so is
+//! `secrets.read`, for the secret settings issue 30 adds (zeroclaw's `secrets.get`, named like
+//! our other reads). They live in this one table, so correcting one is a one-line change.
 
 use std::fmt;
 use std::str::FromStr;
@@ -43,11 +44,13 @@ pub enum Capability {
     EventsSubscribe,
     /// Drive the chat's live session (`live`, the `live.system` event).
     LiveControl,
+    /// Read the values of its secret settings (`GET /settings/secrets/{name}`).
+    SecretsRead,
 }
 
 impl Capability {
     /// Every capability, in the order they are listed to people.
-    pub const ALL: [Capability; 13] = [
+    pub const ALL: [Capability; 14] = [
         Capability::AgentReadonly,
         Capability::AgentWrite,
         Capability::FilesRead,
@@ -61,6 +64,7 @@ impl Capability {
         Capability::Schedule,
         Capability::EventsSubscribe,
         Capability::LiveControl,
+        Capability::SecretsRead,
     ];
 
     /// The name written in `capabilities`.
@@ -79,6 +83,7 @@ impl Capability {
             Capability::Schedule => "schedule",
             Capability::EventsSubscribe => "events.subscribe",
             Capability::LiveControl => "live.control",
+            Capability::SecretsRead => "secrets.read",
         }
     }
 
@@ -100,6 +105,9 @@ impl Capability {
             Capability::Schedule => "run its actions on schedules",
             Capability::EventsSubscribe => "receive Loop events (messages, agent status, ...)",
             Capability::LiveControl => "drive the chat's live session and read its system messages",
+            Capability::SecretsRead => {
+                "read its secret settings' values from the Secrets the global or project config names"
+            }
         }
     }
 

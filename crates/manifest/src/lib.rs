@@ -61,6 +61,10 @@ mod tests {
         assert!(!full.ui.composer_switches.is_empty());
         assert!(full.tools.iter().any(|t| t.output_schema.is_some()));
         assert_eq!(full.thread_events, ThreadEvents::Both);
+        assert_eq!(full.secret_settings().collect::<Vec<_>>(), ["api_token"]);
+        assert!(full.is_secret_setting("api_token"));
+        assert!(!full.is_secret_setting("question_count"));
+        assert!(!full.is_secret_setting("nothing"));
     }
 
     #[test]

@@ -297,6 +297,23 @@ impl Manifest {
         self.settings.get(name)
     }
 
+    /// Whether the manifest declares `name` as a secret setting (`"secret": true`): its value
+    /// comes from a Secret reference, never inline, and only `GET /settings/secrets/{name}`
+    /// answers it.
+    pub fn is_secret_setting(&self, name: &str) -> bool {
+        self.settings
+            .get(name)
+            .is_some_and(super::settings_schema::is_secret)
+    }
+
+    /// The names of the secret settings, in order.
+    pub fn secret_settings(&self) -> impl Iterator<Item = &str> {
+        self.settings
+            .iter()
+            .filter(|(_, schema)| super::settings_schema::is_secret(schema))
+            .map(|(name, _)| name.as_str())
+    }
+
     /// One setting's compiled schema (None: no such setting; an error: it does not compile),
     /// compiled once per manifest.
     pub fn setting_validator(&self, name: &str) -> Option<&Result<jsonschema::Validator, String>> {

@@ -1,5 +1,6 @@
 //! A setting's schema: only the keywords the reference lists, each default satisfying its own
-//! schema.
+//! schema; and at its top, `"secret": true` (issue 30): a string whose value comes from a
+//! Kubernetes Secret the config references, never inline, so it has no default.
 
 use serde_json::{Map, Value};
 
@@ -24,13 +25,29 @@ pub const SETTING_KEYWORDS: [&str; 11] = [
     "additionalProperties",
 ];
 
+/// The keyword that marks a setting secret, at the top of its schema only: its value comes
+/// from a Secret reference (`secretSettings`), never inline, and the plugin reads it with
+/// `GET /settings/secrets/{name}`.
+pub const SECRET_KEYWORD: &str = "secret";
+
+/// Whether the schema marks its setting secret (`"secret": true`).
+pub fn is_secret(schema: &Value) -> bool {
+    schema.get(SECRET_KEYWORD).and_then(Value::as_bool) == Some(true)
+}
+
 /// Checks one setting's schema at `path` (`settings.count`): its keywords, that it compiles, and
-/// that its default satisfies it.
+/// that its default satisfies it; a secret setting is a string without a default.
 pub(crate) fn check_setting(schema: &Value, path: &JsonPath, problems: &mut Problems) {
     let before = problems.len();
     check_keywords(schema, path, true, problems);
     if problems.len() > before {
         return;
+    }
+    if is_secret(schema) {
+        check_secret(schema, path, problems);
+        if problems.len() > before {
+            return;
+        }
     }
     let validator = match json_schema::compile(schema) {
         Ok(v) => v,
@@ -45,6 +62,24 @@ pub(crate) fn check_setting(schema: &Value, path: &JsonPath, problems: &mut Prob
         problems.add(
             &path.key("default"),
             format!("the default {default} does not satisfy the setting's schema: {e}"),
+        );
+    }
+}
+
+/// A secret setting is a string (a Secret's value is text) and has no default: a value in the
+/// manifest would be one every reader of the Plugin sees. The default is not echoed.
+fn check_secret(schema: &Value, path: &JsonPath, problems: &mut Problems) {
+    if setting_type(schema) != Some("string") {
+        problems.add(
+            &path.key("type"),
+            "a secret setting must be of type string: its value is the text of a Secret's key",
+        );
+    }
+    if schema.get("default").is_some() {
+        problems.add(
+            &path.key("default"),
+            "a secret setting has no default: its value comes only from a Secret reference \
+             (secretSettings in the global or project config)",
         );
     }
 }
@@ -81,6 +116,11 @@ fn check_keywords(schema: &Value, path: &JsonPath, top: bool, problems: &mut Pro
                 }
             }
             "default" => {}
+            SECRET_KEYWORD if top => {
+                if !value.is_boolean() {
+                    problems.add(&at, "must be true or false");
+                }
+            }
             "enum" => match value.as_array() {
                 Some(a) if !a.is_empty() => {}
                 _ => problems.add(&at, "must be a non-empty array of the allowed values"),
@@ -107,7 +147,8 @@ fn check_keywords(schema: &Value, path: &JsonPath, top: bool, problems: &mut Pro
             _ => problems.add(
                 &at,
                 format!(
-                    "\"{key}\" is not a keyword a setting may use; a setting's schema uses only {}",
+                    "\"{key}\" is not a keyword a setting may use; a setting's schema uses only {} \
+                     (and \"{SECRET_KEYWORD}\" at its top)",
                     SETTING_KEYWORDS.join(", ")
                 ),
             ),
@@ -194,6 +235,44 @@ mod tests {
         assert!(problems(json!({"type": "string", "enum": []}))[0].contains("non-empty array"));
         assert!(
             problems(json!({"type": "string", "pattern": "("}))[0].contains("not a valid schema")
+        );
+    }
+
+    #[test]
+    fn a_secret_setting_is_a_string_without_a_default() {
+        assert!(problems(json!({"type": "string", "title": "Token", "secret": true})).is_empty());
+        assert!(problems(json!({"type": "string", "secret": false, "default": "x"})).is_empty());
+        assert!(is_secret(&json!({"type": "string", "secret": true})));
+        assert!(!is_secret(&json!({"type": "string", "secret": false})));
+        assert!(!is_secret(&json!({"type": "string"})));
+
+        let p = problems(json!({"type": "integer", "secret": true}));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].starts_with("settings.s.type: a secret setting must be of type string"),
+            "{p:?}"
+        );
+        // The default is refused without being echoed: it may be a real credential.
+        let p = problems(json!({"type": "string", "secret": true, "default": "hunter2"}));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].starts_with("settings.s.default: a secret setting has no default"),
+            "{p:?}"
+        );
+        assert!(!p[0].contains("hunter2"), "{p:?}");
+
+        let p = problems(json!({"type": "string", "secret": "yes"}));
+        assert!(
+            p[0].starts_with("settings.s.secret: must be true or false"),
+            "{p:?}"
+        );
+        // Only at the top: a part of a setting is not secret on its own.
+        let p = problems(
+            json!({"type": "object", "properties": {"k": {"type": "string", "secret": true}}}),
+        );
+        assert!(
+            p[0].starts_with("settings.s.properties.k.secret: \"secret\" is not a keyword"),
+            "{p:?}"
         );
     }
 

@@ -1,8 +1,10 @@
-//! settings: each a schema of the listed keywords whose default satisfies it.
+//! settings: each a schema of the listed keywords whose default satisfies it; a secret one
+//! (`"secret": true`) needs `secrets.read`, the capability its plugin reads it with.
 
 use super::Ctx;
 use super::read::optional_object;
-use crate::settings_schema::check_setting;
+use crate::capability::Capability;
+use crate::settings_schema::{SECRET_KEYWORD, check_setting, is_secret};
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -17,6 +19,13 @@ pub(super) fn check(ctx: &mut Ctx) {
                 .add(&setting_at, "a setting's name must not be empty");
         }
         check_setting(schema, &setting_at, &mut ctx.problems);
+        if is_secret(schema) {
+            ctx.require(
+                Capability::SecretsRead,
+                &setting_at.key(SECRET_KEYWORD),
+                "a secret setting needs",
+            );
+        }
     }
 }
 
@@ -55,5 +64,20 @@ mod tests {
         M::new()
             .set("settings", json!([]))
             .assert_problem("settings", "must be an object");
+    }
+
+    #[test]
+    fn a_secret_setting_needs_secrets_read() {
+        let m = M::new().set(
+            "settings",
+            json!({ "api_token": { "type": "string", "title": "API token", "secret": true } }),
+        );
+        m.assert_problem(
+            "settings.api_token.secret",
+            "a secret setting needs \"secrets.read\" in capabilities",
+        );
+        m.caps(&["secrets.read"]).assert_valid();
+        // Declaring the capability without a secret setting is fine: it reads nothing.
+        M::new().caps(&["secrets.read"]).assert_valid();
     }
 }

@@ -87,6 +87,11 @@ fn few_declared() -> World {
     for key in ["ui", "live", "events", "events_start", "actions"] {
         manifest.as_object_mut().unwrap().remove(key);
     }
+    // A secret setting needs secrets.read.
+    manifest["settings"]
+        .as_object_mut()
+        .unwrap()
+        .remove("api_token");
     w.plugin.spec.manifest = serde_json::from_value(manifest).unwrap();
     w
 }
