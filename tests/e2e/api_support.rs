@@ -65,6 +65,7 @@ pub fn full_entry(enabled: bool) -> PluginConfig {
             ("language".to_string(), json!("xx")),
         ]),
         schedules: BTreeMap::new(),
+        secret_settings: BTreeMap::new(),
     }
 }
 

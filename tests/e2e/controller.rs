@@ -485,16 +485,20 @@ async fn refused_settings(ns: Ns) -> anyhow::Result<()> {
     .await?
     .status
     .unwrap_or_default();
-    let refused: Vec<(&str, String, &serde_json::Value)> = shown
+    let refused: Vec<(&str, String, Option<&serde_json::Value>)> = shown
         .refused_settings
         .iter()
-        .map(|r| (r.setting.as_str(), r.source.to_string(), &r.value))
+        .map(|r| (r.setting.as_str(), r.source.to_string(), r.value.as_ref()))
         .collect();
     ensure!(
         refused
             == [
-                ("colour", "project".to_string(), &serde_json::json!(1)),
-                ("verbose", "project".to_string(), &serde_json::json!("yes")),
+                ("colour", "project".to_string(), Some(&serde_json::json!(1))),
+                (
+                    "verbose",
+                    "project".to_string(),
+                    Some(&serde_json::json!("yes"))
+                ),
             ],
         "{refused:?}"
     );

@@ -368,6 +368,7 @@ pub fn entry(enabled: bool, schedules: &[(&str, ScheduleEntry)]) -> PluginConfig
     PluginConfig {
         enabled: Some(enabled),
         settings: BTreeMap::new(),
+        secret_settings: BTreeMap::new(),
         schedules: schedules
             .iter()
             .map(|(a, e)| (a.to_string(), e.clone()))

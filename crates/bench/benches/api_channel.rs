@@ -240,6 +240,7 @@ async fn world(client: &Client) -> anyhow::Result<()> {
             ("topics".to_string(), json!(["rust", "go"])),
         ]),
         schedules: BTreeMap::new(),
+        secret_settings: BTreeMap::new(),
     };
     let plugins = BTreeMap::from([(PLUGIN.to_string(), entry)]);
     let trust = ProjectTrust::of(PROJECT, &plugins);

@@ -162,6 +162,7 @@ fn config(states: &BTreeMap<String, PluginState>) -> BTreeMap<String, PluginConf
                     enabled: Some(state.enabled),
                     settings: BTreeMap::new(),
                     schedules,
+                    secret_settings: BTreeMap::new(),
                 },
             )
         })

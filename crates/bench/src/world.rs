@@ -169,6 +169,7 @@ pub fn project_config(plugins: &[String], enabled: bool) -> BTreeMap<String, Plu
                     enabled: Some(enabled),
                     settings: BTreeMap::new(),
                     schedules: BTreeMap::from([(ACTION.to_string(), schedule_entry(true))]),
+                    secret_settings: BTreeMap::new(),
                 },
             )
         })

@@ -426,6 +426,7 @@ mod tests {
             PluginConfig {
                 enabled: Some(enabled),
                 settings: BTreeMap::new(),
+                secret_settings: BTreeMap::new(),
                 schedules: schedules
                     .iter()
                     .map(|(a, e)| (a.to_string(), e.clone()))

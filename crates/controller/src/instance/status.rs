@@ -221,7 +221,8 @@ mod tests {
         vec![LeftOut {
             level: ConfigLevel::Project,
             setting: "count".into(),
-            value: serde_json::json!(11),
+            field: model::resolve::ConfigField::Settings,
+            value: Some(serde_json::json!(11)),
             reason: LeftOutReason::Refused("11 is greater than the maximum of 10".into()),
         }]
     }

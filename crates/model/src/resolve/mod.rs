@@ -7,7 +7,8 @@
 //! - [`capabilities`]: the capabilities that count for an installed plugin;
 //! - [`trust`]: which project config is approved (from the Project and its ProjectTrust);
 //! - [`enabled`]: whether a plugin runs in a project;
-//! - [`settings`]: the settings a plugin sees, and the values left out;
+//! - [`settings`]: the settings a plugin sees, the values left out, and where each secret
+//!   setting's value is (a Secret reference);
 //! - [`schedules`]: the scheduled tasks asked for, and the entries that yield none.
 
 pub mod capabilities;
@@ -25,5 +26,8 @@ pub use enabled::{Enabled, EnabledReason, plugin_enabled};
 pub use schedules::{
     ResolvedSchedule, ResolvedSchedules, ScheduleProblem, ScheduleProblemKind, resolve_schedules,
 };
-pub use settings::{LeftOut, LeftOutReason, ResolvedSettings, resolve_settings};
+pub use settings::{
+    ConfigField, LeftOut, LeftOutReason, NoSecretSource, ResolvedSettings, SecretSource,
+    resolve_settings, secret_source, secret_sources,
+};
 pub use trust::{ApprovedConfig, ProjectView, TrustState, approved_plugins};

@@ -133,10 +133,14 @@ pub struct RefusedSetting {
     pub setting: String,
     /// The config the value came from: global (HostConfig) or project (the Project).
     pub source: ConfigLevel,
-    /// The value as configured.
+    /// The value as configured (a Secret reference as configured, for `secretSettings`);
+    /// absent for a secret setting's inline value, which is never shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::any_json")]
-    pub value: serde_json::Value,
-    /// Why it is left out: the manifest declares no such setting, or what its schema refuses.
+    pub value: Option<serde_json::Value>,
+    /// Why it is left out: the manifest declares no such setting, what its schema refuses, a
+    /// secret setting's value written inline, or a Secret reference for a setting that is not
+    /// secret.
     pub reason: String,
 }
 

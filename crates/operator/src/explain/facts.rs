@@ -2,11 +2,13 @@
 //! topic, its value and why (where the value came from); a setting's source is the highest
 //! level whose value the settings layering kept.
 
+use serde_json::Value;
+
 use model::config::ConfigLevel;
 use model::manifest::Manifest;
 use model::resolve::{
     ProjectView, TrustState, approved_capabilities, approved_plugins, gets_schedules,
-    plugin_enabled, resolve_schedules, resolve_settings, runs_plugins,
+    plugin_enabled, resolve_schedules, resolve_settings, runs_plugins, secret_sources,
 };
 use model::resources::{
     ADMITTED, Channel, HostConfigSpec, Plugin, PluginInstance, Project, ProjectTrust,
@@ -163,9 +165,30 @@ pub fn explain(world: &World) -> Vec<Fact> {
     for left in &settings.left_out {
         out.push(fact(
             format!("setting {} (refused)", left.setting),
-            left.value.to_string(),
+            left.value
+                .as_ref()
+                .map_or_else(|| "(secret, not shown)".to_string(), Value::to_string),
             left.to_string(),
         ));
+    }
+    // Where each secret setting's value is: the Secret reference that applies (the project's
+    // counts once trusted), never the value.
+    let sources = secret_sources(manifest, global, approved.plugin(world.plugin_name));
+    for name in manifest.secret_settings() {
+        let (value, source) = match sources.get(name) {
+            Some(s) => (
+                format!("Secret {} key {}", s.secret.name, s.secret.key),
+                match s.level {
+                    ConfigLevel::Project => "the project's trusted config (its namespace)",
+                    ConfigLevel::Global => "the global config (the release namespace)",
+                },
+            ),
+            None => (
+                "-".to_string(),
+                "no Secret reference: the plugin reads none",
+            ),
+        };
+        out.push(fact(format!("setting {name} (secret)"), value, source));
     }
     let schedules = resolve_schedules(manifest, global, approved.plugin(world.plugin_name));
     let gets = gets_schedules(&chat.spec);
@@ -322,5 +345,81 @@ mod tests {
         );
         assert_eq!(get(&facts, "instance").value, "none");
         assert!(text(&facts).starts_with("FACT"));
+    }
+
+    #[test]
+    fn a_secret_setting_shows_its_secret_reference_never_a_value() {
+        let manifest_json = json!({
+            "id": "vault", "name": "Vault", "version": "1", "api": "1",
+            "capabilities": ["secrets.read"],
+            "settings": { "token": { "type": "string", "secret": true } },
+        });
+        let plugin = Plugin::from_manifest(
+            &manifest_json.to_string(),
+            "r/vault@sha256:00",
+            vec![],
+            true,
+        )
+        .unwrap();
+        let manifest = model::manifest::from_value(&manifest_json).unwrap();
+        let mut host = HostConfigSpec::default();
+        host.plugins.enabled = true;
+        let key_of = |name: &str| json!({ "secretKeyRef": { "name": name, "key": "token" } });
+        host.plugins.defaults = plugins(json!({ "vault": {
+            "enabled": true, "secretSettings": { "token": key_of("host-creds") },
+        } }));
+        let config = plugins(json!({ "vault": {
+            "settings": { "token": "inline-leak" },
+            "secretSettings": { "token": key_of("team-creds") },
+        } }));
+        let project = Project::new(
+            "proj",
+            ProjectSpec {
+                plugins: config.clone(),
+            },
+        );
+        let chat = Channel::new(
+            "general",
+            ChannelSpec {
+                project: "proj".into(),
+                kind: ChannelKind::Channel,
+                parent: None,
+                app: App::Desktop,
+                hidden: false,
+                working_tree: None,
+            },
+        );
+        let trust = ProjectTrust::of("proj", &config);
+        let world = |trust| World {
+            plugin_name: "vault",
+            host: &host,
+            plugin: Some(&plugin),
+            manifest: Some(&manifest),
+            chat: Some(&chat),
+            project: Some(&project),
+            trust,
+            instance: None,
+        };
+
+        // Untrusted: the project's reference waits; the global one applies.
+        let facts = explain(&world(None));
+        let token = get(&facts, "setting token (secret)");
+        assert_eq!(
+            (token.value.as_str(), token.why.as_str()),
+            (
+                "Secret host-creds key token",
+                "the global config (the release namespace)"
+            )
+        );
+        let refused = get(&facts, "setting token (refused)");
+        assert_eq!(refused.value, "(secret, not shown)");
+        assert!(!text(&facts).contains("inline-leak"), "{}", text(&facts));
+
+        let facts = explain(&world(Some(&trust)));
+        assert_eq!(
+            get(&facts, "setting token (secret)").value,
+            "Secret team-creds key token"
+        );
+        assert!(!text(&facts).contains("inline-leak"));
     }
 }
