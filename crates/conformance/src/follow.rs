@@ -5,10 +5,11 @@
 //!   `POST /runs/{run_id}/done`, which it must take (any 2xx within the route's limit): the
 //!   reference's "the end of each run it started";
 //! - each call the fake host refused for a reason that is the plugin's own (a capability
-//!   its manifest does not declare, an agent, card, switch or live subtype it does not list,
-//!   a body that breaks the API's schema, a route that does not exist, no token) is a
-//!   problem; refusals that are answers a plugin must expect (a memory key never written, a
-//!   chat that is not live, a full memory) are not.
+//!   its manifest does not declare, an agent, card, switch, live subtype or secret setting it
+//!   does not list, a body that breaks the API's schema, a route that does not exist, no
+//!   token) is a problem; refusals that are answers a plugin must expect (a memory key never
+//!   written, a chat that is not live, a full memory, a secret setting the config references
+//!   no Secret for) are not.
 
 use std::time::{Duration, Instant};
 
@@ -42,10 +43,12 @@ pub fn is_the_plugins_fault(code: ErrorCode) -> bool {
         | UnknownAgent
         | UnknownCard
         | SubtypeNotDeclared
-        | SwitchNotFound => true,
+        | SwitchNotFound
+        | SettingNotFound => true,
         OutsideWorkingTree | RunNotFound | CardNotFound | FileNotFound | MemoryNotFound
-        | NoWorkingTree | PluginNotEnabled | NotLive | FileTooLarge | MemoryFull
-        | NotARegularFile | DailyRunsExceeded | Unavailable | Timeout | Internal => false,
+        | NoWorkingTree | SecretNotSet | PluginNotEnabled | NotLive | SecretUnavailable
+        | FileTooLarge | MemoryFull | NotARegularFile | DailyRunsExceeded | Unavailable
+        | Timeout | Internal => false,
     }
 }
 

@@ -16,13 +16,19 @@ use serde_json::{Value, json};
 const MANIFEST: &str = r#"{
   "id": "quiz", "name": "Quiz", "version": "1.2.3", "api": "1",
   "capabilities": ["agent.readonly", "agent.write", "files.read", "memory.read", "memory.write",
-                   "notifications.send", "ui.notification.card", "ui.composer_switch", "live.control"],
+                   "notifications.send", "ui.notification.card", "ui.composer_switch", "live.control",
+                   "secrets.read"],
   "agents": [
     { "id": "ask", "read_only": true, "tools": ["grade"] },
     { "id": "fix", "read_only": false, "tools": [] }
   ],
   "tools": [{ "name": "grade", "input_schema": { "type": "object" } }],
-  "settings": { "level": { "type": "string", "default": "easy" }, "token": { "type": "string" } },
+  "settings": {
+    "level": { "type": "string", "default": "easy" },
+    "token": { "type": "string" },
+    "api_key": { "type": "string", "secret": true },
+    "backup_key": { "type": "string", "secret": true }
+  },
   "ui": {
     "cards": [{ "id": "score", "entry": "ui/score.html" }],
     "composer_switches": [{ "id": "sync", "label": "Sync", "icon": "ui/sync.svg", "title": "Sync is off" }]
@@ -333,4 +339,55 @@ async fn the_environments_client_reads_a_rotated_token() {
     assert!(client.channel().await.unwrap_err().has_status(401));
     std::fs::write(&token, format!("{}\n", host.token())).unwrap();
     client.channel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_secret_setting_is_read_at_its_revision_and_never_in_the_channel() {
+    let mut config = Config::new(quiz());
+    config
+        .secret_settings
+        .insert("api_key".into(), "first-key".into());
+    let (fake, client) = host(config).await;
+    let channel = client.channel().await.unwrap();
+    assert!(!channel.settings.contains_key("api_key"), "{channel:?}");
+
+    let read = client.secret_setting("api_key").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            read.name.as_str(),
+            read.value.as_str(),
+            read.revision.as_str()
+        ),
+        ("api_key", "first-key", "1")
+    );
+    assert!(!format!("{read:?}").contains("first-key"));
+    // Rotated: the next read answers the new value at the next revision.
+    fake.rotate_secret("api_key", "second-key");
+    let read = client.secret_setting("api_key").await.unwrap().unwrap();
+    assert_eq!(
+        (read.value.as_str(), read.revision.as_str()),
+        ("second-key", "2")
+    );
+    // A secret setting without a Secret reference is None; a plain or unknown one is no
+    // secret setting.
+    assert!(client.secret_setting("backup_key").await.unwrap().is_none());
+    assert_eq!(
+        code(client.secret_setting("token").await),
+        ErrorCode::SettingNotFound
+    );
+    assert_eq!(
+        code(client.secret_setting("nothing").await),
+        ErrorCode::SettingNotFound
+    );
+    assert_eq!(fake.recorded().secrets_read, ["api_key", "api_key"]);
+
+    // Held to secrets.read, as the host holds it.
+    let mut config = Config::new(quiz());
+    config.approved = Some(vec![Capability::MemoryRead]);
+    config.secret_settings.insert("api_key".into(), "k".into());
+    let (_host, client) = host(config).await;
+    assert_eq!(
+        code(client.secret_setting("api_key").await),
+        ErrorCode::CapabilityNotApproved
+    );
 }

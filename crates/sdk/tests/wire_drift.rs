@@ -321,6 +321,12 @@ mod plugin_api {
             value: json!(1),
         };
         held_to(&spec, "MemoryEntry", entry.clone(), entry);
+        let secret = SecretSetting {
+            name: s.clone(),
+            value: s.clone(),
+            revision: s.clone(),
+        };
+        held_to(&spec, "SecretSetting", secret.clone(), secret);
         let error = ErrorBody::new(ErrorCode::Timeout, s);
         held_to(&spec, "Error", error.clone(), error);
     }

@@ -224,10 +224,20 @@ impl Server {
             stopped.clone(),
         ));
         host.live = Some(live.clone());
+        let secrets = crate::plugin_api::secrets::SecretSettings {
+            reader: Arc::new(crate::plugin_api::secrets::KubeSecretReader::new(
+                client.clone(),
+            )),
+            // As the UI's keys: the release namespace, else the client's own.
+            release_namespace: replicas_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_string()),
+        };
         let mut app = AppState::new(
             options.api,
             calls,
             Arc::new(crate::plugin_api::writes::KubeWriter::new(client.clone())),
+            secrets,
             status,
             Arc::new(crate::plugin_api::clock::SystemClock),
             live.clone(),

@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::limits::REQUEST_TIMEOUT;
 use super::wire::{
     CardRequest, Channel, ErrorBody, ErrorCode, Hold, InboxEntry, LiveControlAnswer,
-    LiveControlRequest, MemoryEntry, MemoryWrite, NotificationRequest, Run, RunRequest, Switch,
-    SwitchRequest,
+    LiveControlRequest, MemoryEntry, MemoryWrite, NotificationRequest, Run, RunRequest,
+    SecretSetting, Switch, SwitchRequest,
 };
 use crate::env::{API_URL, Env, EnvError, TOKEN_FILE, read_trimmed};
 
@@ -262,6 +262,21 @@ impl Client {
         let path = format!("/memory/{}", segment(key));
         self.json(Method::PUT, &path, Some(&MemoryWrite { value }), TIMEOUT)
             .await
+    }
+
+    /// `GET /settings/secrets/{name}`: a secret setting's value, read from its Secret now (call
+    /// it at each point of use: a rotation shows on the next call), or `None` when neither the
+    /// project nor the global config references a Secret for it (`secret_not_set`).
+    pub async fn secret_setting(&self, name: &str) -> Result<Option<SecretSetting>> {
+        let path = format!("/settings/secrets/{}", segment(name));
+        match self
+            .json::<SecretSetting>(Method::GET, &path, None::<&()>, TIMEOUT)
+            .await
+        {
+            Ok(secret) => Ok(Some(secret)),
+            Err(e) if e.code() == Some(ErrorCode::SecretNotSet) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn json<T: DeserializeOwned>(

@@ -204,6 +204,29 @@ pub struct MemoryEntry {
     pub value: Value,
 }
 
+/// `GET /settings/secrets/{name}`: a secret setting's value, as read from its Secret by this
+/// call.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct SecretSetting {
+    /// The setting's name.
+    pub name: String,
+    pub value: String,
+    /// The Secret's `resourceVersion` the value was read at: another one means it was
+    /// rotated.
+    pub revision: String,
+}
+
+impl std::fmt::Debug for SecretSetting {
+    /// Without the value, so a debug print or a log line does not show it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretSetting")
+            .field("name", &self.name)
+            .field("value", &"<not shown>")
+            .field("revision", &self.revision)
+            .finish()
+    }
+}
+
 /// Every error answer: `{"error": {"code", "message"}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -273,9 +296,12 @@ error_codes! {
     FileNotFound = "file_not_found" => 404,
     MemoryNotFound = "memory_not_found" => 404,
     NoWorkingTree = "no_working_tree" => 404,
+    SettingNotFound = "setting_not_found" => 404,
+    SecretNotSet = "secret_not_set" => 404,
     MethodNotAllowed = "method_not_allowed" => 405,
     PluginNotEnabled = "plugin_not_enabled" => 409,
     NotLive = "not_live" => 409,
+    SecretUnavailable = "secret_unavailable" => 409,
     BodyTooLarge = "body_too_large" => 413,
     FileTooLarge = "file_too_large" => 413,
     MemoryFull = "memory_full" => 413,

@@ -1,11 +1,12 @@
 //! For a plugin's own tests: [`FakeHost`] serves the Plugin API from memory on a loopback
 //! port, held to the plugin's manifest as the host holds it: the capabilities the owner
 //! approved (403 `capability_not_approved` for any other route), the agents, cards, composer
-//! switches and live control subtypes it declares, and the limits of [`crate::api::limits`].
-//! It records what the plugin did (runs, switch states, cards, notifications, memory, files
-//! read, live control requests and holds, and every refusal), and answers from the
-//! [`Config`] a test gives it: the chat, the working tree's files, each live control
-//! subtype's response.
+//! switches, live control subtypes and secret settings it declares, and the limits of
+//! [`crate::api::limits`]. It records what the plugin did (runs, switch states, cards,
+//! notifications, memory, files read, live control requests and holds, secret settings read,
+//! and every refusal), and answers from the [`Config`] a test gives it: the chat, the working
+//! tree's files, each live control subtype's response, each secret setting's value (which
+//! [`FakeHost::rotate_secret`] changes, as rotating its Secret does).
 //!
 //! ```no_run
 //! # async fn t() {
@@ -34,7 +35,8 @@ use tokio::sync::oneshot;
 
 use crate::api::Client;
 use crate::api::wire::{
-    App, Channel, ChatKind, ErrorCode, InboxEntry, LiveControlRequest, Run, RunState, Switch,
+    App, Channel, ChatKind, ErrorCode, InboxEntry, LiveControlRequest, Run, RunState,
+    SecretSetting, Switch,
 };
 
 pub use routes::{Needs, ROUTES};
@@ -55,6 +57,10 @@ pub struct Config {
     /// The live session's response to each control subtype; a subtype without one answers
     /// 409 `not_live`, as a chat without a live session does.
     pub live_responses: BTreeMap<String, Value>,
+    /// Each secret setting's value, by name, as its Secret holds it (revision `"1"`); a secret
+    /// setting without one answers 404 `secret_not_set`, as one without a Secret reference
+    /// does.
+    pub secret_settings: BTreeMap<String, String>,
 }
 
 impl Config {
@@ -80,6 +86,7 @@ impl Config {
             },
             files: None,
             live_responses: BTreeMap::new(),
+            secret_settings: BTreeMap::new(),
         }
     }
 
@@ -123,6 +130,8 @@ pub struct Recorded {
     pub files_read: Vec<String>,
     pub live_controls: Vec<LiveControlRequest>,
     pub holds: Vec<bool>,
+    /// The names of the secret settings read, in order.
+    pub secrets_read: Vec<String>,
     pub refusals: Vec<Refusal>,
 }
 
@@ -131,11 +140,17 @@ struct Shared {
     config: Config,
     token: String,
     recorded: Mutex<Recorded>,
+    /// Each secret setting's Secret as it is now: its value and revision.
+    secrets: Mutex<BTreeMap<String, SecretSetting>>,
 }
 
 impl Shared {
     fn recorded(&self) -> MutexGuard<'_, Recorded> {
         self.recorded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn secrets(&self) -> MutexGuard<'_, BTreeMap<String, SecretSetting>> {
+        self.secrets.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -152,10 +167,23 @@ pub const TOKEN: &str = "fake-host-token";
 impl FakeHost {
     /// Serves `config` on a free loopback port.
     pub async fn start(config: Config) -> std::io::Result<FakeHost> {
+        let secrets = config
+            .secret_settings
+            .iter()
+            .map(|(name, value)| {
+                let secret = SecretSetting {
+                    name: name.clone(),
+                    value: value.clone(),
+                    revision: "1".into(),
+                };
+                (name.clone(), secret)
+            })
+            .collect();
         let shared = Arc::new(Shared {
             config,
             token: TOKEN.into(),
             recorded: Mutex::default(),
+            secrets: Mutex::new(secrets),
         });
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -209,6 +237,23 @@ impl FakeHost {
         };
         started.run.result = Some(result.into());
         Some(started.run.clone())
+    }
+
+    /// Rotates secret setting `name`'s Secret: the next read answers `value` at the next
+    /// revision (`"1"` for one that had none).
+    pub fn rotate_secret(&self, name: &str, value: &str) -> SecretSetting {
+        let mut secrets = self.shared.secrets();
+        let revision = secrets
+            .get(name)
+            .and_then(|s| s.revision.parse::<u64>().ok())
+            .map_or(1, |r| r + 1);
+        let secret = SecretSetting {
+            name: name.into(),
+            value: value.into(),
+            revision: revision.to_string(),
+        };
+        secrets.insert(name.into(), secret.clone());
+        secret
     }
 
     /// Records that `POST /runs/{run_id}/done` reached the plugin.

@@ -81,6 +81,11 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/files/{path}", Needs::One(Capability::FilesRead)),
     route("GET", "/memory/{key}", Needs::One(Capability::MemoryRead)),
     route("PUT", "/memory/{key}", Needs::One(Capability::MemoryWrite)),
+    route(
+        "GET",
+        "/settings/secrets/{name}",
+        Needs::One(Capability::SecretsRead),
+    ),
 ];
 
 const fn route(method: &'static str, path: &'static str, needs: Needs) -> Route {
@@ -189,6 +194,7 @@ async fn call(
         ("GET", "/files/{path}") => read_file(shared, param),
         ("GET", "/memory/{key}") => get_memory(shared, param),
         ("PUT", "/memory/{key}") => put_memory(shared, param, &body),
+        ("GET", "/settings/secrets/{name}") => get_secret(shared, param),
         _ => unreachable!("every route of ROUTES is handled"),
     }
 }
@@ -590,6 +596,28 @@ fn put_memory(shared: &Shared, key: &str, body: &Bytes) -> Answer {
         key: key.into(),
         value: req.value,
     })
+}
+
+fn get_secret(shared: &Shared, name: &str) -> Answer {
+    let manifest = &shared.config.manifest;
+    if !manifest.is_secret_setting(name) {
+        return Err(Refused(
+            ErrorCode::SettingNotFound,
+            format!("the manifest declares no secret setting \"{name}\""),
+        ));
+    }
+    let secret = shared.secrets().get(name).cloned();
+    let Some(secret) = secret else {
+        return Err(Refused(
+            ErrorCode::SecretNotSet,
+            format!("secret setting \"{name}\" has no Secret reference"),
+        ));
+    };
+    shared.recorded().secrets_read.push(name.into());
+    let mut res = ok(&secret)?;
+    res.headers_mut()
+        .insert(header::CACHE_CONTROL, "no-store".parse().unwrap());
+    Ok(res)
 }
 
 #[cfg(test)]

@@ -13,12 +13,14 @@
 //! | POST | `/channel/live/control`, PUT `/channel/live/hold` | `live.control` |
 //! | GET | `/files/{path}` | `files.read` |
 //! | GET, PUT | `/memory/{key}` | `memory.read`, `memory.write` |
+//! | GET | `/settings/secrets/{name}` | `secrets.read` |
 //!
 //! The parts, each with one job:
 //! - [`auth`]: the bearer header, who calls (401; tokens are looked up in the index's token
 //!   digests), whether the project enables the plugin (409), capabilities (403);
 //! - [`own_writes`]: the overlay of this process's own writes over the index;
 //! - [`instance_state`], [`quota`], [`files`], [`inbox`], [`memory`]: the pure rules;
+//! - [`secrets`]: secret settings' values, read live from their Secrets behind a trait;
 //! - [`writes`]: runs and ConfigMaps, behind a trait; status fields go through
 //!   [`crate::status`]; [`apply`]: the thin parts that call them;
 //! - `routes`: the handlers; [`metrics`]: Prometheus; this module: the router and its layers.
@@ -40,6 +42,7 @@ pub mod metrics;
 pub mod own_writes;
 pub mod quota;
 mod routes;
+pub mod secrets;
 pub mod shared_runs;
 pub mod state;
 pub mod writes;

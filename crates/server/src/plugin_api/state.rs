@@ -13,6 +13,7 @@ use super::files::MAX_FILE_BYTES;
 use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
 use super::quota::Ledger;
+use super::secrets::SecretSettings;
 use super::writes::Writer;
 use crate::calls::Calls;
 use crate::index::Index;
@@ -59,6 +60,8 @@ pub struct AppState {
     /// Calls to plugins, and the activity that keeps their containers up.
     pub calls: Calls,
     pub writer: Arc<dyn Writer>,
+    /// Where secret settings' values are read from, live.
+    pub secrets: SecretSettings,
     /// The instances' status fields the Plugin API changes (switches, live hold).
     pub status: Arc<dyn StatusWriter>,
     pub clock: Arc<dyn Clock>,
@@ -80,6 +83,7 @@ impl AppState {
         config: ApiConfig,
         calls: Calls,
         writer: Arc<dyn Writer>,
+        secrets: SecretSettings,
         status: Arc<dyn StatusWriter>,
         clock: Arc<dyn Clock>,
         live: Arc<dyn LiveSessions>,
@@ -90,6 +94,7 @@ impl AppState {
             index: calls.index().clone(),
             calls,
             writer,
+            secrets,
             status,
             clock,
             live,

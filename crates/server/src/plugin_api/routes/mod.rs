@@ -9,6 +9,7 @@ mod live;
 mod memory;
 mod notifications;
 mod runs;
+mod secrets;
 mod switches;
 
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use super::state::AppState;
 pub const PREFIX: &str = "/api/plugin/v1";
 
 /// Every (method, path) served under [`PREFIX`], as the spec lists them.
-pub const ROUTES: [(&str, &str); 13] = [
+pub const ROUTES: [(&str, &str); 14] = [
     ("GET", "/channel"),
     ("POST", "/runs"),
     ("GET", "/runs/{run_id}"),
@@ -39,6 +40,7 @@ pub const ROUTES: [(&str, &str); 13] = [
     ("GET", "/files/{path}"),
     ("GET", "/memory/{key}"),
     ("PUT", "/memory/{key}"),
+    ("GET", "/settings/secrets/{name}"),
 ];
 
 /// The routes, relative to [`PREFIX`].
@@ -58,6 +60,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/channel/live/hold", put(live::hold))
         .route("/files/{*path}", get(files::get))
         .route("/memory/{key}", get(memory::get).put(memory::put))
+        .route("/settings/secrets/{name}", get(secrets::get))
 }
 
 /// The body as `T`, or 400 `invalid_body` naming what is wrong.

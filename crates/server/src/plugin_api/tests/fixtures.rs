@@ -1,6 +1,7 @@
 //! A small world for request-level tests: two chats of one project, the `cogtest` plugin of
 //! `examples/manifests/full.json`, each chat's instance and token Secret, filled into reflector
-//! stores directly; a writer that records every write; a clock moved by hand.
+//! stores directly; a writer that records every write; a clock moved by hand; the Secrets that
+//! secret settings are read from live, changed by hand.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -28,6 +29,7 @@ use crate::index::{Index, InstanceKey, TokenIndex};
 use crate::live::{ChatRef, ControlError, LiveSessions};
 use crate::plugin_api::clock::{Clock, ManualClock};
 use crate::plugin_api::metrics::Metrics;
+use crate::plugin_api::secrets::{SecretReadError, SecretReader, SecretSettings};
 use crate::plugin_api::state::{ApiConfig, AppState};
 use crate::plugin_api::writes::{DataPatch, WriteError, Writer};
 use crate::plugin_api::{PREFIX, router};
@@ -47,6 +49,13 @@ pub const TOKEN_A: &str = "token-of-chat-a-0123456789abcdef";
 pub const TOKEN_B: &str = "token-of-chat-b-0123456789abcdef";
 /// A fixed start for the clock.
 pub const T0: &str = "2026-03-01T12:00:00Z";
+/// The API server's own namespace, where HostConfig's Secret references point.
+pub const RELEASE_NS: &str = "loop-plugins";
+/// The Secret the project's config references for the secret setting `api_token`, its key
+/// and the value it holds.
+pub const CREDS: &str = "cogtest-creds";
+pub const CREDS_KEY: &str = "token";
+pub const CREDS_VALUE: &str = "ghp_project-token-0123";
 
 const FULL: &str = include_str!("../../../../../examples/manifests/full.json");
 
@@ -190,9 +199,29 @@ pub fn trust(enabled: bool) -> ProjectTrust {
 
 fn project_config(enabled: bool) -> model::config::PluginsConfig {
     serde_json::from_value(json!({
-        PLUGIN: { "enabled": enabled, "settings": { "question_count": 8, "language": "xx" } }
+        PLUGIN: {
+            "enabled": enabled,
+            "settings": { "question_count": 8, "language": "xx" },
+            "secretSettings": {
+                "api_token": { "secretKeyRef": { "name": CREDS, "key": CREDS_KEY } },
+            },
+        }
     }))
     .unwrap()
+}
+
+/// A Secret of `ns` holding `data`, at resourceVersion `1`.
+pub fn opaque_secret(ns: &str, name: &str, data: &[(&str, &str)]) -> Secret {
+    let mut s = Secret::default();
+    s.metadata.name = Some(name.into());
+    s.metadata.namespace = Some(ns.into());
+    s.metadata.resource_version = Some("1".into());
+    s.data = Some(
+        data.iter()
+            .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+            .collect(),
+    );
+    s
 }
 
 pub fn host(enabled: bool) -> HostConfig {
@@ -342,6 +371,62 @@ impl Writer for RecordingWriter {
     }
 }
 
+/// The Secrets as the Kubernetes API holds them now, read by the secret settings route; each
+/// read recorded (a cached answer would read fewer).
+#[derive(Default)]
+pub struct FakeSecrets {
+    secrets: Mutex<HashMap<(String, String), Secret>>,
+    pub reads: Mutex<Vec<(String, String)>>,
+    /// Every read fails so, while set.
+    pub failure: Mutex<Option<SecretReadError>>,
+}
+
+impl FakeSecrets {
+    /// Writes the Secret as the API server would: its resourceVersion one past the last.
+    pub fn put(&self, mut secret: Secret) {
+        let key = (secret.namespace().unwrap(), secret.name_any());
+        let mut secrets = self.secrets.lock().unwrap();
+        let last = secrets
+            .get(&key)
+            .and_then(|s| s.metadata.resource_version.as_deref()?.parse::<u64>().ok());
+        if let Some(last) = last {
+            secret.metadata.resource_version = Some((last + 1).to_string());
+        }
+        secrets.insert(key, secret);
+    }
+
+    pub fn delete(&self, ns: &str, name: &str) {
+        self.secrets
+            .lock()
+            .unwrap()
+            .remove(&(ns.to_string(), name.to_string()));
+    }
+
+    pub fn reads(&self) -> Vec<(String, String)> {
+        self.reads.lock().unwrap().clone()
+    }
+}
+
+impl SecretReader for FakeSecrets {
+    fn read<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Secret>, SecretReadError>> {
+        Box::pin(async move {
+            self.reads
+                .lock()
+                .unwrap()
+                .push((namespace.to_string(), name.to_string()));
+            if let Some(failure) = self.failure.lock().unwrap().clone() {
+                return Err(failure);
+            }
+            let key = (namespace.to_string(), name.to_string());
+            Ok(self.secrets.lock().unwrap().get(&key).cloned())
+        })
+    }
+}
+
 /// Live sessions with canned answers by subtype.
 #[derive(Default)]
 pub struct FakeLive {
@@ -385,6 +470,8 @@ pub struct World {
     pub channels: Vec<Channel>,
     pub instances: Vec<PluginInstance>,
     pub secrets: Vec<Secret>,
+    /// The Secrets secret settings are read from (live, not through the index).
+    pub settings_secrets: Vec<Secret>,
     pub runs: Vec<AgentRun>,
     pub maps: Vec<ConfigMap>,
     pub config: ApiConfig,
@@ -417,6 +504,7 @@ impl World {
             channels: chats.iter().map(|c| channel(c)).collect(),
             instances,
             secrets,
+            settings_secrets: vec![opaque_secret(NS, CREDS, &[(CREDS_KEY, CREDS_VALUE)])],
             runs: vec![],
             maps: vec![],
             config: ApiConfig::default(),
@@ -441,6 +529,10 @@ impl World {
         let clock = Arc::new(ManualClock::at(T0.parse().unwrap()));
         let writer = Arc::new(RecordingWriter::new(clock.clone()));
         let live = Arc::new(FakeLive::default());
+        let secrets = Arc::new(FakeSecrets::default());
+        for s in self.settings_secrets {
+            secrets.put(s);
+        }
         let status = Arc::new(StatusRecorder::with_instances(&self.instances));
         let (index, mut writers) = Index::in_memory();
         apply(&mut writers.host, [self.host]);
@@ -465,6 +557,10 @@ impl World {
             self.config,
             calls,
             writer.clone(),
+            SecretSettings {
+                reader: secrets.clone(),
+                release_namespace: RELEASE_NS.into(),
+            },
             status.clone(),
             clock.clone(),
             live.clone(),
@@ -478,6 +574,7 @@ impl World {
             status,
             clock,
             live,
+            secrets,
             tokens,
             writers,
         }
@@ -503,6 +600,8 @@ pub struct Harness {
     pub status: Arc<StatusRecorder>,
     pub clock: Arc<ManualClock>,
     pub live: Arc<FakeLive>,
+    /// The Secrets secret settings are read from.
+    pub secrets: Arc<FakeSecrets>,
     pub tokens: Arc<TokenIndex>,
     pub writers: crate::index::Writers,
 }

@@ -134,6 +134,13 @@ fn gated() -> Vec<Gated> {
             Capability::MemoryWrite,
             (S::OK, ""),
         ),
+        gated(
+            "GET",
+            "/settings/secrets/api_token",
+            None,
+            Capability::SecretsRead,
+            (S::OK, ""),
+        ),
     ]
 }
 
