@@ -232,8 +232,8 @@ fn the_defaults_render_every_object() {
         ("ServiceAccount", 2),
         ("ClusterRole", 7),
         ("ClusterRoleBinding", 2),
-        ("Role", 3),
-        ("RoleBinding", 4),
+        ("Role", 4),
+        ("RoleBinding", 5),
         ("Deployment", 1),
         ("Service", 1),
         ("PodDisruptionBudget", 1),
@@ -328,8 +328,8 @@ fn every_switch_renders() {
         ],
         "with {minimal:?}"
     );
-    // Without leader election only the API's Roles for its runs record and its UI link keys
-    // are left.
+    // Without leader election only the API's Roles for its runs record, its UI link keys and
+    // its reads of secret settings' Secrets are left.
     let roles: Vec<&str> = docs
         .iter()
         .filter(|d| kind(d) == "Role")
@@ -337,7 +337,11 @@ fn every_switch_renders() {
         .collect();
     assert_eq!(
         roles,
-        ["loop-plugins-api-runs", "loop-plugins-api-ui"],
+        [
+            "loop-plugins-api-secret-settings",
+            "loop-plugins-api-runs",
+            "loop-plugins-api-ui"
+        ],
         "with {minimal:?}"
     );
     let args = strings(&container(find(&docs, "Deployment", "loop-plugins"), "controller")["args"]);
