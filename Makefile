@@ -38,10 +38,11 @@ test:
 	@hack/test.sh
 
 # The bridge module for panels and cards alone (packages/loop-plugin-ui): its tests on Node's own
-# runner, then its type declarations checked with TypeScript from npm. Part of `make test`.
+# runner, then its type declarations checked with TypeScript from npm; and the console's host
+# end of the bridge against it (crates/server/src/console/test). Part of `make test`.
 .PHONY: bridge-test
 bridge-test:
-	node --test --test-timeout=30000 packages/loop-plugin-ui/test/
+	node --test --test-timeout=30000 packages/loop-plugin-ui/test/ crates/server/src/console/test/
 	hack/bridge-typecheck.sh
 
 # The e2e suite alone, against a control plane it starts (built or reused by build.sh).

@@ -15,11 +15,14 @@
 //! - [`plugin_api`], [`host_api`]: the two APIs' routes;
 //! - [`mcp`]: each agent run's MCP endpoint, the plugin's tools through the host API's one
 //!   way to call a tool;
+//! - [`console`]: the console page (static files, its own policy), the host end of the
+//!   bridge; it calls the host API from the browser, so it imports only [`ui`]'s path;
 //! - [`fanout`]: what must happen once across replicas, on the fan-out Lease's holder;
 //! - [`gauges`]: what the index holds, counted at each scrape (instances by phase, quota used);
 //! - [`serve`]: the wiring; `records`: the replicas' shared ConfigMap records.
 
 pub mod calls;
+pub mod console;
 pub mod delivery;
 pub mod fanout;
 pub mod gauges;

@@ -287,7 +287,8 @@ impl Server {
                         crate::mcp::record::KubeRecorder::new(client),
                     ))),
                 }))
-                .merge(crate::ui::route::router(ui)),
+                .merge(crate::ui::route::router(ui))
+                .merge(crate::console::router()),
             requests,
         );
         Ok(Self {

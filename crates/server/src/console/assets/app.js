@@ -1,0 +1,559 @@
+// The console page: signs in with a Kubernetes token, lists a namespace's chats, and for the
+// chosen chat shows its plugins' instances (with Stop), the composer switches, the panes of the
+// plugins its project enables and the card drawer (sandboxed frames of the bundles' signed
+// links, each the far end of a bridge), and the chat's agent runs. It lists again on
+// plugins.changed. Everything goes through the host API with the user's token.
+
+import { HostApi, HostError } from "./api.js";
+import { bridgeFrame } from "./bridge.js";
+import { frameHandlers, memoryState, paneState } from "./frames.js";
+import { applyTheme, theme } from "./theme.js";
+import { ago, fill, h } from "./dom.js";
+
+const TOKEN_KEY = "loop-console:token";
+const NAMESPACE_KEY = "loop-console:namespace";
+const CHAT_KEY = "loop-console:chat";
+const SCHEME_KEY = "loop-console:scheme";
+/** How often the drawer, the unread counts and the runs are read again. */
+const POLL_MS = 4000;
+const CARD_HEIGHT = 160;
+
+const $ = (id) => document.getElementById(id);
+
+/** What the page holds; window.loopConsole shows it to the tests. */
+const state = {
+  api: null,
+  chats: [],
+  chat: null,
+  /** plugin → why it can no longer be used in the chat (removed, disabled). */
+  gone: new Map(),
+  /** `${plugin}/${panel}` → {section, frame, bridge} */
+  panes: new Map(),
+  /** card id → {article, frame, bridge} */
+  cards: new Map(),
+  scheme: "light",
+  follow: null,
+  poll: 0,
+  changes: [],
+  ready: false,
+};
+window.loopConsole = state;
+
+// ---- sign-in --------------------------------------------------------------------------------
+
+/** The token and namespace the URL's fragment gives (never sent to the server), then forgets it. */
+function fromFragment() {
+  if (!location.hash.includes("token=") && !location.hash.includes("namespace=")) return;
+  const params = new URLSearchParams(location.hash.slice(1));
+  const token = params.get("token");
+  const namespace = params.get("namespace");
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  if (namespace) sessionStorage.setItem(NAMESPACE_KEY, namespace);
+  history.replaceState(null, "", location.pathname + location.search);
+}
+
+function showSignIn(message = "") {
+  stopFollowing();
+  $("console").hidden = true;
+  $("namespace-form").hidden = true;
+  $("sign-out").hidden = true;
+  $("signin").hidden = false;
+  $("signin-namespace").value = sessionStorage.getItem(NAMESPACE_KEY) ?? "";
+  $("signin-error").textContent = message;
+  $("token").focus();
+}
+
+function signOut(message = "") {
+  sessionStorage.removeItem(TOKEN_KEY);
+  state.api = null;
+  clearChat();
+  showSignIn(message);
+}
+
+async function start() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const namespace = sessionStorage.getItem(NAMESPACE_KEY);
+  if (!token || !namespace) return showSignIn();
+  state.api = new HostApi(token, namespace);
+  $("signin").hidden = true;
+  $("console").hidden = false;
+  $("namespace-form").hidden = false;
+  $("sign-out").hidden = false;
+  $("namespace").value = namespace;
+  status(`Namespace ${namespace}`);
+  try {
+    await loadChats();
+  } catch (e) {
+    if (e instanceof HostError && e.status === 401) {
+      return signOut(`The cluster does not accept this token: ${e.message}`);
+    }
+    status(e.message, true);
+  }
+  const remembered = sessionStorage.getItem(CHAT_KEY);
+  const first = state.chats.find((c) => c.name === remembered)
+    ?? state.chats.find((c) => !c.hidden && c.plugins.length > 0)
+    ?? state.chats.find((c) => !c.hidden);
+  if (first) await selectChat(first.name);
+  follow();
+  clearInterval(state.poll);
+  state.poll = setInterval(poll, POLL_MS);
+  state.ready = true;
+}
+
+// ---- chats ----------------------------------------------------------------------------------
+
+async function loadChats() {
+  const { chats } = await state.api.get(state.api.ns("/chats"));
+  state.chats = chats;
+  renderChatList();
+  const chat = current();
+  if (chat) renderInstances(chat);
+}
+
+function current() {
+  return state.chats.find((c) => c.name === state.chat) ?? null;
+}
+
+function renderChatList() {
+  const items = state.chats
+    .filter((c) => !c.hidden)
+    .map((c) => {
+      const label = c.kind === "channel" ? `# ${c.name}` : `↳ ${c.name}`;
+      const unread = c.unread > 0
+        ? h("span", { class: "badge", "aria-label": `${c.unread} unread` }, String(c.unread))
+        : null;
+      return h("li", {},
+        h("button", {
+          type: "button",
+          class: `chat-button ${c.kind}`,
+          "aria-current": c.name === state.chat ? "page" : false,
+          dataset: { chat: c.name },
+          onclick: () => selectChat(c.name),
+        }, h("span", { class: "chat-name" }, label), unread));
+    });
+  fill($("chat-list"), items.length ? items : h("li", { class: "empty" }, "No chats"));
+}
+
+async function selectChat(name) {
+  if (state.chat !== name) clearChat();
+  state.chat = name;
+  sessionStorage.setItem(CHAT_KEY, name);
+  renderChatList();
+  const chat = current();
+  if (!chat) return;
+  $("chat-title").textContent = chat.kind === "channel" ? `# ${chat.name}` : chat.name;
+  const parent = chat.parent ? `, in # ${chat.parent}` : "";
+  $("chat-meta").textContent = `${chat.kind}${parent} · project ${chat.project} · ${chat.app}`;
+  renderInstances(chat);
+  await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadRuns()]);
+}
+
+function clearChat() {
+  for (const pane of state.panes.values()) pane.bridge.close();
+  for (const card of state.cards.values()) card.bridge?.close();
+  state.panes.clear();
+  state.cards.clear();
+  state.gone.clear();
+  fill($("panes"));
+  fill($("cards"));
+  fill($("switches"));
+  fill($("plugins"));
+  fill($("runs"));
+}
+
+// ---- instances ------------------------------------------------------------------------------
+
+function renderInstances(chat) {
+  if (!chat.plugins.length) {
+    fill($("plugins"), h("p", { class: "empty" }, "The chat's project enables no plugin."));
+    return;
+  }
+  const rows = chat.plugins.map((i) => {
+    const phase = i.phase.toLowerCase();
+    const breaker = i.breaker === "Closed" ? "closed" : i.breaker === "Open" ? "open" : "half-open";
+    return h("tr", { dataset: { plugin: i.plugin } },
+      h("th", { scope: "row" }, i.plugin),
+      h("td", {}, h("span", { class: `pill phase-${phase}` }, i.phase)),
+      h("td", {}, h("span", { class: `pill breaker-${breaker}` }, i.breaker)),
+      h("td", { class: "muted" }, ago(i.lastActivity) || "never"),
+      h("td", {},
+        h("button", {
+          type: "button",
+          class: "stop",
+          disabled: i.phase === "Stopped",
+          "aria-label": `Stop ${i.plugin} in ${chat.name}`,
+          onclick: (event) => stop(chat.name, i.plugin, event.currentTarget),
+        }, "Stop")));
+  });
+  fill($("plugins"), h("table", { class: "instances" },
+    h("thead", {}, h("tr", {},
+      h("th", { scope: "col" }, "Plugin"), h("th", { scope: "col" }, "Phase"),
+      h("th", { scope: "col" }, "Breaker"), h("th", { scope: "col" }, "Last activity"),
+      h("th", { scope: "col" }, h("span", { class: "visually-hidden" }, "Actions")))),
+    h("tbody", {}, rows)));
+}
+
+async function stop(chat, plugin, button) {
+  button.disabled = true;
+  try {
+    await state.api.post(state.api.plugin(chat, plugin, "/stop"));
+    status(`Stopped ${plugin} in ${chat}`);
+  } catch (e) {
+    status(`Stop ${plugin}: ${e.message}`, true);
+    button.disabled = false;
+  }
+}
+
+// ---- composer switches ----------------------------------------------------------------------
+
+async function loadSwitches(chat) {
+  const lists = await Promise.all(chat.plugins.map(async ({ plugin }) => {
+    try {
+      const { switches } = await state.api.get(state.api.plugin(chat.name, plugin, "/switches"));
+      return switches.map((s) => ({ ...s, plugin }));
+    } catch {
+      return [];
+    }
+  }));
+  if (state.chat !== chat.name) return;
+  const pills = lists.flat().map((s) => switchPill(chat.name, s));
+  fill($("switches"), pills.length ? pills : h("p", { class: "empty" }, "No switches."));
+}
+
+function switchPill(chat, s) {
+  const button = h("button", {
+    type: "button",
+    class: "switch",
+    dataset: { plugin: s.plugin, switch: s.id },
+  }, h("span", { class: "dot", "aria-hidden": "true" }), `${s.label}`);
+  const show = (now) => {
+    button.setAttribute("aria-pressed", String(now.on));
+    button.title = now.title ?? "";
+    button.classList.toggle("error", Boolean(now.error));
+    button.classList.toggle("busy", Boolean(now.busy));
+  };
+  show(s);
+  button.addEventListener("click", async () => {
+    const before = { ...s };
+    const on = button.getAttribute("aria-pressed") !== "true";
+    show({ ...s, on, busy: true });
+    button.disabled = true;
+    try {
+      const now = await state.api.post(
+        state.api.plugin(chat, s.plugin, `/switches/${encodeURIComponent(s.id)}`), { on });
+      Object.assign(s, now);
+      show(s);
+    } catch (e) {
+      show({ ...before, error: true, title: e.message });
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return button;
+}
+
+// ---- panes ----------------------------------------------------------------------------------
+
+async function loadPanes(chat) {
+  const found = await Promise.all(chat.plugins.map(async ({ plugin }) => {
+    try {
+      const { panels } = await state.api.get(state.api.plugin(chat.name, plugin, "/panels"));
+      return panels.map((p) => ({ ...p, plugin }));
+    } catch (e) {
+      return [{ plugin, error: e }];
+    }
+  }));
+  if (state.chat !== chat.name) return;
+  const listed = new Set();
+  for (const p of found.flat()) {
+    if (p.error) {
+      if (p.error.status === 409) state.gone.set(p.plugin, p.error.message);
+      continue;
+    }
+    const key = `${p.plugin}/${p.id}`;
+    listed.add(key);
+    if (!state.panes.has(key)) addPane(chat, p, key);
+  }
+  // A pane already open whose plugin the chat no longer runs says so.
+  for (const [key, pane] of state.panes) {
+    if (listed.has(key)) continue;
+    const plugin = key.split("/")[0];
+    const why = state.gone.get(plugin) ?? `plugin ${plugin} no longer runs in this chat`;
+    state.gone.set(plugin, why);
+    pane.note.textContent = why;
+    pane.note.hidden = false;
+  }
+  if (!state.panes.size) {
+    fill($("panes"), h("p", { class: "empty" }, "No plugin of this chat has a panel."));
+  }
+}
+
+function addPane(chat, panel, key) {
+  if (!state.panes.size) fill($("panes"));
+  const context = {
+    namespace: state.api.namespace,
+    chat: chat.name,
+    kind: chat.kind,
+    plugin: panel.plugin,
+    panel: panel.id,
+  };
+  if (chat.parent) context.parent = chat.parent;
+  const frame = h("iframe", {
+    class: "pane-frame",
+    title: `${panel.label}: a panel of plugin ${panel.plugin}`,
+    sandbox: "allow-scripts",
+    referrerpolicy: "no-referrer",
+    dataset: { plugin: panel.plugin, panel: panel.id },
+  });
+  const note = h("p", { class: "note", role: "status", hidden: true });
+  const section = h("section", { class: "pane", "aria-label": `${panel.label} (${panel.plugin})` },
+    h("header", { class: "pane-head" },
+      h("h4", {}, panel.label), h("span", { class: "muted" }, panel.plugin)),
+    note, frame);
+  const bridge = bridgeFrame(frame, frameHandlers({
+    api: state.api,
+    context,
+    state: paneState(sessionStorage, context),
+    theme: () => theme(state.scheme),
+    resize: null,
+    gone: () => state.gone.get(panel.plugin) ?? null,
+  }));
+  frame.src = panel.url;
+  $("panes").append(section);
+  state.panes.set(key, { section, frame, bridge, note });
+}
+
+// ---- the card drawer ------------------------------------------------------------------------
+
+async function loadDrawer() {
+  const chat = state.chat;
+  if (!chat) return;
+  let drawer;
+  try {
+    drawer = await state.api.get(state.api.chat(chat, "/cards"));
+  } catch (e) {
+    fill($("cards"), h("p", { class: "error" }, `The drawer: ${e.message}`));
+    return;
+  }
+  if (state.chat !== chat) return;
+  const unread = $("unread");
+  unread.hidden = drawer.unread === 0;
+  unread.textContent = String(drawer.unread);
+  unread.setAttribute("aria-label", `${drawer.unread} unread`);
+  $("read-all").disabled = drawer.unread === 0;
+  const seen = new Set();
+  let previous = null;
+  for (const card of drawer.cards) {
+    seen.add(card.id);
+    let entry = state.cards.get(card.id);
+    if (!entry || entry.shows !== (card.url ? "page" : "note")) {
+      entry?.bridge?.close();
+      entry?.article.remove();
+      entry = cardEntry(card);
+      state.cards.set(card.id, entry);
+    }
+    updateCard(entry, card);
+    // Newest first, in the drawer's order, moving only what moved (a frame moved reloads).
+    const want = previous ? previous.nextSibling : $("cards").firstChild;
+    if (want !== entry.article) $("cards").insertBefore(entry.article, want);
+    previous = entry.article;
+  }
+  for (const [id, entry] of state.cards) {
+    if (seen.has(id)) continue;
+    entry.bridge?.close();
+    entry.article.remove();
+    state.cards.delete(id);
+  }
+  if (!drawer.cards.length) fill($("cards"), h("p", { class: "empty" }, "No cards yet."));
+  else $("cards").querySelector(":scope > .empty")?.remove();
+}
+
+function cardEntry(card) {
+  const title = h("h3", { class: "card-title" }, card.title);
+  const meta = h("p", { class: "meta" });
+  const mark = h("button", {
+    type: "button",
+    class: "mark-read",
+    onclick: () => markRead([card.id]),
+  }, "Mark read");
+  const article = h("article", { class: "card", dataset: { card: card.id, plugin: card.plugin } },
+    h("header", { class: "card-head" }, title, mark), meta);
+  const entry = { article, meta, mark, shows: card.url ? "page" : "note", frame: null, bridge: null };
+  if (card.url) {
+    const frame = h("iframe", {
+      class: "card-frame",
+      title: `${card.title}: a card of plugin ${card.plugin}`,
+      sandbox: "allow-scripts",
+      referrerpolicy: "no-referrer",
+      dataset: { card: card.id },
+    });
+    frame.style.height = `${card.height ?? CARD_HEIGHT}px`;
+    const context = {
+      namespace: state.api.namespace,
+      chat: state.chat,
+      kind: current()?.kind ?? "channel",
+      plugin: card.plugin,
+      card: card.card,
+      entry: card.id,
+      data: card.data ?? null,
+    };
+    if (current()?.parent) context.parent = current().parent;
+    entry.bridge = bridgeFrame(frame, frameHandlers({
+      api: state.api,
+      context,
+      state: memoryState(),
+      theme: () => theme(state.scheme),
+      resize: (height) => { frame.style.height = `${height}px`; },
+      gone: () => state.gone.get(card.plugin) ?? null,
+    }));
+    frame.src = card.url;
+    entry.frame = frame;
+    article.append(frame);
+  } else {
+    article.append(h("p", { class: "note", dataset: { reason: card.reason } }, card.note));
+  }
+  return entry;
+}
+
+function updateCard(entry, card) {
+  entry.article.classList.toggle("unread", card.unread);
+  entry.mark.hidden = !card.unread;
+  entry.mark.setAttribute("aria-label", `Mark ${card.title} read`);
+  entry.meta.textContent = `${card.plugin} · ${ago(card.created)}${card.unread ? " · unread" : ""}`;
+}
+
+async function markRead(ids) {
+  const chat = state.chat;
+  try {
+    const body = ids ? { ids } : { all: true };
+    await state.api.post(state.api.chat(chat, "/cards/read"), body);
+  } catch (e) {
+    status(`Marking read: ${e.message}`, true);
+  }
+  await Promise.all([loadDrawer(), loadChats().catch(() => {})]);
+}
+
+// ---- agent runs -----------------------------------------------------------------------------
+
+async function loadRuns() {
+  const chat = state.chat;
+  if (!chat) return;
+  let runs;
+  try {
+    ({ runs } = await state.api.get(state.api.chat(chat, "/runs")));
+  } catch (e) {
+    fill($("runs"), h("li", { class: "error" }, `The runs: ${e.message}`));
+    return;
+  }
+  if (state.chat !== chat) return;
+  const items = runs.map((r) => h("li", { class: "run", dataset: { run: r.id } },
+    h("span", { class: `pill run-${r.phase.toLowerCase()}` }, r.phase),
+    h("span", { class: "run-what" }, `${r.plugin} · ${r.agent}`),
+    h("span", { class: "muted" }, ago(r.ended ?? r.started ?? r.created)),
+    r.result || r.reason
+      ? h("p", { class: "run-result" }, r.reason ? `${r.reason}: ${r.result ?? ""}` : r.result)
+      : null));
+  fill($("runs"), items.length ? items : h("li", { class: "empty" }, "No runs in this chat."));
+}
+
+// ---- plugins.changed ------------------------------------------------------------------------
+
+function stopFollowing() {
+  state.follow?.abort();
+  state.follow = null;
+  clearInterval(state.poll);
+}
+
+function follow() {
+  state.follow?.abort();
+  const control = new AbortController();
+  state.follow = control;
+  const again = () => {
+    if (!control.signal.aborted) setTimeout(() => state.follow === control && follow(), 2000);
+  };
+  state.api.follow(state.api.ns("/plugins/changes"), {
+    signal: control.signal,
+    onOpen: () => { document.body.dataset.following = "true"; },
+    onEvent: ({ event, data }) => {
+      if (event !== "plugins.changed") return;
+      let change;
+      try { change = JSON.parse(data); } catch { return; }
+      changed(change);
+    },
+  }).then(again, again);
+}
+
+/** Lists again on plugins.changed: the sidebar always, the chat's parts when they moved. */
+async function changed(change) {
+  state.changes.push(change);
+  await loadChats().catch(() => {});
+  const chat = current();
+  if (!chat) return;
+  const plugins = ["installed", "upgraded", "removed"].includes(change.change);
+  const here = change.chat === chat.name && ["enabled", "disabled"].includes(change.change);
+  if (change.change === "removed") state.gone.set(change.plugin, `plugin ${change.plugin} was removed`);
+  if (change.change === "disabled" && here) {
+    state.gone.set(change.plugin, `the chat's project no longer enables plugin ${change.plugin}`);
+  }
+  if (change.change === "enabled" && here) state.gone.delete(change.plugin);
+  if (plugins || here) {
+    await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer()]);
+  }
+}
+
+async function poll() {
+  if (!state.api || document.hidden) return;
+  await Promise.all([loadDrawer(), loadRuns(), loadChats().catch(() => {})]);
+}
+
+// ---- the page -------------------------------------------------------------------------------
+
+function status(text, error = false) {
+  const el = $("status");
+  el.textContent = text;
+  el.classList.toggle("error", error);
+}
+
+function setScheme(scheme) {
+  state.scheme = scheme;
+  applyTheme(document.documentElement, scheme);
+  sessionStorage.setItem(SCHEME_KEY, scheme);
+  const dark = scheme === "dark";
+  $("theme").setAttribute("aria-pressed", String(dark));
+  const now = theme(scheme);
+  for (const pane of state.panes.values()) pane.bridge.notify("theme.changed", now);
+  for (const card of state.cards.values()) card.bridge?.notify("theme.changed", now);
+}
+
+function wire() {
+  $("signin-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const token = $("token").value.trim();
+    const namespace = $("signin-namespace").value.trim();
+    if (!token || !namespace) return;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    sessionStorage.setItem(NAMESPACE_KEY, namespace);
+    $("token").value = "";
+    start();
+  });
+  $("namespace-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const namespace = $("namespace").value.trim();
+    if (!namespace || namespace === state.api?.namespace) return;
+    sessionStorage.setItem(NAMESPACE_KEY, namespace);
+    sessionStorage.removeItem(CHAT_KEY);
+    stopFollowing();
+    clearChat();
+    state.chat = null;
+    start();
+  });
+  $("sign-out").addEventListener("click", () => signOut());
+  $("theme").addEventListener("click", () => setScheme(state.scheme === "dark" ? "light" : "dark"));
+  $("read-all").addEventListener("click", () => markRead(null));
+}
+
+wire();
+const dark = globalThis.matchMedia?.("(prefers-color-scheme: dark)").matches;
+setScheme(sessionStorage.getItem(SCHEME_KEY) ?? (dark ? "dark" : "light"));
+fromFragment();
+start();
