@@ -2,6 +2,7 @@
 //! each role lives in its crate (controller, server, operator, model).
 
 mod conformance;
+mod console;
 mod gate_install;
 mod manifest_check;
 mod plugin;
@@ -79,6 +80,9 @@ enum Command {
     /// controller gives its Job (docs/runner.md), the model an OpenAI-compatible
     /// chat-completions endpoint.
     Agent(agent::cli::AgentArgs),
+    /// Print the console's URL (the API server's page that shows chats, plugins, panes and
+    /// cards) for the current kubeconfig's user, signed in with its token when it has one.
+    Console(console::ConsoleArgs),
 }
 
 #[derive(clap::Args)]
@@ -173,6 +177,7 @@ fn main() -> ExitCode {
         }
         Command::Gate(args) => gate::run(args),
         Command::Conformance(args) => conformance::run(args),
+        Command::Console(args) => console::run(args),
         Command::Manifest {
             command: ManifestCommand::Check { file },
         } => manifest_check::check_file_cli(&file),

@@ -1,7 +1,8 @@
 //! The binary's offline verbs, run as a user would: `crds` prints the CRDs the code generates
 //! (tests/crds.rs checks the checked-in copies against them), `manifest check` accepts every
 //! example and refuses a broken copy naming the field (or, for a file cut short, the line and
-//! column where it ends), `plugin keygen` writes a key once.
+//! column where it ends), `plugin keygen` writes a key once, `console` prints the console's URL
+//! for the kubeconfig's user.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -371,4 +372,65 @@ fn conformance_follows_the_runs_the_quiz_example_starts() {
         .filter(|f| f["what"] == "a run of agent ask it started")
         .count();
     assert_eq!(own_runs, 3, "{text}");
+}
+
+/// `loop-plugins console` with a kubeconfig whose user has a token prints the console's URL
+/// with the token in its fragment; with a certificate user, the URL and how to make a token.
+#[test]
+fn console_prints_the_url_with_the_kubeconfigs_token() {
+    let dir = std::env::temp_dir().join(format!("loop-plugins-console-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: dev\n\
+         contexts:\n- name: dev\n  context: {cluster: c, user: alice, namespace: team}\n\
+         - name: cert\n  context: {cluster: c, user: admin}\n\
+         users:\n- name: alice\n  user: {token: abc.def}\n\
+         - name: admin\n  user: {client-certificate-data: AA, client-key-data: BB}\n",
+    )
+    .unwrap();
+    let console = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+            .arg("console")
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("LOOP_API", "http://127.0.0.1:18080")
+            .output()
+            .expect("the binary runs");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, text) = console(&[]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("http://127.0.0.1:18080/console/#namespace=team&token=abc.def"),
+        "{text}"
+    );
+    let (ok, text) = console(&["--namespace", "other", "--api", "http://api.test"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("http://api.test/console/#namespace=other&token=abc.def"),
+        "{text}"
+    );
+
+    std::fs::write(
+        &kubeconfig,
+        std::fs::read_to_string(&kubeconfig)
+            .unwrap()
+            .replace("current-context: dev", "current-context: cert"),
+    )
+    .unwrap();
+    let (ok, text) = console(&[]);
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("http://127.0.0.1:18080/console/#namespace=default\n"),
+        "{text}"
+    );
+    assert!(text.contains("create token console"), "{text}");
+    assert!(!text.contains("token="), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -5,8 +5,10 @@
 //! - [`explain`]: `explain PLUGIN --chat NS/CHAT`, the facts the controller decides from;
 //! - [`import`]: `project import` (a desktop `.loop/config.json` as a Project or HostConfig's
 //!   plugin defaults);
-//! - [`plugins`]: `plugin install|upgrade|remove|stop|list|info|verify|keygen|sign`.
+//! - [`plugins`]: `plugin install|upgrade|remove|stop|list|info|verify|keygen|sign`;
+//! - [`console`]: `console`, the console's URL for the kubeconfig's user.
 
+pub mod console;
 pub mod explain;
 pub mod import;
 pub mod plugins;
