@@ -138,6 +138,10 @@ async fn the_readme_tour_works_as_written(run_dir: &Path) -> anyhow::Result<()> 
         "\"echo\":\"hi\"",
         "pod/echo-general-",
         "plugin.plugins.loop.dev/echo patched",
+        // The quiz's run went through, with its tool call, and its end posted the score card.
+        "agentrun.plugins.loop.dev/",
+        "condition met",
+        "Quiz finished",
     ] {
         if !printed.contains(expected) {
             bail!("the tour ran but never printed {expected:?}:\n{printed}");

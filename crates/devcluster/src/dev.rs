@@ -17,6 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use super::demo_model::DemoModel;
 use super::registry::DevRegistry;
 use super::{
     DevCluster, DevClusterOptions, Error, ImageMap, LocalImage, Result, components, dev_images,
@@ -175,23 +176,28 @@ pub async fn run(args: DevArgs) -> Result<()> {
         for example in dev_images::EXAMPLES {
             install_example(&cluster, registry, &own, &bin_dir, example).await?;
         }
-        Some(components)
+        let model = DemoModel::start()
+            .await
+            .map_err(|e| Error::Binaries(format!("starting the demo model: {e}")))?;
+        use_runner(&cluster, self_image, &model).await?;
+        Some((components, model))
     };
 
     write_kubeconfig(cluster.kubeconfig(), &args.kubeconfig)?;
-    if let Some(components) = &components {
+    if let Some((components, _)) = &components {
         write_tour_env(&cluster, &args.kubeconfig, &own, &components.api_url)?;
     }
     print_usage(
         &cluster,
         &args,
-        components.as_ref().map(|c| c.api_url.as_str()),
+        components.as_ref().map(|(c, _)| c.api_url.as_str()),
     );
 
     wait_for_signal().await;
     eprintln!("dev: stopping");
-    if let Some(components) = components {
+    if let Some((components, model)) = components {
         components.stop().await;
+        drop(model);
     }
     cluster.shutdown().await;
     if let Some(registry) = registry {
@@ -363,6 +369,61 @@ async fn install_example(
             example.name, out.status
         );
     }
+    Ok(())
+}
+
+/// The namespace of the examples' project, where its agent runs run.
+const DEMO_NAMESPACE: &str = "demo";
+/// The Secret there naming the model the runs talk to.
+const MODEL_SECRET: &str = "model-endpoint";
+
+/// Makes HostConfig's runner our image's `loop-plugins agent`, against `model` (no model can
+/// run here: the demo stand-in does what one would), named in the `demo` namespace's
+/// `model-endpoint` Secret. Only `spec.runner` is written, so the examples' HostConfig keeps
+/// the rest.
+async fn use_runner(cluster: &DevCluster, self_image: &str, model: &DemoModel) -> Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, Patch, PatchParams};
+    let client = cluster.client();
+    let params = PatchParams::apply("loop-plugins-dev").force();
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": { "name": MODEL_SECRET, "namespace": DEMO_NAMESPACE },
+        "stringData": {
+            "LOOP_AGENT_MODEL_URL": model.url,
+            "LOOP_AGENT_MODEL": "demo",
+        },
+    }))
+    .expect("a Secret");
+    let failed = |what: &'static str| move |e: kube::Error| Error::Binaries(format!("{what}: {e}"));
+    Api::<Secret>::namespaced(client.clone(), DEMO_NAMESPACE)
+        .patch(MODEL_SECRET, &params, &Patch::Apply(&secret))
+        .await
+        .map_err(failed("writing the demo model's Secret"))?;
+    // A merge patch, not an apply: an applied `spec` would bring the CRD's defaults of every
+    // field it leaves out (plugins.enabled: false among them) and own them.
+    let runner = serde_json::json!({
+        "spec": { "runner": {
+            "image": self_image,
+            "command": [model::contract::SELF_IMAGE_BINARY, "agent"],
+            "credentialsSecret": MODEL_SECRET,
+            "timeLimitSeconds": 120,
+        } },
+    });
+    Api::<model::resources::HostConfig>::all(client)
+        .patch(
+            model::resources::HOST_CONFIG_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(&runner),
+        )
+        .await
+        .map_err(failed("naming HostConfig's runner"))?;
+    eprintln!(
+        "dev: agent runs run {self_image} `loop-plugins agent` against the demo model at {} \
+         (a stand-in: no model runs here; docs/runner.md plugs in a real one)",
+        model.url
+    );
     Ok(())
 }
 

@@ -17,6 +17,7 @@
 pub mod binaries;
 pub mod components;
 pub mod controlplane;
+pub mod demo_model;
 pub mod dev;
 pub mod dev_images;
 mod error;
