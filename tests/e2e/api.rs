@@ -732,6 +732,14 @@ fn gated() -> Vec<Gated> {
             "memory.write",
             (200, None),
         ),
+        g(
+            "GET",
+            "/settings/secrets/{name}",
+            "/settings/secrets/api_token",
+            None,
+            "secrets.read",
+            (404, Some("secret_not_set")),
+        ),
     ]
 }
 

@@ -21,6 +21,7 @@ mod live;
 mod operate;
 mod pods;
 mod runs;
+mod secrets;
 mod support;
 mod tour;
 mod trust;
@@ -52,6 +53,7 @@ fn main() -> std::process::ExitCode {
         operate::tests(),
         pods::tests(),
         runs::tests(),
+        secrets::tests(),
         tour::tests(),
         trust::tests(),
         ui::tests(),
