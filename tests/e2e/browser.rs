@@ -26,8 +26,9 @@
 //!   manifest), so the test's own server serves the same policy without its `sandbox`, and the
 //!   browser refuses the manifest (by `default-src`) and the form post (by `form-action`).
 //!
-//! A navigation of the frame itself out of its link is not something a policy can stop (the
-//! reference: the app refuses it); that is the console's to test when it exists.
+//! A navigation of the frame itself out of its link is not something the bundle's policy can
+//! stop (the reference: the app refuses it); the console's own `frame-src` refuses it, and
+//! `console::the_echo_panel_appears_and_its_bridge_answers` shows the browser doing so.
 
 use std::time::Duration;
 

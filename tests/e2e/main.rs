@@ -12,6 +12,8 @@ mod browser;
 mod browser_support;
 mod chart;
 mod cluster;
+mod console;
+mod console_support;
 mod controller;
 mod controller_repair;
 mod controller_support;
@@ -46,6 +48,7 @@ fn main() -> std::process::ExitCode {
         browser::tests(),
         chart::tests(),
         cluster::tests(),
+        console::tests(),
         controller::tests(),
         crds::tests(),
         host::tests(),

@@ -88,6 +88,8 @@ pub enum BrowserError {
         timeout: Duration,
         last: String,
     },
+    #[error("no element of the page matches {selector} (or it has no box to click)")]
+    NoElement { selector: String },
     #[error("the screenshot: {reason}")]
     Screenshot { reason: String },
     #[error("writing the screenshot {path}: {source}")]
@@ -410,6 +412,70 @@ impl Page {
             path: path.to_path_buf(),
             source,
         })
+    }
+
+    /// Clicks the element `selector` names in the top frame as a person would: scrolled into
+    /// view, then the mouse pressed and released at its centre (so the click lands on what
+    /// is drawn there, and focus moves as a real click moves it).
+    pub async fn click(&self, selector: &str) -> Result<()> {
+        let quoted = serde_json::to_string(selector).expect("a string serializes");
+        let centre = self
+            .evaluate(&format!(
+                "(() => {{ const e = document.querySelector({quoted}); if (!e) return null; \
+                 e.scrollIntoView({{block: 'center', inline: 'center'}}); \
+                 const r = e.getBoundingClientRect(); \
+                 return r.width && r.height ? [r.x + r.width / 2, r.y + r.height / 2] : null; }})()"
+            ))
+            .await?;
+        let (Some(x), Some(y)) = (centre[0].as_f64(), centre[1].as_f64()) else {
+            return Err(BrowserError::NoElement {
+                selector: selector.to_string(),
+            });
+        };
+        for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
+            self.command(
+                "Input.dispatchMouseEvent",
+                json!({ "type": kind, "x": x, "y": y, "button": "left", "clickCount": 1 }),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Presses and releases a key as the keyboard would (`Tab`, `Enter`, `Escape`, ` `;
+    /// `shift` for Shift+key): focus moves, buttons press, across frames.
+    pub async fn press(&self, key: &str, shift: bool) -> Result<()> {
+        let (code, text, vk) = match key {
+            "Tab" => ("Tab", "", 9),
+            "Enter" => ("Enter", "\r", 13),
+            "Escape" => ("Escape", "", 27),
+            " " => ("Space", " ", 32),
+            other => (other, other, 0),
+        };
+        let modifiers = if shift { 8 } else { 0 };
+        let down = if text.is_empty() {
+            "rawKeyDown"
+        } else {
+            "keyDown"
+        };
+        for kind in [down, "keyUp"] {
+            let mut params = json!({
+                "type": kind, "key": key, "code": code, "modifiers": modifiers,
+                "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk,
+            });
+            if kind == "keyDown" {
+                params["text"] = json!(text);
+            }
+            self.command("Input.dispatchKeyEvent", params).await?;
+        }
+        Ok(())
+    }
+
+    /// Types `text` into whatever has the focus, as an input method would.
+    pub async fn type_text(&self, text: &str) -> Result<()> {
+        self.command("Input.insertText", json!({ "text": text }))
+            .await
+            .map(|_| ())
     }
 
     /// Any other DevTools method on this tab (`Page.getAppManifest`, `Input.dispatchKeyEvent`,

@@ -1,7 +1,7 @@
 // The echo panel, speaking the reference's bridge protocol directly (JSON-RPC 2.0 over the
 // MessagePort the host posts with {"type": "loop-plugin:init"}): the chat from context.get,
 // the verbose setting from settings.get, and the echo tool's answer through api.request to
-// the container's /x. The form never submits (the policy forbids it): its submit is a call.
+// the container's /x. The form never submits (the policy forbids it): its button is a call.
 
 const $ = (id) => document.getElementById(id);
 
@@ -40,8 +40,9 @@ try {
 } catch (e) {
   $("status").textContent = `The host refused: ${e.message}`;
 }
-$("say").addEventListener("submit", async (event) => {
-  event.preventDefault();
+// A sandboxed frame without allow-forms never fires submit (the browser blocks the form
+// first), so the button and Enter in the field make the call themselves.
+async function say() {
   const text = $("text").value;
   try {
     const answer = await request("api.request", {
@@ -52,5 +53,12 @@ $("say").addEventListener("submit", async (event) => {
     $("echo").textContent = answer?.body?.text ?? JSON.stringify(answer);
   } catch (e) {
     $("echo").textContent = `Refused: ${e.message}`;
+  }
+}
+$("send").addEventListener("click", say);
+$("text").addEventListener("keydown", (event) => {
+  if (event.key === "Enter") {
+    event.preventDefault();
+    say();
   }
 });

@@ -80,7 +80,7 @@ async function start() {
   $("namespace-form").hidden = false;
   $("sign-out").hidden = false;
   $("namespace").value = namespace;
-  status(`Namespace ${namespace}`);
+  status("");
   try {
     await loadChats();
   } catch (e) {
@@ -473,7 +473,10 @@ function follow() {
   };
   state.api.follow(state.api.ns("/plugins/changes"), {
     signal: control.signal,
-    onOpen: () => { document.body.dataset.following = "true"; },
+    onOpen: () => {
+      document.body.dataset.following = "true";
+      status("Listening for plugins.changed");
+    },
     onEvent: ({ event, data }) => {
       if (event !== "plugins.changed") return;
       let change;
@@ -486,6 +489,8 @@ function follow() {
 /** Lists again on plugins.changed: the sidebar always, the chat's parts when they moved. */
 async function changed(change) {
   state.changes.push(change);
+  const where = change.chat ? ` in ${change.chat}` : "";
+  status(`plugins.changed: ${change.plugin} ${change.change}${where}`);
   await loadChats().catch(() => {});
   const chat = current();
   if (!chat) return;

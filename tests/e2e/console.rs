@@ -1,0 +1,457 @@
+//! The console (`/console/` on the API server, `crates/server/src/console`) in a real browser:
+//! headless Chromium, Debian's package, driven over the DevTools protocol by
+//! `testkit::browser`, signed in as a person holding the chart's host API callers' role. Every
+//! assertion reads the browser: the console's and the frames' DOM, the bridge's own counts,
+//! the browser's console and Log reports (a refused frame navigation), and for the host's
+//! state the host API itself.
+//!
+//! - `the_echo_panel_appears_and_its_bridge_answers`: signing in through the URL's fragment
+//!   (the token gone from the address), the chats listed, the echo example's panel framed from
+//!   its signed link, its `context.get`, `settings.get` and an `/x` call through `api.request`
+//!   answered; a frame that navigates itself out of the bundles refused by the browser.
+//! - `a_posted_card_shows_in_the_drawer_until_marked_read_and_as_a_note_once_its_plugin_is_removed`:
+//!   the card a plugin posts appears with the unread counts (drawer and sidebar), its page
+//!   framed with its context and data, grown by `ui.resize`, told `theme.changed` when the
+//!   theme toggles; "Mark read" clears both counts; the plugin removed, the card shows the note.
+//! - `a_switch_click_and_stop_change_what_the_console_shows`: a composer switch's click goes
+//!   to the plugin and the pill shows its answer; Stop stops the container and the console
+//!   lists again on `plugins.changed`.
+//! - `the_keyboard_reaches_the_chats_the_panes_and_the_drawer`: Tab alone, from the top,
+//!   reaches a chat, the pane's frame and the drawer's buttons in that order, with a visible
+//!   focus ring.
+//!
+//! The screenshots of the README (`docs/images/console-*.png`) are the first two tests'; set
+//! `LOOP_PLUGINS_CONSOLE_SHOTS=docs/images` to write them there.
+
+use std::time::Duration;
+
+use anyhow::{Context, ensure};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use model::resources::Plugin;
+use serde_json::{Value, json};
+
+use crate::console_support::{ConsoleWorld, SHOW};
+use crate::support::{E2eTest, Ns, test};
+
+pub fn tests() -> Vec<E2eTest> {
+    let timeout = Duration::from_secs(240);
+    vec![
+        test(
+            "console::the_echo_panel_appears_and_its_bridge_answers",
+            the_echo_panel_appears_and_its_bridge_answers,
+        )
+        .timeout(timeout),
+        test(
+            "console::a_posted_card_shows_in_the_drawer_until_marked_read_and_as_a_note_once_its_plugin_is_removed",
+            a_posted_card_in_the_drawer,
+        )
+        .timeout(timeout),
+        test(
+            "console::a_switch_click_and_stop_change_what_the_console_shows",
+            a_switch_click_and_stop,
+        )
+        .timeout(timeout),
+        test(
+            "console::the_keyboard_reaches_the_chats_the_panes_and_the_drawer",
+            the_keyboard_reaches_everything,
+        )
+        .timeout(timeout),
+    ]
+}
+
+/// The src of the first frame `selector` names in the console.
+async fn frame_src(world: &ConsoleWorld, selector: &str) -> anyhow::Result<String> {
+    let quoted = serde_json::to_string(selector)?;
+    world
+        .wait(
+            &format!("a frame {selector}"),
+            &format!("document.querySelector({quoted})?.src?.length > 0"),
+        )
+        .await?;
+    let src = world
+        .page
+        .evaluate(&format!("document.querySelector({quoted}).src"))
+        .await?;
+    src.as_str().map(str::to_string).context("the frame's src")
+}
+
+/// Waits until the echo pane took the bridge's port and showed its context and settings.
+async fn echo_pane_connected(world: &ConsoleWorld) -> anyhow::Result<testkit::browser::Frame> {
+    let src = frame_src(world, "iframe.pane-frame").await?;
+    ensure!(
+        src.starts_with(&world.bundles()) && src.ends_with("/main/index.html"),
+        "{src}"
+    );
+    let frame = world.page.wait_for_frame(&src, SHOW).await?;
+    let shown = "document.getElementById('status')?.textContent === 'Connected' \
+                 && document.getElementById('chat')?.textContent === 'general' \
+                 && ['on', 'off'].includes(document.getElementById('verbose')?.textContent)";
+    if let Err(e) = frame.wait_for(shown, SHOW).await {
+        anyhow::bail!("the echo pane: {e}\n  {}", world.reports());
+    }
+    Ok(frame)
+}
+
+/// The bridge's answers so far to the first pane, by method.
+async fn pane_calls(world: &ConsoleWorld) -> anyhow::Result<Value> {
+    let text = world
+        .page
+        .evaluate("JSON.stringify([...window.loopConsole.panes.values()][0].bridge.calls)")
+        .await?;
+    Ok(serde_json::from_str(text.as_str().unwrap_or("{}"))?)
+}
+
+async fn the_echo_panel_appears_and_its_bridge_answers(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start(&ns).await?;
+    // Signed in from the fragment, which the page then took out of the address.
+    let page = &world.page;
+    ensure!(
+        page.evaluate("location.hash").await? == "",
+        "the token stayed in the URL"
+    );
+    ensure!(
+        page.evaluate("sessionStorage.getItem('loop-console:token')")
+            .await?
+            == world.token.as_str(),
+        "the token is kept for the tab"
+    );
+    // The namespace's chats, the hidden ones left out; general chosen, with the plugin.
+    let chats = page
+        .evaluate(
+            "[...document.querySelectorAll('#chat-list [data-chat]')].map(b => b.dataset.chat)",
+        )
+        .await?;
+    ensure!(
+        chats == json!(["general", "general-t1", "random"]),
+        "{chats}"
+    );
+    ensure!(
+        page.evaluate("document.querySelector('[data-chat=general]').getAttribute('aria-current')")
+            .await?
+            == "page"
+    );
+
+    // The echo panel: its context and settings came over the bridge.
+    let frame = echo_pane_connected(&world).await?;
+    ensure!(
+        frame
+            .evaluate("document.getElementById('verbose').textContent")
+            .await?
+            == "off",
+        "the verbose setting's default"
+    );
+    // An /x call through api.request: the echo container answers what it was sent.
+    frame
+        .evaluate(
+            "document.getElementById('text').value = 'hello from the console'; \
+             document.getElementById('send').click(); true",
+        )
+        .await?;
+    if let Err(e) = frame
+        .wait_for(
+            "document.getElementById('echo').textContent === 'hello from the console'",
+            SHOW,
+        )
+        .await
+    {
+        anyhow::bail!("the /x call: {e}\n  {}", world.reports());
+    }
+    let calls = pane_calls(&world).await?;
+    for method in ["context.get", "settings.get", "api.request"] {
+        ensure!(calls[method] == 1, "{method} answered once: {calls}");
+    }
+    world.screenshot(&ns, "panel").await?;
+
+    // The pane navigates itself out of its signed link, to this server outside the bundles:
+    // the console's frame-src refuses it, and the browser says so.
+    let out = format!("{}/console/elsewhere", world.host.url);
+    frame
+        .evaluate(&format!(
+            "setTimeout(() => {{ location.href = {}; }}, 0); true",
+            serde_json::to_string(&out)?
+        ))
+        .await?;
+    let refused = page
+        .wait_for_console("the navigation out refused", SHOW, |e| {
+            e.text.contains("frame-src") && e.text.contains("/console/elsewhere")
+        })
+        .await;
+    ensure!(refused.is_ok(), "no refusal: {}", world.reports());
+    // The console's own page never left.
+    ensure!(page.evaluate("location.pathname").await? == "/console/");
+    Ok(())
+}
+
+async fn a_posted_card_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start(&ns).await?;
+    let page = &world.page;
+    echo_pane_connected(&world).await?;
+    let id = world
+        .post_card(
+            &ns,
+            "Quiz: 3 of 4",
+            json!({ "title": "Quiz: 3 of 4",
+                    "lines": ["Rust ownership ✓", "Borrowing ✓", "Lifetimes ✗", "Traits ✓"] }),
+        )
+        .await?;
+    let card = format!("[data-card=\"{id}\"]");
+    // In the drawer, unread, counted there and in the sidebar (the console reads it again
+    // every few seconds).
+    world
+        .wait(
+            "the card in the drawer, unread",
+            &format!(
+                "document.querySelector('article{card}.unread iframe.card-frame') !== null \
+                 && document.getElementById('unread').textContent === '1' \
+                 && document.querySelector('[data-chat=general] .badge')?.textContent === '1'"
+            ),
+        )
+        .await?;
+    // Its page took the bridge: its context (the card, the posted entry and data), its state,
+    // and ui.resize made its frame as tall as it is.
+    let src = frame_src(&world, &format!("iframe.card-frame{card}")).await?;
+    let frame = page.wait_for_frame(&src, SHOW).await?;
+    if let Err(e) = frame.wait_for("window.cardDone !== undefined", SHOW).await {
+        anyhow::bail!("the card's page: {e}\n  {}", world.reports());
+    }
+    let done = frame.evaluate("window.cardDone").await?;
+    ensure!(
+        done["context"]["card"] == "score"
+            && done["context"]["entry"] == id.as_str()
+            && done["context"]["chat"] == "general"
+            && done["context"]["data"]["title"] == "Quiz: 3 of 4"
+            && done["state"] == json!({ "opened": id }),
+        "{done}"
+    );
+    let height = done["height"].as_u64().context("the card's height")?;
+    ensure!(height != 160 && height > 0, "{done}");
+    let framed = page
+        .evaluate(&format!(
+            "document.querySelector('iframe.card-frame{card}').style.height"
+        ))
+        .await?;
+    ensure!(
+        framed == format!("{height}px").as_str(),
+        "{framed} vs {height}"
+    );
+    world.screenshot(&ns, "drawer").await?;
+
+    // The theme toggle: the console turns dark and tells the card (theme.changed).
+    page.click("#theme").await?;
+    world
+        .wait(
+            "the dark theme",
+            "document.documentElement.dataset.scheme === 'dark' \
+             && document.getElementById('theme').getAttribute('aria-pressed') === 'true'",
+        )
+        .await?;
+    if let Err(e) = frame
+        .wait_for(
+            "getComputedStyle(document.documentElement).getPropertyValue('--bg').trim() === '#15181d'",
+            SHOW,
+        )
+        .await
+    {
+        anyhow::bail!("the card's theme.changed: {e}\n  {}", world.reports());
+    }
+    world.screenshot(&ns, "dark").await?;
+
+    // Mark read: both counts clear, and the host API says so.
+    page.click(&format!("article{card} .mark-read")).await?;
+    world
+        .wait(
+            "the card read",
+            &format!(
+                "document.querySelector('article{card}.unread') === null \
+                 && document.getElementById('unread').hidden \
+                 && document.querySelector('[data-chat=general] .badge') === null"
+            ),
+        )
+        .await?;
+    let drawer = host_get(&world, &ns, "/channels/general/cards").await?;
+    ensure!(drawer["unread"] == 0, "{drawer}");
+
+    // The plugin removed: its card shows the note. (Removing a plugin drops its cards with
+    // its instances; the test holds the chat's inbox with a finalizer of its own, so the
+    // moment between the two lasts.)
+    let maps: Api<ConfigMap> = ns.api();
+    let inbox = maps
+        .list(&ListParams::default().labels("app.kubernetes.io/component=inbox"))
+        .await?
+        .items
+        .into_iter()
+        .find(|m| {
+            m.labels()
+                .get(model::names::LABEL_CHANNEL)
+                .map(String::as_str)
+                == Some("general")
+        })
+        .context("the chat's inbox")?
+        .name_any();
+    let hold =
+        |finalizers: Value| Patch::Merge(json!({ "metadata": { "finalizers": finalizers } }));
+    maps.patch(
+        &inbox,
+        &PatchParams::default(),
+        &hold(json!(["e2e.loop.dev/hold"])),
+    )
+    .await?;
+    let plugins: Api<Plugin> = Api::all(ns.client());
+    plugins.delete(&world.plugin, &Default::default()).await?;
+    let noted = world
+        .wait(
+            "the removed plugin's card as a note",
+            &format!("document.querySelector('article{card} .note[data-reason=removed]') !== null"),
+        )
+        .await;
+    let note = page
+        .evaluate(&format!(
+            "document.querySelector('article{card} .note')?.textContent"
+        ))
+        .await;
+    maps.patch(&inbox, &PatchParams::default(), &hold(Value::Null))
+        .await?;
+    noted?;
+    let note = note?;
+    ensure!(
+        note.as_str().is_some_and(|n| n.contains("removed")),
+        "{note}"
+    );
+    Ok(())
+}
+
+/// A host API GET as the person.
+async fn host_get(world: &ConsoleWorld, ns: &Ns, rest: &str) -> anyhow::Result<Value> {
+    let http = reqwest::Client::builder().no_proxy().build()?;
+    let url = format!(
+        "{}{}/namespaces/{}{rest}",
+        world.host.url,
+        server::host_api::PREFIX,
+        ns.name()
+    );
+    let answer = http.get(&url).bearer_auth(&world.token).send().await?;
+    ensure!(
+        answer.status().is_success(),
+        "GET {rest}: {}",
+        answer.status()
+    );
+    Ok(answer.json().await?)
+}
+
+async fn a_switch_click_and_stop(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start(&ns).await?;
+    let page = &world.page;
+    let pill = ".switch[data-switch=mode]";
+    world
+        .wait(
+            "the mode switch, off",
+            &format!("document.querySelector('{pill}')?.getAttribute('aria-pressed') === 'false'"),
+        )
+        .await?;
+    // The click goes to the plugin (starting its container); the pill shows its answer.
+    page.click(pill).await?;
+    world
+        .wait(
+            "the mode switch on, as the plugin answered",
+            &format!(
+                "document.querySelector('{pill}').getAttribute('aria-pressed') === 'true' \
+                 && document.querySelector('{pill}').title === 'Mode is on'"
+            ),
+        )
+        .await?;
+    let switches = host_get(
+        &world,
+        &ns,
+        &format!("/channels/general/plugins/{}/switches", world.plugin),
+    )
+    .await?;
+    ensure!(switches["switches"][0]["on"] == true, "{switches}");
+
+    // The container runs now; Stop stops it, and the console hears it as plugins.changed.
+    let row = format!("#plugins tr[data-plugin=\"{}\"]", world.plugin);
+    world
+        .wait(
+            "the instance running",
+            &format!("document.querySelector('{row} .pill')?.textContent === 'Running'"),
+        )
+        .await?;
+    page.click(&format!("{row} button.stop")).await?;
+    let plugin = serde_json::to_string(&world.plugin)?;
+    world
+        .wait(
+            "the instance stopped, heard as plugins.changed",
+            &format!(
+                "document.querySelector('{row} .pill')?.textContent === 'Stopped' \
+                 && window.loopConsole.changes.some(c => c.plugin === {plugin} \
+                    && c.change === 'instance' && c.instance?.phase === 'Stopped')"
+            ),
+        )
+        .await?;
+    let chats = host_get(&world, &ns, "/chats").await?;
+    let general = chats["chats"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "general")
+        .context("general")?;
+    ensure!(general["plugins"][0]["stoppedAt"].is_string(), "{general}");
+    Ok(())
+}
+
+async fn the_keyboard_reaches_everything(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start(&ns).await?;
+    let page = &world.page;
+    echo_pane_connected(&world).await?;
+    world
+        .post_card(&ns, "Keyboard", json!({ "title": "Keyboard" }))
+        .await?;
+    world
+        .wait(
+            "the card's Mark read button",
+            "document.querySelector('.mark-read:not([hidden])') !== null",
+        )
+        .await?;
+    // From the top of the page, Tab alone.
+    page.evaluate("document.activeElement?.blur(); window.focus(); true")
+        .await?;
+    let describe = "(() => { const e = document.activeElement; if (!e || e === document.body) return 'body'; \
+        const what = e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') \
+          + [...e.classList].map(c => '.' + c).join(''); \
+        const ring = getComputedStyle(e).outlineStyle !== 'none'; \
+        return what + (ring ? ' ring' : ''); })()";
+    let mut reached = Vec::new();
+    for _ in 0..60 {
+        page.press("Tab", false).await?;
+        let now = page.evaluate(describe).await?;
+        reached.push(now.as_str().unwrap_or("").to_string());
+        if reached.last().is_some_and(|r| r.contains(".mark-read")) {
+            break;
+        }
+    }
+    let at = |what: &str| reached.iter().position(|r| r.contains(what));
+    let (Some(chat), Some(pane), Some(drawer)) = (
+        at(".chat-button"),
+        at("iframe.pane-frame"),
+        at(".mark-read"),
+    ) else {
+        anyhow::bail!("Tab did not reach a chat, the pane and the drawer: {reached:?}");
+    };
+    ensure!(chat < pane && pane < drawer, "{reached:?}");
+    // Each button reached shows where the focus is.
+    for r in reached.iter().filter(|r| r.starts_with("button")) {
+        ensure!(r.ends_with(" ring"), "no visible focus on {r}: {reached:?}");
+    }
+    // Enter on a chat button chooses the chat.
+    page.evaluate("document.querySelector('[data-chat=random]').focus(); true")
+        .await?;
+    page.press("Enter", false).await?;
+    world
+        .wait(
+            "random chosen with Enter",
+            "document.getElementById('chat-title').textContent === '# random'",
+        )
+        .await?;
+    Ok(())
+}
