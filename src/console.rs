@@ -15,6 +15,10 @@ pub struct ConsoleArgs {
     /// else `kubectl -n loop-plugins port-forward svc/loop-plugins-api 8080`).
     #[arg(long, env = "LOOP_API", default_value = "http://127.0.0.1:8080")]
     api: String,
+    /// Sign in with this token instead of the kubeconfig user's (a ServiceAccount's, from
+    /// `kubectl create token`).
+    #[arg(long, env = "LOOP_CONSOLE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     /// Open the URL in the browser too (xdg-open).
     #[arg(long)]
     open: bool,
@@ -37,11 +41,18 @@ pub fn run(args: ConsoleArgs) -> ExitCode {
 }
 
 fn url_and_text(args: &ConsoleArgs) -> Result<(String, String), ConsoleError> {
-    let env = std::env::var("KUBECONFIG").ok();
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let paths = console::kubeconfig_paths(env.as_deref(), home.as_deref());
-    let config = console::read_kubeconfig(&paths)?;
-    let current = console::current(&config)?;
+    let given = args
+        .token
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    let current = match (kubeconfig_user(), given) {
+        (Ok(current), None) => current,
+        (Ok(current), Some(token)) => console::given_token(current, token),
+        // A token given needs no kubeconfig: it only names the default namespace.
+        (Err(_), Some(token)) => console::given_token(console::Current::nobody(), token),
+        (Err(e), None) => return Err(e),
+    };
     let namespace = args
         .namespace
         .clone()
@@ -51,6 +62,14 @@ fn url_and_text(args: &ConsoleArgs) -> Result<(String, String), ConsoleError> {
     let url = console::url(&args.api, &namespace, token.as_deref());
     let text = console::text(&args.api, &namespace, &current, token.as_deref());
     Ok((url, text))
+}
+
+/// The current kubeconfig's user, as kubectl finds it.
+fn kubeconfig_user() -> Result<console::Current, ConsoleError> {
+    let env = std::env::var("KUBECONFIG").ok();
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let paths = console::kubeconfig_paths(env.as_deref(), home.as_deref());
+    console::current(&console::read_kubeconfig(&paths)?)
 }
 
 fn open(url: &str) {

@@ -497,6 +497,8 @@ fn print_usage(cluster: &DevCluster, args: &DevArgs, api_url: Option<&str>) {
     let what_runs = match api_url {
         Some(api_url) => format!(
             "The Plugin API: {api_url}; the controller and the API server run from this binary.\n\
+             The console: {api_url}/console/ (`loop-plugins console --namespace demo --token \
+             \"$(kubectl -n demo create token app)\"` prints a link that signs in).\n\
              Logs: {run}/logs (control plane, controller, api), {run}/kubelet/logs (pods).",
             run = cluster.run_dir().display(),
         ),

@@ -97,6 +97,20 @@ pub struct Current {
     pub signin: Signin,
 }
 
+impl Current {
+    /// No kubeconfig at all: a token given on the command line stands alone.
+    pub fn nobody() -> Self {
+        Current {
+            context: "none".into(),
+            user: String::new(),
+            namespace: None,
+            signin: Signin::NoToken {
+                user: String::new(),
+            },
+        }
+    }
+}
+
 /// The current context of a kubeconfig.
 pub fn current(config: &Kubeconfig) -> Result<Current, ConsoleError> {
     let name = config
@@ -133,6 +147,16 @@ pub fn current(config: &Kubeconfig) -> Result<Current, ConsoleError> {
         namespace: context.namespace.filter(|n| !n.is_empty()),
         signin,
     })
+}
+
+/// `current` signing in with a token given on the command line (`--token`) instead.
+pub fn given_token(current: Current, token: &str) -> Current {
+    Current {
+        context: format!("{}, with the token given", current.context),
+        user: "the token's user".into(),
+        signin: Signin::Token(token.to_string()),
+        ..current
+    }
 }
 
 /// The console's URL: `<api>/console/`, with the namespace and, when there is one, the token
