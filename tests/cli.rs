@@ -432,5 +432,9 @@ fn console_prints_the_url_with_the_kubeconfigs_token() {
     );
     assert!(text.contains("create token console"), "{text}");
     assert!(!text.contains("token="), "{text}");
+    // A token made for a ServiceAccount, given instead.
+    let (ok, text) = console(&["--token", "sa.token"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("#namespace=default&token=sa.token"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
