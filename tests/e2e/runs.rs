@@ -38,6 +38,11 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(Duration::from_secs(240)),
         test(
+            "runs::a_runner_pod_killed_fails_its_run_and_the_plugin_is_told_it_failed",
+            killed_runner,
+        )
+        .timeout(Duration::from_secs(240)),
+        test(
             "runs::the_quiz_examples_daily_action_runs_its_agent_and_the_runs_end_is_its_score_card",
             quiz,
         )
@@ -271,6 +276,85 @@ async fn mcp_scenario(ns: &Ns, id: &str, api: &str) -> anyhow::Result<()> {
         status == http::StatusCode::UNAUTHORIZED,
         "no token: {status}"
     );
+    Ok(())
+}
+
+/// A runner that dies mid-run (its Pod deleted, as a node lost or an eviction would) fails
+/// its run, and the plugin's `/done` says so: the run never resumes, as a session is never
+/// resumed.
+async fn killed_runner(ns: Ns) -> anyhow::Result<()> {
+    let _exclusive = exclusive().await;
+    let id = world(&ns, "rk", &[]).await?;
+    // The model takes its time: the run is running when its Pod goes.
+    let model = start_model(vec![
+        Step::answer("too late").after(Duration::from_secs(90)),
+    ])
+    .await?;
+    let host = crate::host::host(&ns).await?;
+    use_runner(&ns, &model, host.url_for_pods.clone()).await?;
+    let result = kill_mid_run(&ns, &id, &model).await;
+    apply_host(ns.client(), host_spec(true)).await?;
+    result?;
+    // It was killed while it waited for the model, not failed some other way before.
+    ensure!(
+        model.requests().len() == 1 && model.failures().is_empty(),
+        "the model saw {} requests and objected to {:?}",
+        model.requests().len(),
+        model.failures()
+    );
+    Ok(())
+}
+
+async fn kill_mid_run(ns: &Ns, id: &str, model: &ScriptedModel) -> anyhow::Result<()> {
+    let runs = ns.api::<AgentRun>();
+    apply(ns, &run(id, "run-killed", "think about it")).await?;
+    let pods = ns.api::<k8s_openapi::api::core::v1::Pod>();
+    let selector = "plugins.loop.dev/run=run-killed";
+    let running = list_until(
+        &pods,
+        Some(selector),
+        "the runner's Pod running",
+        Duration::from_secs(60),
+        |pods| {
+            pods.iter()
+                .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        },
+    )
+    .await?;
+    // Killed while it waits for the model's answer.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while model.requests().is_empty() {
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the runner never asked the model"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for pod in running {
+        pods.delete(&pod.name_any(), &Default::default()).await?;
+    }
+    let status = ended_status(&runs, "run-killed").await?;
+    ensure!(
+        status.phase == Some(AgentRunPhase::Failed) && status.result.as_deref() != Some("too late"),
+        "a killed runner fails its run: {status:?}"
+    );
+    // The plugin is told, once, that the run failed.
+    let told = wait::matches(
+        &runs,
+        "run-killed",
+        "/done delivered",
+        Duration::from_secs(60),
+        |r: &AgentRun| r.status.as_ref().is_some_and(|s| s.done_delivered),
+    )
+    .await?;
+    let done = server::fanout::runs_done::done_body(
+        told.status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .context("a phase")?,
+        told.status.as_ref().and_then(|s| s.result.as_deref()),
+    );
+    ensure!(done["status"] == "failed", "the plugin was told {done}");
     Ok(())
 }
 

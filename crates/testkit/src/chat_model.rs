@@ -21,6 +21,8 @@ pub type Expectation = Box<dyn Fn(&Value) -> Result<(), String> + Send + Sync>;
 pub struct Step {
     expect: Vec<Expectation>,
     reply: Value,
+    /// How long the answer takes (a model still thinking).
+    delay: std::time::Duration,
 }
 
 impl Step {
@@ -46,7 +48,14 @@ impl Step {
         Self {
             expect: Vec::new(),
             reply,
+            delay: std::time::Duration::ZERO,
         }
+    }
+
+    /// Answers only after `delay`: a run that is still running meanwhile.
+    pub fn after(mut self, delay: std::time::Duration) -> Self {
+        self.delay = delay;
+        self
     }
 
     /// The request must pass `check`.
@@ -164,13 +173,34 @@ async fn complete(
     State(script): State<Arc<Mutex<Script>>>,
     Json(request): Json<Value>,
 ) -> (StatusCode, Json<Value>) {
+    let (turn, reply, delay) = match next_step(&script, request) {
+        Ok(step) => step,
+        Err(refused) => return refused,
+    };
+    tokio::time::sleep(delay).await;
+    (
+        StatusCode::OK,
+        Json(json!({
+            "id": format!("scripted-{turn}"),
+            "object": "chat.completion",
+            "choices": [{ "index": 0, "message": reply, "finish_reason": "stop" }],
+        })),
+    )
+}
+
+/// Records `request` and takes the script's next step: its turn, reply and delay, or the
+/// refusal of a request past the script or failing its step's checks.
+fn next_step(
+    script: &Mutex<Script>,
+    request: Value,
+) -> Result<(usize, Value, std::time::Duration), (StatusCode, Json<Value>)> {
     let mut script = script.lock().expect("not poisoned");
     let turn = script.requests.len();
     script.requests.push(request.clone());
     let Some(step) = script.steps.get(turn) else {
         let message = format!("request {turn} is past the script's {turn} steps");
         script.failures.push(message.clone());
-        return (StatusCode::BAD_REQUEST, Json(json!({ "error": message })));
+        return Err((StatusCode::BAD_REQUEST, Json(json!({ "error": message }))));
     };
     let wrong: Vec<String> = step
         .expect
@@ -180,15 +210,7 @@ async fn complete(
     if !wrong.is_empty() {
         let message = format!("request {turn}: {}", wrong.join("; "));
         script.failures.push(message.clone());
-        return (StatusCode::BAD_REQUEST, Json(json!({ "error": message })));
+        return Err((StatusCode::BAD_REQUEST, Json(json!({ "error": message }))));
     }
-    let reply = step.reply.clone();
-    (
-        StatusCode::OK,
-        Json(json!({
-            "id": format!("scripted-{turn}"),
-            "object": "chat.completion",
-            "choices": [{ "index": 0, "message": reply, "finish_reason": "stop" }],
-        })),
-    )
+    Ok((turn, step.reply.clone(), step.delay))
 }

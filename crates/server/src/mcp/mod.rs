@@ -113,12 +113,15 @@ async fn handle(
         }
         Message::Ping { id } => protocol::answer(&id, json!({})),
         Message::ListTools { id } => {
-            match s.host.resolve(&namespace, &run.spec.channel, &view.plugin) {
-                Ok(target) => protocol::answer(
+            // The installed plugin's manifest is enough: the chat's instance may not be made
+            // yet (a call waits for it, or says so).
+            let index = s.host.index();
+            match crate::delivery::target::installed(index, &index.host(), &view.plugin) {
+                Ok((_, compiled)) => protocol::answer(
                     &id,
-                    json!({ "tools": protocol::tools(&target.compiled.manifest, &view) }),
+                    json!({ "tools": protocol::tools(&compiled.manifest, &view) }),
                 ),
-                Err(e) => protocol::error(&id, code::INTERNAL, &e.message),
+                Err(e) => protocol::error(&id, code::INTERNAL, &e.to_string()),
             }
         }
         Message::CallTool {
