@@ -18,7 +18,7 @@
 //!   lists again on `plugins.changed`.
 //! - `the_keyboard_reaches_the_chats_the_panes_and_the_drawer`: Tab alone, from the top,
 //!   reaches a chat, the pane's frame and the drawer's buttons in that order, with a visible
-//!   focus ring.
+//!   focus ring; Enter chooses a chat, and the focus stays on it while the lists refresh.
 //!
 //! The screenshots of the README (`docs/images/console-*.png`) are the first two tests'; set
 //! `LOOP_PLUGINS_CONSOLE_SHOTS=docs/images` to write them there.
@@ -453,5 +453,14 @@ async fn the_keyboard_reaches_everything(ns: Ns) -> anyhow::Result<()> {
             "document.getElementById('chat-title').textContent === '# random'",
         )
         .await?;
+    // The lists are read again every few seconds; the keyboard keeps its place through it.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    ensure!(
+        page.evaluate("document.activeElement?.dataset?.chat")
+            .await?
+            == "random",
+        "the focus left the chat button: {}",
+        page.evaluate("document.activeElement?.outerHTML").await?
+    );
     Ok(())
 }

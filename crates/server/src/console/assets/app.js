@@ -114,7 +114,30 @@ function current() {
   return state.chats.find((c) => c.name === state.chat) ?? null;
 }
 
+/**
+ * Renders into `container` only when `model` changed since its last rendering, and keeps the
+ * keyboard's place: the focused element's successor (same `data-focus-key`) gets the focus.
+ */
+function render(container, model, build) {
+  const text = JSON.stringify(model);
+  if (container.dataset.model === text) return;
+  container.dataset.model = text;
+  const active = document.activeElement;
+  const key = container.contains(active) ? active?.dataset?.focusKey : undefined;
+  build();
+  if (key) {
+    const again = [...container.querySelectorAll("[data-focus-key]")]
+      .find((el) => el.dataset.focusKey === key);
+    again?.focus();
+  }
+}
+
 function renderChatList() {
+  const model = [state.chat, state.chats.map((c) => [c.name, c.kind, c.hidden, c.unread])];
+  render($("chat-list"), model, () => fillChatList());
+}
+
+function fillChatList() {
   const items = state.chats
     .filter((c) => !c.hidden)
     .map((c) => {
@@ -127,7 +150,7 @@ function renderChatList() {
           type: "button",
           class: `chat-button ${c.kind}`,
           "aria-current": c.name === state.chat ? "page" : false,
-          dataset: { chat: c.name },
+          dataset: { chat: c.name, focusKey: `chat:${c.name}` },
           onclick: () => selectChat(c.name),
         }, h("span", { class: "chat-name" }, label), unread));
     });
@@ -154,16 +177,21 @@ function clearChat() {
   state.panes.clear();
   state.cards.clear();
   state.gone.clear();
-  fill($("panes"));
-  fill($("cards"));
-  fill($("switches"));
-  fill($("plugins"));
-  fill($("runs"));
+  for (const id of ["panes", "cards", "switches", "plugins", "runs"]) {
+    fill($(id));
+    delete $(id).dataset.model;
+  }
 }
 
 // ---- instances ------------------------------------------------------------------------------
 
 function renderInstances(chat) {
+  const model = [chat.name, chat.plugins.map((i) => [i.plugin, i.phase, i.breaker,
+    ago(i.lastActivity)])];
+  render($("plugins"), model, () => fillInstances(chat));
+}
+
+function fillInstances(chat) {
   if (!chat.plugins.length) {
     fill($("plugins"), h("p", { class: "empty" }, "The chat's project enables no plugin."));
     return;
@@ -181,6 +209,7 @@ function renderInstances(chat) {
           type: "button",
           class: "stop",
           disabled: i.phase === "Stopped",
+          dataset: { focusKey: `stop:${i.plugin}` },
           "aria-label": `Stop ${i.plugin} in ${chat.name}`,
           onclick: (event) => stop(chat.name, i.plugin, event.currentTarget),
         }, "Stop")));
