@@ -12,7 +12,7 @@
 //! | Secret of the controller's namespace | all | | typed (HostConfig's registry credentials) |
 //! | AgentRun | ours | ours | typed |
 //! | Job | runners' | | typed |
-//! | ConfigMap | | inbox, memory, live sessions and control requests | typed |
+//! | ConfigMap | | inbox, memory, live sessions (with their control requests) | typed |
 //!
 //! "ours" is [`MANAGED_SELECTOR`]: what we made. Every stored object loses its managedFields
 //! (`trim`). The two Secret watches stay apart when both roles share a process: the controller
@@ -113,7 +113,7 @@ pub fn runner_jobs_selector() -> String {
 
 /// The label selector of the API server's inbox, memory and live session ConfigMaps.
 pub fn config_maps_selector() -> String {
-    format!("{MANAGED_SELECTOR},app.kubernetes.io/component in (inbox,memory,live,live-request)")
+    format!("{MANAGED_SELECTOR},app.kubernetes.io/component in (inbox,memory,live)")
 }
 
 /// The watches of a process, by the index's store each fills: `None` for a kind none of its

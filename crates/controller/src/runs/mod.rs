@@ -134,18 +134,25 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
 }
 
 /// The MCP token in the run's Secret `name`, read live: the controller watches no run
-/// Secrets, and needs this only when an earlier try made the Secret but never said so.
+/// Secrets, and needs this only when an earlier try made the Secret but never said so. A list
+/// by name, not a get: the controller may list Secrets, and is not given get on every one.
 async fn live_token(ctx: &Context, ns: &str, name: &str) -> Result<String> {
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(ctx.client.clone(), ns);
-    let read = |source| Error::Read {
-        kind: "Secret",
-        name: name.to_string(),
-        source,
-    };
-    let secret = secrets.get(name).await.map_err(read)?;
+    let listed = secrets
+        .list(&ListParams::default().fields(&format!("metadata.name={name}")))
+        .await
+        .map_err(|source| Error::Read {
+            kind: "Secret",
+            name: name.to_string(),
+            source,
+        })?;
     // A Secret without a token (made before runs had MCP) gets none: the run's endpoint
-    // then refuses every token, and the runner's tools say so.
-    Ok(job::token_of(&secret).unwrap_or_default())
+    // then refuses every token (it takes none shorter than 32 characters).
+    Ok(listed
+        .items
+        .first()
+        .and_then(job::token_of)
+        .unwrap_or_default())
 }
 
 /// How the status names a run's MCP token: its SHA-256, in hex.

@@ -1,6 +1,6 @@
-//! The process's one reader of live control requests from its index: it wakes the plugin's
-//! call waiting for a request's answer, and hands each new request to the app's streams of
-//! its chat. Both come from the ConfigMap watch the index already runs, whichever replica
+//! The process's one reader of chats' live ConfigMaps from its index: it wakes the plugin's
+//! call waiting for a request's answer, and hands the requests waiting to the app's streams
+//! of their chat. Both come from the ConfigMap watch the index already runs, whichever replica
 //! wrote them.
 
 use std::collections::HashMap;
@@ -13,6 +13,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot, watch};
 
 use super::request::{self, ControlRequest};
+use super::session;
 use crate::index::Index;
 use model::names::LABEL_COMPONENT;
 
@@ -28,7 +29,8 @@ pub struct ForApp {
 
 /// The waiting calls and the app's streams of one process.
 pub struct Hub {
-    waiting: Mutex<HashMap<(String, String), oneshot::Sender<Value>>>,
+    /// By namespace, the chat's live ConfigMap, and the request's id.
+    waiting: Mutex<HashMap<(String, String, String), oneshot::Sender<Value>>>,
     requests: broadcast::Sender<ForApp>,
 }
 
@@ -61,44 +63,54 @@ impl Hub {
         hub
     }
 
-    /// Waits for the answer to request ConfigMap `name` in `namespace`: register before the
-    /// request is written, so no answer comes before anyone waits for it.
-    pub fn wait_for(&self, namespace: &str, name: &str) -> oneshot::Receiver<Value> {
+    /// Waits for the answer to request `id` in the live ConfigMap `map` of `namespace`:
+    /// register before the request is written, so no answer comes before anyone waits for it.
+    pub fn wait_for(&self, namespace: &str, map: &str, id: &str) -> oneshot::Receiver<Value> {
         let (tx, rx) = oneshot::channel();
         self.lock()
-            .insert((namespace.to_string(), name.to_string()), tx);
+            .insert((namespace.to_string(), map.to_string(), id.to_string()), tx);
         rx
     }
 
-    /// Stops waiting for request ConfigMap `name` (answered, or given up).
-    pub fn forget(&self, namespace: &str, name: &str) {
+    /// Stops waiting for request `id` (answered, or given up).
+    pub fn forget(&self, namespace: &str, map: &str, id: &str) {
         self.lock()
-            .remove(&(namespace.to_string(), name.to_string()));
+            .remove(&(namespace.to_string(), map.to_string(), id.to_string()));
     }
 
-    /// The requests written from now on, for the app's streams.
+    /// The requests written from now on, for the app's streams (a request may come more
+    /// than once: each change of its map brings the ones still waiting again).
     pub fn subscribe(&self) -> broadcast::Receiver<ForApp> {
         self.requests.subscribe()
     }
 
-    /// A request ConfigMap was made or changed.
+    /// A chat's live ConfigMap was made or changed.
     pub fn saw(&self, map: &ConfigMap) {
-        if map.labels().get(LABEL_COMPONENT).map(String::as_str) != Some(request::COMPONENT) {
+        if map.labels().get(LABEL_COMPONENT).map(String::as_str) != Some(session::COMPONENT) {
             return;
         }
         let namespace = map.namespace().unwrap_or_default();
-        if let Some(response) = request::response(map) {
-            if let Some(waiter) = self.lock().remove(&(namespace, map.name_any())) {
-                let _ = waiter.send(response);
+        let name = map.name_any();
+        for request in request::requests(map) {
+            if let Some(response) = request::response(map, &request.id) {
+                let key = (namespace.clone(), name.clone(), request.id.clone());
+                if let Some(waiter) = self.lock().remove(&key) {
+                    let _ = waiter.send(response);
+                }
             }
-            return;
         }
-        if let Some(request) = request::pending(map, jiff::Timestamp::now()) {
-            let _ = self.requests.send(ForApp { namespace, request });
+        for request in request::pending(map, jiff::Timestamp::now()) {
+            let _ = self.requests.send(ForApp {
+                namespace: namespace.clone(),
+                request,
+            });
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), oneshot::Sender<Value>>> {
+    #[allow(clippy::type_complexity)]
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(String, String, String), oneshot::Sender<Value>>> {
         self.waiting.lock().expect("the hub's lock")
     }
 }
@@ -123,24 +135,31 @@ mod tests {
         )
     }
 
+    fn live_map(patches: &[request::DataPatch]) -> ConfigMap {
+        let mut map = session::config_map("team", "general", "proj", None);
+        for patch in patches {
+            request::apply(map.data.get_or_insert_default(), patch);
+        }
+        map
+    }
+
     #[tokio::test]
     async fn a_new_request_goes_to_the_streams_and_its_answer_to_its_waiter() {
         let hub = Hub::new();
         let mut stream = hub.subscribe();
-        let waiter = hub.wait_for("team", "live-req-a");
-        let mut map = request::config_map("team", "proj", None, &request("a"));
-        map.metadata.namespace = Some("team".into());
-        hub.saw(&map);
+        let waiter = hub.wait_for("team", "live-general", "a");
+        let asked = live_map(&[request::add(&request("a"))]);
+        hub.saw(&asked);
         let sent = stream.try_recv().unwrap();
         assert_eq!(
             (sent.namespace.as_str(), sent.request.id.as_str()),
             ("team", "a")
         );
-        map.data
-            .as_mut()
-            .unwrap()
-            .extend(request::answer(&json!({"ok": 1})));
-        hub.saw(&map);
+        let answered = live_map(&[
+            request::add(&request("a")),
+            request::answer("a", &json!({"ok": 1})),
+        ]);
+        hub.saw(&answered);
         assert_eq!(waiter.await.unwrap(), json!({"ok": 1}));
         assert!(
             stream.try_recv().is_err(),
@@ -152,7 +171,7 @@ mod tests {
     async fn other_config_maps_are_ignored() {
         let hub = Hub::new();
         let mut stream = hub.subscribe();
-        let mut map = request::config_map("team", "proj", None, &request("a"));
+        let mut map = live_map(&[request::add(&request("a"))]);
         map.metadata
             .labels
             .as_mut()

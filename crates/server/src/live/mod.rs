@@ -3,9 +3,10 @@
 //! `DELETE` or when its lease lapses), take the plugins' control requests (a stream) and
 //! answer them; a plugin's `POST /channel/live/control` waits for that answer.
 //!
-//! Everything goes through the cluster, so any API replica serves any of it: the session is a
-//! ConfigMap per chat, each control request a ConfigMap the app's answer is written into, and
-//! every replica sees both through the index's ConfigMap watch.
+//! Everything goes through the cluster, so any API replica serves any of it: a ConfigMap per
+//! chat holds the session, each waiting control request and the app's answer to it, each
+//! written by a merge patch of its own keys, and every replica sees them through the index's
+//! ConfigMap watch.
 //!
 //! - [`session`], [`request`]: the two records, and every decision on them, pure;
 //! - [`hub`]: the process's reader of requests and answers from the index;
@@ -166,24 +167,26 @@ impl Live {
             })
     }
 
+    /// The chat's live ConfigMap.
+    fn map(
+        &self,
+        namespace: &str,
+        chat: &str,
+    ) -> Option<Arc<k8s_openapi::api::core::v1::ConfigMap>> {
+        self.store.get(namespace, &session::name(chat))
+    }
+
     /// The chat's session.
     pub fn session(&self, namespace: &str, chat: &str) -> Option<Session> {
-        self.store
-            .get(namespace, &session::name(chat))
+        self.map(namespace, chat)
             .and_then(|map| session::read(&map))
     }
 
     /// The control requests of the chat waiting for the app at `now`, oldest first.
     pub fn pending(&self, namespace: &str, chat: &str, now: Timestamp) -> Vec<ControlRequest> {
-        let mut pending: Vec<ControlRequest> = self
-            .store
-            .requests(namespace)
-            .iter()
-            .filter_map(|m| request::pending(m, now))
-            .filter(|r| r.chat == chat)
-            .collect();
-        pending.sort_by_key(|r| r.created);
-        pending
+        self.map(namespace, chat)
+            .map(|map| request::pending(&map, now))
+            .unwrap_or_default()
     }
 
     /// What the app sees of the chat.
@@ -217,7 +220,7 @@ impl Live {
         holds
     }
 
-    /// Opens or renews the chat's session.
+    /// Opens or renews the chat's session (and takes out the requests that lapsed).
     pub async fn open(
         &self,
         namespace: &str,
@@ -226,36 +229,49 @@ impl Live {
     ) -> Result<Session, LiveError> {
         let lease = session::check(open).map_err(LiveError::Invalid)?;
         let channel = self.chat(namespace, chat)?;
+        let now = Timestamp::now();
         let previous = self.session(namespace, chat);
-        let opened = session::opened(previous.as_ref(), open, lease, Timestamp::now());
-        let map = session::config_map(
+        let opened = session::opened(previous.as_ref(), open, lease, now);
+        let store = |source| LiveError::Store {
+            what: format!("opening chat {chat}'s live session"),
+            source,
+        };
+        let empty = session::config_map(
             namespace,
             chat,
             &channel.spec.project,
             channel.controller_owner_ref(&()),
-            &opened,
         );
+        self.store.ensure(&empty).await.map_err(store)?;
+        let mut patch = session::write(Some(&opened));
+        if let Some(map) = self.map(namespace, chat) {
+            patch.extend(request::prune(&map, now));
+        }
         self.store
-            .apply(&map)
+            .merge(namespace, &session::name(chat), patch)
             .await
-            .map_err(|source| LiveError::Store {
-                what: format!("opening chat {chat}'s live session"),
-                source,
-            })?;
+            .map_err(store)?;
         Ok(opened)
     }
 
     /// Closes the chat's session, and drops the requests waiting for it.
     pub async fn close(&self, namespace: &str, chat: &str) -> Result<(), LiveError> {
-        let store = |what: String| move |source| LiveError::Store { what, source };
-        self.store
-            .delete(namespace, &session::name(chat))
+        let Some(map) = self.map(namespace, chat) else {
+            return Ok(());
+        };
+        let mut patch = session::write(None);
+        patch.extend(request::remove_all(&map));
+        match self
+            .store
+            .merge(namespace, &session::name(chat), patch)
             .await
-            .map_err(store(format!("closing chat {chat}'s live session")))?;
-        self.store
-            .delete_requests(namespace, chat)
-            .await
-            .map_err(store(format!("dropping chat {chat}'s control requests")))
+        {
+            Ok(()) | Err(StoreError::NotFound { .. }) => Ok(()),
+            Err(source) => Err(LiveError::Store {
+                what: format!("closing chat {chat}'s live session"),
+                source,
+            }),
+        }
     }
 
     /// Answers control request `id` of chat `chat` with `response`.
@@ -266,7 +282,6 @@ impl Live {
         id: &str,
         response: &Value,
     ) -> Result<(), LiveError> {
-        let name = request::name(id);
         let no_request = || LiveError::NoRequest {
             namespace: namespace.into(),
             chat: chat.into(),
@@ -274,16 +289,19 @@ impl Live {
         };
         // Only a request to this chat: the caller's right is to this chat's session.
         let waiting = self
-            .store
-            .get(namespace, &name)
-            .and_then(|m| request::pending(&m, Timestamp::now()))
-            .is_some_and(|r| r.chat == chat);
+            .pending(namespace, chat, Timestamp::now())
+            .iter()
+            .any(|r| r.id == id);
         if !waiting {
             return Err(no_request());
         }
         match self
             .store
-            .merge(namespace, &name, request::answer(response))
+            .merge(
+                namespace,
+                &session::name(chat),
+                request::answer(id, response),
+            )
             .await
         {
             Ok(()) => Ok(()),
@@ -313,10 +331,6 @@ impl Live {
                 takes,
             },
         })?;
-        let channel = self
-            .index
-            .channel(namespace, name)
-            .ok_or_else(|| ControlError::NotLive { chat: name.clone() })?;
         let id = random_id();
         let control = ControlRequest::new(
             id.clone(),
@@ -327,26 +341,31 @@ impl Live {
             now,
             self.wait,
         );
-        let map = request::config_map(
-            namespace,
-            &channel.spec.project,
-            channel.controller_owner_ref(&()),
-            &control,
-        );
-        let map_name = request::name(&id);
-        let answered = self.hub.wait_for(namespace, &map_name);
-        if let Err(e) = self.store.create(&map).await {
-            self.hub.forget(namespace, &map_name);
-            return Err(ControlError::Write {
-                chat: name.clone(),
-                why: e.to_string(),
+        let map_name = session::name(name);
+        let answered = self.hub.wait_for(namespace, &map_name, &id);
+        if let Err(e) = self
+            .store
+            .merge(namespace, &map_name, request::add(&control))
+            .await
+        {
+            self.hub.forget(namespace, &map_name, &id);
+            return Err(match e {
+                // The session was closed meanwhile.
+                StoreError::NotFound { .. } => ControlError::NotLive { chat: name.clone() },
+                e => ControlError::Write {
+                    chat: name.clone(),
+                    why: e.to_string(),
+                },
             });
         }
         let outcome = tokio::time::timeout(self.wait, answered).await;
-        self.hub.forget(namespace, &map_name);
-        // The request is done with, answered or not; a failed delete leaves a request that
-        // lapsed, which nobody is sent.
-        let _ = self.store.delete(namespace, &map_name).await;
+        self.hub.forget(namespace, &map_name, &id);
+        // The request is done with, answered or not; a failed removal leaves a request that
+        // lapsed, which nobody is sent and the next renewal takes out.
+        let _ = self
+            .store
+            .merge(namespace, &map_name, request::remove(&id))
+            .await;
         match outcome {
             Ok(Ok(response)) => Ok(response),
             _ => Err(ControlError::Timeout {

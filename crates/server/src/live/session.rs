@@ -1,8 +1,9 @@
 //! A chat's live session as the cluster keeps it, decided purely: the app opens it with the
 //! control subtypes it takes and a lease, keeps it by opening it again before the lease
 //! runs out (a heartbeat), and closes it; past its lease it has lapsed, and the chat is not
-//! live. Kept in one ConfigMap per chat (`live-<chat>`, key `session`), which every API
-//! replica's index holds, so any replica answers a plugin's control request.
+//! live. Kept in one ConfigMap per chat (`live-<chat>`, key `session`, beside the chat's
+//! control requests), which every API replica's index holds, so any replica answers a
+//! plugin's control request.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -140,13 +141,13 @@ pub fn read(map: &ConfigMap) -> Option<Session> {
     serde_json::from_str(map.data.as_ref()?.get(KEY)?).ok()
 }
 
-/// The ConfigMap holding `session` of chat `chat` (in project `project`), owned by the chat.
+/// The chat's live ConfigMap, empty (its keys are merged in), owned by the chat: the session
+/// (key `session`) and the control requests (`crate::live::request`).
 pub fn config_map(
     namespace: &str,
     chat: &str,
     project: &str,
     owner: Option<OwnerReference>,
-    session: &Session,
 ) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
@@ -156,12 +157,17 @@ pub fn config_map(
             owner_references: owner.map(|o| vec![o]),
             ..Default::default()
         },
-        data: Some(BTreeMap::from([(
-            KEY.to_string(),
-            serde_json::to_string(session).expect("a session serializes"),
-        )])),
+        data: Some(BTreeMap::new()),
         ..Default::default()
     }
+}
+
+/// The data patch that writes `session` (`None`: closes it).
+pub fn write(session: Option<&Session>) -> BTreeMap<String, Option<String>> {
+    BTreeMap::from([(
+        KEY.to_string(),
+        session.map(|s| serde_json::to_string(s).expect("a session serializes")),
+    )])
 }
 
 #[cfg(test)]
@@ -241,10 +247,14 @@ mod tests {
     #[test]
     fn the_config_map_holds_the_session_it_is_read_back_as() {
         let s = opened(None, &open(&["interrupt"], None), DEFAULT_LEASE, at(0));
-        let map = config_map("team", "general", "proj", None, &s);
+        let mut map = config_map("team", "general", "proj", None);
         assert_eq!(map.metadata.name.as_deref(), Some("live-general"));
-        assert_eq!(read(&map), Some(s));
-        let labels = map.metadata.labels.unwrap();
+        let labels = map.metadata.labels.clone().unwrap();
         assert_eq!(labels[names::LABEL_COMPONENT], COMPONENT);
+        let data = map.data.get_or_insert_default();
+        crate::live::request::apply(data, &write(Some(&s)));
+        assert_eq!(read(&map), Some(s));
+        crate::live::request::apply(map.data.get_or_insert_default(), &write(None));
+        assert_eq!(read(&map), None, "closed");
     }
 }

@@ -518,8 +518,14 @@ impl World {
             jiff::Timestamp::now(),
             Duration::from_secs(3600),
         );
-        let map = crate::live::request::config_map(NS, "proj", None, &request);
-        self.live.store().create(&map).await.unwrap();
+        let map = crate::live::session::config_map(NS, chat, "proj", None);
+        let store = self.live.store();
+        store.ensure(&map).await.unwrap();
+        let name = crate::live::session::name(chat);
+        store
+            .merge(NS, &name, crate::live::request::add(&request))
+            .await
+            .unwrap();
     }
 
     /// Makes `chat`'s container Ready (a Pod with this uid, at the fake plugin).
