@@ -8,7 +8,8 @@
 //! - `the_echo_panel_appears_and_its_bridge_answers`: signing in through the URL's fragment
 //!   (the token gone from the address), the chats listed, the echo example's panel framed from
 //!   its signed link, its `context.get`, `settings.get` and an `/x` call through `api.request`
-//!   answered; a frame that navigates itself out of the bundles refused by the browser.
+//!   answered; a frame that navigates itself out of the bundles refused by the browser;
+//!   signing out, and in again with the token pasted into the form.
 //! - `a_posted_card_shows_in_the_drawer_until_marked_read_and_as_a_note_once_its_plugin_is_removed`:
 //!   the card a plugin posts appears with the unread counts (drawer and sidebar), its page
 //!   framed with its context and data, grown by `ui.resize`, told `theme.changed` when the
@@ -181,6 +182,33 @@ async fn the_echo_panel_appears_and_its_bridge_answers(ns: Ns) -> anyhow::Result
     ensure!(refused.is_ok(), "no refusal: {}", world.reports());
     // The console's own page never left.
     ensure!(page.evaluate("location.pathname").await? == "/console/");
+
+    // Signing out forgets the token; pasting it into the form signs in again.
+    page.click("#sign-out").await?;
+    world
+        .wait(
+            "signed out",
+            "!document.getElementById('signin').hidden \
+             && sessionStorage.getItem('loop-console:token') === null \
+             && document.activeElement?.id === 'token'",
+        )
+        .await?;
+    page.type_text(&world.token).await?;
+    // The namespace is remembered for the tab.
+    ensure!(
+        page.evaluate("document.getElementById('signin-namespace').value")
+            .await?
+            == ns.name()
+    );
+    page.click("#signin-form button[type=submit]").await?;
+    world
+        .wait(
+            "signed in again with the pasted token",
+            "document.getElementById('signin').hidden \
+             && document.querySelector('#plugins tr[data-plugin]') !== null \
+             && document.querySelector('iframe.pane-frame') !== null",
+        )
+        .await?;
     Ok(())
 }
 

@@ -537,7 +537,14 @@ async function changed(change) {
 
 async function poll() {
   if (!state.api || document.hidden) return;
-  await Promise.all([loadDrawer(), loadRuns(), loadChats().catch(() => {})]);
+  const chats = loadChats().catch((e) => e);
+  await Promise.all([loadDrawer(), loadRuns()]);
+  const failed = await chats;
+  if (failed instanceof HostError && failed.status === 401) {
+    signOut(`The cluster no longer accepts the token (expired or revoked): ${failed.message}`);
+  } else if (failed instanceof Error) {
+    status(`Listing the chats: ${failed.message}`, true);
+  }
 }
 
 // ---- the page -------------------------------------------------------------------------------
