@@ -13,7 +13,8 @@
 //! - `a_posted_card_shows_in_the_drawer_until_marked_read_and_as_a_note_once_its_plugin_is_removed`:
 //!   the card a plugin posts appears with the unread counts (drawer and sidebar), its page
 //!   framed with its context and data, grown by `ui.resize`, told `theme.changed` when the
-//!   theme toggles; "Mark read" clears both counts; the plugin removed, the card shows the note.
+//!   theme toggles; the agent run the plugin started listed; "Mark read" clears both counts;
+//!   the plugin removed, the card shows the note.
 //! - `a_switch_click_and_stop_change_what_the_console_shows`: a composer switch's click goes
 //!   to the plugin and the pill shows its answer; Stop stops the container and the console
 //!   lists again on `plugins.changed`.
@@ -224,6 +225,7 @@ async fn a_posted_card_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
                     "lines": ["Rust ownership ✓", "Borrowing ✓", "Lifetimes ✗", "Traits ✓"] }),
         )
         .await?;
+    let run = world.post_run(&ns, "Say hello to the chat.").await?;
     let card = format!("[data-card=\"{id}\"]");
     // In the drawer, unread, counted there and in the sidebar (the console reads it again
     // every few seconds).
@@ -264,6 +266,15 @@ async fn a_posted_card_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
         framed == format!("{height}px").as_str(),
         "{framed} vs {height}"
     );
+    // The run the plugin started lists under the drawer.
+    world
+        .wait(
+            "the plugin's run listed",
+            &format!(
+                "document.querySelector('#runs li.run[data-run=\"{run}\"] .pill')?.textContent?.length > 0"
+            ),
+        )
+        .await?;
     world.screenshot(&ns, "drawer").await?;
 
     // The theme toggle: the console turns dark and tells the card (theme.changed).

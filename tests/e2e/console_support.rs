@@ -272,6 +272,28 @@ impl ConsoleWorld {
         }
     }
 
+    /// Starts a run of the plugin's `say` agent in chat `general` as the plugin does
+    /// (`POST /runs` of the Plugin API, its own token); answers the run's id.
+    pub async fn post_run(&self, ns: &Ns, prompt: &str) -> anyhow::Result<String> {
+        let token = crate::api::api_support::token_of(ns, &self.plugin, "general").await?;
+        let http = reqwest::Client::builder().no_proxy().build()?;
+        let url = format!("{}{}/runs", self.host.url, server::plugin_api::PREFIX);
+        let answer = http
+            .post(&url)
+            .bearer_auth(&token)
+            .json(&json!({ "agent": "say", "prompt": prompt }))
+            .send()
+            .await?;
+        let status = answer.status();
+        let body: Value = answer.json().await.unwrap_or(Value::Null);
+        ensure!(status.is_success(), "POST /runs: {status} {body}");
+        body["run_id"]
+            .as_str()
+            .or(body["id"].as_str())
+            .map(str::to_string)
+            .with_context(|| format!("a run's id: {body}"))
+    }
+
     /// Where the run keeps this test's screenshots.
     pub fn screenshot_path(ns: &Ns, what: &str) -> PathBuf {
         ns.cluster()
