@@ -21,9 +21,11 @@ controlplane_dir() { LOOP_PLUGINS_CONTROLPLANE=$(hack/controlplane/build.sh | ta
 phase "control plane binaries" controlplane_dir
 import_cycles() { python3 hack/import_cycles_test.py && hack/import-cycles.py; }
 phase "import cycles" import_cycles
-# The bridge module for panels and cards (packages/loop-plugin-ui): Node's own test runner, no
+# The bridge module for panels and cards (packages/loop-plugin-ui) and the console's host end of
+# the bridge against it (crates/server/src/console/test): Node's own test runner, no
 # packages; then its type declarations, with TypeScript from npm (cached outside the repo).
-phase "bridge module tests" node --test --test-timeout=30000 packages/loop-plugin-ui/test/
+phase "bridge module tests" node --test --test-timeout=30000 packages/loop-plugin-ui/test/ \
+  crates/server/src/console/test/
 phase "bridge module types" hack/bridge-typecheck.sh
 phase "cargo fmt --check" cargo fmt --all -- --check
 phase "cargo build" cargo build --workspace --all-targets
