@@ -17,7 +17,8 @@
 //!   the plugin removed, the card shows the note.
 //! - `a_switch_click_and_stop_change_what_the_console_shows`: a composer switch's click goes
 //!   to the plugin and the pill shows its answer; Stop stops the container and the console
-//!   lists again on `plugins.changed`.
+//!   lists again on `plugins.changed`; once the project stops enabling the plugin, the pane
+//!   already open says so.
 //! - `the_keyboard_reaches_the_chats_the_panes_and_the_drawer`: Tab alone, from the top,
 //!   reaches a chat, the pane's frame and the drawer's buttons in that order, with a visible
 //!   focus ring; Enter chooses a chat, and the focus stays on it while the lists refresh.
@@ -25,6 +26,7 @@
 //! The screenshots of the README (`docs/images/console-*.png`) are the first two tests'; set
 //! `LOOP_PLUGINS_CONSOLE_SHOTS=docs/images` to write them there.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
@@ -35,6 +37,7 @@ use model::resources::Plugin;
 use serde_json::{Value, json};
 
 use crate::console_support::{ConsoleWorld, SHOW};
+use crate::controller_support::{apply_trusted, entry};
 use crate::support::{E2eTest, Ns, test};
 
 pub fn tests() -> Vec<E2eTest> {
@@ -436,6 +439,21 @@ async fn a_switch_click_and_stop(ns: Ns) -> anyhow::Result<()> {
         .find(|c| c["name"] == "general")
         .context("general")?;
     ensure!(general["plugins"][0]["stoppedAt"].is_string(), "{general}");
+
+    // The project stops enabling the plugin: the pane already open says so.
+    apply_trusted(
+        &ns,
+        "proj",
+        BTreeMap::from([(world.plugin.clone(), entry(false, &[]))]),
+    )
+    .await?;
+    world
+        .wait(
+            "the open pane saying its plugin is no longer enabled",
+            "[...document.querySelectorAll('.pane .note')].some(n => !n.hidden \
+               && /no longer|not enable|does not enable/.test(n.textContent))",
+        )
+        .await?;
     Ok(())
 }
 
