@@ -43,6 +43,11 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(Duration::from_secs(240)),
         test(
+            "runs::runs_made_and_ended_while_the_controller_is_down_are_run_and_recorded_once_it_is_back",
+            controller_down,
+        )
+        .timeout(Duration::from_secs(240)),
+        test(
             "runs::the_quiz_examples_daily_action_runs_its_agent_and_the_runs_end_is_its_score_card",
             quiz,
         )
@@ -355,6 +360,99 @@ async fn kill_mid_run(ns: &Ns, id: &str, model: &ScriptedModel) -> anyhow::Resul
         told.status.as_ref().and_then(|s| s.result.as_deref()),
     );
     ensure!(done["status"] == "failed", "the plugin was told {done}");
+    Ok(())
+}
+
+/// The reference's restart rules: a run that ends while the controller is down is recorded as
+/// it ended, with its result, and the plugin gets its `/done` once the controller is back;
+/// runs made meanwhile are never lost and run, in order, once it is back.
+async fn controller_down(ns: Ns) -> anyhow::Result<()> {
+    let _exclusive = exclusive().await;
+    let id = world(&ns, "rd", &[]).await?;
+    let model = start_model(vec![
+        Step::answer("answered while nobody watched")
+            .after(Duration::from_secs(3))
+            .after_message_containing("the first"),
+        Step::answer("second").after_message_containing("the second"),
+        Step::answer("third").after_message_containing("the third"),
+    ])
+    .await?;
+    let host = crate::host::host(&ns).await?;
+    use_runner(&ns, &model, host.url_for_pods.clone()).await?;
+    let result = across_a_restart(&ns, &id).await;
+    apply_host(ns.client(), host_spec(true)).await?;
+    result?;
+    ensure!(
+        model.failures().is_empty(),
+        "the model objected to {:?}",
+        model.failures()
+    );
+    Ok(())
+}
+
+async fn across_a_restart(ns: &Ns, id: &str) -> anyhow::Result<()> {
+    let runs = ns.api::<AgentRun>();
+    apply(ns, &run(id, "run-1", "the first")).await?;
+    wait::matches(
+        &runs,
+        "run-1",
+        "the first run running",
+        Duration::from_secs(60),
+        |r: &AgentRun| r.status.as_ref().and_then(|s| s.phase) == Some(AgentRunPhase::Running),
+    )
+    .await?;
+    let jobs = ns.api::<Job>();
+    restart_controller(ns, async {
+        // While the controller is down: two runs are made, and the first one's Job ends.
+        for (name, prompt) in [("run-2", "the second"), ("run-3", "the third")] {
+            apply(ns, &run(id, name, prompt)).await.expect("a run made");
+        }
+        let _ = wait::matches(
+            &jobs,
+            "run-run-1",
+            "the first run's Job ended",
+            Duration::from_secs(60),
+            |j: &Job| {
+                j.status
+                    .as_ref()
+                    .is_some_and(|s| s.succeeded.unwrap_or(0) + s.failed.unwrap_or(0) > 0)
+            },
+        )
+        .await;
+    })
+    .await?;
+    let mut ended = Vec::new();
+    for name in ["run-1", "run-2", "run-3"] {
+        ended.push(ended_status(&runs, name).await?);
+    }
+    let results: Vec<_> = ended
+        .iter()
+        .map(|s| (s.phase, s.result.as_deref()))
+        .collect();
+    ensure!(
+        results
+            == [
+                (
+                    Some(AgentRunPhase::Succeeded),
+                    Some("answered while nobody watched")
+                ),
+                (Some(AgentRunPhase::Succeeded), Some("second")),
+                (Some(AgentRunPhase::Succeeded), Some("third")),
+            ],
+        "the runs ended {results:?}"
+    );
+    ensure!(
+        ended[2].start_time.as_ref().map(|t| t.0) >= ended[1].end_time.as_ref().map(|t| t.0),
+        "the runs made meanwhile ran one at a time"
+    );
+    wait::matches(
+        &runs,
+        "run-1",
+        "/done of the run that ended meanwhile",
+        Duration::from_secs(60),
+        |r: &AgentRun| r.status.as_ref().is_some_and(|s| s.done_delivered),
+    )
+    .await?;
     Ok(())
 }
 
