@@ -17,6 +17,13 @@ const SCHEME_KEY = "loop-console:scheme";
 /** How often the drawer, the unread counts and the runs are read again. */
 const POLL_MS = 4000;
 const CARD_HEIGHT = 160;
+/** A frame's link is swapped for a fresh one this long (seconds) before it expires. */
+const RENEW_BEFORE = 300;
+
+/** Whether a link expiring at `expires` (unix seconds) is due for a fresh one. */
+function due(expires) {
+  return typeof expires === "number" && expires - Date.now() / 1000 < RENEW_BEFORE;
+}
 
 const $ = (id) => document.getElementById(id);
 
@@ -301,7 +308,14 @@ async function loadPanes(chat) {
     }
     const key = `${p.plugin}/${p.id}`;
     listed.add(key);
-    if (!state.panes.has(key)) addPane(chat, p, key);
+    const pane = state.panes.get(key);
+    if (!pane) {
+      addPane(chat, p, key);
+    } else if (due(pane.expires) && p.expires !== pane.expires) {
+      // The page reloads from a fresh link; its state is kept (state.get/set).
+      pane.expires = p.expires;
+      pane.frame.src = p.url;
+    }
   }
   // A pane already open whose plugin the chat no longer runs says so.
   for (const [key, pane] of state.panes) {
@@ -349,7 +363,7 @@ function addPane(chat, panel, key) {
   }));
   frame.src = panel.url;
   $("panes").append(section);
-  state.panes.set(key, { section, frame, bridge, note });
+  state.panes.set(key, { section, frame, bridge, note, expires: panel.expires });
 }
 
 // ---- the card drawer ------------------------------------------------------------------------
@@ -382,6 +396,10 @@ async function loadDrawer() {
       state.cards.set(card.id, entry);
     }
     updateCard(entry, card);
+    if (entry.frame && due(entry.expires) && card.expires !== entry.expires) {
+      entry.expires = card.expires;
+      entry.frame.src = card.url;
+    }
     // Newest first, in the drawer's order, moving only what moved (a frame moved reloads).
     const want = previous ? previous.nextSibling : $("cards").firstChild;
     if (want !== entry.article) $("cards").insertBefore(entry.article, want);
@@ -407,7 +425,10 @@ function cardEntry(card) {
   }, "Mark read");
   const article = h("article", { class: "card", dataset: { card: card.id, plugin: card.plugin } },
     h("header", { class: "card-head" }, title, mark), meta);
-  const entry = { article, meta, mark, shows: card.url ? "page" : "note", frame: null, bridge: null };
+  const entry = {
+    article, meta, mark, shows: card.url ? "page" : "note", frame: null, bridge: null,
+    expires: card.expires,
+  };
   if (card.url) {
     const frame = h("iframe", {
       class: "card-frame",
@@ -537,6 +558,8 @@ async function changed(change) {
 
 async function poll() {
   if (!state.api || document.hidden) return;
+  const chat = current();
+  if (chat && [...state.panes.values()].some((p) => due(p.expires))) loadPanes(chat);
   const chats = loadChats().catch((e) => e);
   await Promise.all([loadDrawer(), loadRuns()]);
   const failed = await chats;
