@@ -18,7 +18,7 @@
 //! - `a_switch_click_and_stop_change_what_the_console_shows`: a composer switch's click goes
 //!   to the plugin and the pill shows its answer; Stop stops the container and the console
 //!   lists again on `plugins.changed`; once the project stops enabling the plugin, the pane
-//!   already open says so.
+//!   already open says so, until it enables it again.
 //! - `the_keyboard_reaches_the_chats_the_panes_and_the_drawer`: Tab alone, from the top,
 //!   reaches a chat, the pane's frame and the drawer's buttons in that order, with a visible
 //!   focus ring; Enter chooses a chat, and the focus stays on it while the lists refresh.
@@ -452,6 +452,20 @@ async fn a_switch_click_and_stop(ns: Ns) -> anyhow::Result<()> {
             "the open pane saying its plugin is no longer enabled",
             "[...document.querySelectorAll('.pane .note')].some(n => !n.hidden \
                && /no longer|not enable|does not enable/.test(n.textContent))",
+        )
+        .await?;
+    // Enabled again: the note goes, the pane stays the same frame.
+    apply_trusted(
+        &ns,
+        "proj",
+        BTreeMap::from([(world.plugin.clone(), entry(true, &[]))]),
+    )
+    .await?;
+    world
+        .wait(
+            "the pane's note gone once the plugin is enabled again",
+            "[...document.querySelectorAll('.pane .note')].every(n => n.hidden) \
+             && document.querySelectorAll('iframe.pane-frame').length === 1",
         )
         .await?;
     Ok(())

@@ -309,6 +309,7 @@ async function loadPanes(chat) {
     const key = `${p.plugin}/${p.id}`;
     listed.add(key);
     const pane = state.panes.get(key);
+    if (pane) pane.note.hidden = true; // Its plugin runs here (again).
     if (!pane) {
       addPane(chat, p, key);
     } else if (due(pane.expires) && p.expires !== pane.expires) {
