@@ -173,6 +173,28 @@ mod tests {
         }
     }
 
+    /// api.js tells the host API's own errors by their codes: every code the host API answers.
+    #[test]
+    fn the_pages_host_codes_are_the_host_apis() {
+        use crate::http::ErrorCode;
+        let api = ASSETS.iter().find(|(n, _, _)| *n == "api.js").unwrap().2;
+        let set = api
+            .split_once("HOST_CODES = new Set([")
+            .and_then(|(_, rest)| rest.split_once("]);"))
+            .expect("HOST_CODES in api.js")
+            .0;
+        let listed: std::collections::BTreeSet<&str> = set
+            .split(',')
+            .map(|c| c.trim().trim_matches('"'))
+            .filter(|c| !c.is_empty())
+            .collect();
+        let served: std::collections::BTreeSet<&str> = crate::host_api::Code::ALL
+            .iter()
+            .map(|c| c.as_str())
+            .collect();
+        assert_eq!(listed, served);
+    }
+
     #[test]
     fn the_page_loads_only_files_of_the_table_and_runs_no_inline_script() {
         let html = ASSETS[0].2;
