@@ -74,11 +74,9 @@ async fn in_order(ns: Ns) -> anyhow::Result<()> {
     ])
     .await?;
     // The runs' MCP endpoints are the API server's.
-    let host = crate::host::host(&ns).await?;
-    use_runner(&ns, &model, host.url_for_pods.clone()).await?;
+    let _host = runner_for(&ns, &model).await?;
     let result = three_runs(&ns, &id).await;
-    apply_host(ns.client(), host_spec(true)).await?;
-    result?;
+    put_back(&ns, result).await?;
     let failures = model.failures();
     ensure!(
         model.requests().len() == 4
@@ -198,17 +196,10 @@ async fn mcp_tools(ns: Ns) -> anyhow::Result<()> {
         Step::answer("second").after_message_containing("a second run"),
     ])
     .await?;
-    let host = crate::host::host(&ns).await?;
-    use_runner(&ns, &model, host.url_for_pods.clone()).await?;
+    let host = runner_for(&ns, &model).await?;
     let result = mcp_scenario(&ns, &id, &host.url).await;
-    apply_host(ns.client(), host_spec(true)).await?;
-    result?;
-    ensure!(
-        model.failures().is_empty(),
-        "the model objected to {:?}",
-        model.failures()
-    );
-    Ok(())
+    put_back(&ns, result).await?;
+    no_objection(&model)
 }
 
 async fn mcp_scenario(ns: &Ns, id: &str, api: &str) -> anyhow::Result<()> {
@@ -295,11 +286,9 @@ async fn killed_runner(ns: Ns) -> anyhow::Result<()> {
         Step::answer("too late").after(Duration::from_secs(90)),
     ])
     .await?;
-    let host = crate::host::host(&ns).await?;
-    use_runner(&ns, &model, host.url_for_pods.clone()).await?;
+    let _host = runner_for(&ns, &model).await?;
     let result = kill_mid_run(&ns, &id, &model).await;
-    apply_host(ns.client(), host_spec(true)).await?;
-    result?;
+    put_back(&ns, result).await?;
     // It was killed while it waited for the model, not failed some other way before.
     ensure!(
         model.requests().len() == 1 && model.failures().is_empty(),
@@ -377,17 +366,10 @@ async fn controller_down(ns: Ns) -> anyhow::Result<()> {
         Step::answer("third").after_message_containing("the third"),
     ])
     .await?;
-    let host = crate::host::host(&ns).await?;
-    use_runner(&ns, &model, host.url_for_pods.clone()).await?;
+    let _host = runner_for(&ns, &model).await?;
     let result = across_a_restart(&ns, &id).await;
-    apply_host(ns.client(), host_spec(true)).await?;
-    result?;
-    ensure!(
-        model.failures().is_empty(),
-        "the model objected to {:?}",
-        model.failures()
-    );
-    Ok(())
+    put_back(&ns, result).await?;
+    no_objection(&model)
 }
 
 async fn across_a_restart(ns: &Ns, id: &str) -> anyhow::Result<()> {
@@ -453,6 +435,30 @@ async fn across_a_restart(ns: &Ns, id: &str) -> anyhow::Result<()> {
         |r: &AgentRun| r.status.as_ref().is_some_and(|s| s.done_delivered),
     )
     .await?;
+    Ok(())
+}
+
+/// An API server for the runs' MCP endpoints, and HostConfig's runner the real one against
+/// `model` ([`use_runner`]). Put HostConfig back with [`put_back`].
+async fn runner_for(ns: &Ns, model: &ScriptedModel) -> anyhow::Result<crate::host::HostServer> {
+    let host = crate::host::host(ns).await?;
+    use_runner(ns, model, host.url_for_pods.clone()).await?;
+    Ok(host)
+}
+
+/// HostConfig as the other tests run under, whatever `result` a scenario had; then `result`.
+async fn put_back(ns: &Ns, result: anyhow::Result<()>) -> anyhow::Result<()> {
+    apply_host(ns.client(), host_spec(true)).await?;
+    result
+}
+
+/// The scripted model objected to nothing it was sent.
+fn no_objection(model: &ScriptedModel) -> anyhow::Result<()> {
+    ensure!(
+        model.failures().is_empty(),
+        "the model objected to {:?}",
+        model.failures()
+    );
     Ok(())
 }
 
@@ -563,16 +569,10 @@ async fn quiz(ns: Ns) -> anyhow::Result<()> {
     use_runner(&ns, &model, host.url_for_pods.clone()).await?;
     let id = plugin_id(&ns, "qz");
     let result = quiz_scenario(&ns, &host, &id).await;
-    apply_host(ns.client(), host_spec(true)).await?;
     let plugins: kube::Api<Plugin> = kube::Api::all(ns.client());
     let _ = plugins.delete(&id, &Default::default()).await;
-    result?;
-    ensure!(
-        model.failures().is_empty(),
-        "the model objected to {:?}",
-        model.failures()
-    );
-    Ok(())
+    put_back(&ns, result).await?;
+    no_objection(&model)
 }
 
 async fn quiz_scenario(ns: &Ns, host: &crate::host::HostServer, id: &str) -> anyhow::Result<()> {
