@@ -119,6 +119,13 @@ async fn the_readme_tour_works_as_written(run_dir: &Path) -> anyhow::Result<()> 
         String::from_utf8_lossy(&out.stderr)
     );
     std::fs::write(dir.join("tour.out"), &printed)?;
+    // The link the tour's `loop-plugins console` printed, opened as a person would: the
+    // console with the echo example's panel in it.
+    let console = match console_link(&printed) {
+        Some(link) if out.status.success() => the_console_shows_the_echo_panel(&dir, link).await,
+        Some(_) => Ok(()),
+        None => Err(anyhow::anyhow!("the tour printed no console link")),
+    };
     dev.stop().await;
     if !out.status.success() {
         bail!(
@@ -129,6 +136,7 @@ async fn the_readme_tour_works_as_written(run_dir: &Path) -> anyhow::Result<()> 
             dev.log.display()
         );
     }
+    console?;
     // make dev installs both examples: `kubectl get plugins` lists quiz beside echo.
     if !printed.lines().any(|l| l.starts_with("quiz ")) {
         bail!("the tour's kubectl get plugins never listed quiz:\n{printed}");
@@ -147,6 +155,56 @@ async fn the_readme_tour_works_as_written(run_dir: &Path) -> anyhow::Result<()> 
             bail!("the tour ran but never printed {expected:?}:\n{printed}");
         }
     }
+    Ok(())
+}
+
+/// The console link `loop-plugins console` printed (`http://…/console/#…`).
+fn console_link(printed: &str) -> Option<&str> {
+    printed
+        .lines()
+        .filter(|l| !l.starts_with('+'))
+        .flat_map(str::split_whitespace)
+        .find(|w| w.starts_with("http") && w.contains("/console/#"))
+}
+
+/// Opens `link` in headless Chromium: the console signs in, and the echo example's panel
+/// connects over the bridge (its container started for it). A screenshot is left beside the
+/// tour's output.
+async fn the_console_shows_the_echo_panel(dir: &Path, link: &str) -> anyhow::Result<()> {
+    let browser = testkit::browser::Browser::launch(dir.join("chromium.log")).await?;
+    let page = browser.new_page().await?;
+    page.navigate(link).await?;
+    let reports = |page: &testkit::browser::Page| {
+        page.console()
+            .iter()
+            .map(|e| format!("[{} {}] {}", e.source, e.level, e.text.trim()))
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    };
+    let echo = "document.querySelector('iframe.pane-frame[data-plugin=echo]')";
+    if let Err(e) = page
+        .wait_for(
+            &format!("window.loopConsole?.ready === true && {echo}?.src?.length > 0"),
+            Duration::from_secs(30),
+        )
+        .await
+    {
+        bail!("the console with the echo pane: {e}\n  {}", reports(&page));
+    }
+    let src = page.evaluate(&format!("{echo}.src")).await?;
+    let src = src.as_str().context("the echo pane's link")?;
+    let frame = page.wait_for_frame(src, Duration::from_secs(30)).await?;
+    if let Err(e) = frame
+        .wait_for(
+            "document.getElementById('status')?.textContent === 'Connected' \
+             && document.getElementById('chat')?.textContent === 'general'",
+            Duration::from_secs(90),
+        )
+        .await
+    {
+        bail!("the echo panel: {e}\n  {}", reports(&page));
+    }
+    page.screenshot(&dir.join("console.png")).await?;
     Ok(())
 }
 
