@@ -349,6 +349,9 @@ suite_env() {
   export LOOP_PLUGINS_E2E_CLUSTER=kind
   export LOOP_PLUGINS_E2E_RELEASE=$release LOOP_PLUGINS_E2E_RELEASE_NAMESPACE=$namespace
   export LOOP_PLUGINS_E2E_ECHO_IMAGE=$echo_pinned
+  # Our real image (the chart's): the agent runs' tests name it as HostConfig's runner, whose
+  # Pods run its loop-plugins agent in a real container.
+  export LOOP_PLUGINS_E2E_SELF_IMAGE=$image_pinned
   export LOOP_PLUGINS_E2E_API_URL=$api_url
   # The suite pushes each test plugin's image to the local registry; the nodes pull
   # localhost:5001 through containerd's hosts.toml, the controller (in a Pod, where localhost

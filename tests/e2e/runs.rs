@@ -521,8 +521,14 @@ async fn use_runner(ns: &Ns, model: &ScriptedModel, api_url: Option<String>) -> 
     if api_url.is_some() {
         host.api_url = api_url;
     }
+    // On kind, our real image (the chart's, `LOOP_PLUGINS_E2E_SELF_IMAGE`); locally the
+    // stand-in's, which the kubelet stand-in plays with the binary under test.
+    let image = match std::env::var("LOOP_PLUGINS_E2E_SELF_IMAGE") {
+        Ok(image) if !image.is_empty() => image,
+        _ => ns.cluster().plugin_images().self_image().await?,
+    };
     host.runner = Some(AgentRunner {
-        image: ns.cluster().plugin_images().self_image().await?,
+        image,
         command: vec![SELF_IMAGE_BINARY.into(), "agent".into()],
         resources: None,
         service_account: None,
