@@ -388,23 +388,6 @@ impl LiveSessions for Live {
     }
 }
 
-/// No chat is live (a server started without a cluster to keep sessions in).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoLiveSessions;
-
-impl LiveSessions for NoLiveSessions {
-    fn control<'a>(
-        &'a self,
-        chat: &'a ChatRef,
-        _: &'a str,
-        _: &'a str,
-        _: &'a Value,
-    ) -> BoxFuture<'a, Result<Value, ControlError>> {
-        let chat = chat.channel.clone();
-        Box::pin(async move { Err(ControlError::NotLive { chat }) })
-    }
-}
-
 /// Whether plugin `name` may still use a live session: installed, plugins on, and approved
 /// for `live.control`.
 fn may_use_live(index: &Index, name: &str) -> bool {

@@ -163,7 +163,7 @@ pub fn config_map(
 }
 
 /// The data patch that writes `session` (`None`: closes it).
-pub fn write(session: Option<&Session>) -> BTreeMap<String, Option<String>> {
+pub fn write(session: Option<&Session>) -> crate::live::request::DataPatch {
     BTreeMap::from([(
         KEY.to_string(),
         session.map(|s| serde_json::to_string(s).expect("a session serializes")),
