@@ -85,6 +85,19 @@ pub fn check(run: Option<&AgentRun>, name: &str, token: Option<&str>) -> Result<
     })
 }
 
+/// Whether `run` (as the index has it) may still be starting: not there yet, or without its
+/// token's hash, or neither running nor ended. A token refused for such a run may be good in a
+/// moment; one refused for a running or ended run never will be.
+pub fn not_started(run: Option<&AgentRun>) -> bool {
+    let Some(status) = run.map(|r| r.status.clone().unwrap_or_default()) else {
+        return true;
+    };
+    status.mcp_token_sha256.is_none()
+        || !status
+            .phase
+            .is_some_and(|p| p == AgentRunPhase::Running || p.is_final())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +158,17 @@ mod tests {
             check(Some(&queued), "echo-1", Some(TOKEN)),
             Err(Refusal::NotStarted { .. })
         ));
+    }
+
+    #[test]
+    fn only_a_run_the_index_may_not_show_started_yet_is_waited_for() {
+        assert!(not_started(None));
+        assert!(not_started(Some(&run(AgentRunPhase::Queued, TOKEN))));
+        let mut unhashed = run(AgentRunPhase::Running, TOKEN);
+        unhashed.status.as_mut().unwrap().mcp_token_sha256 = None;
+        assert!(not_started(Some(&unhashed)));
+        assert!(!not_started(Some(&run(AgentRunPhase::Running, TOKEN))));
+        assert!(!not_started(Some(&run(AgentRunPhase::Failed, TOKEN))));
     }
 
     #[test]

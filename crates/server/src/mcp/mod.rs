@@ -93,17 +93,9 @@ async fn handle(
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok()),
     );
-    let run = s
-        .host
-        .index()
-        .runs
-        .get(&ObjectRef::new(&name).within(&namespace));
-    let view = match caller::check(run.as_deref(), &name, token) {
-        Ok(view) => view,
+    let (run, view) = match caller_of(&s, &namespace, &name, token).await {
+        Ok(found) => found,
         Err(refusal) => return refused(&refusal),
-    };
-    let Some(run) = run else {
-        unreachable!("a caller is taken only for a run the index has")
     };
     let answer = match protocol::read(&body) {
         Message::NoAnswer => return StatusCode::ACCEPTED.into_response(),
@@ -134,6 +126,39 @@ async fn handle(
         },
     };
     rpc(StatusCode::OK, answer)
+}
+
+/// How long a caller waits for this replica's index to show its run started: the runner may
+/// call as soon as its Pod runs, before the watch brings the status the controller wrote with
+/// the token's hash.
+pub const STARTING: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The run `name` and who calls it, from the index; a run the index does not show started yet
+/// (no token hash, not running) is looked at again until [`STARTING`] has passed.
+async fn caller_of(
+    s: &McpState,
+    namespace: &str,
+    name: &str,
+    token: Option<&str>,
+) -> Result<(std::sync::Arc<model::resources::AgentRun>, RunView), Refusal> {
+    let deadline = tokio::time::Instant::now() + STARTING;
+    loop {
+        let run = s
+            .host
+            .index()
+            .runs
+            .get(&ObjectRef::new(name).within(namespace));
+        let checked = caller::check(run.as_deref(), name, token);
+        let starting = token.is_some() && caller::not_started(run.as_deref());
+        match (checked, run) {
+            (Ok(view), Some(run)) => return Ok((run, view)),
+            (Ok(_), None) => unreachable!("a caller is taken only for a run the index has"),
+            (Err(_), _) if starting && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            (Err(refusal), _) => return Err(refusal),
+        }
+    }
 }
 
 /// Calls `name` for the run: an error for a tool the run was not given, else the tool's
