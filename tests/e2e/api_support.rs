@@ -449,14 +449,32 @@ impl ApiServer {
         token: Option<&str>,
         body: Option<&Value>,
     ) -> anyhow::Result<Answer> {
+        self.until_saying(status, "", method, path, token, body)
+            .await
+    }
+
+    /// Repeats a call until it answers `status` with `says` in its body: with several
+    /// replicas, each follows the cluster through its own watches, so one may still answer
+    /// what the other no longer does. Returns that answer, or fails with the last one.
+    pub async fn until_saying(
+        &self,
+        status: u16,
+        says: &str,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> anyhow::Result<Answer> {
         let deadline = Instant::now() + WAIT;
         loop {
             let answer = self.call(method, path, token, body).await?;
-            if answer.status == status {
+            if answer.status == status && answer.to_string().contains(says) {
                 return Ok(answer);
             }
             if Instant::now() > deadline {
-                bail!("{method} {path} answered {answer} after {WAIT:?}, not {status}");
+                bail!(
+                    "{method} {path} answered {answer} after {WAIT:?}, not {status} saying {says:?}"
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -118,9 +118,11 @@ async fn control_round_trip(ns: Ns) -> anyhow::Result<()> {
         )
         .await?;
     ensure!(status == 200 && opened["live"] == true, "{status} {opened}");
+    // (Either replica may answer: one that has not seen the session yet says there is none.)
     let refused = api
-        .until(
+        .until_saying(
             409,
+            "does not take",
             "POST",
             "/channel/live/control",
             Some(&token),
@@ -162,8 +164,10 @@ async fn control_round_trip(ns: Ns) -> anyhow::Result<()> {
         let api_token = token.clone();
         let body = control("set_permission_mode");
         let api = &api;
-        // The plugin's call waits for the answer; the app answers meanwhile.
-        let call = api.call(
+        // The plugin's call waits for the answer; the app answers meanwhile. A replica that
+        // has not seen the renewal yet refuses the subtype (409, nothing sent): asked again.
+        let call = api.until(
+            200,
             "POST",
             "/channel/live/control",
             Some(&api_token),

@@ -30,6 +30,20 @@ export function hostError(status, json) {
   return new HostError(status, e.code, String(e.message ?? e.code));
 }
 
+/** How long a call answered `instance_pending` is asked again, in milliseconds. */
+export const PENDING_PATIENCE_MS = 30_000;
+
+/**
+ * How long to wait before asking again after `error`, in milliseconds: its Retry-After
+ * (seconds, 1 when absent, at most 5) for `instance_pending`, which reached no plugin; null
+ * for every other error, which is the answer.
+ */
+export function pendingWait(error, retryAfter) {
+  if (error.status !== 503 || error.code !== "instance_pending") return null;
+  const seconds = Number.parseInt(retryAfter ?? "", 10);
+  return Math.min(Number.isFinite(seconds) && seconds > 0 ? seconds : 1, 5) * 1000;
+}
+
 export class HostApi {
   /** @param {string} token @param {string} namespace */
   constructor(token, namespace) {
@@ -59,21 +73,32 @@ export class HostApi {
     return fetch(path, { method, headers, body, signal, cache: "no-store", credentials: "omit" });
   }
 
-  /** A JSON call: the answer's JSON, or a HostError. */
+  /**
+   * A JSON call: the answer's JSON, or a HostError. An `instance_pending` answer (the
+   * controller has not made the plugin's instance in that chat yet, so nothing reached the
+   * plugin) is asked again after its Retry-After, for up to PENDING_PATIENCE_MS.
+   */
   async json(method, path, body) {
     const options = body === undefined
       ? {}
       : { body: JSON.stringify(body), contentType: "application/json" };
-    const response = await this.raw(method, path, options);
-    const text = await response.text();
-    let json = null;
-    try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
-    if (!response.ok) {
-      throw hostError(response.status, json)
+    const deadline = Date.now() + PENDING_PATIENCE_MS;
+    for (;;) {
+      const response = await this.raw(method, path, options);
+      const text = await response.text();
+      let json = null;
+      try { json = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+      if (response.ok) return json;
+      const error = hostError(response.status, json)
         ?? new HostError(response.status, "internal", `${method} ${path} answered ${response.status}`);
+      const wait = pendingWait(error, response.headers.get("retry-after"));
+      if (wait === null || Date.now() + wait > deadline) throw error;
+      await this.sleep(wait);
     }
-    return json;
   }
+
+  /** Waits `ms` milliseconds (a test replaces it). */
+  sleep(ms) { return new Promise((resolve) => setTimeout(resolve, ms)); }
 
   get(path) { return this.json("GET", path); }
   post(path, body = {}) { return this.json("POST", path, body); }
