@@ -642,7 +642,16 @@ async fn channel_rate(
             let connections = knobs.rps_connections;
             let seconds = knobs.rps_seconds;
             let measured = tokio::task::spawn_blocking(move || {
-                load::rate(pid, addr, request, connections, seconds, loader, check)
+                load::rate(
+                    pid,
+                    addr,
+                    request,
+                    connections,
+                    seconds,
+                    u64::MAX,
+                    loader,
+                    check,
+                )
             })
             .await??;
             eprintln!(

@@ -1,6 +1,8 @@
 //! HTTP load: keep-alive HTTP/1.1 connections on loopback, each sending its next request when
-//! the last answer is in, for a time or a count; latencies and percentiles. Plus a reqwest
-//! client for single calls.
+//! the last answer is in, for a time or a count (closed loop: [`drive`], [`rate`]); or requests
+//! sent on a fixed schedule whatever the answers, each timed from when it was due (open loop:
+//! [`open_loop`], so a server that falls behind shows it in its latencies instead of slowing
+//! the loader down); latencies and percentiles. Plus a reqwest client for single calls.
 
 use std::net::SocketAddr;
 use std::sync::OnceLock;
@@ -192,31 +194,42 @@ pub struct Rate {
     pub per_second: f64,
     /// The server's CPU time over the wall time: 1.0 is one core fully busy.
     pub server_cpu: f64,
+    /// The server's CPU time over the measurement, in seconds (from /proc: clock ticks).
+    pub server_cpu_seconds: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
 }
 
+impl Rate {
+    /// The server's CPU time per answered request, in microseconds.
+    pub fn cpu_us_per_request(&self) -> f64 {
+        self.server_cpu_seconds / self.requests.max(1) as f64 * 1e6
+    }
+
+    /// Requests per second of the server's CPU time: what one core fully busy would answer.
+    pub fn per_cpu_second(&self) -> f64 {
+        self.per_second / self.server_cpu.max(0.01)
+    }
+}
+
 /// Warms up for a second, then measures how many requests per second `connections` keep-alive
-/// connections get answered, on a loader thread of its own pinned to `cpu` (when given).
+/// connections get answered, for `seconds` or `max` answers, whichever comes first, on a
+/// loader thread of its own pinned to `cpu` (when given).
+#[allow(clippy::too_many_arguments)]
 pub fn rate(
     server_pid: u32,
     addr: SocketAddr,
     request: Vec<u8>,
     connections: usize,
     seconds: u64,
+    max: u64,
     cpu: Option<usize>,
     check: fn(&[u8]) -> bool,
 ) -> anyhow::Result<Rate> {
     std::thread::scope(|scope| {
         scope
             .spawn(move || -> anyhow::Result<Rate> {
-                if let Some(cpu) = cpu {
-                    super::procstat::pin(0, &[cpu])?;
-                }
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?;
-                runtime.block_on(async move {
+                loader_runtime(cpu)?.block_on(async move {
                     drive(
                         addr,
                         &request,
@@ -233,7 +246,7 @@ pub fn rate(
                         &request,
                         connections,
                         Duration::from_secs(seconds),
-                        u64::MAX,
+                        max,
                         check,
                     )
                     .await?;
@@ -243,6 +256,7 @@ pub fn rate(
                         requests: latencies.len(),
                         per_second: latencies.len() as f64 / wall,
                         server_cpu: cpu / wall,
+                        server_cpu_seconds: cpu,
                         p50_ms: percentile_ms(&latencies, 50.0),
                         p99_ms: percentile_ms(&latencies, 99.0),
                     })
@@ -250,6 +264,135 @@ pub fn rate(
             })
             .join()
             .map_err(|_| anyhow::anyhow!("the loader thread panicked"))?
+    })
+}
+
+/// A loader thread's runtime: one thread (this one), pinned to `cpu` when given.
+fn loader_runtime(cpu: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
+    if let Some(cpu) = cpu {
+        super::procstat::pin(0, &[cpu])?;
+    }
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// What an open-loop run saw.
+#[derive(Clone, Debug)]
+pub struct OpenLoop {
+    /// Each measured request's latency from when it was due (the warm-up's are left out).
+    pub latencies: Latencies,
+    /// Requests sent, the warm-up's included.
+    pub sent: usize,
+    /// The server's CPU time per request over the whole run, in microseconds.
+    pub server_cpu_us_per_request: f64,
+}
+
+/// The schedule of an open-loop run.
+#[derive(Clone, Copy, Debug)]
+pub struct Schedule {
+    pub per_second: f64,
+    /// Sent and timed, after the warm-up.
+    pub seconds: f64,
+    /// Sent first at the same rate, their latencies left out.
+    pub warmup_seconds: f64,
+    /// Keep-alive connections opened beforehand; a request due while all are busy waits for
+    /// one, and that wait counts in its latency.
+    pub connections: usize,
+}
+
+/// Sends `request` at a fixed rate whatever the answers (open loop), each timed from the moment
+/// it was due, not from when a connection was free to send it: a server that falls behind
+/// shows it in these latencies, where a closed loop would slow down with it and hide it. A
+/// clock thread releases each request at its time (timer slack 1 ns: nanosleep, not the
+/// async runtime's millisecond timer); the loader's connections take them in turn. Both run
+/// pinned to `cpu` when given.
+pub fn open_loop(
+    server_pid: u32,
+    addr: SocketAddr,
+    request: Vec<u8>,
+    schedule: Schedule,
+    cpu: Option<usize>,
+    check: fn(&[u8]) -> bool,
+) -> anyhow::Result<OpenLoop> {
+    ensure!(schedule.per_second > 0.0, "an open loop needs a rate");
+    let warmup = (schedule.per_second * schedule.warmup_seconds) as usize;
+    let total = warmup + (schedule.per_second * schedule.seconds).max(1.0) as usize;
+    let interval = Duration::from_secs_f64(1.0 / schedule.per_second);
+    let (due_tx, due_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let clock = scope.spawn(move || -> anyhow::Result<()> {
+            if let Some(cpu) = cpu {
+                super::procstat::pin(0, &[cpu])?;
+            }
+            // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+            // The connections are open before the first request is due.
+            if ready_rx.recv().is_err() {
+                return Ok(());
+            }
+            let start = Instant::now() + Duration::from_millis(5);
+            for i in 0..total {
+                let due = start + interval.mul_f64(i as f64);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                if due_tx.send((i, due)).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        let loader = scope.spawn(move || -> anyhow::Result<OpenLoop> {
+            loader_runtime(cpu)?.block_on(async move {
+                let due_rx = std::sync::Arc::new(tokio::sync::Mutex::new(due_rx));
+                let mut conns = Vec::with_capacity(schedule.connections);
+                for _ in 0..schedule.connections.max(1) {
+                    conns.push(Conn::connect(addr).await?);
+                }
+                let cpu_before = super::procstat::cpu_seconds(server_pid)?;
+                let _ = ready_tx.send(());
+                let mut tasks = Vec::new();
+                for mut conn in conns {
+                    let (request, due_rx) = (request.clone(), due_rx.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let mut latencies = Vec::new();
+                        loop {
+                            let next = due_rx.lock().await.recv().await;
+                            let Some((i, due)) = next else { break };
+                            let (status, body) = conn.exchange(&request).await?;
+                            if status != 200 || !check(&body) {
+                                bail!("answered {status}: {}", String::from_utf8_lossy(&body));
+                            }
+                            if i >= warmup {
+                                let took = due.elapsed().as_micros();
+                                latencies.push(took.min(u32::MAX as u128) as u32);
+                            }
+                        }
+                        anyhow::Ok(latencies)
+                    }));
+                }
+                let mut latencies = Vec::new();
+                for task in tasks {
+                    latencies.extend(task.await??);
+                }
+                let cpu = super::procstat::cpu_seconds(server_pid)? - cpu_before;
+                Ok(OpenLoop {
+                    latencies,
+                    sent: total,
+                    server_cpu_us_per_request: cpu / total as f64 * 1e6,
+                })
+            })
+        });
+        let measured = loader
+            .join()
+            .map_err(|_| anyhow::anyhow!("the loader thread panicked"))?;
+        clock
+            .join()
+            .map_err(|_| anyhow::anyhow!("the clock thread panicked"))??;
+        measured
     })
 }
 
@@ -288,6 +431,76 @@ mod tests {
         );
         let empty = b"HTTP/1.1 204 No Content\r\n\r\n";
         assert_eq!(parse_answer(empty).unwrap().unwrap().0, 204);
+    }
+
+    /// A server on loopback that answers each GET after `delay`, one connection at a time
+    /// per thread.
+    fn slow_server(delay: Duration) -> SocketAddr {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let mut stream = stream.unwrap();
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    loop {
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            std::thread::sleep(delay);
+                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if stream.write_all(answer).is_err() {
+                                return;
+                            }
+                        }
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// An open loop against [`slow_server`], no warm-up unless `warmup_seconds`.
+    fn open_loop_at(
+        delay: Duration,
+        per_second: f64,
+        warmup_seconds: f64,
+        connections: usize,
+    ) -> OpenLoop {
+        let addr = slow_server(delay);
+        let schedule = Schedule {
+            per_second,
+            seconds: 0.5,
+            warmup_seconds,
+            connections,
+        };
+        let request = request(addr, "GET", "/", None, None);
+        open_loop(std::process::id(), addr, request, schedule, None, any).unwrap()
+    }
+
+    #[test]
+    fn an_open_loop_sends_on_schedule() {
+        let run = open_loop_at(Duration::ZERO, 200.0, 0.1, 4);
+        assert_eq!(run.sent, 120);
+        assert_eq!(run.latencies.len(), 100);
+        assert!(percentile_ms(&run.latencies, 50.0) < 20.0);
+    }
+
+    /// The case a closed loop hides: a server slower than the rate. Each request is timed from
+    /// when it was due, so the wait for a free connection shows (a closed loop would report
+    /// about the server's 20 ms for every request).
+    #[test]
+    fn an_open_loop_counts_the_queue_a_slow_server_builds() {
+        let run = open_loop_at(Duration::from_millis(20), 100.0, 0.0, 1);
+        assert_eq!(run.latencies.len(), 50);
+        // The last request waited for the 49 before it: about 50 × 20 ms − 49 × 10 ms.
+        assert!(percentile_ms(&run.latencies, 99.0) > 400.0);
+        assert!(percentile_ms(&run.latencies, 0.0) < 40.0);
     }
 
     #[test]

@@ -146,17 +146,39 @@ pub async fn start_controller(
 /// Starts `loop-plugins api` as the API server's identity, electing the fan-out on the chart's
 /// Lease as `identity`, counting runs with the replicas in the release namespace.
 pub async fn start_api(kubeconfig: &Path, run_dir: &Path, identity: &str) -> anyhow::Result<Role> {
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
-    let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
-    let args = vec![
-        "api".to_string(),
-        format!("--listen={listen}"),
-        format!("--metrics-addr={metrics}"),
+    let replicas = [
         format!("--replicas-namespace={SYSTEM_NAMESPACE}"),
         format!("--leader-election-namespace={SYSTEM_NAMESPACE}"),
         format!("--fanout-lease-name={FANOUT_LEASE}"),
         format!("--leader-identity={identity}"),
     ];
+    start_api_with(kubeconfig, run_dir, identity, &replicas).await
+}
+
+/// Starts `loop-plugins api` alone: one replica that counts runs and does the fan-out itself
+/// (no Lease, no release namespace), as `make bench` runs it.
+pub async fn start_single_api(
+    kubeconfig: &Path,
+    run_dir: &Path,
+    identity: &str,
+) -> anyhow::Result<Role> {
+    start_api_with(kubeconfig, run_dir, identity, &[]).await
+}
+
+async fn start_api_with(
+    kubeconfig: &Path,
+    run_dir: &Path,
+    identity: &str,
+    extra: &[String],
+) -> anyhow::Result<Role> {
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+    let metrics = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
+    let mut args = vec![
+        "api".to_string(),
+        format!("--listen={listen}"),
+        format!("--metrics-addr={metrics}"),
+    ];
+    args.extend(extra.iter().cloned());
     let spec = spec_for(
         identity,
         &testkit::binary(),

@@ -1,7 +1,7 @@
-//! What /proc says about a process (its resident memory, its high-water mark, its CPU time),
-//! and pinning a process's threads to CPUs.
+//! What /proc says about a process (its resident memory, its high-water mark, its CPU time,
+//! which process listens on an address), and pinning a process's threads to CPUs.
 
-use anyhow::{Context, bail};
+use anyhow::{Context, bail, ensure};
 
 /// A field of /proc/<pid>/status in kB (VmRSS, VmHWM).
 pub fn status_kb(pid: u32, field: &str) -> anyhow::Result<u64> {
@@ -122,9 +122,71 @@ pub fn pin(pid: u32, cpus: &[usize]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The process listening on TCP `addr` (IPv4, or a wildcard listener on its port): a plugin
+/// the kubelet stand-in started, found by the address its Pod reports.
+pub fn listener_pid(addr: std::net::SocketAddr) -> anyhow::Result<u32> {
+    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|text| listening_inodes(&text, addr))
+        .collect();
+    ensure!(!inodes.is_empty(), "nothing listens on {addr}");
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let Ok(link) = std::fs::read_link(fd.path())
+                && wanted.iter().any(|w| link.as_os_str() == w.as_str())
+            {
+                return Ok(pid);
+            }
+        }
+    }
+    bail!("no process holds the socket listening on {addr}")
+}
+
+/// The inodes of the sockets in a /proc/net/tcp{,6} table that listen on `addr`'s port, at
+/// its IPv4 address or any address.
+fn listening_inodes(table: &str, addr: std::net::SocketAddr) -> Vec<String> {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(v4) => format!("{:08X}", u32::from_le_bytes(v4.octets())),
+        std::net::IpAddr::V6(_) => String::new(),
+    };
+    let port = format!("{:04X}", addr.port());
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (local_ip, local_port) = fields.get(1)?.split_once(':')?;
+            let any = local_ip.chars().all(|c| c == '0');
+            (local_port == port && fields.get(3)? == &"0A" && (local_ip == ip || any))
+                .then(|| fields.get(9).map(|s| s.to_string()))?
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listener_is_found_by_its_address() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        assert_eq!(listener_pid(addr).unwrap(), std::process::id());
+        drop(listener);
+        assert!(listener_pid(addr).is_err());
+    }
 
     #[test]
     fn this_process_has_a_resident_size_and_cpu_time() {
