@@ -1098,6 +1098,9 @@ fn exported() -> std::collections::BTreeSet<String> {
     c.duration
         .get_or_create(&controller::metrics::ControllerLabels { controller })
         .observe(0.1);
+    c.queue_depth
+        .get_or_create(&controller::metrics::ControllerLabels { controller })
+        .set(1);
     c.write("Pod", "create");
     c.refused("Signature");
     c.run_ended("Succeeded");
@@ -1205,6 +1208,7 @@ fn every_metric_the_alerts_and_the_dashboard_name_is_exported() {
         "loop_plugins_controller_admission_refusals_total",
         "loop_plugins_api_plugin_instances",
         "loop_plugins_controller_runs_ended_total",
+        "loop_plugins_controller_queue_depth",
         "loop_plugins_api_requests_total",
     ] {
         assert!(read.iter().any(|n| n == wanted), "{wanted} in {read:?}");

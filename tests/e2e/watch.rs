@@ -341,6 +341,20 @@ async fn alerts(ns: Ns) -> anyhow::Result<()> {
         "dashboard queries with no series: {empty:#?}"
     );
 
+    // Each controller's queue is a series, and each drained at some scrape while the test
+    // ran (other tests share the controller, so "empty now" is not promised).
+    let drained = prometheus
+        .query("min_over_time(loop_plugins_controller_queue_depth[5m]) == 0")
+        .await?;
+    let controllers: BTreeSet<&str> = drained
+        .iter()
+        .filter_map(|s| s["metric"]["controller"].as_str())
+        .collect();
+    ensure!(
+        controllers == BTreeSet::from(controller::metrics::CONTROLLERS),
+        "queues seen empty: {controllers:?}; {drained:?}"
+    );
+
     for name in [&refused_id, &unreachable_id] {
         plugins.delete(name, &DeleteParams::default()).await?;
     }

@@ -15,38 +15,47 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::controller::{Action, Config, Controller, Error as ControllerError};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use tracing::Instrument;
 
 use super::context::Context;
 use super::error::Error;
+use super::queue::{self, Queue};
 use super::wake::{self, Fingerprint};
 use super::{apply, chat, instance, metrics, plugin, project, retry, runs};
 use index::Feeds;
+use model::resources::{AgentRun, Channel, Plugin, PluginInstance, Project, ProjectTrust};
 
 /// Admission and purge of each Plugin.
 pub fn plugin(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
     let stores = &ctx.stores;
     let plugins = stores.plugins.clone();
-    Controller::for_stream(feeds.plugins.subscribe(), stores.plugins.clone())
-        .watches_stream(feeds.host.subscribe(), waking_every(&stores.plugins))
-        .watches_stream(feeds.plugins.subscribe(), move |changed| {
-            wake::plugins_sharing_names(&changed, plugins.state().iter().map(|p| p.as_ref()))
-        })
+    let q = queue_of(&ctx, "plugin");
+    Controller::for_stream(q.objects(feeds.plugins.subscribe()), stores.plugins.clone())
+        .watches_stream(
+            feeds.host.subscribe(),
+            q.mapped(waking_every(&stores.plugins)),
+        )
+        .watches_stream(
+            feeds.plugins.subscribe(),
+            q.mapped(move |changed| {
+                wake::plugins_sharing_names(&changed, plugins.state().iter().map(|p| p.as_ref()))
+            }),
+        )
         .watches_stream(
             feeds.registry_secrets.subscribe(),
-            waking_every(&stores.plugins),
+            q.mapped(waking_every(&stores.plugins)),
         )
         .with_config(config(&ctx))
         .shutdown_on_signal()
         .run(
-            traced("plugin", plugin::reconcile),
+            traced("plugin", q.clone(), plugin::reconcile),
             error_policy("plugin"),
             ctx.clone(),
         )
-        .for_each(log_result("plugin"))
+        .for_each(log_result("plugin", q))
 }
 
 /// Each chat's instances, data volumes and CronJobs. A child wakes its chat only when
@@ -54,34 +63,56 @@ pub fn plugin(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + us
 pub fn chat(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
     let stores = &ctx.stores;
     let (on_project, on_trust) = (stores.channels.clone(), stores.channels.clone());
-    Controller::for_stream(feeds.channels.subscribe(), stores.channels.clone())
-        .owns_stream(
+    let q = queue_of(&ctx, "chat");
+    Controller::for_stream(
+        q.objects(feeds.channels.subscribe()),
+        stores.channels.clone(),
+    )
+    .owns_stream(
+        q.owners::<Channel, _, _>(
             feeds
                 .instances
                 .subscribe_on_change(Fingerprint::fingerprint),
-        )
-        .owns_stream(feeds.claims.subscribe_on_change(Fingerprint::fingerprint))
-        .owns_stream(feeds.cronjobs.subscribe_on_change(Fingerprint::fingerprint))
-        .watches_stream(feeds.plugins.subscribe(), waking_every(&stores.channels))
-        .watches_stream(feeds.host.subscribe(), waking_every(&stores.channels))
-        .watches_stream(feeds.projects.subscribe(), move |project| {
+        ),
+    )
+    .owns_stream(
+        q.owners::<Channel, _, _>(feeds.claims.subscribe_on_change(Fingerprint::fingerprint)),
+    )
+    .owns_stream(
+        q.owners::<Channel, _, _>(feeds.cronjobs.subscribe_on_change(Fingerprint::fingerprint)),
+    )
+    .watches_stream(
+        feeds.plugins.subscribe(),
+        q.mapped(waking_every(&stores.channels)),
+    )
+    .watches_stream(
+        feeds.host.subscribe(),
+        q.mapped(waking_every(&stores.channels)),
+    )
+    .watches_stream(
+        feeds.projects.subscribe(),
+        q.mapped(move |project: Project| {
             let chats = on_project.state();
             let chats = chats.iter().map(|c| c.as_ref());
             wake::chats_of_project(project.namespace().as_deref(), &project.name_any(), chats)
-        })
-        .watches_stream(feeds.project_trusts.subscribe(), move |trust| {
+        }),
+    )
+    .watches_stream(
+        feeds.project_trusts.subscribe(),
+        q.mapped(move |trust: ProjectTrust| {
             let chats = on_trust.state();
             let chats = chats.iter().map(|c| c.as_ref());
             wake::chats_of_project(trust.namespace().as_deref(), &trust.name_any(), chats)
-        })
-        .with_config(config(&ctx))
-        .shutdown_on_signal()
-        .run(
-            traced("chat", chat::reconcile),
-            error_policy("chat"),
-            ctx.clone(),
-        )
-        .for_each(log_result("chat"))
+        }),
+    )
+    .with_config(config(&ctx))
+    .shutdown_on_signal()
+    .run(
+        traced("chat", q.clone(), chat::reconcile),
+        error_policy("chat"),
+        ctx.clone(),
+    )
+    .for_each(log_result("chat", q))
 }
 
 /// Each instance's Secret, its Pod on demand, and its status. An instance's status is this
@@ -99,53 +130,68 @@ pub fn instance(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + 
         let ctx = ctx.clone();
         move |instance: &_| apply::is_status_echo(&ctx, instance)
     };
+    let q = queue_of(&ctx, "instance");
     Controller::for_stream(
-        feeds.instances.subscribe_without_echoes(own_echo),
+        q.objects(feeds.instances.subscribe_without_echoes(own_echo)),
         stores.instances.clone(),
     )
-    .owns_stream(feeds.pods.subscribe())
-    .owns_stream(feeds.owned_secrets.subscribe())
-    .watches_stream(feeds.plugins.subscribe(), move |plugin| {
-        wake::instances_of_plugin(&plugin, on_plugin.state().iter().map(|i| i.as_ref()))
-    })
+    .owns_stream(q.owners::<PluginInstance, _, _>(feeds.pods.subscribe()))
+    .owns_stream(q.owners::<PluginInstance, _, _>(feeds.owned_secrets.subscribe()))
+    .watches_stream(
+        feeds.plugins.subscribe(),
+        q.mapped(move |plugin: Plugin| {
+            wake::instances_of_plugin(&plugin, on_plugin.state().iter().map(|i| i.as_ref()))
+        }),
+    )
     .watches_stream(
         feeds.channels.subscribe_on_change(Fingerprint::fingerprint),
-        move |chat| {
+        q.mapped(move |chat: Channel| {
             wake::instances_of_chat(
                 &chat,
                 chats.state().iter().map(|c| c.as_ref()),
                 on_chat.state().iter().map(|i| i.as_ref()),
             )
-        },
+        }),
     )
-    .watches_stream(feeds.projects.subscribe(), move |project| {
-        wake::instances_of_project(&project, on_project.state().iter().map(|i| i.as_ref()))
-    })
-    .watches_stream(feeds.host.subscribe(), waking_every(&stores.instances))
+    .watches_stream(
+        feeds.projects.subscribe(),
+        q.mapped(move |project: Project| {
+            wake::instances_of_project(&project, on_project.state().iter().map(|i| i.as_ref()))
+        }),
+    )
+    .watches_stream(
+        feeds.host.subscribe(),
+        q.mapped(waking_every(&stores.instances)),
+    )
     .with_config(config(&ctx))
     .shutdown_on_signal()
     .run(
-        traced("instance", instance::reconcile),
+        traced("instance", q.clone(), instance::reconcile),
         error_policy("instance"),
         ctx.clone(),
     )
-    .for_each(log_result("instance"))
+    .for_each(log_result("instance", q))
 }
 
 /// Each project's trust in its status, from the same-named ProjectTrust.
 pub fn project(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
-    Controller::for_stream(feeds.projects.subscribe(), ctx.stores.projects.clone())
-        .watches_stream(feeds.project_trusts.subscribe(), |trust| {
-            Some(wake::project_of_trust(&trust))
-        })
-        .with_config(config(&ctx))
-        .shutdown_on_signal()
-        .run(
-            traced("project", project::reconcile),
-            error_policy("project"),
-            ctx.clone(),
-        )
-        .for_each(log_result("project"))
+    let q = queue_of(&ctx, "project");
+    Controller::for_stream(
+        q.objects(feeds.projects.subscribe()),
+        ctx.stores.projects.clone(),
+    )
+    .watches_stream(
+        feeds.project_trusts.subscribe(),
+        q.mapped(|trust: ProjectTrust| Some(wake::project_of_trust(&trust))),
+    )
+    .with_config(config(&ctx))
+    .shutdown_on_signal()
+    .run(
+        traced("project", q.clone(), project::reconcile),
+        error_policy("project"),
+        ctx.clone(),
+    )
+    .for_each(log_result("project", q))
 }
 
 /// Each agent run: its turn in its thread, its Job, its status following the Job. A run's
@@ -153,24 +199,30 @@ pub fn project(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + u
 pub fn run(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
     let stores = &ctx.stores;
     let thread = stores.runs.clone();
-    Controller::for_stream(feeds.runs.subscribe(), stores.runs.clone())
-        .owns_stream(feeds.jobs.subscribe())
-        .watches_stream(feeds.runs.subscribe(), move |changed| {
-            let runs = thread.state();
-            runs.iter()
-                .filter(|r| r.name_any() != changed.name_any() && runs::same_thread(r, &changed))
-                .map(|r| ObjectRef::from_obj(r.as_ref()))
-                .collect::<Vec<_>>()
-        })
-        .watches_stream(feeds.host.subscribe(), waking_every(&stores.runs))
+    let q = queue_of(&ctx, "run");
+    Controller::for_stream(q.objects(feeds.runs.subscribe()), stores.runs.clone())
+        .owns_stream(q.owners::<AgentRun, _, _>(feeds.jobs.subscribe()))
+        .watches_stream(
+            feeds.runs.subscribe(),
+            q.mapped(move |changed: AgentRun| {
+                let runs = thread.state();
+                runs.iter()
+                    .filter(|r| {
+                        r.name_any() != changed.name_any() && runs::same_thread(r, &changed)
+                    })
+                    .map(|r| ObjectRef::from_obj(r.as_ref()))
+                    .collect::<Vec<_>>()
+            }),
+        )
+        .watches_stream(feeds.host.subscribe(), q.mapped(waking_every(&stores.runs)))
         .with_config(config(&ctx))
         .shutdown_on_signal()
         .run(
-            traced("run", runs::reconcile),
+            traced("run", q.clone(), runs::reconcile),
             error_policy("run"),
             ctx.clone(),
         )
-        .for_each(log_result("run"))
+        .for_each(log_result("run", q))
 }
 
 /// A mapping that wakes every object of `store`, whatever changed.
@@ -184,15 +236,27 @@ where
     move |_| wake::every(store.state().iter().map(|o| o.as_ref()))
 }
 
+/// The queue whose depth `controller`'s gauge shows.
+fn queue_of(ctx: &Context, controller: &'static str) -> Arc<Queue> {
+    Queue::new(
+        ctx.metrics
+            .queue_depth
+            .get_or_create(&metrics::ControllerLabels { controller })
+            .clone(),
+    )
+}
+
 /// Reconciles each controller runs at once.
 fn config(ctx: &Context) -> Config {
     Config::default().concurrency(ctx.settings.concurrency)
 }
 
 /// Wraps a reconciler: a span per reconcile naming the object, its count and duration in the
-/// metrics, and the object's backoff forgotten once it reconciles.
+/// metrics, the object out of the queue, and the object's backoff forgotten once it
+/// reconciles.
 fn traced<K, F, Fut>(
     controller: &'static str,
+    queue: Arc<Queue>,
     reconcile: F,
 ) -> impl FnMut(Arc<K>, Arc<Context>) -> futures::future::BoxFuture<'static, Result<Action, Error>>
 where
@@ -201,6 +265,10 @@ where
     Fut: std::future::Future<Output = Result<Action, Error>> + Send + 'static,
 {
     move |object: Arc<K>, ctx: Arc<Context>| {
+        queue.started(&queue::key(
+            object.namespace().as_deref(),
+            &object.name_any(),
+        ));
         let key = retry::key(object.as_ref());
         let span = tracing::info_span!(
             "reconcile",
@@ -254,13 +322,20 @@ where
     }
 }
 
-fn log_result<T: std::fmt::Debug, E: std::fmt::Display>(
+/// What became of each reconcile, at debug level; an object woken but gone leaves the queue.
+fn log_result<T: std::fmt::Debug, E: std::error::Error, Q: std::error::Error>(
     controller: &'static str,
-) -> impl FnMut(Result<T, E>) -> futures::future::Ready<()> {
+    queue: Arc<Queue>,
+) -> impl FnMut(Result<T, ControllerError<E, Q>>) -> futures::future::Ready<()> {
     move |result| {
         match result {
             Ok(object) => tracing::debug!(controller, ?object, "reconciled"),
-            Err(err) => tracing::debug!(controller, %err, "reconcile error"),
+            Err(err) => {
+                if let ControllerError::ObjectNotFound(object) = &err {
+                    queue.gone(object);
+                }
+                tracing::debug!(controller, %err, "reconcile error")
+            }
         }
         futures::future::ready(())
     }

@@ -24,6 +24,7 @@ mod plugin;
 mod plugin_pod;
 mod pod_wanted;
 mod project;
+mod queue;
 mod recent_writes;
 mod retry;
 mod runs;

@@ -1,11 +1,13 @@
-//! The controller's Prometheus metrics: reconciles, failures by category, durations, writes,
-//! admission's refusals by stage and agent runs by how they ended. What the cluster holds
+//! The controller's Prometheus metrics: reconciles, failures by category, durations, queue
+//! depth (counted by `queue`), writes, admission's refusals by stage and agent runs by how
+//! they ended. What the cluster holds
 //! (instances by phase, quota used) the API server counts from its index at each scrape
 //! (`server::gauges`): it runs on every replica, the controller's index only on the leader.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -38,12 +40,16 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+/// The controllers, as the `controller` label names them.
+pub const CONTROLLERS: [&str; 5] = ["plugin", "chat", "instance", "project", "run"];
+
 /// Every metric the controller keeps.
 #[derive(Clone)]
 pub struct Metrics {
     pub reconciles: Family<ControllerLabels, Counter>,
     pub failures: Family<FailureLabels, Counter>,
     pub duration: Family<ControllerLabels, Histogram>,
+    pub queue_depth: Family<ControllerLabels, Gauge>,
     pub writes: Family<WriteLabels, Counter>,
     pub admission_refusals: Family<StageLabels, Counter>,
     pub runs_ended: Family<OutcomeLabels, Counter>,
@@ -58,6 +64,7 @@ impl Metrics {
             duration: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 14))
             }),
+            queue_depth: Family::default(),
             writes: Family::default(),
             admission_refusals: Family::default(),
             runs_ended: Family::default(),
@@ -73,6 +80,17 @@ impl Metrics {
             "reconcile_duration_seconds",
             "How long reconciles took",
             metrics.duration.clone(),
+        );
+        // Every controller's from the start: an empty queue is a series at 0, not none.
+        for controller in CONTROLLERS {
+            let _ = metrics
+                .queue_depth
+                .get_or_create(&ControllerLabels { controller });
+        }
+        sub.register(
+            "queue_depth",
+            "Objects a change woke that have not begun to reconcile, by controller",
+            metrics.queue_depth.clone(),
         );
         sub.register(
             "writes",
@@ -126,7 +144,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn refusals_and_ended_runs_start_at_zero_for_each_label() {
+    fn refusals_ended_runs_and_queues_start_at_zero_for_each_label() {
         let mut registry = Registry::default();
         Metrics::new(&mut registry);
         let mut text = String::new();
@@ -136,6 +154,8 @@ mod tests {
             r#"loop_plugins_controller_admission_refusals_total{stage="Names"} 0"#,
             r#"loop_plugins_controller_runs_ended_total{outcome="Succeeded"} 0"#,
             r#"loop_plugins_controller_runs_ended_total{outcome="Failed"} 0"#,
+            r#"loop_plugins_controller_queue_depth{controller="chat"} 0"#,
+            r#"loop_plugins_controller_queue_depth{controller="run"} 0"#,
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }
