@@ -1,13 +1,16 @@
-//! Headless Chromium for the tests, spoken to over the Chrome DevTools Protocol directly (a
-//! websocket and JSON; chromiumoxide's generated bindings would cost more to build than the
-//! dozen methods used here).
+//! Headless Chromium, spoken to over the Chrome DevTools Protocol directly (a websocket and
+//! JSON; chromiumoxide's generated bindings would cost more to build than the dozen methods
+//! used here). `loop-plugins conformance` draws a plugin's panels and cards in it
+//! (`crates/conformance`, `ui`), and the browser tests drive the console with it (through
+//! `testkit::browser`, which re-exports this crate).
 //!
-//! [`Browser::launch`] starts Debian's `chromium` (`$LOOP_PLUGINS_CHROMIUM`, else
-//! `/usr/bin/chromium`; `hack/chromium.sh` installs it) headless, with a profile folder of its
-//! own, in its own process group (devcluster's [`Process`]: it dies with the test process, and
-//! dropping the [`Browser`] kills it and removes the profile). Its DevTools address is read from
-//! the `DevToolsActivePort` file Chromium writes into the profile (the same address it prints on
-//! stderr, which goes to the log file the caller names).
+//! [`Browser::launch`] starts Chromium (the binary [`find`] names: `$LOOP_PLUGINS_CHROMIUM`,
+//! else Debian's `/usr/bin/chromium`; `hack/chromium.sh` installs it) headless, with a profile
+//! folder of its own, in its own process group ([`process`]: it dies with us, and dropping the
+//! [`Browser`] kills it and removes the profile); [`Browser::launch_binary`] starts a binary the
+//! caller names. Its DevTools address is read from the `DevToolsActivePort` file Chromium
+//! writes into the profile (the same address it prints on stderr, which goes to the log file
+//! the caller names).
 //!
 //! A [`Page`] is one tab. It records what the browser reports about it, in every frame, as
 //! [`ConsoleEntry`]s: the page's own `console.*` calls (`Runtime.consoleAPICalled`), uncaught
@@ -18,6 +21,8 @@
 //! sandboxed iframe's refusals are read the same way wherever Chromium puts it. Scripts run in
 //! the top frame ([`Page::evaluate`]) or in a frame found by its URL ([`Page::frame`]).
 
+mod process;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +30,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use devcluster::process::{self, Process, ProcessSpec};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -36,6 +40,14 @@ use tokio_tungstenite::tungstenite::Message;
 pub const CHROMIUM_ENV: &str = "LOOP_PLUGINS_CHROMIUM";
 /// Debian's `chromium` package's binary.
 pub const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The Chromium binary to start: `$LOOP_PLUGINS_CHROMIUM` when set, else
+/// [`DEFAULT_CHROMIUM`] (which may not exist: [`Browser::launch`] then says so).
+pub fn find() -> PathBuf {
+    std::env::var_os(CHROMIUM_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CHROMIUM))
+}
 /// The window, and so every page's viewport and screenshot: the console's target size.
 pub const WINDOW: (u32, u32) = (1280, 800);
 
@@ -52,7 +64,7 @@ pub enum BrowserError {
     Spawn {
         binary: PathBuf,
         #[source]
-        source: Box<devcluster::Error>,
+        source: std::io::Error,
     },
     #[error("chromium gave no DevTools address within {timeout:?}; its log ({log}) ends:\n{tail}")]
     NoDevTools {
@@ -119,23 +131,28 @@ pub struct ConsoleEntry {
 pub struct Browser {
     connection: Arc<Connection>,
     tasks: Vec<JoinHandle<()>>,
-    process: Process,
+    /// Dropped before `profile` (fields drop in order): killed, and waited for.
+    _process: process::Group,
     /// Removed once the process is gone.
-    profile: Option<tempfile::TempDir>,
+    _profile: tempfile::TempDir,
 }
 
 impl Browser {
-    /// Starts Chromium headless with a fresh profile, its output to `log`, and connects.
+    /// Starts the Chromium [`find`] names headless with a fresh profile, its output to `log`,
+    /// and connects.
     pub async fn launch(log: impl Into<PathBuf>) -> Result<Browser> {
+        Self::launch_binary(&find(), log).await
+    }
+
+    /// [`Browser::launch`] with the Chromium (or Chrome) at `binary`.
+    pub async fn launch_binary(binary: &Path, log: impl Into<PathBuf>) -> Result<Browser> {
         let log = log.into();
-        let binary = std::env::var_os(CHROMIUM_ENV)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_CHROMIUM));
+        let binary = binary.to_path_buf();
         let profile = tempfile::Builder::new()
             .prefix("loop-plugins-chromium-")
             .tempdir()
             .map_err(BrowserError::Profile)?;
-        let spec = ProcessSpec::new("chromium", &binary, &log).args([
+        let args = [
             "--headless=new".to_string(),
             // Root in a container has no user namespaces for Chromium's own sandbox; the
             // pages' sandbox (the one under test) is Blink's and stays on.
@@ -155,12 +172,11 @@ impl Browser {
             "--mute-audio".to_string(),
             "--hide-scrollbars".to_string(),
             "about:blank".to_string(),
-        ]);
-        let mut process = Process::spawn(&spec)
-            .await
-            .map_err(|source| BrowserError::Spawn {
+        ];
+        let mut process =
+            process::Group::spawn(&binary, &args, &log).map_err(|source| BrowserError::Spawn {
                 binary: binary.clone(),
-                source: Box::new(source),
+                source,
             })?;
         let url = match devtools_url(profile.path(), &mut process).await {
             Some(url) => url,
@@ -193,8 +209,8 @@ impl Browser {
         Ok(Browser {
             connection,
             tasks,
-            process,
-            profile: Some(profile),
+            _process: process,
+            _profile: profile,
         })
     }
 
@@ -249,20 +265,14 @@ impl Drop for Browser {
         for task in &self.tasks {
             task.abort();
         }
-        self.process.kill();
-        // The profile goes once nothing of the group writes to it any more.
-        let pgid = self.process.pid() as libc::pid_t;
-        let until = Instant::now() + Duration::from_secs(5);
-        while process::group_running(pgid) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        drop(self.profile.take());
+        // Then the fields go in their order: the process group is killed and waited for,
+        // and only then the profile nothing writes to any more.
     }
 }
 
 /// `ws://...` from the `DevToolsActivePort` file Chromium writes once it listens (the port on
 /// the first line, the browser's path on the second); None when it ended or took too long.
-async fn devtools_url(profile: &Path, process: &mut Process) -> Option<String> {
+async fn devtools_url(profile: &Path, process: &mut process::Group) -> Option<String> {
     let file = profile.join("DevToolsActivePort");
     let until = Instant::now() + START_TIMEOUT;
     while Instant::now() < until {
@@ -272,7 +282,7 @@ async fn devtools_url(profile: &Path, process: &mut Process) -> Option<String> {
                 return Some(format!("ws://127.0.0.1:{}{}", port.trim(), path.trim()));
             }
         }
-        if process.try_wait().is_some() {
+        if process.ended() {
             return None;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -2,9 +2,10 @@
 //! share: where the repository is, the product binary they run, the plugin images they push
 //! ([`images`]), test plugins' manifests ([`plugins`]), a scripted chat-completions server
 //! for agent runners ([`chat_model`]) and headless Chromium for the browser tests
-//! ([`browser`]). Never shipped.
+//! ([`browser`], the shipped `crates/browser` that conformance draws panels with). Never
+//! shipped.
 
-pub mod browser;
+pub use browser;
 pub mod chat_model;
 pub mod images;
 pub mod plugins;

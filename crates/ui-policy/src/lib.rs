@@ -1,4 +1,6 @@
-//! The headers of every answer from a plugin's bundle: the reference's content security policy
+//! The headers of every answer from a plugin's bundle (the API server's `GET /ui/v1/{link}/...`,
+//! and `loop-plugins conformance`'s stand-in for it, which draws a plugin's panels and cards
+//! the way the host does): the reference's content security policy
 //! ("Panels": an opaque origin; scripts, styles, images, fonts and fetches only from the
 //! plugin's own bundle, plus `data:`/`blob:` for images, fonts and media; no inline script, no
 //! `eval`, no frames, no form submission) and the headers around it. One function builds them
@@ -14,6 +16,8 @@
 //! credentials). It gives nothing away: the link is the grant, whoever holds it may read the
 //! file anyway, and the policy, not CORS, keeps the page from reaching anything else. The
 //! browser tests (`tests/e2e/browser.rs`) saw the bridge module refused before this.
+//!
+//! Pure, over values: it depends on `http`'s header types alone.
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
