@@ -55,4 +55,8 @@ pub enum SetupError {
     },
     #[error("starting the fake host: {0}")]
     FakeHost(#[source] std::io::Error),
+    #[error("{0} is not a folder: --bundle names the plugin's UI bundle (/loop-plugin/ui)")]
+    Bundle(PathBuf),
+    #[error("drawing the panels and cards: {0}")]
+    Browser(String),
 }

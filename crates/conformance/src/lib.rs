@@ -14,10 +14,12 @@
 //! - [`follow`]: with the SDK's fake host as the plugin's Plugin API, the end of each run the
 //!   plugin started and the calls of its the host refused ([`check_with_host`]);
 //! - [`launch`]: thin, a plugin started as a local process the way the host starts it, with
-//!   the fake host as its Plugin API ([`check_command`]).
+//!   the fake host as its Plugin API ([`check_command`]);
+//! - [`ui`]: with the plugin's UI bundle, each panel and card drawn in headless Chromium the
+//!   way the host draws them, under the API server's own policy and the console's bridge
+//!   ([`ui::check`], [`check_command_with_ui`]).
 //!
-//! What it does not do yet (issue 29): start an image (`conformance IMAGE`) and draw the
-//! plugin's panels and cards in Chromium.
+//! What it does not do yet (issue 29): start an image (`conformance IMAGE`).
 
 pub mod contract;
 pub mod error;
@@ -28,6 +30,7 @@ pub mod plan;
 pub mod probe;
 pub mod report;
 pub mod sample;
+pub mod ui;
 
 use std::path::Path;
 use std::time::Duration;
@@ -98,6 +101,17 @@ pub async fn check_command(
     command: &[String],
     manifest_file: &Path,
 ) -> Result<Report, SetupError> {
+    check_command_with_ui(contract, command, manifest_file, None).await
+}
+
+/// [`check_command`], then, with `ui`, the plugin's panels and cards drawn ([`ui::check`])
+/// while it still runs, their `api.request` reaching it.
+pub async fn check_command_with_ui(
+    contract: &Contract,
+    command: &[String],
+    manifest_file: &Path,
+    ui: Option<&ui::Options>,
+) -> Result<Report, SetupError> {
     let manifest = read_manifest(manifest_file)?;
     let host = sdk::testing::FakeHost::start(sdk::testing::Config::new(manifest.clone()))
         .await
@@ -108,7 +122,20 @@ pub async fn check_command(
         secret: plugin.secret.clone(),
         manifest,
     };
-    check_with_host(contract, &target, &host).await
+    let mut report = check_with_host(contract, &target, &host).await?;
+    if let Some(ui) = ui {
+        report.findings.extend(check_ui(ui, &target).await?);
+    }
+    Ok(report)
+}
+
+/// [`ui::check`] for a running plugin: its pages' `api.request` reaches it.
+pub async fn check_ui(ui: &ui::Options, target: &Target) -> Result<Vec<Finding>, SetupError> {
+    let plugin = ui::stand_in::PluginAt {
+        url: target.url.clone(),
+        secret: target.secret.clone(),
+    };
+    ui::check(ui, &target.manifest, Some(plugin)).await
 }
 
 async fn run(

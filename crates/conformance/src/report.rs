@@ -17,6 +17,8 @@ pub enum Area {
     Errors,
     /// The plugin's own calls to the Plugin API (played by the SDK's fake host).
     Api,
+    /// Its panels and cards drawn in Chromium (`--bundle`).
+    Ui,
 }
 
 impl Area {
@@ -31,6 +33,7 @@ impl Area {
             Area::Switches => "switches",
             Area::Errors => "errors",
             Area::Api => "api",
+            Area::Ui => "ui",
         }
     }
 }

@@ -1,0 +1,231 @@
+//! `conformance --bundle`: the echo example's panel drawn in headless Chromium passes, and
+//! deliberately broken copies of it, each a panel of its own in one manifest, fail with the
+//! line that names their fault and where (an inline script, a throw, a missing file, a page
+//! that never takes the bridge's port, a bridge call the host refuses). Without Chromium
+//! (`hack/chromium.sh` installs it; `$LOOP_PLUGINS_CHROMIUM` names another) the drawing tests
+//! say so and return; the skip itself is tested without one.
+
+use std::path::{Path, PathBuf};
+
+use loop_plugins_conformance::ui::stand_in::PluginAt;
+use loop_plugins_conformance::ui::{self, Options};
+use loop_plugins_conformance::{Finding, Outcome};
+
+const ECHO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/echo-plugin");
+
+fn echo_manifest() -> manifest::Manifest {
+    let text = std::fs::read_to_string(Path::new(ECHO).join("plugin.json")).unwrap();
+    manifest::parse_str(&text).unwrap()
+}
+
+/// The Chromium to draw with, or None (said on stderr) when this machine has none.
+fn chromium() -> Option<PathBuf> {
+    let binary = ui::chromium(None);
+    if binary.is_file() {
+        Some(binary)
+    } else {
+        eprintln!(
+            "no Chromium at {}: run hack/chromium.sh; not drawn",
+            binary.display()
+        );
+        None
+    }
+}
+
+fn lines(findings: &[Finding]) -> Vec<String> {
+    findings.iter().map(Finding::line).collect()
+}
+
+#[tokio::test]
+async fn the_echo_panel_is_drawn_connects_and_passes() {
+    let Some(chromium) = chromium() else { return };
+    let options = Options {
+        bundle: Path::new(ECHO).join("ui"),
+        chromium,
+    };
+    let findings = ui::check(&options, &echo_manifest(), None).await.unwrap();
+    assert_eq!(
+        lines(&findings),
+        ["PASS ui panel main ui/main/index.html (drawn)"]
+    );
+}
+
+/// A panel's id and how its copy of echo's page is broken: `edit(index.html, app.js)`.
+type Broken = (&'static str, fn(&mut String, &mut String));
+
+/// A copy of echo's `ui/main` for each broken panel.
+fn broken_bundle(dir: &Path, panels: &[Broken]) {
+    let main = Path::new(ECHO).join("ui/main");
+    for (id, edit) in panels {
+        let to = dir.join(id);
+        std::fs::create_dir_all(&to).unwrap();
+        let mut html = std::fs::read_to_string(main.join("index.html")).unwrap();
+        let mut app = std::fs::read_to_string(main.join("app.js")).unwrap();
+        edit(&mut html, &mut app);
+        std::fs::write(to.join("index.html"), html).unwrap();
+        std::fs::write(to.join("app.js"), app).unwrap();
+        std::fs::copy(main.join("style.css"), to.join("style.css")).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn each_broken_copy_of_the_echo_panel_fails_with_its_own_line() {
+    let Some(chromium) = chromium() else { return };
+    let panels: [Broken; 6] = [
+        ("whole", |_, _| {}),
+        ("inline", |html, _| {
+            *html = html.replace("</body>", "<script>window.inline = 1;</script></body>");
+        }),
+        ("throws", |_, app| {
+            app.push_str("\nthrow new Error(\"broken on purpose\");\n");
+        }),
+        ("missing", |html, _| {
+            *html = html.replace(
+                "</head>",
+                "<script type=\"module\" src=\"gone.js\"></script></head>",
+            );
+        }),
+        ("silent", |_, app| {
+            *app = "document.title = \"never connects\";\n".into();
+        }),
+        ("badcall", |_, app| {
+            app.push_str("\nawait request(\"no.such.method\").catch(() => {});\n");
+        }),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    broken_bundle(dir.path(), &panels);
+    let ui_panels: Vec<String> = panels
+        .iter()
+        .map(|(id, _)| {
+            format!(r#"{{"id": "{id}", "label": "{id}", "entry": "ui/{id}/index.html"}}"#)
+        })
+        .collect();
+    let manifest = manifest::parse_str(&format!(
+        r#"{{"id": "broken", "name": "Broken", "version": "0.1.0", "api": "1",
+            "capabilities": ["ui.panel"], "ui": {{"panels": [{}]}}}}"#,
+        ui_panels.join(",")
+    ))
+    .unwrap();
+    let options = Options {
+        bundle: dir.path().to_path_buf(),
+        chromium,
+    };
+    let findings = ui::check(&options, &manifest, None).await.unwrap();
+    let got = lines(&findings);
+    let text = got.join("\n");
+    let has = |prefix: &str, words: &[&str]| {
+        assert!(
+            got.iter()
+                .any(|l| l.starts_with(prefix) && words.iter().all(|w| l.contains(w))),
+            "no line {prefix}... with {words:?} in:\n{text}"
+        );
+    };
+    has("PASS ui panel whole ui/whole/index.html (drawn)", &[]);
+    has(
+        "FAIL ui panel inline ui/inline/index.html (blocked by the policy): ",
+        &["inline script", "script-src"],
+    );
+    has(
+        "FAIL ui panel throws ui/throws/app.js (uncaught error): ",
+        &["broken on purpose"],
+    );
+    has(
+        "FAIL ui panel missing ui/missing/gone.js (file): answered 404",
+        &[],
+    );
+    has(
+        "FAIL ui panel silent ui/silent/index.html (bridge port): no call over the bridge's port",
+        &[],
+    );
+    has(
+        "FAIL ui panel badcall (bridge call): no.such.method answered error -32601",
+        &[],
+    );
+    // One line per problem, and nothing else failed: the whole copy passed alone, the others
+    // failed once each.
+    let failed = findings
+        .iter()
+        .filter(|f| matches!(f.outcome, Outcome::Fail(_)))
+        .count();
+    assert_eq!(failed, 5, "{text}");
+    assert_eq!(findings.len(), 6, "{text}");
+}
+
+/// A plugin's `/x/echo` that answers only its secret, for the pages' `api.request`.
+async fn plugin_with_x() -> PluginAt {
+    use axum::http::{HeaderMap, StatusCode};
+    let app = axum::Router::new().route(
+        "/x/echo",
+        axum::routing::post(|headers: HeaderMap, body: String| async move {
+            if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some("Bearer s3cret") {
+                return (StatusCode::UNAUTHORIZED, String::new());
+            }
+            (StatusCode::OK, format!("echoed {body}"))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    PluginAt {
+        url,
+        secret: "s3cret".into(),
+    }
+}
+
+#[tokio::test]
+async fn api_request_reaches_the_plugin_and_a_dead_one_is_a_failed_call() {
+    let Some(chromium) = chromium() else { return };
+    // Echo's page, calling the plugin's /x once connected and throwing on any answer but the
+    // plugin's (which it gives only with its secret, which the stand-in holds).
+    let calls: [Broken; 1] = [("calls", |_, app| {
+        app.push_str(
+            "\nconst answer = await request(\"api.request\", \
+             {method: \"POST\", path: \"/x/echo\", body: \"hi\"});\n\
+             if (answer.status !== 200 || answer.body !== \"echoed hi\") \
+             throw new Error(`api.request: ${JSON.stringify(answer)}`);\n",
+        );
+    })];
+    let dir = tempfile::tempdir().unwrap();
+    broken_bundle(dir.path(), &calls);
+    let manifest = manifest::parse_str(
+        r#"{"id": "calls", "name": "Calls", "version": "0.1.0", "api": "1",
+            "capabilities": ["ui.panel"],
+            "ui": {"panels": [{"id": "calls", "label": "C", "entry": "ui/calls/index.html"}]}}"#,
+    )
+    .unwrap();
+    let options = Options {
+        bundle: dir.path().to_path_buf(),
+        chromium,
+    };
+    let findings = ui::check(&options, &manifest, Some(plugin_with_x().await))
+        .await
+        .unwrap();
+    assert_eq!(
+        lines(&findings),
+        ["PASS ui panel calls ui/calls/index.html (drawn)"]
+    );
+    // No plugin to reach: the host's upstream error, and the page's own throw on it.
+    let findings = ui::check(&options, &manifest, None).await.unwrap();
+    let got = lines(&findings);
+    assert!(
+        got.iter().any(|l| l
+            .starts_with("FAIL ui panel calls (bridge call): api.request answered error -32002")),
+        "{got:#?}"
+    );
+}
+
+#[tokio::test]
+async fn without_chromium_the_drawing_is_one_skip() {
+    let options = Options {
+        bundle: Path::new(ECHO).join("ui"),
+        chromium: "/nonexistent/chromium".into(),
+    };
+    let findings = ui::check(&options, &echo_manifest(), None).await.unwrap();
+    assert_eq!(
+        lines(&findings),
+        [
+            "SKIP ui panels and cards (chromium): no Chromium at /nonexistent/chromium: panels \
+             and cards not drawn (give --chromium PATH)"
+        ]
+    );
+}
