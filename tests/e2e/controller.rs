@@ -12,7 +12,8 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use model::config::ScheduleEntry;
 use model::resources::{
-    Channel, ChannelKind, InstancePhase, Plugin, PluginInstance, Project, SwitchState,
+    Channel, ChannelKind, InstancePhase, Plugin, PluginInstance, Project, SettingSource,
+    SwitchState,
 };
 use model::schedule::ScheduleType;
 
@@ -510,6 +511,12 @@ async fn refused_settings(ns: Ns) -> anyhow::Result<()> {
         "{:?}",
         shown.refused_settings
     );
+    // The refused value is not where the plugin's value came from: the manifest's default is.
+    ensure!(
+        shown.setting_sources == BTreeMap::from([("verbose".into(), SettingSource::Default)]),
+        "{:?}",
+        shown.setting_sources
+    );
     let table = ns.kubectl(["get", "plugininstances"]).await?;
     ensure!(
         table.contains("SETTINGS") && table.contains("SettingsLeftOut"),
@@ -535,21 +542,19 @@ async fn refused_settings(ns: Ns) -> anyhow::Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    // Fixed: nothing is left out, and the condition says so.
-    apply_trusted(
-        &ns,
-        "proj",
-        BTreeMap::from([(id.clone(), entry(true, &[]))]),
-    )
-    .await?;
+    // Fixed: nothing is left out, the condition says so, and the value is the project's.
+    let mut fixed = entry(true, &[]);
+    fixed.settings.insert("verbose".into(), true.into());
+    apply_trusted(&ns, "proj", BTreeMap::from([(id.clone(), fixed)])).await?;
     wait::matches(
         &ns.api::<PluginInstance>(),
         &name,
-        "SettingsValid True, nothing refused",
+        "SettingsValid True, nothing refused, verbose from the project",
         WAIT,
         |i: &PluginInstance| {
             i.status.as_ref().is_some_and(|s| {
                 s.refused_settings.is_empty()
+                    && s.setting_sources.get("verbose") == Some(&SettingSource::Project)
                     && s.conditions
                         .iter()
                         .any(|c| c.r#type == "SettingsValid" && c.reason == "SettingsApplied")

@@ -58,7 +58,7 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         pod: running.as_deref(),
         want_pod: keep.is_some(),
         problem: desired.as_ref().err().map(String::as_str),
-        left_out: decision.settings.as_ref().map(|s| s.left_out.as_slice()),
+        settings: decision.settings.as_ref(),
         gated: decision.pod.as_ref().ok().map(|(_, p)| p.gate.is_some()),
     };
     let status = status::desired_status(&instance, &applied, &model::time::rfc3339(now));

@@ -1,12 +1,12 @@
 //! The controller's part of a PluginInstance's status, derived from what the reconcile
-//! applied: the phase and the Pod, the `Ready`, `SettingsValid` and `Gated` conditions, and
-//! the settings left out. Pure; `instance` writes it (a merge patch of what changed) and says
+//! applied: the phase and the Pod, the `Ready`, `SettingsValid` and `Gated` conditions, the
+//! settings left out and where each applied setting's value came from. Pure; `instance` writes it (a merge patch of what changed) and says
 //! in an Event when the settings left out change.
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
-use model::resolve::LeftOut;
+use model::resolve::{LeftOut, ResolvedSettings};
 use model::resources::{
     Condition, ConditionStatus, InstancePhase, PluginInstance, PluginInstanceStatus, set_condition,
 };
@@ -24,8 +24,9 @@ pub struct Applied<'a> {
     pub want_pod: bool,
     /// Why no Pod can run, when none can.
     pub problem: Option<&'a str>,
-    /// The setting values left out, when there is a manifest to check them against.
-    pub left_out: Option<&'a [LeftOut]>,
+    /// The settings the plugin sees and the values left out, when there is a manifest to
+    /// check them against.
+    pub settings: Option<&'a ResolvedSettings>,
     /// Whether the Pod runs under the gate, when it can be built.
     pub gated: Option<bool>,
 }
@@ -37,6 +38,7 @@ pub fn observed_part(status: &PluginInstanceStatus) -> PluginInstanceStatus {
         phase: status.phase,
         pod: status.pod.clone(),
         refused_settings: status.refused_settings.clone(),
+        setting_sources: status.setting_sources.clone(),
         conditions: status.conditions.clone(),
         ..Default::default()
     }
@@ -93,12 +95,19 @@ pub fn desired_status(
         },
     );
     // Without a manifest to check them against, what was shown stays.
-    let refused_settings = match applied.left_out {
-        Some(left_out) => {
+    let (refused_settings, setting_sources) = match applied.settings {
+        Some(settings) => {
+            let left_out = &settings.left_out;
             set_condition(&mut conditions, settings_condition(left_out, instance, now));
-            left_out.iter().map(LeftOut::to_refused).collect()
+            (
+                left_out.iter().map(LeftOut::to_refused).collect(),
+                settings.sources.clone(),
+            )
         }
-        None => current.refused_settings.clone(),
+        None => (
+            current.refused_settings.clone(),
+            current.setting_sources.clone(),
+        ),
     };
     if let Some(gated) = applied.gated {
         set_condition(&mut conditions, gate_condition(gated, instance, now));
@@ -108,6 +117,7 @@ pub fn desired_status(
         phase: Some(phase),
         pod: pod.map(|p| p.name_any()),
         refused_settings,
+        setting_sources,
         conditions,
         ..Default::default()
     }
@@ -191,6 +201,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use model::config::ConfigLevel;
     use model::resolve::LeftOutReason;
+    use model::resources::SettingSource;
 
     use super::*;
     use crate::tests::fixtures;
@@ -217,14 +228,27 @@ mod tests {
         }
     }
 
-    fn left_out() -> Vec<LeftOut> {
-        vec![LeftOut {
-            level: ConfigLevel::Project,
-            setting: "count".into(),
-            field: model::resolve::ConfigField::Settings,
-            value: Some(serde_json::json!(11)),
-            reason: LeftOutReason::Refused("11 is greater than the maximum of 10".into()),
-        }]
+    /// The project's count refused, the global one applying, and the mode's default.
+    fn left_out() -> ResolvedSettings {
+        ResolvedSettings {
+            values: [
+                ("count".to_string(), serde_json::json!(5)),
+                ("mode".to_string(), serde_json::json!("fast")),
+            ]
+            .into(),
+            sources: [
+                ("count".to_string(), SettingSource::Global),
+                ("mode".to_string(), SettingSource::Default),
+            ]
+            .into(),
+            left_out: vec![LeftOut {
+                level: ConfigLevel::Project,
+                setting: "count".into(),
+                field: model::resolve::ConfigField::Settings,
+                value: Some(serde_json::json!(11)),
+                reason: LeftOutReason::Refused("11 is greater than the maximum of 10".into()),
+            }],
+        }
     }
 
     fn condition<'a>(status: &'a PluginInstanceStatus, kind: &str) -> &'a Condition {
@@ -280,7 +304,7 @@ mod tests {
         let applied = Applied {
             pod: Some(&running),
             want_pod: true,
-            left_out: Some(&left_out),
+            settings: Some(&left_out),
             gated: Some(true),
             ..Default::default()
         };
@@ -290,7 +314,7 @@ mod tests {
         // A condition that flips takes the time it flipped (its Pod failed and is replaced).
         let replacing = Applied {
             want_pod: true,
-            left_out: Some(&left_out),
+            settings: Some(&left_out),
             gated: Some(true),
             ..Default::default()
         };
@@ -306,12 +330,20 @@ mod tests {
         let shown = desired_status(
             &instance,
             &Applied {
-                left_out: Some(&left_out),
+                settings: Some(&left_out),
                 ..Default::default()
             },
             T1,
         );
         assert_eq!(shown.refused_settings.len(), 1);
+        assert_eq!(
+            shown.setting_sources,
+            [
+                ("count".to_string(), SettingSource::Global),
+                ("mode".to_string(), SettingSource::Default),
+            ]
+            .into()
+        );
         let valid = condition(&shown, SETTINGS_VALID);
         assert_eq!(
             (valid.status, valid.reason.as_str()),
@@ -321,17 +353,19 @@ mod tests {
         // The plugin is gone: what was shown stays.
         let kept = desired_status(&instance, &Applied::default(), T2);
         assert_eq!(kept.refused_settings, shown.refused_settings);
+        assert_eq!(kept.setting_sources, shown.setting_sources);
         assert_eq!(settings_news(&shown, &kept), None);
         // Fixed: the condition says so, and that is news.
         let fixed = desired_status(
             &instance,
             &Applied {
-                left_out: Some(&[]),
+                settings: Some(&ResolvedSettings::default()),
                 ..Default::default()
             },
             T2,
         );
         assert!(fixed.refused_settings.is_empty());
+        assert!(fixed.setting_sources.is_empty());
         let news = settings_news(&shown, &fixed).expect("news");
         assert_eq!(
             (news.status, news.reason.as_str()),
@@ -350,7 +384,7 @@ mod tests {
             pod: Some(&running),
             want_pod: true,
             problem: None,
-            left_out: Some(&left_out),
+            settings: Some(&left_out),
             gated: Some(false),
         };
         insta::assert_yaml_snapshot!(

@@ -23,13 +23,15 @@ use serde_json::Value;
 use crate::config::ConfigLevel;
 use crate::config::{PluginConfig, SecretKeyRef, SecretSettingSource};
 use crate::manifest::{Manifest, json_schema};
-use crate::resources::RefusedSetting;
+use crate::resources::{RefusedSetting, SettingSource};
 
 /// The values a plugin sees and the values left out.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ResolvedSettings {
     /// Each setting that has a value, by name; never a secret setting.
     pub values: BTreeMap<String, Value>,
+    /// Where each of `values` came from: the last level whose value was kept.
+    pub sources: BTreeMap<String, SettingSource>,
     pub left_out: Vec<LeftOut>,
 }
 
@@ -122,6 +124,7 @@ pub fn resolve_settings(
     for (name, schema) in manifest.setting_schemas() {
         if let Some(default) = schema.get("default") {
             out.values.insert(name.to_string(), default.clone());
+            out.sources.insert(name.to_string(), SettingSource::Default);
         }
     }
     for (level, config) in [
@@ -159,6 +162,7 @@ pub fn resolve_settings(
             match checked {
                 Ok(()) => {
                     out.values.insert(name.clone(), value.clone());
+                    out.sources.insert(name.clone(), level.into());
                 }
                 Err(why) => out
                     .left_out
@@ -298,6 +302,14 @@ mod tests {
         assert_eq!(r.values["mode"], "fast");
         assert_eq!(r.values["sync"], false);
         assert!(r.left_out.is_empty());
+        assert_eq!(
+            r.sources,
+            BTreeMap::from([
+                ("count".into(), SettingSource::Project),
+                ("mode".into(), SettingSource::Global),
+                ("sync".into(), SettingSource::Default),
+            ])
+        );
     }
 
     #[test]
@@ -307,6 +319,9 @@ mod tests {
         let r = resolve_settings(&manifest(), Some(&global), Some(&project));
         assert_eq!(r.values["count"], 5);
         assert!(!r.values.contains_key("mode"));
+        // The refused project value is not where the value came from.
+        assert_eq!(r.sources["count"], SettingSource::Global);
+        assert!(!r.sources.contains_key("mode"));
         assert_eq!(r.left_out.len(), 2);
         let count = r.left_out.iter().find(|l| l.setting == "count").unwrap();
         assert_eq!(count.level, ConfigLevel::Project);
@@ -335,6 +350,7 @@ mod tests {
             None,
         );
         assert_eq!(r.values["count"], 3);
+        assert_eq!(r.sources["count"], SettingSource::Default);
         assert_eq!(r.left_out[0].level, ConfigLevel::Global);
     }
 

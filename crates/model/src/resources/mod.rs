@@ -32,7 +32,7 @@ pub use plugin::{
 };
 pub use plugin_instance::{
     BreakerState, InstancePhase, PluginInstance, PluginInstanceSpec, PluginInstanceStatus,
-    RefusedSetting, SwitchState,
+    RefusedSetting, SettingSource, SwitchState,
 };
 pub use project::{Project, ProjectSpec, ProjectStatus};
 pub use project_trust::{ProjectTrust, ProjectTrustSpec};

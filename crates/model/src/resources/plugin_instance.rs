@@ -1,6 +1,8 @@
 //! `PluginInstance`: one per (plugin, chat) that the chat's project enables. The controller
 //! keeps it; the API server records demand and per-chat state on it.
 
+use std::collections::BTreeMap;
+
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -90,8 +92,44 @@ pub struct PluginInstanceStatus {
     /// came from and why (written by the controller; the SettingsValid condition sums it up).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused_settings: Vec<RefusedSetting>,
+    /// Where the value of each setting the plugin sees here came from: the manifest's default,
+    /// the global config (HostConfig) or the project's; never the value (written by the
+    /// controller; `loop-plugins explain` shows the values).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub setting_sources: BTreeMap<String, SettingSource>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// Where a setting's value came from: the highest level whose value the settings layering kept.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SettingSource {
+    /// The manifest's `default`.
+    Default,
+    /// The global config's value (HostConfig).
+    Global,
+    /// The project's value.
+    Project,
+}
+
+impl From<ConfigLevel> for SettingSource {
+    fn from(level: ConfigLevel) -> Self {
+        match level {
+            ConfigLevel::Global => SettingSource::Global,
+            ConfigLevel::Project => SettingSource::Project,
+        }
+    }
+}
+
+impl std::fmt::Display for SettingSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SettingSource::Default => "the manifest's default",
+            SettingSource::Global => "the global config",
+            SettingSource::Project => "the project's config",
+        })
+    }
 }
 
 /// Where an instance's container is.

@@ -144,22 +144,11 @@ pub fn explain(world: &World) -> Vec<Fact> {
     let own = project.spec.plugins.get(world.plugin_name);
     let settings = resolve_settings(manifest, global, own);
     for (name, value) in &settings.values {
-        let kept_at = |level: ConfigLevel, config: Option<&model::config::PluginConfig>| {
-            config.and_then(|c| c.settings.get(name)).is_some_and(|v| {
-                !v.is_null()
-                    && !settings
-                        .left_out
-                        .iter()
-                        .any(|l| l.level == level && &l.setting == name)
-            })
-        };
-        let source = if kept_at(ConfigLevel::Project, own) {
-            "the project's config"
-        } else if kept_at(ConfigLevel::Global, global) {
-            "the global config"
-        } else {
-            "the manifest's default"
-        };
+        let source = settings
+            .sources
+            .get(name)
+            .map(ToString::to_string)
+            .unwrap_or_default();
         out.push(fact(format!("setting {name}"), value.to_string(), source));
     }
     for left in &settings.left_out {
