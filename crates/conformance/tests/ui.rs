@@ -1,7 +1,7 @@
 //! `conformance --bundle`: the echo example's panel drawn in headless Chromium passes, and
 //! deliberately broken copies of it, each a panel of its own in one manifest, fail with the
-//! line that names their fault and where (an inline script, a throw, a missing file, a page
-//! that never takes the bridge's port, a bridge call the host refuses). Without Chromium
+//! line that names their fault and where (an inline script, a throw, an unhandled rejection, a
+//! missing file, a page that never takes the bridge's port, a bridge call the host refuses). Without Chromium
 //! (`hack/chromium.sh` installs it; `$LOOP_PLUGINS_CHROMIUM` names another) the drawing tests
 //! say so and return; the skip itself is tested without one.
 
@@ -71,13 +71,16 @@ fn broken_bundle(dir: &Path, panels: &[Broken]) {
 #[tokio::test]
 async fn each_broken_copy_of_the_echo_panel_fails_with_its_own_line() {
     let Some(chromium) = chromium() else { return };
-    let panels: [Broken; 6] = [
+    let panels: [Broken; 7] = [
         ("whole", |_, _| {}),
         ("inline", |html, _| {
             *html = html.replace("</body>", "<script>window.inline = 1;</script></body>");
         }),
         ("throws", |_, app| {
             app.push_str("\nthrow new Error(\"broken on purpose\");\n");
+        }),
+        ("rejects", |_, app| {
+            app.push_str("\nPromise.reject(new Error(\"rejected on purpose\"));\n");
         }),
         ("missing", |html, _| {
             *html = html.replace(
@@ -100,9 +103,11 @@ async fn each_broken_copy_of_the_echo_panel_fails_with_its_own_line() {
             format!(r#"{{"id": "{id}", "label": "{id}", "entry": "ui/{id}/index.html"}}"#)
         })
         .collect();
+    // And the whole copy as a card too: a card is drawn as a panel is.
     let manifest = manifest::parse_str(&format!(
         r#"{{"id": "broken", "name": "Broken", "version": "0.1.0", "api": "1",
-            "capabilities": ["ui.panel"], "ui": {{"panels": [{}]}}}}"#,
+            "capabilities": ["ui.panel", "ui.notification.card"],
+            "ui": {{"panels": [{}], "cards": [{{"id": "score", "entry": "ui/whole/index.html"}}]}}}}"#,
         ui_panels.join(",")
     ))
     .unwrap();
@@ -121,6 +126,7 @@ async fn each_broken_copy_of_the_echo_panel_fails_with_its_own_line() {
         );
     };
     has("PASS ui panel whole ui/whole/index.html (drawn)", &[]);
+    has("PASS ui card score ui/whole/index.html (drawn)", &[]);
     has(
         "FAIL ui panel inline ui/inline/index.html (blocked by the policy): ",
         &["inline script", "script-src"],
@@ -128,6 +134,10 @@ async fn each_broken_copy_of_the_echo_panel_fails_with_its_own_line() {
     has(
         "FAIL ui panel throws ui/throws/app.js (uncaught error): ",
         &["broken on purpose"],
+    );
+    has(
+        "FAIL ui panel rejects ui/rejects/app.js (uncaught error): ",
+        &["rejected on purpose"],
     );
     has(
         "FAIL ui panel missing ui/missing/gone.js (file): answered 404",
@@ -141,14 +151,14 @@ async fn each_broken_copy_of_the_echo_panel_fails_with_its_own_line() {
         "FAIL ui panel badcall (bridge call): no.such.method answered error -32601",
         &[],
     );
-    // One line per problem, and nothing else failed: the whole copy passed alone, the others
-    // failed once each.
+    // One line per problem, and nothing else failed: the whole copy passed alone (as a panel
+    // and as a card), the others failed once each.
     let failed = findings
         .iter()
         .filter(|f| matches!(f.outcome, Outcome::Fail(_)))
         .count();
-    assert_eq!(failed, 5, "{text}");
-    assert_eq!(findings.len(), 6, "{text}");
+    assert_eq!(failed, 6, "{text}");
+    assert_eq!(findings.len(), 8, "{text}");
 }
 
 /// A plugin's `/x/echo` that answers only its secret, for the pages' `api.request`.
