@@ -18,6 +18,7 @@ mod controller;
 mod controller_repair;
 mod controller_support;
 mod crds;
+mod egress;
 mod host;
 mod live;
 mod operate;
@@ -52,6 +53,7 @@ fn main() -> std::process::ExitCode {
         controller::tests(),
         crds::tests(),
         host::tests(),
+        egress::tests(),
         live::tests(),
         operate::tests(),
         pods::tests(),

@@ -101,6 +101,8 @@ pub struct Context {
     pub recent_writes: super::recent_writes::RecentWrites,
     /// Bounds the writes in flight: `Settings::writes_in_flight` permits.
     writes: tokio::sync::Semaphore,
+    /// Each plugin's egress policy, by namespace, as last made sure of.
+    pub egress: super::egress_seen::EgressSeen,
 }
 
 impl Context {
@@ -122,6 +124,7 @@ impl Context {
             written_chat_status: Mutex::default(),
             recent_writes: Default::default(),
             writes: tokio::sync::Semaphore::new(usize::from(settings.writes_in_flight.max(1))),
+            egress: Default::default(),
             settings,
         }
     }

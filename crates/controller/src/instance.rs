@@ -28,6 +28,7 @@ use rand::Rng;
 
 use super::Context;
 use super::apply;
+use super::egress;
 use super::error::{Error, Result};
 use super::plugin_pod;
 use super::pod::{PodInputs, build_pod, build_secret};
@@ -63,7 +64,18 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
     };
     let status = status::desired_status(&instance, &applied, &model::time::rfc3339(now));
     write_status(&ctx, &instance, &ns, &status).await?;
-    Ok(match decision.demand.recheck_after(now) {
+    // A plugin whose egress names hosts looks their addresses up again now and then.
+    let refresh = decision
+        .pod
+        .as_ref()
+        .ok()
+        .filter(|(run, _)| egress::names_hosts(run.plugin, &run.manifest))
+        .map(|_| egress::REFRESH);
+    let after = [decision.demand.recheck_after(now), refresh]
+        .into_iter()
+        .flatten()
+        .min();
+    Ok(match after {
         Some(after) => Action::requeue(after),
         None => Action::await_change(),
     })
@@ -138,6 +150,8 @@ async fn make_secrets_and_pod(
         Ok((run, parts)) => (run, parts),
         Err(why) => return Ok(Err(why.clone())),
     };
+    // Before its container runs: what the plugin may reach beyond the host.
+    egress::ensure(ctx, run.plugin, &run.manifest, facts.namespace).await?;
     let spec = &facts.instance.spec;
     let owner = facts
         .instance

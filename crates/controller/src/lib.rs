@@ -15,6 +15,8 @@ mod chat;
 mod context;
 mod controllers;
 mod drift;
+mod egress;
+mod egress_seen;
 mod error;
 mod images;
 mod instance;

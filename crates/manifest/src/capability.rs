@@ -8,7 +8,8 @@
 //! are not read-only, memory, notifications, UI commands) are ours: `agent.write`,
 //! `memory.read`, `memory.write`, `notifications.send` and `ui.command`; so is
 //! `secrets.read`, for the secret settings issue 30 adds (zeroclaw's `secrets.get`, named like
-//! our other reads). They live in this one table, so correcting one is a one-line change.
+//! our other reads), and `network.egress`, for the destinations a manifest's `egress` lists
+//! (issue 30: approving it approves exactly those). They live in this one table, so correcting one is a one-line change.
 
 use std::fmt;
 use std::str::FromStr;
@@ -46,11 +47,13 @@ pub enum Capability {
     LiveControl,
     /// Read the values of its secret settings (`GET /settings/secrets/{name}`).
     SecretsRead,
+    /// Reach the destinations its `egress` lists.
+    NetworkEgress,
 }
 
 impl Capability {
     /// Every capability, in the order they are listed to people.
-    pub const ALL: [Capability; 14] = [
+    pub const ALL: [Capability; 15] = [
         Capability::AgentReadonly,
         Capability::AgentWrite,
         Capability::FilesRead,
@@ -65,6 +68,7 @@ impl Capability {
         Capability::EventsSubscribe,
         Capability::LiveControl,
         Capability::SecretsRead,
+        Capability::NetworkEgress,
     ];
 
     /// The name written in `capabilities`.
@@ -84,6 +88,7 @@ impl Capability {
             Capability::EventsSubscribe => "events.subscribe",
             Capability::LiveControl => "live.control",
             Capability::SecretsRead => "secrets.read",
+            Capability::NetworkEgress => "network.egress",
         }
     }
 
@@ -107,6 +112,9 @@ impl Capability {
             Capability::LiveControl => "drive the chat's live session and read its system messages",
             Capability::SecretsRead => {
                 "read its secret settings' values from the Secrets the global or project config names"
+            }
+            Capability::NetworkEgress => {
+                "reach the hosts and IP blocks its egress lists, on their ports (nothing else beyond the host)"
             }
         }
     }

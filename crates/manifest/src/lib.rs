@@ -34,9 +34,9 @@ pub use capability::{Capability, UnknownCapability};
 
 pub use error::{ManifestError, Problem};
 pub use model::{
-    Action, Agent, Card, ComposerSwitch, DefaultSchedule, EventsStart, Gate, GateCommandRule,
-    GateDecision, GateFileRule, LIVE_SYSTEM_EVENT, Live, MCP_TOOL_PREFIX, Manifest, MemoryLimit,
-    Panel, Resources, ThreadEvents, Tool, Ui,
+    Action, Agent, Card, ComposerSwitch, DefaultSchedule, Egress, EventsStart, Gate,
+    GateCommandRule, GateDecision, GateFileRule, LIVE_SYSTEM_EVENT, Live, MCP_TOOL_PREFIX,
+    Manifest, MemoryLimit, Panel, Resources, ThreadEvents, Tool, Ui,
 };
 pub use parse::{from_value, parse_str};
 
@@ -57,6 +57,7 @@ mod tests {
         // full.json uses every field.
         assert_eq!(full.capabilities.len(), Capability::ALL.len());
         assert!(full.live.is_some() && full.gate.is_some() && full.events_start.is_some());
+        assert_eq!(full.egress.len(), 2);
         assert!(!full.ui.panels.is_empty() && !full.ui.cards.is_empty());
         assert!(!full.ui.composer_switches.is_empty());
         assert!(full.tools.iter().any(|t| t.output_schema.is_some()));

@@ -47,6 +47,10 @@ pub struct Manifest {
     pub thread_events: ThreadEvents,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<Gate>,
+    /// The destinations beyond the host the plugin's container reaches (`egress`, our
+    /// addition to the reference's keys); none reaches nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<Egress>,
     /// The settings' schemas, compiled on first use.
     #[serde(skip)]
     pub compiled_settings: super::json_schema::CompiledSchemas,
@@ -164,6 +168,35 @@ pub struct Live {
     /// Subtypes of the system messages it gets as `live.system` events.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<String>,
+}
+
+/// One destination of `egress`: a host name or a CIDR block, and the TCP ports on it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct Egress {
+    /// A DNS name: `api.github.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// An IPv4 or IPv6 block: `10.20.0.0/16`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cidr: Option<String>,
+    /// TCP ports, 1 to 65535.
+    pub ports: Vec<u16>,
+}
+
+impl Egress {
+    /// What the owner approves: `api.github.com:443` or `10.20.0.0/16:5432,5433` (ports
+    /// sorted). A destination whose host, block or ports change is a new one, approved anew.
+    pub fn destination(&self) -> String {
+        let mut ports = self.ports.clone();
+        ports.sort_unstable();
+        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+        format!(
+            "{}:{}",
+            self.host.as_deref().or(self.cidr.as_deref()).unwrap_or(""),
+            ports.join(",")
+        )
+    }
 }
 
 /// `resources`, as Docker takes them.

@@ -3,8 +3,9 @@
 
 use super::Ctx;
 
-/// Every top-level key of plugin.json, as the reference documents them.
-pub(crate) const KNOWN: [&str; 16] = [
+/// Every top-level key of plugin.json: the reference's, and `egress` (ours: the destinations a
+/// plugin reaches, which the owner approves).
+pub(crate) const KNOWN: [&str; 17] = [
     "id",
     "name",
     "version",
@@ -21,6 +22,7 @@ pub(crate) const KNOWN: [&str; 16] = [
     "events_start",
     "gate",
     "resources",
+    "egress",
 ];
 
 pub(super) fn check(ctx: &mut Ctx) {

@@ -4,6 +4,7 @@
 mod actions;
 mod agents;
 mod capabilities;
+mod egress;
 mod events;
 pub(super) mod gate;
 mod identity;
@@ -73,5 +74,6 @@ pub(crate) fn check(doc: &Value) -> Vec<Problem> {
     events::check(&mut ctx);
     gate::check(&mut ctx);
     resources::check(&mut ctx);
+    egress::check(&mut ctx);
     ctx.problems.into_vec()
 }

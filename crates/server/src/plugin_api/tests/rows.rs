@@ -84,7 +84,7 @@ fn few_declared() -> World {
     let mut manifest: Value = serde_json::to_value(&w.plugin.spec.manifest).unwrap();
     manifest["capabilities"] = json!(["ui.panel", "agent.readonly"]);
     manifest["agents"] = json!([{ "id": "quiz", "read_only": true, "tools": ["ask"] }]);
-    for key in ["ui", "live", "events", "events_start", "actions"] {
+    for key in ["ui", "live", "events", "events_start", "actions", "egress"] {
         manifest.as_object_mut().unwrap().remove(key);
     }
     // A secret setting needs secrets.read.
