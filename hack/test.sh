@@ -36,11 +36,12 @@ clippy() {
   cargo clippy -p loop-plugins --test e2e -- -D warnings
 }
 phase "cargo clippy" clippy
-phase "unit and integration tests" cargo test --workspace
-phase "schemathesis venv" hack/schemathesis.sh install
-# Headless Chromium for the browser tests (Debian's package; installed when missing).
+# Headless Chromium for the browser tests (Debian's package; installed when missing), before
+# the unit tests: conformance's drawing tests need it too.
 chromium_binary() { LOOP_PLUGINS_CHROMIUM=$(hack/chromium.sh | tail -n 1); export LOOP_PLUGINS_CHROMIUM; }
 phase "chromium" chromium_binary
+phase "unit and integration tests" cargo test --workspace
+phase "schemathesis venv" hack/schemathesis.sh install
 phase "e2e tests" cargo test --test e2e
 # The suite against the chart installed in a cluster is `make kind-e2e` (real containers; CI
 # runs it after this). `make e2e-existing` rehearses that path on the local control plane

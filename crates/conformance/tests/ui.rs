@@ -18,11 +18,19 @@ fn echo_manifest() -> manifest::Manifest {
     manifest::parse_str(&text).unwrap()
 }
 
-/// The Chromium to draw with, or None (said on stderr) when this machine has none.
+/// The Chromium to draw with, or None (said on stderr) when this machine has none. When
+/// `$LOOP_PLUGINS_CHROMIUM` names one (`make test` installs it first and sets it), it must be
+/// there: the drawing tests do not pass by skipping.
 fn chromium() -> Option<PathBuf> {
     let binary = ui::chromium(None);
     if binary.is_file() {
         Some(binary)
+    } else if std::env::var_os(browser::CHROMIUM_ENV).is_some() {
+        panic!(
+            "${} names {}, which is not there",
+            browser::CHROMIUM_ENV,
+            binary.display()
+        );
     } else {
         eprintln!(
             "no Chromium at {}: run hack/chromium.sh; not drawn",
