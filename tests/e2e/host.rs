@@ -96,10 +96,10 @@ pub fn tests() -> Vec<E2eTest> {
         test("host::a_plugins_data_outlives_its_pod", data_outlives_pod)
             .timeout(Duration::from_secs(180)),
         test(
-            "host::the_charts_network_policy_lets_a_plugin_pod_reach_only_the_api_and_dns",
+            "host::the_charts_network_policy_lets_a_plugin_pod_reach_only_the_api_dns_and_its_approved_egress",
             network_policy,
         )
-        .timeout(Duration::from_secs(300))
+        .timeout(Duration::from_secs(420))
         .cluster_only("the kubelet stand-in's Pods share this machine's network: no NetworkPolicy"),
     ]
 }
@@ -1673,7 +1673,8 @@ async fn switch_race(ns: Ns) -> anyhow::Result<()> {
 
 /// The chart's NetworkPolicy for plugin pods, enforced by the cluster's CNI: a plugin pod
 /// reaches the API Service by its DNS name, but neither another plugin pod nor the Kubernetes
-/// API, and the API still reaches it. Each probe is a real plugin pod: the echo plugin's `ping`
+/// API, and the API still reaches it; a plugin whose approved egress names the peer reaches
+/// it through the policy the controller makes for it, and the first plugin still does not. Each probe is a real plugin pod: the echo plugin's `ping`
 /// action calls `GET $LOOP_API_URL/api/plugin/v1/channel` and journals the answer's status or
 /// the error, and HostConfig `apiUrl` (read when a Pod is made) aims each probe's
 /// `LOOP_API_URL`. The peer is a Pod of the echo plugin's image with a plugin pod's labels
@@ -1750,6 +1751,46 @@ async fn network_policy(ns: Ns) -> anyhow::Result<()> {
         ensure!(
             api["status"] == 200,
             "a plugin pod did not reach the API Service: {api}"
+        );
+
+        // A plugin whose approved egress names the peer (`network.egress`) reaches it: the
+        // controller opens it with the plugin's own policy, beside the chart's. The first
+        // plugin, in the same chat, still does not.
+        let peer_ip = peer_url
+            .trim_start_matches("http://")
+            .split(':')
+            .next()
+            .context("the peer's address")?
+            .to_string();
+        let egress_id = plugin_id(&ns, "npe");
+        let with_egress = plugin_with(&egress_id, |m| {
+            if let Some(Value::Array(caps)) = m.get_mut("capabilities") {
+                caps.push(json!("network.egress"));
+            }
+            m.insert(
+                "egress".into(),
+                json!([{ "cidr": format!("{peer_ip}/32"), "ports": [8080] }]),
+            );
+        })?;
+        install(&ns, &with_egress).await?;
+        apply_trusted(
+            &ns,
+            "proj",
+            BTreeMap::from([(id.clone(), enabled()), (egress_id.clone(), enabled())]),
+        )
+        .await?;
+        apply(&ns, &channel("egress", "proj", ChannelKind::Channel, None)).await?;
+        let instance = names::instance_name(&egress_id, "egress");
+        wait::exists(&ns.api::<Secret>(), &names::secret_name(&instance), WAIT).await?;
+        let opened = ping_via(&ns, &caller, &egress_id, "egress", Some(&peer_url)).await?;
+        ensure!(
+            opened["status"] == 401,
+            "the approved egress did not reach the peer: {opened}"
+        );
+        let closed = ping_via(&ns, &caller, &id, "egress", Some(&peer_url)).await?;
+        ensure!(
+            closed["status"].is_null() && closed["error"].is_string(),
+            "another plugin's egress let this one reach the peer: {closed}"
         );
         anyhow::Ok(())
     }
