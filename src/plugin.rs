@@ -275,7 +275,7 @@ fn ask_on_terminal(line: &CapabilityLine) -> bool {
     eprint!(
         "approve {} ({})? [y/N] ",
         line.capability.as_str(),
-        line.allows
+        line.allows_here()
     );
     let _ = std::io::stderr().flush();
     let mut answer = String::new();

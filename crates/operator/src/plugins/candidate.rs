@@ -23,7 +23,20 @@ pub enum Approval {
 pub struct CapabilityLine {
     pub capability: Capability,
     pub allows: &'static str,
+    /// What exactly it opens, where the manifest says: `network.egress`'s destinations.
+    pub reaches: Vec<String>,
     pub approved: bool,
+}
+
+impl CapabilityLine {
+    /// What approving it allows, with what exactly it reaches.
+    pub fn allows_here(&self) -> String {
+        if self.reaches.is_empty() {
+            self.allows.to_string()
+        } else {
+            format!("{}: {}", self.allows, self.reaches.join(", "))
+        }
+    }
 }
 
 /// Why the image cannot be installed as it is.
@@ -123,6 +136,12 @@ pub fn capability_lines(manifest: &Manifest, approved: &[String]) -> Vec<Capabil
         .map(|c| CapabilityLine {
             capability: *c,
             allows: c.allows(),
+            reaches: match c {
+                Capability::NetworkEgress => {
+                    manifest.egress.iter().map(|e| e.destination()).collect()
+                }
+                _ => Vec::new(),
+            },
             approved: approved.iter().any(|a| a == c.as_str()),
         })
         .collect()
@@ -216,6 +235,39 @@ mod tests {
         assert_eq!(lines.len(), 3);
         assert!(lines.iter().filter(|l| l.approved).count() == 1);
         assert!(lines.iter().all(|l| !l.allows.is_empty()));
+    }
+
+    #[test]
+    fn the_egress_capability_shows_each_destination_it_opens() {
+        let mut m: serde_json::Value = json5::from_str(JSON).unwrap();
+        m["capabilities"]
+            .as_array_mut()
+            .unwrap()
+            .push("network.egress".into());
+        m["egress"] = serde_json::json!([
+            { "host": "api.github.com", "ports": [443] },
+            { "cidr": "10.20.0.0/16", "ports": [5433, 5432] },
+        ]);
+        let m = manifest::from_value(&m).unwrap();
+        let lines = capability_lines(&m, &["network.egress".into()]);
+        let egress = lines
+            .iter()
+            .find(|l| l.capability == Capability::NetworkEgress)
+            .unwrap();
+        assert!(egress.approved);
+        assert_eq!(
+            egress.allows_here(),
+            format!(
+                "{}: api.github.com:443, 10.20.0.0/16:5432,5433",
+                Capability::NetworkEgress.allows()
+            )
+        );
+        let others: Vec<String> = lines
+            .iter()
+            .filter(|l| l.capability != Capability::NetworkEgress)
+            .map(CapabilityLine::allows_here)
+            .collect();
+        assert!(others.iter().all(|a| !a.contains(':')), "{others:?}");
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub fn capabilities(lines: &[CapabilityLine]) -> String {
                     "not approved"
                 }
                 .into(),
-                l.allows.to_string(),
+                l.allows_here(),
             ]
         })
         .collect();
