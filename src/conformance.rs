@@ -31,8 +31,8 @@ pub struct ConformanceArgs {
     #[arg(long, value_name = "DIR")]
     bundle: Option<PathBuf>,
     /// The Chromium (or Chrome) binary for --bundle (default: $LOOP_PLUGINS_CHROMIUM, else
-    /// /usr/bin/chromium); where there is none, the drawing is skipped, which is not a
-    /// failure.
+    /// /usr/bin/chromium). Given, it must be there; by default, where there is none, the
+    /// drawing is skipped, which is not a failure.
     #[arg(long, value_name = "PATH", requires = "bundle")]
     chromium: Option<PathBuf>,
     /// The plugin's command line, after `--`: the check starts it as the host would (a fresh
@@ -48,6 +48,11 @@ pub struct ConformanceArgs {
 pub fn run(args: ConformanceArgs) -> ExitCode {
     let outcome = async {
         let contract = conformance::Contract::load()?;
+        if let Some(given) = &args.chromium
+            && !given.is_file()
+        {
+            return Err(conformance::SetupError::NoChromium(given.clone()));
+        }
         let ui = args.bundle.as_ref().map(|bundle| conformance::ui::Options {
             bundle: bundle.clone(),
             chromium: conformance::ui::chromium(args.chromium.as_deref()),

@@ -438,3 +438,42 @@ fn console_prints_the_url_with_the_kubeconfigs_token() {
     assert!(text.contains("#namespace=default&token=sa.token"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn conformance_with_a_bundle_draws_the_panel_and_refuses_a_chromium_that_is_not_there() {
+    let manifest = repo().join("examples/echo-plugin/plugin.json");
+    let bundle = repo().join("examples/echo-plugin/ui");
+    let conformance = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+            .args(["conformance", "--manifest"])
+            .arg(&manifest)
+            .arg("--bundle")
+            .arg(&bundle)
+            .args(extra)
+            .arg("--")
+            .arg(echo_binary())
+            .output()
+            .expect("the binary runs")
+    };
+    let out = conformance(&["--chromium", "/nonexistent/chromium"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--chromium /nonexistent/chromium: no such file"),
+        "{stderr}"
+    );
+    // Drawn where Chromium is (make test installs it and names it in $LOOP_PLUGINS_CHROMIUM).
+    if std::env::var_os("LOOP_PLUGINS_CHROMIUM").is_none()
+        && !Path::new("/usr/bin/chromium").is_file()
+    {
+        eprintln!("no Chromium here: run hack/chromium.sh; not drawn");
+        return;
+    }
+    let out = conformance(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("PASS ui panel main ui/main/index.html (drawn)"),
+        "{text}"
+    );
+}

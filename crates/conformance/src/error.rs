@@ -57,6 +57,10 @@ pub enum SetupError {
     FakeHost(#[source] std::io::Error),
     #[error("{0} is not a folder: --bundle names the plugin's UI bundle (/loop-plugin/ui)")]
     Bundle(PathBuf),
+    #[error(
+        "--chromium {0}: no such file (without --chromium, a machine with none skips the drawing)"
+    )]
+    NoChromium(PathBuf),
     #[error("drawing the panels and cards: {0}")]
     Browser(String),
 }
