@@ -52,9 +52,14 @@ e2e:
 
 # GET /channel requests per second on one core (the API server pinned to CPU 0, the loader on
 # CPU 1), against /healthz of the same server as the baseline; then a tool call through the
-# host API against the plugin directly (p50, p99, ratios) and Pod Ready → the held call at the
-# plugin. Release builds, `loop-plugins` as it ships (Cargo.toml's dist profile, in the
-# target folder hack/scale.sh builds it in too).
+# host API against its floor, a bare forwarder between the same loader and the same plugin
+# (issue 31): p50/p99 one call at a time; on one core (each proxy pinned to CPU 0, the loader
+# and the plugin to CPU 1) calls per second and CPU-us per call from /proc over the same
+# number of calls; p50/p99 in an open loop at half the forwarder's saturation; then Pod Ready
+# → the held call at the plugin. `name=value` summaries, each figure with its baseline from
+# the same run. Release builds, `loop-plugins` as it ships (Cargo.toml's dist profile, in the
+# target folder hack/scale.sh builds it in too). Knobs: the module docs of
+# crates/bench/benches/{api_channel,host_calls}.rs.
 bench:
 	$(CARGO) build --release --workspace --bins
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)-dist $(CARGO) build --profile dist -p loop-plugins --bin loop-plugins
