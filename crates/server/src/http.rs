@@ -4,7 +4,7 @@
 //! (a span per request, request metrics).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
@@ -19,7 +19,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use serde_json::json;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, OnResponse, TraceLayer};
+use tracing::Span;
 
 /// An API's error codes: each with its one status, and one for a bare status made outside the
 /// handlers (a rejection, a layer, an unknown route).
@@ -211,13 +212,37 @@ async fn track(
     response
 }
 
-/// The layers around the whole server: a span per request (method, path and status in the
-/// log), and its count and duration by route. `/healthz` is added outside them.
+/// The layers around the whole server: a span per request, and its count and duration by route.
+/// `/healthz` is added outside them.
 pub fn stack(router: Router, metrics: Arc<RequestMetrics>) -> Router {
     router
-        .layer(TraceLayer::new_for_http())
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_response(|response: &Response, latency: Duration, span: &Span| {
+                    span.record("status", response.status().as_u16());
+                    DefaultOnResponse::default().on_response(response, latency, span);
+                }),
+        )
         .layer(middleware::from_fn_with_state(metrics, track))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
+}
+
+/// The span of one request, named `request` (a span exporter sends it as is): its method, the
+/// route it matched (the template, `/v1/plugins/{name}`, never the path with its names or the
+/// query), and the status once answered. No header value and no body: tokens and settings stay
+/// out of logs and traces.
+fn request_span(request: &Request) -> Span {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    tracing::info_span!(
+        "request",
+        method = %request.method(),
+        route,
+        status = tracing::field::Empty,
+    )
 }
 
 /// A request body as `T`: a JSON object, as both APIs' documents describe every body. (serde
@@ -229,4 +254,93 @@ pub fn json_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Str
         return Err("the body is not a valid request: it must be a JSON object".to_string());
     }
     serde_json::from_slice(body).map_err(|e| format!("the body is not a valid request: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+
+    use super::{RequestMetrics, stack};
+
+    type Fields = BTreeMap<String, String>;
+
+    /// Each span's name and fields, as an exporter would get them.
+    #[derive(Clone, Default)]
+    struct Spans(Arc<Mutex<BTreeMap<u64, (String, Fields)>>>);
+
+    struct Values<'a>(&'a mut Fields);
+
+    impl Visit for Values<'_> {
+        fn record_str(&mut self, field: &Field, value: &str) {
+            self.0.insert(field.name().to_string(), value.to_string());
+        }
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0
+                .insert(field.name().to_string(), format!("{value:?}"));
+        }
+    }
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Spans {
+        fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+            let mut fields = Fields::new();
+            attrs.record(&mut Values(&mut fields));
+            let name = attrs.metadata().name().to_string();
+            self.0.lock().unwrap().insert(id.into_u64(), (name, fields));
+        }
+        fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
+            if let Some((_, fields)) = self.0.lock().unwrap().get_mut(&id.into_u64()) {
+                values.record(&mut Values(fields));
+            }
+        }
+    }
+
+    /// One `request` span per request with the method, the route's template and the status;
+    /// nothing of the path's names, the query or the headers.
+    #[tokio::test]
+    async fn a_request_has_a_span_with_its_route_not_its_path() {
+        let spans = Spans::default();
+        let _default =
+            tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+        let router = Router::new().route(
+            "/v1/plugins/{name}",
+            axum::routing::get(|| async { StatusCode::NO_CONTENT }),
+        );
+        let app = stack(router, Arc::new(RequestMetrics::unregistered()));
+        let request = Request::get("/v1/plugins/secret-name?token=query-secret")
+            .header("authorization", "Bearer header-secret")
+            .body(Body::empty())
+            .unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::NO_CONTENT);
+
+        let spans = spans.0.lock().unwrap();
+        let requests: Vec<&Fields> = spans
+            .values()
+            .filter(|(name, _)| name == "request")
+            .map(|(_, fields)| fields)
+            .collect();
+        assert_eq!(requests.len(), 1, "{spans:?}");
+        let expected: Fields = [
+            ("method", "GET"),
+            ("route", "/v1/plugins/{name}"),
+            ("status", "204"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(requests[0], &expected);
+        let everything = format!("{spans:?}");
+        for secret in ["secret-name", "query-secret", "header-secret"] {
+            assert!(!everything.contains(secret), "{secret} in {everything}");
+        }
+    }
 }
