@@ -140,8 +140,8 @@ fn main() -> ExitCode {
             agent::cli::run(args).await?;
             anyhow::Ok(())
         }),
-        Command::Api(args) => run_async(server::serve::serve(args)),
-        Command::Controller(args) => run_async(async move {
+        Command::Api(args) => run_role("loop-plugins-api", server::serve::serve(args)),
+        Command::Controller(args) => run_role("loop-plugins-controller", async move {
             let client = kube::Client::try_default().await?;
             let settings = controller::Settings {
                 self_image: args.self_image,
@@ -184,18 +184,39 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs a long-lived role on a Tokio runtime, with logs on stderr.
+/// Runs a command on a Tokio runtime, with logs on stderr.
 pub(crate) fn run_async(role: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
     runtime::allocator::limit_arenas();
     runtime::logging::init();
+    block_on(role)
+}
+
+/// Runs a long-lived role on a Tokio runtime, with logs on stderr and its spans exported as
+/// `service` when an OTLP endpoint is set; what is left of them is sent once the role returns
+/// (SIGTERM).
+fn run_role(
+    service: &'static str,
+    role: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> ExitCode {
+    runtime::allocator::limit_arenas();
+    let traces = runtime::logging::init_traced(service);
+    let code = block_on(role);
+    drop(traces);
+    code
+}
+
+fn block_on(role: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime");
-    match runtime.block_on(role) {
+    let code = match runtime.block_on(role) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // Tasks still running stop here, before the last spans are sent.
+    drop(runtime);
+    code
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! What every long-lived role of loop-plugins shares, so each has one home:
-//! - [`logging`]: tracing to stderr, filtered by `RUST_LOG`;
+//! - [`logging`]: tracing to stderr, filtered by `RUST_LOG`, and spans over OTLP when an
+//!   endpoint is set;
 //! - [`metrics`]: `/healthz` and `/metrics` of a Prometheus registry;
 //! - [`shutdown`]: SIGTERM or Ctrl-C;
 //! - [`leader`]: leader election on a Lease (only the holder does work that must happen once);
