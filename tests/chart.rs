@@ -158,6 +158,7 @@ fn switches() -> Vec<Vec<String>> {
         "hostConfig.gates.agentgate.enabled=true",
         &format!("hostConfig.gates.agentgate.image=registry.local/gate@{DIGEST}"),
         "hostConfig.apiUrl=http://api.example:8080",
+        "otel.endpoint=http://otel-collector.observability:4318",
         "api.worktreeRoot=/worktrees",
         "serviceAccount.name=custom",
         "leaderElection.leaseName=custom-lease",
@@ -776,6 +777,43 @@ fn every_container_runs_restricted_with_probes() {
     assert_eq!(controller["ports"][0]["containerPort"], 9090);
     let api = container(find(&docs, "Deployment", "loop-plugins"), "api");
     assert_eq!(api["readinessProbe"]["httpGet"]["port"], "http");
+}
+
+/// `otel.endpoint` sets the OTLP endpoint on both containers, as `loop-plugins controller` and
+/// `api` read it (crates/runtime's logging); empty, the default, sets nothing, so nothing is
+/// exported.
+#[test]
+fn the_otel_endpoint_reaches_both_containers() {
+    let endpoint_of = |docs: &[Value], wanted: &str| {
+        let deployment = find(docs, "Deployment", RELEASE);
+        container(deployment, wanted)["env"]
+            .as_array()
+            .and_then(|env| {
+                env.iter()
+                    .find(|e| e["name"] == "OTEL_EXPORTER_OTLP_ENDPOINT")
+                    .map(|e| e["value"].as_str().unwrap_or_default().to_string())
+            })
+    };
+    let docs = render(&[]);
+    let off = render(&["--set", "otel.endpoint="]);
+    let on = render(&["--set", "otel.endpoint=http://otel.observability:4318"]);
+    for wanted in ["controller", "api"] {
+        assert_eq!(endpoint_of(&docs, wanted), None, "{wanted} by default");
+        assert_eq!(
+            endpoint_of(&off, wanted),
+            None,
+            "{wanted} with an empty endpoint"
+        );
+        assert_eq!(
+            endpoint_of(&on, wanted).as_deref(),
+            Some("http://otel.observability:4318"),
+            "{wanted}"
+        );
+    }
+    assert!(
+        template(&["--set", "otel.endpoint=otel:4318"]).is_err(),
+        "an endpoint without its scheme is refused"
+    );
 }
 
 /// With `LOOP_PLUGINS_UPDATE_DEPLOY` set, rewrites deploy/ (but its copy of the CRDs, which
