@@ -10,7 +10,8 @@ use std::time::Duration;
 use anyhow::{Context, ensure};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Patch, PatchParams, PostParams};
-use model::resources::{ChannelKind, Plugin};
+use model::names;
+use model::resources::{ChannelKind, Plugin, PluginInstance};
 use serde_json::json;
 
 use crate::api::api_support::{chat, full_plugin, world};
@@ -130,8 +131,34 @@ async fn approved_egress(ns: Ns) -> anyhow::Result<()> {
         "{owner:?}"
     );
 
-    // The owner takes the approval back: the policy goes.
+    // The instance says what its Pods may reach: what has a rule.
+    let instance = names::instance_name(&id, "general");
+    let shows = |open: &'static [&'static str]| {
+        move |i: &PluginInstance| {
+            i.status
+                .as_ref()
+                .is_some_and(|s| s.egress.iter().map(String::as_str).eq(open.iter().copied()))
+        }
+    };
+    wait::matches(
+        &ns.api::<PluginInstance>(),
+        &instance,
+        "the instance showing its open destination",
+        WAIT,
+        shows(&["10.20.0.0/16:5432"]),
+    )
+    .await?;
+
+    // The owner takes the approval back: the policy goes, and the instance says so.
     approve(&ns, &id, &without).await?;
     wait::deleted(&policies, &policy_name(&id), WAIT).await?;
+    wait::matches(
+        &ns.api::<PluginInstance>(),
+        &instance,
+        "the instance showing nothing open",
+        WAIT,
+        shows(&[]),
+    )
+    .await?;
     Ok(())
 }

@@ -203,19 +203,29 @@ pub fn policy(plugin: &Plugin, namespace: &str, allowed: &[Allowed]) -> Option<N
 }
 
 /// Makes sure plugin `plugin`'s policy in `namespace` is what its approved egress says (made,
-/// put right, or removed), at most once per [`REFRESH`] while nothing changes.
+/// put right, or removed), at most once per [`REFRESH`] while nothing changes; returns the
+/// destinations it opens there (what the instance's status shows). `shown` is what the
+/// instance's status showed: a plugin with no approved egress and nothing shown costs no
+/// call (most plugins), and one whose approval went (the status still shows it open, whatever
+/// this controller remembers across restarts) has its policy looked for and removed.
 pub async fn ensure(
     ctx: &Context,
     plugin: &Plugin,
     manifest: &Manifest,
     namespace: &str,
-) -> Result<()> {
+    shown: &[String],
+) -> Result<Vec<String>> {
     let id = plugin.name_any();
     let key = (namespace.to_string(), id.clone());
     let destinations = approved(plugin, manifest);
     let wanted_once = fingerprint(&(plugin.uid(), destinations));
-    if ctx.egress.fresh(&key, wanted_once, REFRESH) {
-        return Ok(());
+    if destinations.is_empty() && shown.is_empty() {
+        // Remembered all the same: approved again, the egress is looked at again.
+        ctx.egress.record(key, wanted_once, Vec::new());
+        return Ok(Vec::new());
+    }
+    if let Some(open) = ctx.egress.fresh(&key, wanted_once, REFRESH) {
+        return Ok(open);
     }
     let mut allowed = Vec::new();
     for d in destinations {
@@ -276,8 +286,18 @@ pub async fn ensure(
         }
         (None, _) => {}
     }
-    ctx.egress.record(key, wanted_once);
-    Ok(())
+    // Open: the destinations with a rule (a host that does not resolve has none yet).
+    let open: Vec<String> = desired
+        .map(|_| {
+            allowed
+                .iter()
+                .filter(|a| !a.blocks.is_empty())
+                .map(|a| a.destination.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    ctx.egress.record(key, wanted_once, open.clone());
+    Ok(open)
 }
 
 /// Whether a live policy is one this controller makes.

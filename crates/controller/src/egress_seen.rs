@@ -6,28 +6,46 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// By (namespace, plugin): a fingerprint of what was wanted, and when it was made sure of.
+/// By (namespace, plugin): a fingerprint of what was wanted, when it was made sure of, and the
+/// destinations then open.
 #[derive(Default)]
 pub struct EgressSeen {
-    seen: Mutex<HashMap<(String, String), (u64, Instant)>>,
+    seen: Mutex<HashMap<(String, String), Seen>>,
+}
+
+struct Seen {
+    wanted: u64,
+    at: Instant,
+    open: Vec<String>,
 }
 
 impl EgressSeen {
-    /// Whether `wanted` was made sure of for `key` less than `refresh` ago.
-    pub fn fresh(&self, key: &(String, String), wanted: u64, refresh: Duration) -> bool {
+    /// The destinations open, when `wanted` was made sure of for `key` less than `refresh`
+    /// ago.
+    pub fn fresh(
+        &self,
+        key: &(String, String),
+        wanted: u64,
+        refresh: Duration,
+    ) -> Option<Vec<String>> {
         self.seen
             .lock()
             .expect("egress lock")
             .get(key)
-            .is_some_and(|(seen, at)| *seen == wanted && at.elapsed() < refresh)
+            .filter(|s| s.wanted == wanted && s.at.elapsed() < refresh)
+            .map(|s| s.open.clone())
     }
 
-    /// `wanted` was made sure of for `key`, now.
-    pub fn record(&self, key: (String, String), wanted: u64) {
-        self.seen
-            .lock()
-            .expect("egress lock")
-            .insert(key, (wanted, Instant::now()));
+    /// `wanted` was made sure of for `key`, now, leaving `open` open.
+    pub fn record(&self, key: (String, String), wanted: u64, open: Vec<String>) {
+        self.seen.lock().expect("egress lock").insert(
+            key,
+            Seen {
+                wanted,
+                at: Instant::now(),
+                open,
+            },
+        );
     }
 }
 
@@ -39,15 +57,15 @@ mod tests {
     fn what_was_made_sure_of_is_fresh_until_it_changes_or_ages() {
         let seen = EgressSeen::default();
         let key = ("team".to_string(), "echo".to_string());
-        assert!(!seen.fresh(&key, 1, Duration::from_secs(300)));
-        seen.record(key.clone(), 1);
-        assert!(seen.fresh(&key, 1, Duration::from_secs(300)));
-        assert!(!seen.fresh(&key, 2, Duration::from_secs(300)), "changed");
-        assert!(!seen.fresh(&key, 1, Duration::ZERO), "aged");
-        assert!(!seen.fresh(
-            &("other".into(), "echo".into()),
-            1,
-            Duration::from_secs(300)
-        ));
+        let long = Duration::from_secs(300);
+        assert_eq!(seen.fresh(&key, 1, long), None);
+        seen.record(key.clone(), 1, vec!["10.0.0.0/8:5432".into()]);
+        assert_eq!(
+            seen.fresh(&key, 1, long),
+            Some(vec!["10.0.0.0/8:5432".to_string()])
+        );
+        assert_eq!(seen.fresh(&key, 2, long), None, "changed");
+        assert_eq!(seen.fresh(&key, 1, Duration::ZERO), None, "aged");
+        assert_eq!(seen.fresh(&("other".into(), "echo".into()), 1, long), None);
     }
 }

@@ -51,6 +51,18 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
     let facts = gather(&ctx, &instance, &name, &ns);
     let now = jiff::Timestamp::now();
     let decision = decide::decide(&facts, now);
+    // Before its container runs: what the plugin may reach beyond the host.
+    let egress = match &decision.pod {
+        Ok((run, _)) => {
+            let shown = instance
+                .status
+                .as_ref()
+                .map(|s| s.egress.as_slice())
+                .unwrap_or_default();
+            Some(egress::ensure(&ctx, run.plugin, &run.manifest, &ns, shown).await?)
+        }
+        Err(_) => None,
+    };
     let desired = make_secrets_and_pod(&ctx, &facts, &decision).await?;
     let keep = desired.as_ref().ok().filter(|_| decision.demand.wanted());
     let steps = decide::pod_steps(keep, &facts.pods);
@@ -60,6 +72,7 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         want_pod: keep.is_some(),
         problem: desired.as_ref().err().map(String::as_str),
         settings: decision.settings.as_ref(),
+        egress: egress.as_deref(),
         gated: decision.pod.as_ref().ok().map(|(_, p)| p.gate.is_some()),
     };
     let status = status::desired_status(&instance, &applied, &model::time::rfc3339(now));
@@ -150,8 +163,6 @@ async fn make_secrets_and_pod(
         Ok((run, parts)) => (run, parts),
         Err(why) => return Ok(Err(why.clone())),
     };
-    // Before its container runs: what the plugin may reach beyond the host.
-    egress::ensure(ctx, run.plugin, &run.manifest, facts.namespace).await?;
     let spec = &facts.instance.spec;
     let owner = facts
         .instance

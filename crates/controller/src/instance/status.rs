@@ -29,6 +29,8 @@ pub struct Applied<'a> {
     pub settings: Option<&'a ResolvedSettings>,
     /// Whether the Pod runs under the gate, when it can be built.
     pub gated: Option<bool>,
+    /// The destinations the plugin's egress policy opens here, when it was looked at.
+    pub egress: Option<&'a [String]>,
 }
 
 /// The part of an instance's status the controller owns (the API server owns the rest).
@@ -39,6 +41,7 @@ pub fn observed_part(status: &PluginInstanceStatus) -> PluginInstanceStatus {
         pod: status.pod.clone(),
         refused_settings: status.refused_settings.clone(),
         setting_sources: status.setting_sources.clone(),
+        egress: status.egress.clone(),
         conditions: status.conditions.clone(),
         ..Default::default()
     }
@@ -118,6 +121,10 @@ pub fn desired_status(
         pod: pod.map(|p| p.name_any()),
         refused_settings,
         setting_sources,
+        egress: applied
+            .egress
+            .map(<[String]>::to_vec)
+            .unwrap_or(current.egress),
         conditions,
         ..Default::default()
     }
@@ -354,6 +361,7 @@ mod tests {
         let kept = desired_status(&instance, &Applied::default(), T2);
         assert_eq!(kept.refused_settings, shown.refused_settings);
         assert_eq!(kept.setting_sources, shown.setting_sources);
+        assert_eq!(kept.egress, shown.egress);
         assert_eq!(settings_news(&shown, &kept), None);
         // Fixed: the condition says so, and that is news.
         let fixed = desired_status(
@@ -386,6 +394,7 @@ mod tests {
             problem: None,
             settings: Some(&left_out),
             gated: Some(false),
+            egress: Some(&["10.20.0.0/16:5432".to_string()]),
         };
         insta::assert_yaml_snapshot!(
             "instance_status_running",

@@ -97,6 +97,11 @@ pub struct PluginInstanceStatus {
     /// controller; `loop-plugins explain` shows the values).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub setting_sources: BTreeMap<String, SettingSource>,
+    /// The destinations beyond the host the plugin's Pods may reach here, as its approved
+    /// `egress` lists them (`api.github.com:443`), where the controller opened them with the
+    /// plugin's NetworkPolicy (written by the controller).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
