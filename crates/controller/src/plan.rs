@@ -253,9 +253,10 @@ fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &m
             plugin: view.name.to_string(),
             action: schedule.action.clone(),
             entry_hash: schedule.entry_hash.clone(),
+            source: Some(schedule.source),
         };
         let existing = input.existing_cronjobs.get(&key);
-        let applied_before = input.applied.contains(&record);
+        let applied_before = input.applied.iter().any(|a| a.same_entry(&record));
         if existing.is_some() || (enabled && !applied_before) {
             // An interval counts from its task's anchor while the entry stays the same (a
             // pause, a restart), and from now once it changes.
@@ -366,7 +367,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use model::config::{PluginConfig, PluginsConfig, ScheduleEntry};
+    use model::config::{ConfigLevel, PluginConfig, PluginsConfig, ScheduleEntry};
     use model::resources::{App, ChannelKind, HostPlugins, ProjectTrust};
     use model::schedule::ScheduleType;
 
@@ -658,8 +659,21 @@ mod tests {
             plan.applied, case.applied,
             "the applied entry is remembered"
         );
+        assert_eq!(plan.applied[0].source, Some(ConfigLevel::Project));
         case.project = project(true, &[("tick", entry(None, Some("0 9 * * *")))]);
         assert_eq!(case.plan().schedules.len(), 1);
+    }
+
+    #[test]
+    fn an_entry_recorded_without_its_source_is_the_same_entry() {
+        // A chat status written before the source was kept: not applied again for it.
+        let mut case = Case::new(project(true, &[("tick", entry(None, None))])).converge();
+        for a in &mut case.applied {
+            a.source = None;
+        }
+        case.existing.clear(); // deleted by hand
+        let plan = case.plan();
+        assert!(plan.schedules.is_empty(), "{plan:?}");
     }
 
     #[test]
@@ -831,6 +845,7 @@ mod tests {
             plugin: "echo".into(),
             action: "gone".into(),
             entry_hash: "sha256:old".into(),
+            source: Some(ConfigLevel::Project),
         }];
         let plan = case.plan();
         assert_eq!(plan.problems.len(), 2, "{:?}", plan.problems);

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Condition;
+use crate::config::ConfigLevel;
 
 /// A chat. Threads and worktree threads name their parent channel and follow its project.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -106,4 +107,17 @@ pub struct AppliedSchedule {
     pub action: String,
     /// The hash of the entry as applied.
     pub entry_hash: String,
+    /// The config whose entry it is: `global` (HostConfig) or `project` (absent on entries
+    /// recorded before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<ConfigLevel>,
+}
+
+impl AppliedSchedule {
+    /// Whether `other` records the same entry (its source aside: the hash covers it).
+    pub fn same_entry(&self, other: &AppliedSchedule) -> bool {
+        self.plugin == other.plugin
+            && self.action == other.action
+            && self.entry_hash == other.entry_hash
+    }
 }
