@@ -1763,7 +1763,7 @@ async fn network_policy(ns: Ns) -> anyhow::Result<()> {
             .context("the peer's address")?
             .to_string();
         let egress_id = plugin_id(&ns, "npe");
-        let with_egress = plugin_with(&egress_id, |m| {
+        let mut with_egress = plugin_with(&egress_id, |m| {
             if let Some(Value::Array(caps)) = m.get_mut("capabilities") {
                 caps.push(json!("network.egress"));
             }
@@ -1772,6 +1772,11 @@ async fn network_policy(ns: Ns) -> anyhow::Result<()> {
                 json!([{ "cidr": format!("{peer_ip}/32"), "ports": [8080] }]),
             );
         })?;
+        // The owner approves it (the list was approved before the edit).
+        with_egress
+            .spec
+            .approved_capabilities
+            .push("network.egress".into());
         install(&ns, &with_egress).await?;
         apply_trusted(
             &ns,
