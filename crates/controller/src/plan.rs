@@ -482,6 +482,7 @@ mod tests {
                     plugins: &self.project.plugins,
                     uid: None,
                     trust: Some(&self.project.trust),
+                    known_hash: None,
                 }),
                 host: &self.host,
                 plugins: &views,

@@ -18,6 +18,7 @@
 
 pub mod changed;
 pub mod compact;
+pub mod config_hashes;
 pub mod config_writes;
 pub mod feed;
 pub mod kinds;
@@ -68,6 +69,8 @@ pub struct Index {
     pub pods: Arc<PodIndex>,
     /// Each Plugin's manifest compiled once per version.
     pub manifests: Arc<Manifests>,
+    /// Each Project's config hash, once per version.
+    pub config_hashes: Arc<config_hashes::ConfigHashes>,
 
     // The controller's.
     /// Label-selected: the Secrets the controller made (token Secrets, registry credentials
@@ -186,6 +189,7 @@ impl Index {
             instances,
             pods: Arc::new(PodIndex::new(pods)),
             manifests: Arc::default(),
+            config_hashes: Arc::default(),
             owned_secrets,
             claims,
             cronjobs,

@@ -207,6 +207,7 @@ mod tests {
                 plugins: &r.current,
                 uid: None,
                 trust: trust.as_ref(),
+                known_hash: None,
             };
             let e = plugin_enabled(&host(r.plugins_on, r.global.clone()), "p", view);
             let context = format!(
@@ -225,6 +226,7 @@ mod tests {
             plugins: &current,
             uid: None,
             trust: Some(&trust),
+            known_hash: None,
         };
         let e = plugin_enabled(&host(true, on(true)), "other", view);
         assert!(!e.enabled);

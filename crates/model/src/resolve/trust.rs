@@ -19,6 +19,9 @@ pub struct ProjectView<'a> {
     pub uid: Option<&'a str>,
     /// The same-named `ProjectTrust`.
     pub trust: Option<&'a ProjectTrust>,
+    /// `plugins`' hash when the caller keeps it (the index does, per Project version); else
+    /// it is computed.
+    pub known_hash: Option<&'a str>,
 }
 
 impl<'a> ProjectView<'a> {
@@ -28,6 +31,15 @@ impl<'a> ProjectView<'a> {
             plugins: &project.spec.plugins,
             uid: project.metadata.uid.as_deref(),
             trust,
+            known_hash: None,
+        }
+    }
+
+    /// The view, its config's hash already known.
+    pub fn with_hash(self, hash: &'a str) -> Self {
+        Self {
+            known_hash: Some(hash),
+            ..self
         }
     }
 }
@@ -82,7 +94,9 @@ impl<'a> ApprovedConfig<'a> {
 
 /// Whether the project's current config is trusted, and which config counts.
 pub fn approved_plugins(project: ProjectView<'_>) -> ApprovedConfig<'_> {
-    let current_hash = config_hash(project.plugins);
+    let current_hash = project
+        .known_hash
+        .map_or_else(|| config_hash(project.plugins), str::to_string);
     let trust = project
         .trust
         .filter(|t| t.metadata.deletion_timestamp.is_none());
@@ -221,6 +235,7 @@ mod tests {
                 plugins: &current,
                 uid: Some("uid-proj"),
                 trust: trust.as_ref(),
+                known_hash: None,
             };
             let a = approved_plugins(view);
             let state = match a.state {
@@ -252,8 +267,27 @@ mod tests {
             plugins: &current,
             uid: None,
             trust: Some(&trust),
+            known_hash: None,
         };
         assert!(approved_plugins(view).is_trusted());
+    }
+
+    #[test]
+    fn a_known_hash_stands_for_the_config() {
+        let current = plugins(true);
+        let trust = owned("uid-earlier", true);
+        let view = ProjectView {
+            plugins: &current,
+            uid: None,
+            trust: Some(&trust),
+            known_hash: None,
+        };
+        let hash = config_hash(&current);
+        assert!(approved_plugins(view.with_hash(&hash)).is_trusted());
+        // The hash given is the one compared (the caller keeps it right, per version).
+        let other = approved_plugins(view.with_hash("sha256:other"));
+        assert!(!other.is_trusted());
+        assert_eq!(other.current_hash, "sha256:other");
     }
 
     #[test]

@@ -166,10 +166,11 @@ pub fn enabled_in(
         });
     };
     let trust = index.project_trust(&ns, &chat.spec.project);
+    let hash = index.config_hashes.of(&project);
     let enabled = plugin_enabled(
         &host.plugins,
         plugin,
-        ProjectView::new(&project, trust.as_deref()),
+        ProjectView::new(&project, trust.as_deref()).with_hash(&hash),
     );
     if enabled.is_enabled() {
         Ok(())
