@@ -265,6 +265,12 @@ impl ApiServer {
     /// are full by then). Its log is `api-<namespace>.log` in the run's folder; the working
     /// trees are `api-<namespace>/worktrees/<namespace>/<claim>/<subPath>` there.
     pub async fn start(ns: &Ns) -> anyhow::Result<Self> {
+        Self::start_with(ns, &[]).await
+    }
+
+    /// [`ApiServer::start`], its process given `env` too (on an existing cluster, the
+    /// chart's API, without it).
+    pub async fn start_with(ns: &Ns, env: &[(&str, String)]) -> anyhow::Result<Self> {
         if let Some(existing) = ns.cluster().existing() {
             return Self::in_cluster(ns, existing.api_addr).await;
         }
@@ -291,6 +297,9 @@ impl ApiServer {
                 "RUST_LOG".into(),
                 "info,kube=warn,loop_plugins_controller=debug,loop_plugins_server=debug,loop_plugins_runtime=debug".into(),
             ));
+            for (name, value) in env {
+                spec.env.push((name.to_string(), value.clone()));
+            }
             let spec = spec.args([
                 "api".to_string(),
                 format!("--listen=127.0.0.1:{port}"),

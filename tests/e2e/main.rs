@@ -27,6 +27,7 @@ mod runs;
 mod secrets;
 mod support;
 mod tour;
+mod traces;
 mod trust;
 mod ui;
 mod versions;
@@ -60,6 +61,7 @@ fn main() -> std::process::ExitCode {
         runs::tests(),
         secrets::tests(),
         tour::tests(),
+        traces::tests(),
         trust::tests(),
         ui::tests(),
         versions::tests(),
