@@ -1673,8 +1673,9 @@ async fn switch_race(ns: Ns) -> anyhow::Result<()> {
 
 /// The chart's NetworkPolicy for plugin pods, enforced by the cluster's CNI: a plugin pod
 /// reaches the API Service by its DNS name, but neither another plugin pod nor the Kubernetes
-/// API, and the API still reaches it; a plugin whose approved egress names the peer reaches
-/// it through the policy the controller makes for it, and the first plugin still does not. Each probe is a real plugin pod: the echo plugin's `ping`
+/// API, and the API still reaches it; a plugin whose approved egress names a server outside
+/// the plugin pods reaches it through the policy the controller makes for it, and the first
+/// plugin still does not. Each probe is a real plugin pod: the echo plugin's `ping`
 /// action calls `GET $LOOP_API_URL/api/plugin/v1/channel` and journals the answer's status or
 /// the error, and HostConfig `apiUrl` (read when a Pod is made) aims each probe's
 /// `LOOP_API_URL`. The peer is a Pod of the echo plugin's image with a plugin pod's labels
@@ -1753,14 +1754,16 @@ async fn network_policy(ns: Ns) -> anyhow::Result<()> {
             "a plugin pod did not reach the API Service: {api}"
         );
 
-        // A plugin whose approved egress names the peer (`network.egress`) reaches it: the
-        // controller opens it with the plugin's own policy, beside the chart's. The first
-        // plugin, in the same chat, still does not.
-        let peer_ip = peer_url
+        // A plugin whose approved egress names a server outside (`network.egress`) reaches
+        // it: the controller opens it with the plugin's own policy, beside the chart's. The
+        // first plugin, in the same chat, still does not. (Not the peer: the chart's policy
+        // lets only the API into plugin pods, whatever lets a plugin out.)
+        let outside_url = serving_pod(&ns, &image, "outside", json!({ "app": "outside" })).await?;
+        let outside_ip = outside_url
             .trim_start_matches("http://")
             .split(':')
             .next()
-            .context("the peer's address")?
+            .context("the outside server's address")?
             .to_string();
         let egress_id = plugin_id(&ns, "npe");
         let mut with_egress = plugin_with(&egress_id, |m| {
@@ -1769,7 +1772,7 @@ async fn network_policy(ns: Ns) -> anyhow::Result<()> {
             }
             m.insert(
                 "egress".into(),
-                json!([{ "cidr": format!("{peer_ip}/32"), "ports": [8080] }]),
+                json!([{ "cidr": format!("{outside_ip}/32"), "ports": [8080] }]),
             );
         })?;
         // The owner approves it (the list was approved before the edit).
@@ -1787,15 +1790,15 @@ async fn network_policy(ns: Ns) -> anyhow::Result<()> {
         apply(&ns, &channel("egress", "proj", ChannelKind::Channel, None)).await?;
         let instance = names::instance_name(&egress_id, "egress");
         wait::exists(&ns.api::<Secret>(), &names::secret_name(&instance), WAIT).await?;
-        let opened = ping_via(&ns, &caller, &egress_id, "egress", Some(&peer_url)).await?;
+        let opened = ping_via(&ns, &caller, &egress_id, "egress", Some(&outside_url)).await?;
         ensure!(
             opened["status"] == 401,
-            "the approved egress did not reach the peer: {opened}"
+            "the approved egress did not reach the server outside: {opened}"
         );
-        let closed = ping_via(&ns, &caller, &id, "egress", Some(&peer_url)).await?;
+        let closed = ping_via(&ns, &caller, &id, "egress", Some(&outside_url)).await?;
         ensure!(
             closed["status"].is_null() && closed["error"].is_string(),
-            "another plugin's egress let this one reach the peer: {closed}"
+            "another plugin's egress let this one reach the server outside: {closed}"
         );
         anyhow::Ok(())
     }
@@ -1808,15 +1811,27 @@ async fn network_policy(ns: Ns) -> anyhow::Result<()> {
 /// A Pod of the echo plugin's image labelled as a plugin pod, serving on 8080 with a secret
 /// of its own; returns its URL once it runs.
 async fn peer_pod(ns: &Ns, image: &str) -> anyhow::Result<String> {
+    serving_pod(
+        ns,
+        image,
+        "peer",
+        json!({ "app.kubernetes.io/name": "loop-plugin" }),
+    )
+    .await
+}
+
+/// A Pod `name` of the echo plugin's image with `labels`, serving on 8080 with a secret of
+/// its own; returns its URL once it runs.
+async fn serving_pod(ns: &Ns, image: &str, name: &str, labels: Value) -> anyhow::Result<String> {
     let secret: Secret = serde_json::from_value(json!({
-        "metadata": { "name": "peer" },
-        "stringData": { "secret": "peer-secret" }
+        "metadata": { "name": name },
+        "stringData": { "secret": format!("{name}-secret") }
     }))?;
     ns.api::<Secret>()
         .create(&PostParams::default(), &secret)
         .await?;
     let pod: Pod = serde_json::from_value(json!({
-        "metadata": { "name": "peer", "labels": { "app.kubernetes.io/name": "loop-plugin" } },
+        "metadata": { "name": name, "labels": labels },
         "spec": {
             "automountServiceAccountToken": false,
             "securityContext": {
@@ -1838,24 +1853,18 @@ async fn peer_pod(ns: &Ns, image: &str) -> anyhow::Result<String> {
                 },
                 "volumeMounts": [{ "name": "secret", "mountPath": "/secret", "readOnly": true }]
             }],
-            "volumes": [{ "name": "secret", "secret": { "secretName": "peer" } }]
+            "volumes": [{ "name": "secret", "secret": { "secretName": name } }]
         }
     }))?;
     ns.api::<Pod>().create(&PostParams::default(), &pod).await?;
-    let pod = wait::matches(
-        &ns.api::<Pod>(),
-        "peer",
-        "the peer Ready",
-        WAIT,
-        |p: &Pod| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        },
-    )
+    let pod = wait::matches(&ns.api::<Pod>(), name, "the pod Ready", WAIT, |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    })
     .await?;
-    let ip = pod.status.and_then(|s| s.pod_ip).context("the peer's IP")?;
+    let ip = pod.status.and_then(|s| s.pod_ip).context("the pod's IP")?;
     Ok(format!("http://{ip}:8080"))
 }
 
