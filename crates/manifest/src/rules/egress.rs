@@ -71,38 +71,8 @@ pub(super) fn check(ctx: &mut Ctx) {
                 p.add(&at, "needs a host (a DNS name) or a cidr (an IP block)");
                 None
             }
-            (Some(host), None) => match host.as_str() {
-                Some(h) => match host_problem(h) {
-                    Some(why) => {
-                        p.add(&at.key("host"), why);
-                        None
-                    }
-                    None => Some(h.to_string()),
-                },
-                None => {
-                    p.add(
-                        &at.key("host"),
-                        format!("must be a string, not {}", kind(host)),
-                    );
-                    None
-                }
-            },
-            (None, Some(cidr)) => match cidr.as_str() {
-                Some(c) => match cidr_problem(c) {
-                    Some(why) => {
-                        p.add(&at.key("cidr"), why);
-                        None
-                    }
-                    None => Some(c.to_string()),
-                },
-                None => {
-                    p.add(
-                        &at.key("cidr"),
-                        format!("must be a string, not {}", kind(cidr)),
-                    );
-                    None
-                }
-            },
+            (Some(host), None) => place_of(host, &at.key("host"), host_problem, p),
+            (None, Some(cidr)) => place_of(cidr, &at.key("cidr"), cidr_problem, p),
         };
         let ports = ports(item.get("ports"), &at.key("ports"), p);
         if let (Some(place), Some(ports)) = (place, ports)
@@ -110,6 +80,27 @@ pub(super) fn check(ctx: &mut Ctx) {
         {
             p.add(&at, format!("lists {place} with the same ports twice"));
         }
+    }
+}
+
+/// A destination's host or block as written, when it is a string `problem` finds nothing
+/// wrong with; else `None`, with the problem at `at`.
+fn place_of(
+    value: &Value,
+    at: &super::JsonPath,
+    problem: fn(&str) -> Option<String>,
+    p: &mut super::Problems,
+) -> Option<String> {
+    let Some(text) = value.as_str() else {
+        p.add(at, format!("must be a string, not {}", kind(value)));
+        return None;
+    };
+    match problem(text) {
+        Some(why) => {
+            p.add(at, why);
+            None
+        }
+        None => Some(text.to_string()),
     }
 }
 
@@ -280,6 +271,17 @@ mod tests {
                 .set("egress", json!([{ "cidr": cidr, "ports": [443] }]))
                 .assert_problem("egress[0].cidr", why);
         }
+        M::new()
+            .caps(&["network.egress"])
+            .set(
+                "egress",
+                json!([{ "host": 5, "ports": [443] }, { "cidr": [], "ports": [1] }]),
+            )
+            .assert_problem("egress[0].host", "must be a string, not");
+        M::new()
+            .caps(&["network.egress"])
+            .set("egress", json!([{ "cidr": [], "ports": [1] }]))
+            .assert_problem("egress[0].cidr", "must be a string, not");
         let twice = json!({ "host": "api.github.com", "ports": [443] });
         M::new()
             .caps(&["network.egress"])
