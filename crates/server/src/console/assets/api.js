@@ -74,9 +74,11 @@ export class HostApi {
   }
 
   /**
-   * A JSON call: the answer's JSON, or a HostError. An `instance_pending` answer (the
-   * controller has not made the plugin's instance in that chat yet, so nothing reached the
-   * plugin) is asked again after its Retry-After, for up to PENDING_PATIENCE_MS.
+   * A JSON call: the answer's JSON, or a HostError. A person's click (a POST) answered
+   * `instance_pending` (the controller has not made the plugin's instance in that chat yet, so
+   * nothing reached the plugin) is asked again after its Retry-After, for up to
+   * PENDING_PATIENCE_MS. A read is not: the lists load again on the next change, and one
+   * plugin's pending instance must not hold the whole chat's page.
    */
   async json(method, path, body) {
     const options = body === undefined
@@ -91,7 +93,7 @@ export class HostApi {
       if (response.ok) return json;
       const error = hostError(response.status, json)
         ?? new HostError(response.status, "internal", `${method} ${path} answered ${response.status}`);
-      const wait = pendingWait(error, response.headers.get("retry-after"));
+      const wait = method === "GET" ? null : pendingWait(error, response.headers.get("retry-after"));
       if (wait === null || Date.now() + wait > deadline) throw error;
       await this.sleep(wait);
     }

@@ -60,6 +60,12 @@ test("a click answered instance_pending reaches the plugin once the instance is 
     answers.push([409, { error: { code: "plugin_not_enabled", message: "off here" } }, {}]);
     await assert.rejects(api.post("/switches/mode", { on: true }), { code: "plugin_not_enabled" });
     assert.equal(calls.length, 4);
+
+    // A read answered instance_pending is the answer: the page loads again on the next change.
+    answers.push([503, { error: { code: "instance_pending", message: "not made yet" } }, { "Retry-After": "1" }]);
+    await assert.rejects(api.get("/switches"), { code: "instance_pending" });
+    assert.equal(calls.length, 5);
+    assert.deepEqual(waits, [1000, 1000]);
   } finally {
     globalThis.fetch = saved;
   }
