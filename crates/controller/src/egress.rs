@@ -227,14 +227,6 @@ pub async fn ensure(
     if let Some(open) = ctx.egress.fresh(&key, wanted_once, REFRESH) {
         return Ok(open);
     }
-    let mut allowed = Vec::new();
-    for d in destinations {
-        allowed.push(Allowed {
-            destination: d.destination(),
-            blocks: blocks(d).await,
-            ports: d.ports.clone(),
-        });
-    }
     let api: Api<NetworkPolicy> = Api::namespaced(ctx.client.clone(), namespace);
     let name = name(&id);
     let policies = api
@@ -247,7 +239,18 @@ pub async fn ensure(
         })?
         .items;
     let closed = policies.iter().any(|p| closes_egress(p, &id));
-    let desired = policy(plugin, namespace, &allowed).filter(|_| closed);
+    // Hosts are resolved only where a policy of ours is made: elsewhere it opens nothing.
+    let mut allowed = Vec::new();
+    if closed {
+        for d in destinations {
+            allowed.push(Allowed {
+                destination: d.destination(),
+                blocks: blocks(d).await,
+                ports: d.ports.clone(),
+            });
+        }
+    }
+    let desired = policy(plugin, namespace, &allowed);
     let live = policies.into_iter().find(|p| p.name_any() == name);
     match (&desired, &live) {
         (Some(d), Some(l))
