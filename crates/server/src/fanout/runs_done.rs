@@ -12,7 +12,9 @@
 //!   after a backoff that doubles ([`retry_after`]); after [`DONE_ATTEMPTS`] it gives up;
 //! - a try may start the plugin's stopped container, but records no demand on a running one: a
 //!   delivery that keeps failing wakes a container at most [`DONE_ATTEMPTS`] times, and never
-//!   keeps one from going idle.
+//!   keeps one from going idle;
+//! - tries run side by side ([`MAX_IN_FLIGHT`] at once): a try that starts a container may wait
+//!   out the start limit, and a plugin that cannot start holds back no other plugin's /done.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,9 +22,11 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use kube::api::{Patch, PatchParams};
+use kube::runtime::reflector::Store;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use crate::calls::client::PluginRequest;
 use crate::calls::{CallError, CallKind, CallOptions};
@@ -147,82 +151,175 @@ impl DoneRecorder for KubeDoneRecorder {
     }
 }
 
+/// A try at telling the plugin a run ended.
+pub trait Deliverer: Send + Sync + 'static {
+    fn deliver(&self, run: Arc<AgentRun>, status: AgentRunStatus) -> BoxFuture<'static, Outcome>;
+}
+
+/// Tries through the host's one way to call a plugin.
+struct HostDeliverer(HostState);
+
+impl Deliverer for HostDeliverer {
+    fn deliver(&self, run: Arc<AgentRun>, status: AgentRunStatus) -> BoxFuture<'static, Outcome> {
+        let host = self.0.clone();
+        Box::pin(async move { deliver(&host, &run, &status).await })
+    }
+}
+
 /// Delivers /done for every run that ended, while leading.
-pub async fn run(
-    host: HostState,
+pub async fn run(host: HostState, recorder: Arc<dyn DoneRecorder>, leading: watch::Receiver<bool>) {
+    let runs = host.index().runs.clone();
+    let changed = host.index().changed.runs.subscribe();
+    deliver_all(
+        runs,
+        changed,
+        Arc::new(HostDeliverer(host)),
+        recorder,
+        leading,
+    )
+    .await
+}
+
+/// The most tries in flight at once; the rest wait for the next pass.
+pub const MAX_IN_FLIGHT: usize = 32;
+
+/// Delivers /done for every run in `runs` that ended, while leading; looks again whenever
+/// `changed` moves. Each try runs on its own (up to [`MAX_IN_FLIGHT`]): a try may wait as long
+/// as a container's start limit, and one plugin that cannot start holds no other run's /done.
+pub async fn deliver_all(
+    runs: Store<AgentRun>,
+    mut runs_changed: watch::Receiver<u64>,
+    deliverer: Arc<dyn Deliverer>,
     recorder: Arc<dyn DoneRecorder>,
     mut leading: watch::Receiver<bool>,
 ) {
-    // When this process last tried each run (by uid), and the count it then recorded.
-    let mut tried: HashMap<String, Instant> = HashMap::new();
-    // Runs this process delivered /done to, until the cache shows `doneDelivered` (the cache
-    // lags the write: a pass in that moment delivered again, `make chaos` found 86 of 300
-    // runs told twice), and whether the record is still to be written.
-    let mut delivered: HashMap<String, bool> = HashMap::new();
-    let mut runs_changed = host.index().changed.runs.subscribe();
+    let mut book = Book::default();
+    let mut flight: JoinSet<(Arc<AgentRun>, Outcome)> = JoinSet::new();
     loop {
-        super::until_leading(&mut leading).await;
-        let mut soonest: Option<Duration> = None;
-        let runs = host.index().runs.state();
-        let exists = |uid: &String| runs.iter().any(|r| r.uid().as_deref() == Some(uid));
-        tried.retain(|uid, _| exists(uid));
-        delivered.retain(|uid, _| exists(uid));
-        for run in runs.iter() {
-            let uid = run.uid().unwrap_or_default();
-            let status = run.status.clone().unwrap_or_default();
-            if let Some(recorded) = delivered.get_mut(&uid) {
-                if status.done_delivered {
-                    delivered.remove(&uid);
-                } else if !*recorded {
-                    match recorder.record(run, &Outcome::Delivered).await {
-                        Ok(()) => *recorded = true,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "could not record /done");
-                            soonest = Some(Duration::from_secs(1));
-                        }
-                    }
+        // Not leading: what is in flight still ends and is recorded; nothing new starts.
+        while !*leading.borrow_and_update() {
+            tokio::select! {
+                Some(joined) = flight.join_next_with_id(), if !flight.is_empty() => {
+                    book.settle(&*recorder, joined).await;
                 }
+                changed = leading.changed() => if changed.is_err() { return },
+            }
+        }
+        let mut soonest = book.retry_records(&runs.state(), &*recorder).await;
+        for run in runs.state() {
+            if flight.len() >= MAX_IN_FLIGHT {
+                break;
+            }
+            let uid = run.uid().unwrap_or_default();
+            if book.in_flight.values().any(|u| *u == uid) || book.delivered.contains_key(&uid) {
                 continue;
             }
-            match next(&status, tried.get(&uid).map(Instant::elapsed)) {
+            let status = run.status.clone().unwrap_or_default();
+            match next(&status, book.tried.get(&uid).map(Instant::elapsed)) {
                 Next::Nothing => {}
                 Next::Wait(wait) => soonest = Some(soonest.map_or(wait, |s| s.min(wait))),
                 Next::Deliver => {
-                    let outcome = deliver(&host, run, &status).await;
-                    if let Outcome::Failed { attempts, error } = &outcome {
-                        tracing::warn!(run = %run.name_any(), attempts, %error, "/done not delivered");
-                        tried.insert(uid.clone(), Instant::now());
-                        if *attempts < DONE_ATTEMPTS {
-                            let wait = retry_after(*attempts);
-                            soonest = Some(soonest.map_or(wait, |s| s.min(wait)));
-                        }
-                    } else {
-                        tracing::info!(run = %run.name_any(), "/done delivered");
-                    }
-                    let recorded = recorder.record(run, &outcome).await;
-                    if outcome == Outcome::Delivered {
-                        delivered.insert(uid.clone(), recorded.is_ok());
-                    }
-                    if let Err(e) = recorded {
+                    let attempt = deliverer.deliver(run.clone(), status);
+                    let task = flight.spawn(async move { (run, attempt.await) });
+                    book.in_flight.insert(task.id(), uid);
+                }
+            }
+        }
+        let wake = runs_changed.changed();
+        let lost = async {
+            let _ = leading.wait_for(|l| !*l).await;
+        };
+        let sleep = tokio::time::sleep(soonest.unwrap_or(Duration::MAX));
+        tokio::select! {
+            Some(joined) = flight.join_next_with_id(), if !flight.is_empty() => {
+                book.settle(&*recorder, joined).await;
+            }
+            _ = wake => {}
+            _ = sleep, if soonest.is_some() => {}
+            _ = lost => {}
+        }
+    }
+}
+
+/// What this process knows of its own tries.
+#[derive(Default)]
+struct Book {
+    /// When this process last tried each run (by uid).
+    tried: HashMap<String, Instant>,
+    /// Runs this process delivered /done to, until the cache shows `doneDelivered` (the cache
+    /// lags the write: a pass in that moment delivered again, `make chaos` found 86 of 300
+    /// runs told twice), and whether the record is written.
+    delivered: HashMap<String, bool>,
+    /// Runs whose try has not ended, by the try's task.
+    in_flight: HashMap<tokio::task::Id, String>,
+}
+
+type Joined = Result<(tokio::task::Id, (Arc<AgentRun>, Outcome)), tokio::task::JoinError>;
+
+impl Book {
+    /// Records how a try went.
+    async fn settle(&mut self, recorder: &dyn DoneRecorder, joined: Joined) {
+        let (run, outcome) = match joined {
+            Ok((id, ended)) => {
+                self.in_flight.remove(&id);
+                ended
+            }
+            Err(e) => {
+                // Nothing was recorded: tried again after the backoff.
+                let uid = self.in_flight.remove(&e.id());
+                tracing::warn!(run_uid = ?uid, error = %e, "a /done try ended without an outcome");
+                if let Some(uid) = uid {
+                    self.tried.insert(uid, Instant::now());
+                }
+                return;
+            }
+        };
+        let uid = run.uid().unwrap_or_default();
+        match &outcome {
+            Outcome::Failed { attempts, error } => {
+                tracing::warn!(run = %run.name_any(), attempts, %error, "/done not delivered");
+                self.tried.insert(uid.clone(), Instant::now());
+            }
+            Outcome::Delivered => tracing::info!(run = %run.name_any(), "/done delivered"),
+        }
+        let recorded = recorder.record(&run, &outcome).await;
+        if let Err(e) = &recorded {
+            tracing::warn!(error = %e, "could not record /done");
+        }
+        if outcome == Outcome::Delivered {
+            self.delivered.insert(uid, recorded.is_ok());
+        }
+    }
+
+    /// Forgets runs that are gone and the delivered ones the cache shows, and writes the
+    /// records a try could not: when to look again if one still failed.
+    async fn retry_records(
+        &mut self,
+        runs: &[Arc<AgentRun>],
+        recorder: &dyn DoneRecorder,
+    ) -> Option<Duration> {
+        let exists = |uid: &String| runs.iter().any(|r| r.uid().as_deref() == Some(uid));
+        self.tried.retain(|uid, _| exists(uid));
+        self.delivered.retain(|uid, _| exists(uid));
+        let mut soonest = None;
+        for run in runs {
+            let uid = run.uid().unwrap_or_default();
+            let Some(recorded) = self.delivered.get_mut(&uid) else {
+                continue;
+            };
+            if run.status.as_ref().is_some_and(|s| s.done_delivered) {
+                self.delivered.remove(&uid);
+            } else if !*recorded {
+                match recorder.record(run, &Outcome::Delivered).await {
+                    Ok(()) => *recorded = true,
+                    Err(e) => {
                         tracing::warn!(error = %e, "could not record /done");
                         soonest = Some(Duration::from_secs(1));
                     }
                 }
             }
         }
-        let wake = runs_changed.changed();
-        let lost = leading.wait_for(|l| !*l);
-        match soonest {
-            Some(wait) => tokio::select! {
-                _ = wake => {}
-                _ = tokio::time::sleep(wait) => {}
-                _ = lost => {}
-            },
-            None => tokio::select! {
-                _ = wake => {}
-                _ = lost => {}
-            },
-        }
+        soonest
     }
 }
 
@@ -334,5 +431,93 @@ mod tests {
             failed["status"],
             json!({ "doneAttempts": 2, "doneError": "refused" })
         );
+    }
+
+    /// Tells every run at once, except the ones whose name starts with `stuck`: those never
+    /// answer (a container that cannot start while its start limit runs).
+    struct Stalling {
+        started: tokio::sync::mpsc::UnboundedSender<String>,
+    }
+
+    impl Deliverer for Stalling {
+        fn deliver(&self, run: Arc<AgentRun>, _: AgentRunStatus) -> BoxFuture<'static, Outcome> {
+            let name = run.name_any();
+            let _ = self.started.send(name.clone());
+            Box::pin(async move {
+                if name.starts_with("stuck") {
+                    futures::future::pending::<()>().await;
+                }
+                Outcome::Delivered
+            })
+        }
+    }
+
+    /// Keeps what it was told to record.
+    struct Kept(tokio::sync::mpsc::UnboundedSender<(String, Outcome)>);
+
+    impl DoneRecorder for Kept {
+        fn record<'a>(
+            &'a self,
+            run: &'a AgentRun,
+            outcome: &'a Outcome,
+        ) -> BoxFuture<'a, Result<(), String>> {
+            let _ = self.0.send((run.name_any(), outcome.clone()));
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    fn ended_run(name: &str) -> AgentRun {
+        let mut run = AgentRun::new(
+            name,
+            model::resources::AgentRunSpec {
+                plugin: "p".into(),
+                channel: "general".into(),
+                thread: "plugin:p".into(),
+                agent: "a".into(),
+                read_only: false,
+                tools: vec![],
+                prompt: "hello".into(),
+            },
+        );
+        run.metadata.namespace = Some("ns".into());
+        run.metadata.uid = Some(format!("uid-{name}"));
+        run.status = Some(ended(0));
+        run
+    }
+
+    /// CI saw it: one run's /done waited 90 s on a container that could not start (its
+    /// namespace was going), and every other run's /done waited behind it.
+    #[tokio::test]
+    async fn a_delivery_that_hangs_holds_no_other_run() {
+        let (runs, mut writer) = kube::runtime::reflector::store::<AgentRun>();
+        let (changed, changed_rx) = watch::channel(0u64);
+        let (_leading, leading_rx) = watch::channel(true);
+        let (started, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (kept, mut kept_rx) = tokio::sync::mpsc::unbounded_channel();
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(ended_run("stuck")));
+        let loop_ = tokio::spawn(deliver_all(
+            runs,
+            changed_rx,
+            Arc::new(Stalling { started }),
+            Arc::new(Kept(kept)),
+            leading_rx,
+        ));
+        assert_eq!(started_rx.recv().await.as_deref(), Some("stuck"));
+        // A run that ends while the first one's try still hangs is told at once.
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(ended_run("quick")));
+        changed.send_modify(|n| *n += 1);
+        let recorded = tokio::time::timeout(Duration::from_secs(10), kept_rx.recv()).await;
+        loop_.abort();
+        assert_eq!(
+            recorded.ok().flatten(),
+            Some(("quick".to_string(), Outcome::Delivered)),
+            "the second run's /done waited behind the first's"
+        );
+        // The hanging one is not tried twice meanwhile.
+        let mut again = vec![];
+        while let Ok(name) = started_rx.try_recv() {
+            again.push(name);
+        }
+        assert_eq!(again, ["quick"]);
     }
 }
