@@ -102,8 +102,9 @@ pub struct ApprovalArgs {
     approve_all: bool,
 }
 
+/// How the CLI reaches registries: the plugin verbs' and `conformance IMAGE`'s.
 #[derive(Args)]
-pub struct Common {
+pub struct RegistryFlags {
     /// A dockerconfigjson file with registry credentials (default: HostConfig's Secret,
     /// then ~/.docker/config.json).
     #[arg(long, value_name = "FILE")]
@@ -111,6 +112,29 @@ pub struct Common {
     /// A registry (host:port) reached over plain HTTP (repeatable; loopback always is).
     #[arg(long, value_name = "HOST:PORT")]
     insecure_registry: Vec<String>,
+}
+
+impl RegistryFlags {
+    /// The registry client's arguments; `namespace` is where HostConfig's credentials Secret
+    /// is, when a cluster is asked.
+    pub fn registry_args(&self, namespace: &str) -> RegistryArgs {
+        RegistryArgs {
+            config: self.registry_config.clone(),
+            insecure: self.insecure_registry.clone(),
+            namespace: namespace.into(),
+        }
+    }
+
+    /// Whether any was given.
+    pub fn given(&self) -> bool {
+        self.registry_config.is_some() || !self.insecure_registry.is_empty()
+    }
+}
+
+#[derive(Args)]
+pub struct Common {
+    #[command(flatten)]
+    registry: RegistryFlags,
     /// The controller's namespace, where HostConfig's credentials Secret is.
     #[arg(long, default_value = "loop-plugins")]
     controller_namespace: String,
@@ -121,11 +145,7 @@ pub struct Common {
 
 impl Common {
     fn registry(&self) -> RegistryArgs {
-        RegistryArgs {
-            config: self.registry_config.clone(),
-            insecure: self.insecure_registry.clone(),
-            namespace: self.controller_namespace.clone(),
-        }
+        self.registry.registry_args(&self.controller_namespace)
     }
 }
 

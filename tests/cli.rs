@@ -477,3 +477,173 @@ fn conformance_with_a_bundle_draws_the_panel_and_refuses_a_chromium_that_is_not_
         "{text}"
     );
 }
+
+/// `conformance IMAGE`'s own command line: an image with another form's flags is refused
+/// naming the flag, and registry flags are for an image only.
+#[test]
+fn conformance_of_an_image_takes_no_other_forms_flags() {
+    let image = "r.test/p/echo:1";
+    for (flag, extra) in [
+        ("--url <URL>", &["--url", "http://127.0.0.1:9"][..]),
+        ("--manifest <MANIFEST>", &["--manifest", "plugin.json"][..]),
+        ("--bundle <DIR>", &["--bundle", "ui"][..]),
+        ("COMMAND", &["--", "echo-plugin"][..]),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+            .args(["conformance", image])
+            .args(extra)
+            .output()
+            .expect("the binary runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("cannot be used with") && stderr.contains(flag),
+            "{flag}: {stderr}"
+        );
+    }
+    let (ok, text) = run(&[
+        "conformance",
+        "--insecure-registry",
+        "r.test:5000",
+        "--manifest",
+        "examples/echo-plugin/plugin.json",
+        "--",
+        "true",
+    ]);
+    assert!(!ok);
+    assert!(
+        text.contains("--registry-config and --insecure-registry are for IMAGE"),
+        "{text}"
+    );
+}
+
+/// `conformance IMAGE` against a real registry: an image admission refuses is a finding with
+/// its stage and reason (exit 1, nothing started); an admitted one needs a container engine,
+/// and none answering is exit 2 saying so.
+#[test]
+fn conformance_of_an_image_judges_it_then_needs_a_container_engine() {
+    use testkit::images::{ImageContent, Images};
+    let images = Images::start().expect("the test registry starts");
+    let text = std::fs::read_to_string(repo().join("examples/echo-plugin/plugin.json")).unwrap();
+    let plugin = model::resources::Plugin::from_manifest(
+        &text,
+        &format!("unpublished.test/echo@sha256:{}", "a".repeat(64)),
+        vec![],
+        true,
+    )
+    .unwrap();
+    let good = ImageContent::for_plugin(&plugin);
+    let unlabelled = ImageContent {
+        label: false,
+        ..good.clone()
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (good, unlabelled) = runtime.block_on(async {
+        (
+            images.push("cli-good", &good).await.unwrap(),
+            images.push("cli-unlabelled", &unlabelled).await.unwrap(),
+        )
+    });
+    let conformance = |image: &str| {
+        Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+            .args(["conformance", image])
+            .env("LOOP_PLUGINS_CONTAINER_ENGINE", "/nonexistent/docker")
+            .output()
+            .expect("the binary runs")
+    };
+
+    let out = conformance(&unlabelled);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with(
+            "FAIL admission Image (HostConfig's defaults, plugins on): ImageLabelMissing: "
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("SKIP admission container (run when admitted): admission refused"),
+        "{stdout}"
+    );
+
+    // By tag: pulled, admitted, then no engine.
+    let tagged = good.split_once('@').unwrap().0;
+    let out = conformance(tagged);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no container engine answers (/nonexistent/docker: ")
+            && stderr.contains("$LOOP_PLUGINS_CONTAINER_ENGINE"),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// `conformance IMAGE` running the echo image in a container, as kind-e2e does with the real
+/// echo image (tests/e2e's `conformance`), for a machine with Docker but no kind:
+/// `LOOP_PLUGINS_E2E_ECHO_BINARY=<static echo-plugin> cargo test --test cli -- --ignored`.
+#[test]
+#[ignore = "needs a container engine, and a static echo binary in $LOOP_PLUGINS_E2E_ECHO_BINARY"]
+fn conformance_of_an_image_runs_it_in_a_container() {
+    use testkit::images::{ImageContent, Images};
+    let images = Images::start().expect("the test registry starts");
+    let text = std::fs::read_to_string(repo().join("examples/echo-plugin/plugin.json")).unwrap();
+    let content = |text: &str| {
+        let plugin = model::resources::Plugin::from_manifest(
+            text,
+            &format!("unpublished.test/echo@sha256:{}", "a".repeat(64)),
+            vec![],
+            true,
+        )
+        .unwrap();
+        ImageContent::for_plugin(&plugin)
+    };
+    // A manifest whose tool's output the binary breaks: it answers `echo` as a string. (The
+    // binary serves what its image's manifest declares, so a declared action it lacks is
+    // not a break here.)
+    let broken = text.replacen(
+        "\"echo\": { \"type\": \"string\" }",
+        "\"echo\": { \"type\": \"integer\" }",
+        1,
+    );
+    assert_ne!(broken, text, "the example changed shape: update this test");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (good, broken) = runtime.block_on(async {
+        (
+            images.push("cli-run", &content(&text)).await.unwrap(),
+            images.push("cli-schema", &content(&broken)).await.unwrap(),
+        )
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+        .args(["conformance", &good, "--json"])
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["passed"], true, "{stdout}");
+    let findings = report["findings"].as_array().unwrap();
+    assert_eq!(findings[0]["area"], "admission", "{stdout}");
+    assert!(findings.iter().any(|f| f["area"] == "health"), "{stdout}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_loop-plugins"))
+        .args(["conformance", &broken])
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with(
+            "FAIL tools POST /tools/echo (agent say's call): structured_content breaks the output_schema"
+        )),
+        "{stdout}"
+    );
+}

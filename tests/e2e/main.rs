@@ -20,6 +20,7 @@ mod controller_support;
 mod crds;
 mod egress;
 mod host;
+mod image_conformance;
 mod live;
 mod operate;
 mod pods;
@@ -54,6 +55,7 @@ fn main() -> std::process::ExitCode {
         controller::tests(),
         crds::tests(),
         host::tests(),
+        image_conformance::tests(),
         egress::tests(),
         live::tests(),
         operate::tests(),

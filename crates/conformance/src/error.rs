@@ -1,5 +1,6 @@
 //! What can stop a check before it starts: the contract spec, the manifest, the secret, the
-//! HTTP client. Problems the plugin has are findings (`report`), not errors.
+//! HTTP client, the image's pull, the container engine. Problems the plugin has are findings
+//! (`report`), not errors: an image admission refuses too.
 
 use std::path::PathBuf;
 
@@ -26,6 +27,11 @@ pub enum SetupError {
     Manifest {
         path: PathBuf,
         source: manifest::ManifestError,
+    },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
     },
     #[error("{0} is empty: a plugin needs a secret")]
     EmptySecret(PathBuf),
@@ -63,4 +69,24 @@ pub enum SetupError {
     NoChromium(PathBuf),
     #[error("drawing the panels and cards: {0}")]
     Browser(String),
+    #[error("pulling {reference}: {source}")]
+    Pull {
+        reference: String,
+        source: Box<operator::plugins::PluginError>,
+    },
+    #[error(
+        "no container engine answers ({tried}): IMAGE runs with docker or podman, or the one ${env} names"
+    )]
+    NoEngine {
+        tried: String,
+        /// The variable that names one.
+        env: &'static str,
+    },
+    #[error("{engine} {step} {image} failed: {said}")]
+    Engine {
+        engine: String,
+        step: &'static str,
+        image: String,
+        said: String,
+    },
 }

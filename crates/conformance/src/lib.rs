@@ -13,24 +13,35 @@
 //! - [`report`]: the findings as lines and a summary, or JSON;
 //! - [`follow`]: with the SDK's fake host as the plugin's Plugin API, the end of each run the
 //!   plugin started and the calls of its the host refused ([`check_with_host`]);
+//! - [`started`]: what every way of starting a plugin shares (its files, the host's
+//!   environment, the wait until it answers) and the handle the check drives ([`Started`]);
 //! - [`launch`]: thin, a plugin started as a local process the way the host starts it, with
 //!   the fake host as its Plugin API ([`check_command`]);
 //! - [`ui`]: with the plugin's UI bundle, each panel and card drawn in headless Chromium the
 //!   way the host draws them, under the API server's own policy and the console's bridge
-//!   ([`ui::check`], [`check_command_with_ui`]).
-//!
-//! What it does not do yet (issue 29): start an image (`conformance IMAGE`).
+//!   ([`ui::check`], [`check_command_with_ui`]);
+//! - [`image`]: `conformance IMAGE`, the image as the host gets it: pulled and judged by
+//!   admission's stages ([`stages`]: pure, the stages as findings), its manifest and bundle
+//!   written out ([`unpack`]), run by a container engine ([`engine`]: which one;
+//!   [`container`]: the run as the Pod's, the other [`Started`]) and checked as above
+//!   ([`image::check_image`]).
 
+pub mod container;
 pub mod contract;
+pub mod engine;
 pub mod error;
 pub mod follow;
+pub mod image;
 pub mod judge;
 pub mod launch;
 pub mod plan;
 pub mod probe;
 pub mod report;
 pub mod sample;
+pub mod stages;
+pub mod started;
 pub mod ui;
+pub mod unpack;
 
 use std::path::Path;
 use std::time::Duration;
@@ -38,6 +49,7 @@ use std::time::Duration;
 pub use contract::Contract;
 pub use error::{ContractError, SetupError};
 pub use report::{Area, Finding, Outcome, Report};
+pub use started::Started;
 
 /// A running plugin to check.
 pub struct Target {
@@ -117,12 +129,24 @@ pub async fn check_command_with_ui(
         .await
         .map_err(SetupError::FakeHost)?;
     let plugin = launch::launch(command, manifest_file, host.url(), host.token()).await?;
+    check_started(contract, &plugin, manifest, &host, ui).await
+}
+
+/// [`check_with_host`] on a plugin started with `host` as its Plugin API, then, with `ui`,
+/// its panels and cards drawn while it still runs.
+pub async fn check_started(
+    contract: &Contract,
+    plugin: &dyn Started,
+    manifest: manifest::Manifest,
+    host: &sdk::testing::FakeHost,
+    ui: Option<&ui::Options>,
+) -> Result<Report, SetupError> {
     let target = Target {
-        url: plugin.url.clone(),
-        secret: plugin.secret.clone(),
+        url: plugin.url().into(),
+        secret: plugin.secret().into(),
         manifest,
     };
-    let mut report = check_with_host(contract, &target, &host).await?;
+    let mut report = check_with_host(contract, &target, host).await?;
     if let Some(ui) = ui {
         report.findings.extend(check_ui(ui, &target).await?);
     }
@@ -166,7 +190,7 @@ async fn run(
 }
 
 /// The SDK's reader, as a plugin reads its manifest.
-fn read_manifest(path: &Path) -> Result<manifest::Manifest, SetupError> {
+pub fn read_manifest(path: &Path) -> Result<manifest::Manifest, SetupError> {
     sdk::env::read_manifest(path).map_err(|e| match e {
         sdk::env::ManifestReadError::Read { path, source } => SetupError::Read { path, source },
         sdk::env::ManifestReadError::Invalid { path, source } => {

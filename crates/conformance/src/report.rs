@@ -7,6 +7,8 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Area {
+    /// Admission's stages on the image (`conformance IMAGE`).
+    Admission,
     Health,
     Secret,
     Actions,
@@ -24,6 +26,7 @@ pub enum Area {
 impl Area {
     pub fn as_str(self) -> &'static str {
         match self {
+            Area::Admission => "admission",
             Area::Health => "health",
             Area::Secret => "secret",
             Area::Actions => "actions",
