@@ -13,8 +13,8 @@
 //! page: sign-in, lists, panes, drawer), `api.js` (the host API with the token, and its
 //! server-sent events over `fetch`), `bridge.js` (the host end of the bridge: the port per
 //! frame load and the JSON-RPC dispatch), `frames.js` (what each method answers for a pane or
-//! a card), `theme.js` (the reference's ten variables, light and dark), `dom.js` (building
-//! elements).
+//! a card), `switches.js` (what a composer switch shows while its click is out), `theme.js`
+//! (the reference's ten variables, light and dark), `dom.js` (building elements).
 
 pub mod policy;
 
@@ -28,7 +28,7 @@ use axum::routing::get;
 pub const PREFIX: &str = "/console";
 
 /// Every file the console serves: its name under [`PREFIX`], its content type and its text.
-pub const ASSETS: [(&str, &str, &str); 8] = [
+pub const ASSETS: [(&str, &str, &str); 9] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -58,6 +58,11 @@ pub const ASSETS: [(&str, &str, &str); 8] = [
         "frames.js",
         "text/javascript; charset=utf-8",
         include_str!("assets/frames.js"),
+    ),
+    (
+        "switches.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/switches.js"),
     ),
     (
         "theme.js",

@@ -7,6 +7,7 @@
 import { HostApi, HostError } from "./api.js";
 import { bridgeFrame } from "./bridge.js";
 import { frameHandlers, memoryState, paneState } from "./frames.js";
+import { SwitchBook, switchKey } from "./switches.js";
 import { applyTheme, theme } from "./theme.js";
 import { ago, fill, h } from "./dom.js";
 
@@ -42,6 +43,10 @@ const state = {
   follow: null,
   poll: 0,
   changes: [],
+  /** The switches' clicks, so a list read meanwhile does not undo them (switches.js). */
+  switchBook: new SwitchBook(),
+  /** switch key → the pill on the page now: {s, show, button} */
+  switchPills: new Map(),
   ready: false,
 };
 window.loopConsole = state;
@@ -243,6 +248,7 @@ async function stop(chat, plugin, button) {
 // ---- composer switches ----------------------------------------------------------------------
 
 async function loadSwitches(chat) {
+  const mark = state.switchBook.mark();
   const lists = await Promise.all(chat.plugins.map(async ({ plugin }) => {
     try {
       const { switches } = await state.api.get(state.api.plugin(chat.name, plugin, "/switches"));
@@ -252,11 +258,16 @@ async function loadSwitches(chat) {
     }
   }));
   if (state.chat !== chat.name) return;
-  const pills = lists.flat().map((s) => switchPill(chat.name, s));
+  state.switchPills.clear();
+  const pills = lists.flat().map((s) => switchPill(chat.name, s, mark));
   fill($("switches"), pills.length ? pills : h("p", { class: "empty" }, "No switches."));
 }
 
-function switchPill(chat, s) {
+/** A switch's pill, as the book says to show `listed` (read at `mark`). */
+function switchPill(chat, listed, mark) {
+  const key = switchKey(chat, listed.plugin, listed.id);
+  const book = state.switchBook;
+  const s = book.shown(key, listed, mark);
   const button = h("button", {
     type: "button",
     class: "switch",
@@ -267,23 +278,29 @@ function switchPill(chat, s) {
     button.title = now.title ?? "";
     button.classList.toggle("error", Boolean(now.error));
     button.classList.toggle("busy", Boolean(now.busy));
+    button.disabled = book.pending(key);
   };
+  const pill = { s, show, button };
+  state.switchPills.set(key, pill);
   show(s);
   button.addEventListener("click", async () => {
-    const before = { ...s };
+    const before = { ...pill.s, busy: false };
     const on = button.getAttribute("aria-pressed") !== "true";
-    show({ ...s, on, busy: true });
-    button.disabled = true;
+    book.clicked(key, on);
+    show({ ...pill.s, on, busy: true });
+    let settled;
     try {
       const now = await state.api.post(
         state.api.plugin(chat, s.plugin, `/switches/${encodeURIComponent(s.id)}`), { on });
-      Object.assign(s, now);
-      show(s);
+      settled = { ...before, ...now, busy: Boolean(now.busy), error: Boolean(now.error) };
     } catch (e) {
-      show({ ...before, error: true, title: e.message });
-    } finally {
-      button.disabled = false;
+      settled = { ...before, error: true, title: e.message };
     }
+    book.settled(key, settled);
+    // The list may have been read again meanwhile: the pill on the page now shows it.
+    const live = state.switchPills.get(key) ?? pill;
+    live.s = { ...live.s, ...settled };
+    live.show(live.s);
   });
   return button;
 }
