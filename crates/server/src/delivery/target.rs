@@ -19,7 +19,7 @@ use model::manifest::Capability;
 use model::names;
 use model::resolve::runs_plugins;
 use model::resolve::{EnabledReason, ProjectView, plugin_enabled};
-use model::resources::{App, Channel, ChannelKind, HostConfigSpec, Plugin};
+use model::resources::{App, Channel, ChannelKind, HostConfigSpec, Plugin, PluginInstance};
 
 /// Why a call or an event cannot go to a plugin's instance in a chat.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -183,6 +183,43 @@ pub fn enabled_in(
     }
 }
 
+/// A plugin the chat's project enables, for what needs no container (its panels, its
+/// switches' list): its instance only if the controller has made it yet, so that a plugin
+/// enabled again a moment ago lists its panels while its instance is being made.
+#[derive(Clone)]
+pub struct Enabled {
+    pub key: InstanceKey,
+    pub chat: Arc<Channel>,
+    pub plugin: Arc<Plugin>,
+    pub compiled: Arc<Compiled>,
+    pub approved: BTreeSet<Capability>,
+    pub instance: Option<Arc<PluginInstance>>,
+}
+
+/// Resolves the plugin in a chat whose project enables it.
+pub fn resolve_enabled(
+    index: &Index,
+    namespace: &str,
+    chat_name: &str,
+    plugin_name: &str,
+) -> Result<Enabled, TargetError> {
+    let chat = chat(index, namespace, chat_name)?;
+    let host = index.host();
+    let (plugin, compiled) = installed(index, &host, plugin_name)?;
+    enabled_in(index, &host, &chat, plugin_name)?;
+    let key = InstanceKey::new(namespace, &names::instance_name(plugin_name, chat_name));
+    let approved = approved(&plugin, &compiled);
+    let instance = index.instance(&key);
+    Ok(Enabled {
+        key,
+        chat,
+        plugin,
+        compiled,
+        approved,
+        instance,
+    })
+}
+
 /// Resolves the plugin's instance in a chat.
 pub fn resolve(
     index: &Index,
@@ -190,19 +227,20 @@ pub fn resolve(
     chat_name: &str,
     plugin_name: &str,
 ) -> Result<Target, TargetError> {
-    let chat = chat(index, namespace, chat_name)?;
-    let host = index.host();
-    let (plugin, compiled) = installed(index, &host, plugin_name)?;
-    enabled_in(index, &host, &chat, plugin_name)?;
-    let key = InstanceKey::new(namespace, &names::instance_name(plugin_name, chat_name));
+    let Enabled {
+        key,
+        chat,
+        plugin,
+        compiled,
+        approved,
+        instance,
+    } = resolve_enabled(index, namespace, chat_name, plugin_name)?;
     let pending = |missing| TargetError::Pending {
         missing,
         plugin: plugin_name.to_string(),
         chat: chat_name.to_string(),
     };
-    let instance = index
-        .instance(&key)
-        .ok_or_else(|| pending(Missing::Instance))?;
+    let instance = instance.ok_or_else(|| pending(Missing::Instance))?;
     let secret = index
         .secrets
         .get(&ObjectRef::new(&names::secret_name(&key.name)).within(namespace))
@@ -211,7 +249,7 @@ pub fn resolve(
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .ok_or_else(|| pending(Missing::Secret))?;
-    let approved = approved(&plugin, &compiled);
+    let host = index.host();
     Ok(Target {
         thread_id: (chat.spec.kind != ChannelKind::Channel).then(|| chat_name.to_string()),
         chat: chat_name.to_string(),

@@ -84,13 +84,14 @@ pub async fn list(
     Path((ns, chat, plugin)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, HostError> {
+    // Serving never starts the container, nor waits for its instance to be made.
     let target = s
-        .authorized_target(&headers, (&ns, &chat, &plugin), |ns, i| {
+        .authorized_enabled(&headers, (&ns, &chat, &plugin), |ns, i| {
             Permission::panels(ns, i)
         })
         .await?;
     let keys = s.link_keys()?;
-    let digest = running_digest(&target)?;
+    let digest = running_digest(&target.plugin)?;
     let links = panel_links(
         &Panels {
             plugin: &plugin,
@@ -107,9 +108,8 @@ pub async fn list(
 }
 
 /// The digest admission read the Plugin's image at.
-fn running_digest(target: &crate::calls::Target) -> HostResult<String> {
-    target
-        .plugin
+fn running_digest(plugin: &model::resources::Plugin) -> HostResult<String> {
+    plugin
         .status
         .as_ref()
         .and_then(|s| s.image.as_ref())

@@ -103,6 +103,19 @@ impl HostState {
     }
 
     /// Checks the caller (401, 403) for `permission` on the plugin's instance in the chat, then
+    /// finds the plugin the chat's project enables (404, 409), with its instance if made yet.
+    pub async fn authorized_enabled(
+        &self,
+        headers: &HeaderMap,
+        (ns, chat, plugin): (&str, &str, &str),
+        permission: impl FnOnce(&str, &str) -> Permission,
+    ) -> HostResult<target::Enabled> {
+        let instance = names::instance_name(plugin, chat);
+        self.authorize(headers, &permission(ns, &instance)).await?;
+        Ok(target::resolve_enabled(self.index(), ns, chat, plugin)?)
+    }
+
+    /// Checks the caller (401, 403) for `permission` on the plugin's instance in the chat, then
     /// finds the instance (404, 409, 503).
     pub async fn authorized_target(
         &self,

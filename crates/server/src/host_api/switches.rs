@@ -124,15 +124,16 @@ pub async fn list(
     Path((ns, chat, plugin)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, HostError> {
+    // An instance not made yet (the plugin enabled a moment ago) keeps no state: all off.
     let target = s
-        .authorized_target(&headers, (&ns, &chat, &plugin), |ns, i| {
+        .authorized_enabled(&headers, (&ns, &chat, &plugin), |ns, i| {
             Permission::switch("get", ns, i)
         })
         .await?;
     let kept = target
         .instance
-        .status
         .as_ref()
+        .and_then(|i| i.status.as_ref())
         .map(|st| st.switches.clone())
         .unwrap_or_default();
     let shown = target.approved.contains(&Capability::UiComposerSwitch);

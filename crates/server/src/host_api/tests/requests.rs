@@ -812,3 +812,47 @@ async fn a_chats_panels_are_listed_with_links_to_their_pages_in_this_chat() {
         (StatusCode::CONFLICT, "plugin_not_enabled")
     );
 }
+
+/// Kind saw it: a project that enables a plugin again lists its panels (and its switches, all
+/// off) while the controller is still making the instance; before, both answered 503
+/// instance_pending, and the console's open pane kept saying the plugin was disabled.
+#[tokio::test]
+async fn panels_and_switches_list_before_the_instance_is_made() {
+    let mut w = World::new().await;
+    w.writers
+        .instances
+        .apply_watcher_event(&kube::runtime::watcher::Event::Delete(
+            super::fixtures::instance("general"),
+        ));
+    let a = w
+        .send("GET", &at("general", "/panels"), Some(TOKEN), "")
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert_eq!(a.json["panels"][0]["id"], "main");
+    let a = w
+        .send("GET", &at("general", "/switches"), Some(TOKEN), "")
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert!(
+        a.json["switches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["on"] == false),
+        "{}",
+        a.json
+    );
+    // A click still needs the instance: it says so.
+    let a = w
+        .send(
+            "POST",
+            &at("general", "/switches/mode"),
+            Some(TOKEN),
+            r#"{"on": true}"#,
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.code()),
+        (StatusCode::SERVICE_UNAVAILABLE, "instance_pending")
+    );
+}
