@@ -46,6 +46,8 @@
 #   KIND_APP_IMAGES       prebuilt or dockerfile (hack/kind/app-images.sh; default: dockerfile
 #                         online when BuildKit's buildx is there, else prebuilt)
 #   KEEP_CLUSTER=1        keep the cluster, the registry and the engine after the run
+#   KIND_LOG_LEVEL        the release's log filter (default: our crates at debug, so that
+#                         the logs kept after a failure show what the replicas did)
 #   KIND_CLUSTER (loop-plugins), KIND_KUBECONFIG (.dev/kind.kubeconfig),
 #   LOOP_PLUGINS_E2E_RELEASE, LOOP_PLUGINS_E2E_RELEASE_NAMESPACE (both loop-plugins), DOCKER
 set -euo pipefail
@@ -324,8 +326,12 @@ chart() {
       app.kubernetes.io/part-of=loop-plugins pod-security.kubernetes.io/enforce=restricted >/dev/null
   fi
   local image=${image_pinned%@*} digest=${image_pinned#*@}
+  local log_level=${KIND_LOG_LEVEL:-info,loop_plugins_controller=debug,loop_plugins_server=debug,kube=warn}
+  # helm's --set splits at commas.
+  log_level=${log_level//,/\\,}
   if ! helm upgrade --install "$release" charts/loop-plugins --namespace "$namespace" \
     --set image.repository="$image" --set image.digest="$digest" \
+    --set-string controller.logLevel="$log_level" --set-string api.logLevel="$log_level" \
     --set replicas=2 --set hostConfig.create=false \
     --set service.type=NodePort --set service.nodePort="$node_port" \
     --set service.sessionAffinity=ClientIP \

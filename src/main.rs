@@ -72,7 +72,8 @@ enum Command {
     Api(server::serve::ApiArgs),
     /// Run a plugin's action once through the host API, as a schedule's CronJob does.
     Trigger(server::host_api::trigger::TriggerArgs),
-    /// Check a running plugin against the host -> plugin contract: every route, secret,
+    /// Check a plugin against the host -> plugin contract: an image (admission's stages, then
+    /// run with Docker or Podman), a command, or one already running; every route, secret,
     /// action trigger, tool, switch and event its manifest declares. One line per check and
     /// a summary; exits 1 on any failure.
     Conformance(conformance::ConformanceArgs),
