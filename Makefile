@@ -66,6 +66,14 @@ bench:
 	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench -p loop-plugins-bench --bench api_channel
 	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench -p loop-plugins-bench --bench host_calls
 
+# The crates plugin authors depend on (loop-plugins-gate, loop-plugins-manifest, loop-plugin-sdk),
+# packaged for crates.io in publishing order and each built alone from its package, as a
+# publish would (make test checks the packages without building them: tests/publish.rs).
+.PHONY: publish-check
+publish-check:
+	$(CARGO) package --offline -p loop-plugins-gate -p loop-plugins-manifest -p loop-plugin-sdk \
+		--target-dir $(CARGO_TARGET_DIR)-publish
+
 # The controller and the API at a team's size (1,000 chats, 3,000 instances), each figure with a
 # baseline measured in the same run: convergence from cold against a bare client writing the
 # same objects, 5 minutes of steady state (writes from the audit log, CPU seconds), peak and
