@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, ensure};
 use model::resources::Plugin;
 use serde_json::Value;
-use testkit::images::{ECHO_BINARY_ENV, ImageContent};
+use testkit::images::{ECHO_BINARY_ENV, ImageContent, QUIZ, QUIZ_BINARY_ENV};
 
 use crate::controller_support::unpublished;
 use crate::support::{E2eTest, Ns, test};
@@ -24,6 +24,12 @@ pub fn tests() -> Vec<E2eTest> {
         test(
             "image_conformance::the_echo_image_passes_and_one_whose_tool_breaks_its_schema_fails",
             echo_image,
+        )
+        .cluster_only("runs plugin images with Docker, which kind-e2e has and the local control plane does not need")
+        .timeout(Duration::from_secs(300)),
+        test(
+            "image_conformance::the_quiz_examples_image_passes",
+            quiz_image,
         )
         .cluster_only("runs plugin images with Docker, which kind-e2e has and the local control plane does not need")
         .timeout(Duration::from_secs(300)),
@@ -108,6 +114,34 @@ async fn echo_image(ns: Ns) -> anyhow::Result<()> {
             .filter(|l| l.starts_with("FAIL "))
             .all(|l| l.starts_with("FAIL tools POST /tools/echo ")),
         "only the tool's calls fail:\n{out}"
+    );
+    Ok(())
+}
+
+/// The quiz example (on the SDK: settings, an action that starts an agent run, a tool with an
+/// output schema, a card) as an image with its real binary passes as it is, runs ended by the
+/// check included.
+async fn quiz_image(ns: Ns) -> anyhow::Result<()> {
+    ensure!(
+        std::env::var_os(QUIZ_BINARY_ENV).is_some(),
+        "{QUIZ_BINARY_ENV}: the static quiz binary (kind-e2e sets it)"
+    );
+    let text = include_str!("../../examples/quiz-plugin/plugin.json");
+    let plugin = Plugin::from_manifest(text, &unpublished("quiz"), vec![], true)?;
+    let pushed = ns
+        .cluster()
+        .plugin_images()
+        .push_for(
+            QUIZ,
+            &format!("{}-quiz", ns.name()),
+            &ImageContent::for_program(QUIZ, &plugin),
+        )
+        .await?;
+    let (code, out, err) = conformance(&[&pushed]).await?;
+    ensure!(code == Some(0), "{pushed}: exit {code:?}\n{out}{err}");
+    ensure!(
+        out.lines().any(|l| l.starts_with("PASS admission")),
+        "no admission lines:\n{out}"
     );
     Ok(())
 }

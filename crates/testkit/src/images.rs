@@ -38,6 +38,8 @@ pub const ECHO_UID: u32 = 65532;
 pub const REGISTRY_ENV: &str = "LOOP_PLUGINS_E2E_REGISTRY";
 /// Names the echo binary put in the images.
 pub const ECHO_BINARY_ENV: &str = "LOOP_PLUGINS_E2E_ECHO_BINARY";
+/// Names the quiz binary put in the quiz images (kind-e2e builds it static).
+pub const QUIZ_BINARY_ENV: &str = "LOOP_PLUGINS_E2E_QUIZ_BINARY";
 
 /// A plugin program the suite's images carry: the repository its images go to (which the
 /// kubelet stand-in plays with the program's binary), its entrypoint, and the example folder
@@ -47,6 +49,9 @@ pub struct Program {
     pub repository: &'static str,
     pub entrypoint: &'static str,
     pub example: &'static str,
+    /// The variable naming a binary of it for real containers; unset, its images carry a
+    /// note that only the stand-in plays.
+    pub binary_env: &'static str,
 }
 
 /// The echo plugin: every test's plugin.
@@ -54,14 +59,17 @@ pub const ECHO: Program = Program {
     repository: ECHO_REPOSITORY,
     entrypoint: ECHO_ENTRYPOINT,
     example: "examples/echo-plugin",
+    binary_env: ECHO_BINARY_ENV,
 };
 
-/// The quiz plugin (on the SDK): its images carry a note, not its binary, so only the
-/// stand-in (the local control plane) runs them.
+/// The quiz plugin (on the SDK): its images carry its binary where
+/// `LOOP_PLUGINS_E2E_QUIZ_BINARY` names one (kind-e2e), else a note only the stand-in (the
+/// local control plane) plays.
 pub const QUIZ: Program = Program {
     repository: "e2e/quiz",
     entrypoint: "/quiz-plugin",
     example: "examples/quiz-plugin",
+    binary_env: QUIZ_BINARY_ENV,
 };
 
 /// The run's registry and what was built once.
@@ -69,7 +77,8 @@ pub struct Images {
     host: String,
     client: Registry,
     _registry: Option<TestRegistry>,
-    binary_layer: OnceCell<BuiltLayer>,
+    /// Each program's binary layer, built once.
+    binary_layers: tokio::sync::Mutex<BTreeMap<&'static str, BuiltLayer>>,
     self_image: OnceCell<String>,
 }
 
@@ -103,7 +112,7 @@ impl Images {
             host,
             client: Registry::new(RegistryOptions::default())?,
             _registry: registry,
-            binary_layer: OnceCell::new(),
+            binary_layers: Default::default(),
             self_image: OnceCell::new(),
         })
     }
@@ -172,40 +181,28 @@ impl Images {
     }
 
     async fn binary_layer(&self, program: Program) -> anyhow::Result<BuiltLayer> {
-        if program != ECHO {
-            let note = format!(
-                "#!/bin/false\n# The e2e suite's kubelet stand-in plays this image with {} built beside the tests.\n",
-                program.entrypoint.trim_start_matches('/')
-            );
-            return Ok(LayerBuilder::new()
-                .file(
-                    program.entrypoint.trim_start_matches('/'),
-                    note.as_bytes(),
-                    0,
-                    0,
-                    0o755,
-                )
-                .build(LayerCompression::Gzip)?);
+        let mut layers = self.binary_layers.lock().await;
+        if let Some(layer) = layers.get(program.repository) {
+            return Ok(layer.clone());
         }
-        let layer = self
-            .binary_layer
-            .get_or_try_init(|| async {
-                let binary = std::env::var_os(ECHO_BINARY_ENV).map(PathBuf::from);
-                tokio::task::spawn_blocking(move || -> anyhow::Result<BuiltLayer> {
-                    let bytes = match &binary {
-                        Some(path) => std::fs::read(path).with_context(|| {
-                            format!("reading the echo binary {}", path.display())
-                        })?,
-                        None => b"#!/bin/false\n# The e2e suite's kubelet stand-in plays this image with the echo-plugin binary built beside the tests.\n".to_vec(),
-                    };
-                    Ok(LayerBuilder::new()
-                        .file(ECHO_ENTRYPOINT.trim_start_matches('/'), &bytes, 0, 0, 0o755)
-                        .build(LayerCompression::Gzip)?)
-                })
-                .await?
-            })
-            .await?;
-        Ok(layer.clone())
+        let binary = std::env::var_os(program.binary_env).map(PathBuf::from);
+        let name = program.entrypoint.trim_start_matches('/');
+        let layer = tokio::task::spawn_blocking(move || -> anyhow::Result<BuiltLayer> {
+            let bytes = match &binary {
+                Some(path) => std::fs::read(path)
+                    .with_context(|| format!("reading the {name} binary {}", path.display()))?,
+                None => format!(
+                    "#!/bin/false\n# The e2e suite's kubelet stand-in plays this image with the {name} binary built beside the tests.\n"
+                )
+                .into_bytes(),
+            };
+            Ok(LayerBuilder::new()
+                .file(name, &bytes, 0, 0, 0o755)
+                .build(LayerCompression::Gzip)?)
+        })
+        .await??;
+        layers.insert(program.repository, layer.clone());
+        Ok(layer)
     }
 
     /// An image of `content` (its entrypoint the echo binary), built.
