@@ -51,10 +51,7 @@ pub fn tests() -> Vec<E2eTest> {
             "runs::the_quiz_examples_daily_action_runs_its_agent_and_the_runs_end_is_its_score_card",
             quiz,
         )
-        .timeout(Duration::from_secs(240))
-        .local_only(
-            "the quiz images carry no binary for a real container",
-        ),
+        .timeout(Duration::from_secs(240)),
     ]
 }
 

@@ -58,6 +58,29 @@ async fn the_echo_panel_is_drawn_connects_and_passes() {
     );
 }
 
+const QUIZ: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/quiz-plugin");
+
+/// The quiz example's panel and its score card, as the host draws them: each takes the
+/// bridge's port (kind's `conformance IMAGE` found that neither did).
+#[tokio::test]
+async fn the_quiz_panel_and_card_are_drawn_connect_and_pass() {
+    let Some(chromium) = chromium() else { return };
+    let text = std::fs::read_to_string(Path::new(QUIZ).join("plugin.json")).unwrap();
+    let manifest = manifest::parse_str(&text).unwrap();
+    let options = Options {
+        bundle: Path::new(QUIZ).join("ui"),
+        chromium,
+    };
+    let findings = ui::check(&options, &manifest, None).await.unwrap();
+    assert_eq!(
+        lines(&findings),
+        [
+            "PASS ui panel main ui/main/index.html (drawn)",
+            "PASS ui card score ui/score.html (drawn)"
+        ]
+    );
+}
+
 /// A panel's id and how its copy of echo's page is broken: `edit(index.html, app.js)`.
 type Broken = (&'static str, fn(&mut String, &mut String));
 
