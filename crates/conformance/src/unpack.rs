@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use oci::{PluginEntry, TreeFacts};
+use oci::TreeFacts;
 
 use crate::error::SetupError;
 
@@ -18,18 +18,12 @@ pub const UI_DIR: &str = "ui";
 
 /// The files to write, by path below `/loop-plugin`: the manifest, and with `ui` the
 /// bundle's regular files.
-pub fn files(tree: &TreeFacts, ui: bool) -> Vec<(&str, &[u8])> {
-    let mut files = vec![(MANIFEST, tree.plugin_json.as_slice())];
+pub fn files(tree: &TreeFacts, ui: bool) -> Vec<(String, &[u8])> {
+    let mut files = vec![(MANIFEST.to_string(), tree.plugin_json.as_slice())];
     if ui {
-        let prefix = format!("{UI_DIR}/");
         files.extend(
-            tree.loop_plugin
-                .iter()
-                .filter(|(path, _)| path.starts_with(&prefix))
-                .filter_map(|(path, entry)| match entry {
-                    PluginEntry::File { bytes, .. } => Some((path.as_str(), bytes.as_slice())),
-                    _ => None,
-                }),
+            tree.ui_files()
+                .map(|(below, bytes)| (format!("{UI_DIR}/{below}"), bytes.as_slice())),
         );
     }
     files
@@ -48,7 +42,7 @@ pub fn unpack(tree: &TreeFacts, ui: bool, dir: &Path) -> Result<Unpacked, SetupE
         source,
     })?;
     for (path, bytes) in files(tree, ui) {
-        let to = dir.join(path);
+        let to = dir.join(&path);
         let write = || {
             if let Some(parent) = to.parent() {
                 std::fs::create_dir_all(parent)?;
@@ -69,6 +63,7 @@ pub fn unpack(tree: &TreeFacts, ui: bool, dir: &Path) -> Result<Unpacked, SetupE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use oci::PluginEntry;
     use std::sync::Arc;
 
     fn tree() -> TreeFacts {
@@ -106,10 +101,12 @@ mod tests {
     #[test]
     fn the_manifest_and_the_bundles_regular_files() {
         let tree = tree();
-        let paths: Vec<&str> = files(&tree, true).iter().map(|(p, _)| *p).collect();
+        let with_ui = files(&tree, true);
+        let paths: Vec<&str> = with_ui.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(paths, ["plugin.json", "ui/main/index.html"]);
         assert_eq!(files(&tree, true)[0].1, b"{\"id\": \"echo\"}");
-        let paths: Vec<&str> = files(&tree, false).iter().map(|(p, _)| *p).collect();
+        let without = files(&tree, false);
+        let paths: Vec<&str> = without.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(paths, ["plugin.json"]);
     }
 

@@ -63,6 +63,21 @@ pub struct TreeFacts {
     pub data: Meta,
 }
 
+impl TreeFacts {
+    /// The UI bundle: the regular files under /loop-plugin/ui/, by path below it (a symlink
+    /// or a device is not a file of the bundle). The API server serves these and
+    /// `conformance IMAGE` draws these.
+    pub fn ui_files(&self) -> impl Iterator<Item = (&str, &Arc<Vec<u8>>)> {
+        self.loop_plugin.iter().filter_map(|(path, entry)| {
+            let below = path.strip_prefix("ui/")?;
+            match entry {
+                PluginEntry::File { bytes, .. } => Some((below, bytes)),
+                _ => None,
+            }
+        })
+    }
+}
+
 /// A refusal of the image; `reason()` is a stable name for conditions and Events.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {

@@ -203,10 +203,20 @@ pub fn resolve_enabled(
     chat_name: &str,
     plugin_name: &str,
 ) -> Result<Enabled, TargetError> {
+    enabled_under(index, &index.host(), namespace, chat_name, plugin_name)
+}
+
+/// [`resolve_enabled`] under `host` (HostConfig's spec, which the caller read once).
+fn enabled_under(
+    index: &Index,
+    host: &HostConfigSpec,
+    namespace: &str,
+    chat_name: &str,
+    plugin_name: &str,
+) -> Result<Enabled, TargetError> {
     let chat = chat(index, namespace, chat_name)?;
-    let host = index.host();
-    let (plugin, compiled) = installed(index, &host, plugin_name)?;
-    enabled_in(index, &host, &chat, plugin_name)?;
+    let (plugin, compiled) = installed(index, host, plugin_name)?;
+    enabled_in(index, host, &chat, plugin_name)?;
     let key = InstanceKey::new(namespace, &names::instance_name(plugin_name, chat_name));
     let approved = approved(&plugin, &compiled);
     let instance = index.instance(&key);
@@ -227,6 +237,8 @@ pub fn resolve(
     chat_name: &str,
     plugin_name: &str,
 ) -> Result<Target, TargetError> {
+    // HostConfig's spec is a copy: read once per call.
+    let host = index.host();
     let Enabled {
         key,
         chat,
@@ -234,7 +246,7 @@ pub fn resolve(
         compiled,
         approved,
         instance,
-    } = resolve_enabled(index, namespace, chat_name, plugin_name)?;
+    } = enabled_under(index, &host, namespace, chat_name, plugin_name)?;
     let pending = |missing| TargetError::Pending {
         missing,
         plugin: plugin_name.to_string(),
@@ -249,7 +261,6 @@ pub fn resolve(
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .ok_or_else(|| pending(Missing::Secret))?;
-    let host = index.host();
     Ok(Target {
         thread_id: (chat.spec.kind != ChannelKind::Channel).then(|| chat_name.to_string()),
         chat: chat_name.to_string(),

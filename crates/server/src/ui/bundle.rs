@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use oci::{PluginEntry, TreeFacts};
+use oci::TreeFacts;
 
 /// The bundle's directory under /loop-plugin.
 pub const UI_DIR: &str = "ui/";
@@ -34,13 +34,10 @@ pub enum PathRefused {
 impl Bundle {
     /// The bundle of an image's checked /loop-plugin tree.
     pub fn of_tree(tree: &TreeFacts) -> Self {
-        Self::from_files(tree.loop_plugin.iter().filter_map(|(path, entry)| {
-            let below = path.strip_prefix(UI_DIR)?;
-            match entry {
-                PluginEntry::File { bytes, .. } => Some((below.to_string(), bytes.clone())),
-                _ => None,
-            }
-        }))
+        Self::from_files(
+            tree.ui_files()
+                .map(|(below, bytes)| (below.to_string(), bytes.clone())),
+        )
     }
 
     /// A bundle of these files, by path below `ui/`.
@@ -75,6 +72,7 @@ impl Bundle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use oci::PluginEntry;
 
     fn tree() -> TreeFacts {
         let file = |s: &str| PluginEntry::File {
