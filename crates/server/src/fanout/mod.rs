@@ -55,7 +55,49 @@ pub async fn run(
     }
 }
 
-/// Waits until this replica leads.
+/// Waits until this replica leads; never, when the lead can no longer come.
+///
+/// A flag whose sender is gone keeps its last value for good: a server without a Lease leads
+/// from the start (`runtime::leader::leading` drops the sender at once), and one that stopped
+/// leading as it shut down never leads again. `wait_for` answers a closed flag at once, so a
+/// loop that waited on it directly went round without pause.
 async fn until_leading(leading: &mut watch::Receiver<bool>) {
-    let _ = leading.wait_for(|l| *l).await;
+    if leading.wait_for(|l| *l).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Waits until this replica no longer leads; never, when nothing can take the lead away
+/// (see [`until_leading`]).
+async fn until_not_leading(leading: &mut watch::Receiver<bool>) {
+    if leading.wait_for(|l| !*l).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lead_that_nothing_can_change_is_waited_for_forever() {
+        let mut for_good = watch::channel(true).1;
+        until_leading(&mut for_good).await;
+        let lost =
+            tokio::time::timeout(Duration::from_millis(100), until_not_leading(&mut for_good));
+        assert!(lost.await.is_err(), "a lead nothing can take away was lost");
+
+        let mut never = watch::channel(false).1;
+        until_not_leading(&mut never).await;
+        let gained = tokio::time::timeout(Duration::from_millis(100), until_leading(&mut never));
+        assert!(gained.await.is_err(), "a lead that cannot come came");
+
+        let (flag, mut leading) = watch::channel(false);
+        flag.send_replace(true);
+        until_leading(&mut leading).await;
+        flag.send_replace(false);
+        until_not_leading(&mut leading).await;
+    }
 }

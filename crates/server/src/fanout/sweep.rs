@@ -50,7 +50,7 @@ pub async fn run(host: HostState, mut leading: watch::Receiver<bool>) {
         tokio::select! {
             _ = plugins.changed() => {}
             _ = instances.changed() => {}
-            _ = leading.wait_for(|l| !*l) => {}
+            _ = super::until_not_leading(&mut leading) => {}
         }
     }
 }
