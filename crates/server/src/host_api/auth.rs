@@ -335,9 +335,17 @@ const SWEEP_AT: usize = 10_000;
 pub struct Auth {
     reviewer: Arc<dyn Reviewer>,
     ttl: Duration,
-    tokens: Mutex<HashMap<[u8; 32], Cached<Option<User>>>>,
-    access: Mutex<HashMap<(User, Permission), Cached<Access>>>,
+    tokens: Mutex<HashMap<TokenDigest, Cached<Option<Arc<User>>>>>,
+    /// Per user, then per permission: a call that hits the cache finds its answer by
+    /// reference, cloning neither the user nor the permission.
+    access: Mutex<HashMap<Arc<User>, UserAccess>>,
 }
+
+/// A token's SHA-256: the cache keeps no token.
+type TokenDigest = [u8; 32];
+
+/// One user's cached answers.
+type UserAccess = HashMap<Permission, Cached<Access>>;
 
 /// What the cache did, for metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,7 +369,7 @@ impl Auth {
         &self,
         headers: &HeaderMap,
         permission: &Permission,
-    ) -> HostResult<(User, Lookup)> {
+    ) -> HostResult<(Arc<User>, Lookup)> {
         let token = bearer(headers)?;
         let (user, looked) = self.user(token).await?;
         let (allowed, looked_access) = self.allowed(&user, permission).await?;
@@ -387,8 +395,8 @@ impl Auth {
         Ok((user, lookup))
     }
 
-    async fn user(&self, token: &str) -> HostResult<(User, Lookup)> {
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+    async fn user(&self, token: &str) -> HostResult<(Arc<User>, Lookup)> {
+        let digest: TokenDigest = Sha256::digest(token.as_bytes()).into();
         let now = Instant::now();
         let cached = {
             let tokens = self.tokens.lock().expect("auth lock");
@@ -400,13 +408,18 @@ impl Auth {
         let (user, lookup) = match cached {
             Some(u) => (u, Lookup::Cached),
             None => {
-                let user = self.reviewer.authenticate(token).await.map_err(|e| {
-                    HostError::new(
-                        Code::Unavailable,
-                        format!("could not review the token: {e}"),
-                    )
-                    .retry_after(1)
-                })?;
+                let user = self
+                    .reviewer
+                    .authenticate(token)
+                    .await
+                    .map_err(|e| {
+                        HostError::new(
+                            Code::Unavailable,
+                            format!("could not review the token: {e}"),
+                        )
+                        .retry_after(1)
+                    })?
+                    .map(Arc::new);
                 let ttl = if user.is_some() {
                     self.ttl
                 } else {
@@ -437,16 +450,16 @@ impl Auth {
 
     async fn allowed(
         &self,
-        user: &User,
+        user: &Arc<User>,
         permission: &Permission,
     ) -> HostResult<(Result<(), String>, Lookup)> {
-        let key = (user.clone(), permission.clone());
         let now = Instant::now();
         if let Some(c) = self
             .access
             .lock()
             .expect("auth lock")
-            .get(&key)
+            .get(&**user)
+            .and_then(|of_user| of_user.get(permission))
             .filter(|c| c.until > now)
         {
             return Ok((c.value.clone(), Lookup::Cached));
@@ -469,10 +482,17 @@ impl Auth {
         };
         let mut access = self.access.lock().expect("auth lock");
         if access.len() >= SWEEP_AT {
-            access.retain(|_, c| c.until > now);
+            access.retain(|_, of_user| {
+                of_user.retain(|_, c| c.until > now);
+                !of_user.is_empty()
+            });
         }
-        access.insert(
-            key,
+        let of_user = access.entry(user.clone()).or_default();
+        if of_user.len() >= SWEEP_AT {
+            of_user.retain(|_, c| c.until > now);
+        }
+        of_user.insert(
+            permission.clone(),
             Cached {
                 value: answer.clone(),
                 until: now + ttl,
