@@ -159,13 +159,22 @@ pub fn check_call(
 }
 
 /// The body the plugin gets: the contract's `ToolRequest`.
-pub fn plugin_body(call: &ToolCall) -> Value {
-    json!({
-        "input": call.input,
-        "agent": call.agent,
-        "thread_id": call.thread_id,
-        "run_id": call.run_id,
-    })
+#[derive(Debug, Serialize)]
+pub struct ToolRequest<'a> {
+    pub input: &'a Value,
+    pub agent: &'a str,
+    pub thread_id: &'a str,
+    pub run_id: &'a str,
+}
+
+/// The plugin's `ToolRequest` for `call`, borrowing from it.
+pub fn plugin_body(call: &ToolCall) -> ToolRequest<'_> {
+    ToolRequest {
+        input: &call.input,
+        agent: &call.agent,
+        thread_id: &call.thread_id,
+        run_id: &call.run_id,
+    }
 }
 
 /// A tool's result, MCP-like, as the caller gets it.
@@ -236,7 +245,7 @@ pub fn result_of(
     }
     let mut result: ToolResult = match serde_json::from_slice::<Value>(&answer.body)
         .ok()
-        .and_then(|v| parse_result(&v))
+        .and_then(parse_result)
     {
         Some(r) => r,
         None => {
@@ -279,11 +288,17 @@ pub fn result_of(
     }
 }
 
-fn parse_result(v: &Value) -> Option<ToolResult> {
-    let content = v.get("content")?.as_array()?.clone();
-    let structured_content = match v.get("structured_content") {
+/// The answer as a tool result, taken apart (nothing in it copied).
+fn parse_result(v: Value) -> Option<ToolResult> {
+    let Value::Object(mut v) = v else {
+        return None;
+    };
+    let Some(Value::Array(content)) = v.remove("content") else {
+        return None;
+    };
+    let structured_content = match v.remove("structured_content") {
         None | Some(Value::Null) => None,
-        Some(o @ Value::Object(_)) => Some(o.clone()),
+        Some(o @ Value::Object(_)) => Some(o),
         Some(_) => return None,
     };
     let is_error = match v.get("is_error") {
