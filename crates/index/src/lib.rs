@@ -223,6 +223,15 @@ impl Index {
     }
 
     /// The global config; its defaults while no HostConfig exists.
+    /// The HostConfig as the store keeps it (no copy); a default one while none exists.
+    pub fn host_config(&self) -> Arc<HostConfig> {
+        self.host
+            .get(&ObjectRef::new(HOST_CONFIG_NAME))
+            .unwrap_or_else(|| {
+                Arc::new(HostConfig::new(HOST_CONFIG_NAME, HostConfigSpec::default()))
+            })
+    }
+
     pub fn host(&self) -> HostConfigSpec {
         self.host
             .get(&ObjectRef::new(HOST_CONFIG_NAME))

@@ -203,7 +203,13 @@ pub fn resolve_enabled(
     chat_name: &str,
     plugin_name: &str,
 ) -> Result<Enabled, TargetError> {
-    enabled_under(index, &index.host(), namespace, chat_name, plugin_name)
+    enabled_under(
+        index,
+        &index.host_config().spec,
+        namespace,
+        chat_name,
+        plugin_name,
+    )
 }
 
 /// [`resolve_enabled`] under `host` (HostConfig's spec, which the caller read once).
@@ -237,8 +243,9 @@ pub fn resolve(
     chat_name: &str,
     plugin_name: &str,
 ) -> Result<Target, TargetError> {
-    // HostConfig's spec is a copy: read once per call.
-    let host = index.host();
+    // The HostConfig as the store keeps it: read once per call, not copied.
+    let host = index.host_config();
+    let host = &host.spec;
     let Enabled {
         key,
         chat,
@@ -246,7 +253,7 @@ pub fn resolve(
         compiled,
         approved,
         instance,
-    } = enabled_under(index, &host, namespace, chat_name, plugin_name)?;
+    } = enabled_under(index, host, namespace, chat_name, plugin_name)?;
     let pending = |missing| TargetError::Pending {
         missing,
         plugin: plugin_name.to_string(),

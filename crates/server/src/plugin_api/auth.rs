@@ -24,7 +24,7 @@ use super::state::AppState;
 use crate::index::{InstanceKey, TokenOwner};
 use model::manifest::{Capability, Manifest};
 use model::resolve;
-use model::resources::{Channel, HostConfigSpec, Plugin, PluginInstance, Project, ProjectTrust};
+use model::resources::{Channel, HostConfig, Plugin, PluginInstance, Project, ProjectTrust};
 
 /// The longest token we look at; the controller's are 64 hex digits.
 const MAX_TOKEN: usize = 512;
@@ -67,7 +67,8 @@ pub struct Caller {
     pub channel: Arc<Channel>,
     pub plugin: Arc<Plugin>,
     pub project: Arc<Project>,
-    pub host: HostConfigSpec,
+    /// The HostConfig as the index keeps it (read, never copied).
+    pub host: Arc<HostConfig>,
     pub manifest: Arc<Manifest>,
     /// The capabilities the owner approved that the manifest declares.
     pub approved: BTreeSet<Capability>,
@@ -124,7 +125,10 @@ pub struct Found<'a> {
     pub project: Option<Arc<Project>>,
     /// The project's trust (the same-named ProjectTrust).
     pub project_trust: Option<Arc<ProjectTrust>>,
-    pub host: HostConfigSpec,
+    /// The project's config hash when known (the index keeps it per generation); else it is
+    /// computed here.
+    pub project_hash: Option<String>,
+    pub host: Arc<HostConfig>,
     /// The Plugin's manifest, or why it does not parse (when there is a Plugin).
     pub manifest: Option<Result<Arc<Manifest>, String>>,
 }
@@ -183,8 +187,11 @@ pub fn decide(found: Found<'_>) -> ApiResult<Caller> {
             channel.name_any()
         ))
     })?;
-    let view = resolve::ProjectView::new(&project, found.project_trust.as_deref());
-    let enabled = resolve::plugin_enabled(&found.host.plugins, &plugin_id, view);
+    let mut view = resolve::ProjectView::new(&project, found.project_trust.as_deref());
+    if let Some(hash) = &found.project_hash {
+        view = view.with_hash(hash);
+    }
+    let enabled = resolve::plugin_enabled(&found.host.spec.plugins, &plugin_id, view);
     if !enabled.is_enabled() {
         return Err(not_enabled(format!(
             "project {} does not enable plugin {plugin_id}: {}",
@@ -237,6 +244,7 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         let project_trust = channel
             .as_ref()
             .and_then(|c| index.project_trust(&owner.namespace, &c.spec.project));
+        let project_hash = project.as_ref().map(|p| index.config_hashes.of(p));
         let manifest = plugin
             .as_ref()
             .map(|p| index.manifests.of(p).map_err(|e| e.to_string()));
@@ -247,7 +255,8 @@ impl FromRequestParts<Arc<AppState>> for Caller {
             channel,
             project,
             project_trust,
-            host: index.host(),
+            project_hash,
+            host: index.host_config(),
             manifest,
         })?;
         Ok(caller)

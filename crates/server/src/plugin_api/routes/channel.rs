@@ -10,7 +10,7 @@ use model::resolve::resolve_settings;
 
 pub async fn get(caller: Caller) -> ApiResult<Json<Value>> {
     let plugin = caller.plugin_id();
-    let global = caller.host.plugins.defaults.get(&plugin);
+    let global = caller.host.spec.plugins.defaults.get(&plugin);
     // A project's settings apply without trust: they only tune the plugin.
     let project = caller.project.spec.plugins.get(&plugin);
     let settings = resolve_settings(&caller.manifest, global, project);

@@ -133,7 +133,7 @@ pub async fn create(
         })
         .collect();
     let started = state.ledger.with_unseen(&plugin, in_store, now);
-    let limit = caller.host.plugins.daily_runs;
+    let limit = caller.host.spec.plugins.daily_runs;
     let name = random_run_name(&plugin);
     let run = Started {
         namespace: caller.namespace.clone(),

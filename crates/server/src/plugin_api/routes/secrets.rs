@@ -24,7 +24,7 @@ pub async fn get(
 ) -> ApiResult<Response> {
     caller.require(Capability::SecretsRead)?;
     let plugin = caller.plugin_id();
-    let global = caller.host.plugins.defaults.get(&plugin);
+    let global = caller.host.spec.plugins.defaults.get(&plugin);
     // A reference hands the plugin a Secret, so the project's counts once its owner trusts it.
     let trust = state
         .index
