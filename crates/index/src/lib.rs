@@ -233,10 +233,7 @@ impl Index {
     }
 
     pub fn host(&self) -> HostConfigSpec {
-        self.host
-            .get(&ObjectRef::new(HOST_CONFIG_NAME))
-            .map(|h| h.spec.clone())
-            .unwrap_or_default()
+        self.host_config().spec.clone()
     }
 
     pub fn plugin(&self, name: &str) -> Option<Arc<Plugin>> {
