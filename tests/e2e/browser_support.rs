@@ -47,6 +47,9 @@ pub struct ProbeWorld {
     pub api: String,
     pub stand_in: StandIn,
     pub browser: Browser,
+    /// The cluster's shared state, held for reading: a test that kills the release's leading
+    /// Pod or changes the HostConfig waits until this test is done (dropped last).
+    _shared: tokio::sync::RwLockReadGuard<'static, ()>,
 }
 
 /// What one load of the probe showed, from the browser's own reports.
@@ -166,6 +169,7 @@ impl ProbeWorld {
     /// peer, signs a link to each one's panel, waits until the API server serves both, starts
     /// the stand-in and the browser.
     pub async fn start(ns: &Ns) -> anyhow::Result<ProbeWorld> {
+        let shared = shared().await;
         let host = host(ns).await?;
         let id = plugin_id(ns, "probe");
         let peer_id = plugin_id(ns, "peer");
@@ -254,6 +258,7 @@ impl ProbeWorld {
             api,
             stand_in,
             browser,
+            _shared: shared,
         })
     }
 

@@ -21,6 +21,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use testkit::browser::{Browser, Page};
 use testkit::images::{ECHO_ENTRYPOINT, ImageContent};
+use tokio::sync::RwLockReadGuard;
 
 use crate::controller_support::*;
 use crate::host::{HostServer, host};
@@ -41,6 +42,9 @@ pub struct ConsoleWorld {
     /// Kept for as long as the page: dropping it ends the browser.
     _browser: Browser,
     pub page: Page,
+    /// The cluster's shared state, held for reading: a test that kills the release's leading
+    /// Pod or changes the HostConfig waits until the page is done (dropped last).
+    _shared: RwLockReadGuard<'static, ()>,
 }
 
 /// The echo plugin under `id`, with a card `score` (`ui/card/score.html`), approved for
@@ -171,6 +175,7 @@ impl ConsoleWorld {
     /// The plugin installed and enabled in `general` (a thread of it and another channel
     /// beside), the person's token, the console open and signed in with `general` chosen.
     pub async fn start(ns: &Ns) -> anyhow::Result<ConsoleWorld> {
+        let shared = shared().await;
         let host = host(ns).await?;
         let id = plugin_id(ns, "con");
         install_with_card(ns, console_plugin(&id)?).await?;
@@ -202,6 +207,7 @@ impl ConsoleWorld {
             token,
             _browser: browser,
             page,
+            _shared: shared,
         };
         world
             .wait(

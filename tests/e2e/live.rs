@@ -84,6 +84,7 @@ async fn first_control(response: reqwest::Response) -> anyhow::Result<Value> {
 }
 
 async fn control_round_trip(ns: Ns) -> anyhow::Result<()> {
+    let _shared = crate::controller_support::shared().await;
     let world = full_world(&ns, "lv", &[chat("general", ChannelKind::Channel, None)]).await?;
     let plugin = world.plugin.clone();
     let token = world.token("general").to_string();

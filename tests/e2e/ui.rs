@@ -101,6 +101,7 @@ async fn install_read(ns: &Ns, plugin: &Plugin) -> anyhow::Result<String> {
 }
 
 async fn panel_from_a_signed_link(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
     let host = host(&ns).await?;
     let id = plugin_id(&ns, "ui");
     let digest = install_read(&ns, &echo_plugin(&id)?).await?;
@@ -328,6 +329,7 @@ fn ids_and_flags(drawer: &Value) -> Vec<(String, bool)> {
 }
 
 async fn cards_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
     let host = host(&ns).await?;
     let id = plugin_id(&ns, "card");
     let token = card_world(&ns, &id).await?;
@@ -416,6 +418,7 @@ async fn cards_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
 }
 
 async fn cards_of_a_plugin_that_changed(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
     let host = host(&ns).await?;
     let id = plugin_id(&ns, "cnote");
     let token = card_world(&ns, &id).await?;
