@@ -24,6 +24,7 @@ pub mod feed;
 pub mod kinds;
 pub mod manifests;
 pub mod pods;
+pub mod settings;
 pub mod start;
 pub mod tokens;
 pub mod trim;
@@ -71,6 +72,8 @@ pub struct Index {
     pub manifests: Arc<Manifests>,
     /// Each Project's config hash, once per version.
     pub config_hashes: Arc<config_hashes::ConfigHashes>,
+    /// Each plugin's settings in each project, once per version of their sources.
+    pub settings: Arc<settings::Settings>,
 
     // The controller's.
     /// Label-selected: the Secrets the controller made (token Secrets, registry credentials
@@ -190,6 +193,7 @@ impl Index {
             pods: Arc::new(PodIndex::new(pods)),
             manifests: Arc::default(),
             config_hashes: Arc::default(),
+            settings: Arc::default(),
             owned_secrets,
             claims,
             cronjobs,
@@ -222,7 +226,6 @@ impl Index {
         (index, writers)
     }
 
-    /// The global config; its defaults while no HostConfig exists.
     /// The HostConfig as the store keeps it (no copy); a default one while none exists.
     pub fn host_config(&self) -> Arc<HostConfig> {
         self.host

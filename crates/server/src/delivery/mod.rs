@@ -25,7 +25,7 @@ use crate::calls::{CallError, CallKind, CallOptions, Calls, Target};
 use crate::index::{Compiled, Index, InstanceKey};
 use model::manifest::Capability;
 use model::names;
-use model::resolve::resolve_settings;
+use model::resolve::ResolvedSettings;
 use model::resources::{Channel, PluginInstance};
 use routing::{Chat, Container, Delivery, PluginFacts, Skip};
 use target::TargetError;
@@ -81,7 +81,7 @@ struct Installed {
     compiled: Arc<Compiled>,
     approved: BTreeSet<Capability>,
     enabled: bool,
-    settings: BTreeMap<String, Value>,
+    settings: Arc<ResolvedSettings>,
 }
 
 impl Installed {
@@ -91,14 +91,14 @@ impl Installed {
             manifest: &self.compiled.manifest,
             approved: &self.approved,
             enabled: self.enabled,
-            settings: &self.settings,
+            settings: &self.settings.values,
         }
     }
 }
 
 /// Every installed plugin, as the project of the chat `channel` in `ns` sees it.
 fn installed_plugins(index: &Index, ns: &str, channel: &Channel) -> Vec<Installed> {
-    let host = index.host();
+    let host = index.host_config();
     let project = index.project(ns, &channel.spec.project);
     index
         .plugins
@@ -106,14 +106,12 @@ fn installed_plugins(index: &Index, ns: &str, channel: &Channel) -> Vec<Installe
         .iter()
         .filter_map(|p| {
             let name = p.name_any();
-            let (plugin, compiled) = target::installed(index, &host, &name).ok()?;
-            let enabled = target::enabled_in(index, &host, channel, &name).is_ok();
-            let settings = resolve_settings(
-                &compiled.manifest,
-                host.plugins.defaults.get(&name),
-                project.as_ref().and_then(|p| p.spec.plugins.get(&name)),
-            )
-            .values;
+            let (plugin, compiled) = target::installed(index, &host.spec, &name).ok()?;
+            let enabled = target::enabled_in(index, &host.spec, channel, &name).is_ok();
+            let settings =
+                index
+                    .settings
+                    .of(&compiled.manifest, &plugin, project.as_deref(), &host);
             Some(Installed {
                 approved: target::approved(&plugin, &compiled),
                 name,
@@ -190,7 +188,7 @@ pub async fn deliver_event(
         let settings = plugins
             .iter()
             .find(|p| p.name == delivery.plugin)
-            .map_or(&no_settings, |p| &p.settings);
+            .map_or(&no_settings, |p| &p.settings.values);
         let body = routing::event_body(kind, data, delivery.thread_id.as_deref(), settings);
         async move {
             let result = send(calls, ns, &delivery, &body, options).await;

@@ -97,13 +97,7 @@ pub fn chat(index: &Index, namespace: &str, name: &str) -> Result<Arc<Channel>, 
 
 /// The capabilities the owner approved that the manifest declares.
 pub fn approved(plugin: &Plugin, compiled: &Compiled) -> BTreeSet<Capability> {
-    plugin
-        .spec
-        .approved_capabilities
-        .iter()
-        .filter_map(|c| Capability::parse(c))
-        .filter(|c| compiled.manifest.declares_capability(*c))
-        .collect()
+    model::resolve::approved_capabilities(plugin, &compiled.manifest)
 }
 
 /// Why plugins don't run in a chat at all, if they don't (`model::resolve::runs_plugins`).

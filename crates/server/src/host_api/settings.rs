@@ -14,7 +14,6 @@ use super::auth::Permission;
 use super::error::HostError;
 use super::state::HostState;
 use crate::delivery::target::{self, Disabled, TargetError};
-use model::resolve::resolve_settings;
 
 /// `GET .../plugins/{plugin}/settings`.
 pub async fn get(
@@ -36,12 +35,12 @@ pub async fn get(
             project: channel.spec.project.clone(),
         })
     })?;
-    let host = index.host();
     // A project's settings apply without trust: they only tune the plugin.
-    let settings = resolve_settings(
+    let settings = index.settings.of(
         &target.compiled.manifest,
-        host.plugins.defaults.get(&plugin),
-        project.spec.plugins.get(&plugin),
+        &target.plugin,
+        Some(&project),
+        &index.host_config(),
     );
-    Ok(Json(json!({ "settings": settings.values })).into_response())
+    Ok(Json(json!({ "settings": &settings.values })).into_response())
 }

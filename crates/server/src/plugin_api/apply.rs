@@ -42,7 +42,7 @@ pub async fn edit_switches(
     caller: &Caller,
     change: SwitchChange,
 ) -> ApiResult<Vec<SwitchState>> {
-    let edit = SwitchEdit::for_plugin(change, &caller.manifest, &caller.approved);
+    let edit = SwitchEdit::for_plugin(change, &caller.manifest, caller.approved());
     let result = state.status.switches(&caller.key(), &edit).await;
     state.metrics.write("PluginInstance/status", result.is_ok());
     let written = result.map_err(|e| unavailable(WriteError::Failed(e.to_string())))?;

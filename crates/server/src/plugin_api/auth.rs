@@ -12,7 +12,7 @@
 //!    (`Plugin.spec.approvedCapabilities`) and declared by the manifest → else 403.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
@@ -70,8 +70,9 @@ pub struct Caller {
     /// The HostConfig as the index keeps it (read, never copied).
     pub host: Arc<HostConfig>,
     pub manifest: Arc<Manifest>,
-    /// The capabilities the owner approved that the manifest declares.
-    pub approved: BTreeSet<Capability>,
+    /// The capabilities the owner approved that the manifest declares, found when a route
+    /// first asks ([`Caller::approved`]): most routes ask for one at most.
+    approved: OnceLock<BTreeSet<Capability>>,
 }
 
 impl Caller {
@@ -99,9 +100,15 @@ impl Caller {
         self.instance.uid().unwrap_or_default()
     }
 
+    /// The capabilities the owner approved that the manifest declares.
+    pub fn approved(&self) -> &BTreeSet<Capability> {
+        self.approved
+            .get_or_init(|| resolve::approved_capabilities(&self.plugin, &self.manifest))
+    }
+
     /// 403 unless the capability is approved.
     pub fn require(&self, capability: Capability) -> ApiResult<()> {
-        if self.approved.contains(&capability) {
+        if self.approved().contains(&capability) {
             return Ok(());
         }
         let why = if self.manifest.declares_capability(capability) {
@@ -131,17 +138,6 @@ pub struct Found<'a> {
     pub host: Arc<HostConfig>,
     /// The Plugin's manifest, or why it does not parse (when there is a Plugin).
     pub manifest: Option<Result<Arc<Manifest>, String>>,
-}
-
-/// The approved capabilities: approved by the owner and declared by the manifest.
-pub fn approved(plugin: &Plugin, manifest: &Manifest) -> BTreeSet<Capability> {
-    plugin
-        .spec
-        .approved_capabilities
-        .iter()
-        .filter_map(|c| Capability::parse(c))
-        .filter(|c| manifest.declares_capability(*c))
-        .collect()
 }
 
 /// Decides who calls, or the 401 or 409 answer.
@@ -208,7 +204,6 @@ pub fn decide(found: Found<'_>) -> ApiResult<Caller> {
         }
         None => return Err(removed("plugin")),
     };
-    let approved = approved(&plugin, &manifest);
     Ok(Caller {
         namespace: owner.namespace.clone(),
         instance,
@@ -217,7 +212,7 @@ pub fn decide(found: Found<'_>) -> ApiResult<Caller> {
         project,
         host: found.host,
         manifest,
-        approved,
+        approved: OnceLock::new(),
     })
 }
 

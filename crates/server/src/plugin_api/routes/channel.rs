@@ -1,29 +1,47 @@
 //! `GET /channel`: the chat, its project and the plugin's resolved settings there.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use axum::Json;
-use kube::ResourceExt;
-use serde_json::{Value, json};
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::plugin_api::auth::Caller;
-use crate::plugin_api::error::ApiResult;
-use model::resolve::resolve_settings;
+use crate::plugin_api::state::AppState;
+use model::resources::{App, ChannelKind};
 
-pub async fn get(caller: Caller) -> ApiResult<Json<Value>> {
-    let plugin = caller.plugin_id();
-    let global = caller.host.spec.plugins.defaults.get(&plugin);
+/// The answer, written from the chat and the settings as the index keeps them. Its fields are
+/// in the order of their names, as a JSON object's keys were written before.
+#[derive(Serialize)]
+struct ChannelAnswer<'a> {
+    app: &'a App,
+    id: &'a str,
+    kind: &'a ChannelKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<&'a str>,
+    project: &'a str,
+    settings: &'a BTreeMap<String, Value>,
+}
+
+pub async fn get(State(state): State<Arc<AppState>>, caller: Caller) -> Response {
     // A project's settings apply without trust: they only tune the plugin.
-    let project = caller.project.spec.plugins.get(&plugin);
-    let settings = resolve_settings(&caller.manifest, global, project);
+    let settings = state.index.settings.of(
+        &caller.manifest,
+        &caller.plugin,
+        Some(&caller.project),
+        &caller.host,
+    );
     let spec = &caller.channel.spec;
-    let mut answer = json!({
-        "id": caller.channel.name_any(),
-        "kind": spec.kind,
-        "project": spec.project,
-        "app": spec.app,
-        "settings": settings.values,
-    });
-    if let Some(parent) = &spec.parent {
-        answer["parent"] = json!(parent);
-    }
-    Ok(Json(answer))
+    Json(ChannelAnswer {
+        app: &spec.app,
+        id: caller.channel.metadata.name.as_deref().unwrap_or_default(),
+        kind: &spec.kind,
+        parent: spec.parent.as_deref(),
+        project: &spec.project,
+        settings: &settings.values,
+    })
+    .into_response()
 }

@@ -89,8 +89,8 @@ pub async fn create(
     State(state): State<Arc<AppState>>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    if !caller.approved.contains(&Capability::AgentReadonly)
-        && !caller.approved.contains(&Capability::AgentWrite)
+    if !caller.approved().contains(&Capability::AgentReadonly)
+        && !caller.approved().contains(&Capability::AgentWrite)
     {
         caller.require(Capability::AgentReadonly)?;
     }
@@ -190,7 +190,7 @@ pub async fn get(
     State(state): State<Arc<AppState>>,
     Path(run_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    if !caller.approved.contains(&Capability::AgentWrite) {
+    if !caller.approved().contains(&Capability::AgentWrite) {
         caller.require(Capability::AgentReadonly)?;
     }
     let run = state
