@@ -328,7 +328,7 @@ async fn each_route_refuses_what_breaks_its_rules() {
         // Live control takes only the subtypes the manifest lists, and needs a live session.
         Row::new("POST", "/channel/live/control")
             .json(json!({ "subtype": "interrupt" }))
-            .fails(S::UNPROCESSABLE_ENTITY, "subtype_not_declared", ""),
+            .fails(S::FORBIDDEN, "subtype_not_declared", ""),
         Row::new("POST", "/channel/live/control")
             .json(json!({ "subtype": "set_permission_mode", "request": { "mode": "plan" } }))
             .fails(S::CONFLICT, "not_live", ""),
