@@ -235,10 +235,6 @@ impl Index {
             })
     }
 
-    pub fn host(&self) -> HostConfigSpec {
-        self.host_config().spec.clone()
-    }
-
     pub fn plugin(&self, name: &str) -> Option<Arc<Plugin>> {
         self.plugins.get(&ObjectRef::new(name))
     }

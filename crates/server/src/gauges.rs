@@ -45,7 +45,7 @@ impl Snapshot {
         Self {
             phases: instances_by_phase(instances.iter().map(|i| i.as_ref())),
             runs: runs_of_the_day(runs.iter().map(|r| r.as_ref()), jiff::Timestamp::now()),
-            daily_runs: i64::from(index.host().plugins.daily_runs),
+            daily_runs: i64::from(index.host_config().spec.plugins.daily_runs),
         }
     }
 }

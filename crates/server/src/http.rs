@@ -104,7 +104,8 @@ pub fn shape_errors<C: ErrorCode, S: Clone + Send + Sync + 'static>(
     router.layer(middleware::from_fn(shape::<C>))
 }
 
-async fn shape<C: ErrorCode>(request: Request, next: Next) -> Response {
+/// The middleware of [`shape_errors`], for a router that adds it with its other layers.
+pub async fn shape<C: ErrorCode>(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status();
     let is_json = response
@@ -212,10 +213,11 @@ async fn track(
     response
 }
 
-/// The layers around the whole server: a span per request, and its count and duration by route.
-/// `/healthz` is added outside them.
+/// The layers around the whole server: a span per request, and its count and duration by route
+/// (outermost first, one stack added once). `/healthz` is added outside them.
 pub fn stack(router: Router, metrics: Arc<RequestMetrics>) -> Router {
-    router
+    let layers = tower::ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(metrics, track))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(request_span)
@@ -223,8 +225,9 @@ pub fn stack(router: Router, metrics: Arc<RequestMetrics>) -> Router {
                     span.record("status", response.status().as_u16());
                     DefaultOnResponse::default().on_response(response, latency, span);
                 }),
-        )
-        .layer(middleware::from_fn_with_state(metrics, track))
+        );
+    router
+        .layer(layers)
         .route("/healthz", axum::routing::get(|| async { "ok" }))
 }
 

@@ -45,11 +45,16 @@ pub async fn list(
     let keys = s.link_keys()?;
     let maps = inboxes(s.index(), &ns, Some(&chat));
     let cards = drawer::stored_cards(maps.iter().map(Arc::as_ref));
-    let host = s.index().host();
+    let host = s.index().host_config();
     let names: BTreeSet<&str> = cards.iter().map(|c| c.plugin.as_str()).collect();
     let plugins: BTreeMap<String, PluginNow> = names
         .into_iter()
-        .map(|name| (name.into(), plugin_now(s.index(), &host, &channel, name)))
+        .map(|name| {
+            (
+                name.into(),
+                plugin_now(s.index(), &host.spec, &channel, name),
+            )
+        })
         .collect();
     let listed = drawer::drawer(
         cards,

@@ -391,7 +391,7 @@ impl LiveSessions for Live {
 /// Whether plugin `name` may still use a live session: installed, plugins on, and approved
 /// for `live.control`.
 fn may_use_live(index: &Index, name: &str) -> bool {
-    crate::delivery::target::installed(index, &index.host(), name).is_ok_and(
+    crate::delivery::target::installed(index, &index.host_config().spec, name).is_ok_and(
         |(plugin, compiled)| {
             crate::delivery::target::approved(&plugin, &compiled).contains(&Capability::LiveControl)
         },

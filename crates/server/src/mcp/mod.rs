@@ -108,7 +108,8 @@ async fn handle(
             // The installed plugin's manifest is enough: the chat's instance may not be made
             // yet (a call waits for it, or says so).
             let index = s.host.index();
-            match crate::delivery::target::installed(index, &index.host(), &view.plugin) {
+            match crate::delivery::target::installed(index, &index.host_config().spec, &view.plugin)
+            {
                 Ok((_, compiled)) => protocol::answer(
                     &id,
                     json!({ "tools": protocol::tools(&compiled.manifest, &view) }),

@@ -58,6 +58,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use tower::ServiceBuilder;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
@@ -68,20 +69,24 @@ pub use state::{ApiConfig, AppState};
 use crate::index::InstanceKey;
 
 /// The Plugin API, with its layers: its errors in the one shape with its codes, the activity of
-/// accepted work, a time limit and a body limit.
+/// accepted work, a time limit and a body limit (outermost first). One stack, added once: each
+/// `Router::layer` boxes every route again, and each box is cloned and its future allocated on
+/// every request.
 pub fn router(state: Arc<AppState>) -> Router {
     let config = state.config.clone();
-    let routes = Router::new()
-        .nest(PREFIX, routes::routes())
-        .fallback(|| async { ApiError::new(Code::NotFound, "no such route") })
-        .with_state(state.clone())
-        .layer(RequestBodyLimitLayer::new(config.max_body_bytes))
+    let layers = ServiceBuilder::new()
+        .layer(middleware::from_fn(crate::http::shape::<Code>))
+        .layer(middleware::from_fn_with_state(state.clone(), record_work))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::GATEWAY_TIMEOUT,
             config.request_timeout,
         ))
-        .layer(middleware::from_fn_with_state(state, record_work));
-    crate::http::shape_errors::<Code, ()>(routes)
+        .layer(RequestBodyLimitLayer::new(config.max_body_bytes));
+    Router::new()
+        .nest(PREFIX, routes::routes())
+        .fallback(|| async { ApiError::new(Code::NotFound, "no such route") })
+        .with_state(state)
+        .layer(layers)
 }
 
 /// Whether a request, answered `status`, is accepted work: not a read, and answered 2xx.
@@ -105,7 +110,8 @@ async fn record_work(State(state): State<Arc<AppState>>, request: Request, next:
     if let Some(owner) = token.and_then(|t| index.tokens.lookup(&t)) {
         let key = InstanceKey::new(&owner.namespace, &owner.instance);
         if let Some(instance) = index.instance(&key) {
-            let idle = model::schedule::parse_interval(&index.host().plugins.idle_timeout).ok();
+            let host = index.host_config();
+            let idle = model::schedule::parse_interval(&host.spec.plugins.idle_timeout).ok();
             state.calls.record_activity(&key, &instance, idle);
         }
     }

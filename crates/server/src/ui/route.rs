@@ -143,7 +143,7 @@ async fn bundle(
     if let Some(bundle) = state.cache.lock().expect("never poisoned").get(digest) {
         return Ok(bundle);
     }
-    let registry = state.index.host().plugins.registry;
+    let registry = state.index.host_config().spec.plugins.registry.clone();
     let bundle = Arc::new(state.source.read(image, &registry).await?);
     state
         .cache
