@@ -66,6 +66,15 @@ bench:
 	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench -p loop-plugins-bench --bench api_channel
 	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench -p loop-plugins-bench --bench host_calls
 
+# Cold starts in real containers (issue 31): hack/kind-e2e.sh's kind cluster and release, then
+# crates/bench/benches/cold_start.rs: 20 cold calls through the host API with the plugin's image
+# on the node and 20 with it removed from every node, call → answer and each phase (Pod made,
+# scheduled, running, Ready, answered), against warm calls of the same run. Needs Docker, as
+# kind-e2e does.
+.PHONY: bench-kind
+bench-kind:
+	@hack/kind-e2e.sh --bench
+
 # The crates plugin authors depend on (loop-plugins-gate, loop-plugins-manifest, loop-plugin-sdk),
 # packaged for crates.io in publishing order and each built alone from its package, as a
 # publish would (make test checks the packages without building them: tests/publish.rs).

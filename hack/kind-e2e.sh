@@ -36,9 +36,11 @@
 #                 started it; the host-wide sysctls the kubelets set put back; /lib/modules
 #                 removed if Docker made it for kind
 #
-# Usage: hack/kind-e2e.sh [--dev] [-- e2e arguments...]
+# Usage: hack/kind-e2e.sh [--dev | --bench] [-- e2e arguments...]
 #   --dev   (make dev CLUSTER=kind) instead of the suite: the chart with its HostConfig off,
 #           examples/ applied with the echo plugin's pinned image, then wait until Ctrl-C
+#   --bench (make bench-kind) instead of the suite: the cold-start bench
+#           (crates/bench/benches/cold_start.rs) against the release, its figures printed
 # Environment (all optional):
 #   KIND_OFFLINE          auto (default: offline unless registry-1.docker.io answers), 1 or 0
 #   KIND_NODE_IMAGE       the node image to use (default: built offline, kind's own online)
@@ -64,10 +66,11 @@ source hack/kind/versions.sh
 KIND_LOG_PREFIX=kind-e2e
 
 dev=0
-if [[ ${1:-} == --dev ]]; then
-  dev=1
-  shift
-fi
+bench=0
+case ${1:-} in
+  --dev) dev=1 && shift ;;
+  --bench) bench=1 && shift ;;
+esac
 [[ ${1:-} == -- ]] && shift
 
 DOCKER=${DOCKER:-docker}
@@ -198,7 +201,11 @@ helm() { "$bin/helm" --kubeconfig "$kubeconfig" "$@"; }
 # built here too: a fresh clone has no other step that builds it.
 e2e_build() {
   cargo build --workspace --bins
-  cargo test --test e2e --no-run
+  if ((bench)); then
+    cargo bench -p loop-plugins-bench --bench cold_start --no-run
+  else
+    cargo test --test e2e --no-run
+  fi
 }
 
 kind_programs() {
@@ -391,6 +398,20 @@ e2e() {
   return "$status"
 }
 
+# make bench-kind: the cold-start bench against the release, the echo plugin from its pinned
+# image (its module docs say what it measures); the release's logs kept when it fails.
+bench_cold() {
+  export KUBECONFIG=$kubeconfig KIND_CLUSTER=$cluster
+  export LOOP_PLUGINS_E2E_API_URL=$api_url LOOP_PLUGINS_E2E_ECHO_IMAGE=$echo_pinned
+  export LOOP_PLUGINS_E2E_REGISTRY_MIRROR="$registry=$reg_name:5000"
+  export LOOP_PLUGINS_E2E_RELEASE_NAMESPACE=$namespace
+  export LOOP_PLUGINS_BIN=$CARGO_TARGET_DIR/debug/loop-plugins
+  cargo bench -p loop-plugins-bench --bench cold_start && return 0
+  local status=$?
+  release_logs
+  return "$status"
+}
+
 # After a failure, before the cluster goes: what the release's replicas logged (each
 # container, its previous run too), the Lease and the Events of the release's namespace.
 release_logs() {
@@ -448,6 +469,8 @@ phase images app_images
 phase chart chart
 if ((dev)); then
   dev_examples
+elif ((bench)); then
+  phase bench bench_cold
 else
   phase e2e e2e "$@"
 fi

@@ -41,15 +41,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail, ensure};
 use devcluster::{DevCluster, DevClusterOptions, ImageMap, LocalImage};
 use futures::StreamExt;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
+use loop_plugins_bench::echo::{caller_token, percentile, tool_call, wait_phase};
 use loop_plugins_bench::knobs::env_or;
 use loop_plugins_bench::ops::target_dir;
 use loop_plugins_bench::report::{self, Summary};
+use loop_plugins_bench::world::apply;
 use loop_plugins_bench::{load, ops, procs, procstat};
 use model::config::PluginConfig;
 use model::names;
@@ -57,8 +57,6 @@ use model::resources::{
     App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
     HostPlugins, InstancePhase, Plugin, PluginInstance, Project, ProjectSpec, ProjectTrust,
 };
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use server::host_api::PREFIX;
 use testkit::images::Images;
@@ -148,12 +146,12 @@ async fn bench(cluster: &DevCluster, registry: &Images, knobs: &Knobs) -> anyhow
     .await?;
     world(&client, registry).await?;
     let instance = names::instance_name(PLUGIN, CHAT);
-    wait_phase(&client, &instance, InstancePhase::Stopped).await?;
+    wait_phase(&client, NS, &instance, InstancePhase::Stopped, WAIT).await?;
 
     let mut api = procs::start_single_api(kubeconfig, run_dir, "api").await?;
     let host_path = format!("{PREFIX}/namespaces/{NS}/channels/{CHAT}/plugins/{PLUGIN}");
     let base = format!("http://{}{host_path}", api.listen);
-    let token = caller_token(&client).await?;
+    let token = caller_token(&client, NS).await?;
     server::calls::client::install_crypto_provider();
     let http = reqwest::Client::builder()
         .no_proxy()
@@ -164,7 +162,7 @@ async fn bench(cluster: &DevCluster, registry: &Images, knobs: &Knobs) -> anyhow
     // Scale-from-zero: Pod Ready (as a watch sees it) → the held call at the plugin.
     let (mut held, mut cold) = (Vec::new(), Vec::new());
     for round in 0..knobs.cold_rounds {
-        wait_phase(&client, &instance, InstancePhase::Stopped).await?;
+        wait_phase(&client, NS, &instance, InstancePhase::Stopped, WAIT).await?;
         let ready_at = tokio::spawn(pod_ready_ms(client.clone(), instance.clone()));
         let text = format!("cold-{round}");
         let started = Instant::now();
@@ -674,35 +672,6 @@ async fn refused_calls(
     Ok(times)
 }
 
-fn percentile(samples: &[Duration], p: f64) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
-    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-async fn tool_call(
-    http: &reqwest::Client,
-    url: &str,
-    bearer: Option<&str>,
-    text: &str,
-) -> anyhow::Result<Value> {
-    let mut request = http.post(url).json(&json!({
-        "input": {"text": text}, "agent": "say", "thread_id": "t", "run_id": "r"
-    }));
-    if let Some(b) = bearer {
-        request = request.bearer_auth(b);
-    }
-    let response = request.send().await?;
-    let status = response.status();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    ensure!(
-        status.is_success() && body["is_error"] == false,
-        "{url}: {status} {body}"
-    );
-    Ok(body)
-}
-
 async fn get_json(http: &reqwest::Client, url: &str, token: &str) -> anyhow::Result<Value> {
     let response = http.get(url).bearer_auth(token).send().await?;
     ensure!(
@@ -751,37 +720,6 @@ async fn direct(client: &Client, instance: &str) -> anyhow::Result<(String, Stri
     Ok((format!("http://{}", endpoint.addr), value))
 }
 
-async fn wait_phase(client: &Client, instance: &str, phase: InstancePhase) -> anyhow::Result<()> {
-    let api: Api<PluginInstance> = Api::namespaced(client.clone(), NS);
-    let cond = move |i: Option<&PluginInstance>| {
-        i.and_then(|i| i.status.as_ref())
-            .and_then(|s| s.phase)
-            .is_some_and(|p| p == phase)
-    };
-    tokio::time::timeout(
-        WAIT,
-        kube::runtime::wait::await_condition(api, instance, cond),
-    )
-    .await
-    .with_context(|| format!("waiting for {instance} to be {phase:?}"))??;
-    Ok(())
-}
-
-async fn apply<K>(api: &Api<K>, object: &K) -> anyhow::Result<()>
-where
-    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
-{
-    let name = object.meta().name.clone().unwrap_or_default();
-    api.patch(
-        &name,
-        &PatchParams::apply("bench").force(),
-        &Patch::Apply(object),
-    )
-    .await
-    .with_context(|| format!("applying {name}"))?;
-    Ok(())
-}
-
 /// The HostConfig, the echo plugin, a trusted project enabling it, one chat.
 async fn world(client: &Client, registry: &Images) -> anyhow::Result<()> {
     let mut ns = Namespace::default();
@@ -827,61 +765,4 @@ async fn world(client: &Client, registry: &Images) -> anyhow::Result<()> {
     );
     apply(&Api::<Channel>::namespaced(client.clone(), NS), &chat).await?;
     Ok(())
-}
-
-/// A ServiceAccount allowed to call tools and `/x`, and a token for it.
-async fn caller_token(client: &Client) -> anyhow::Result<String> {
-    let name = "bench-app";
-    let mut sa = ServiceAccount::default();
-    sa.metadata.name = Some(name.into());
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
-    apply(&accounts, &sa).await?;
-    let mut role = Role {
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec!["plugins.loop.dev".into()]),
-            resources: Some(vec![
-                "plugininstances/tools".into(),
-                "plugininstances/actions".into(),
-                "plugininstances/x".into(),
-            ]),
-            verbs: vec!["create".into(), "get".into()],
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    role.metadata.name = Some(name.into());
-    apply(&Api::<Role>::namespaced(client.clone(), NS), &role).await?;
-    let mut binding = RoleBinding {
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "Role".into(),
-            name: name.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: name.into(),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    binding.metadata.name = Some(name.into());
-    apply(
-        &Api::<RoleBinding>::namespaced(client.clone(), NS),
-        &binding,
-    )
-    .await?;
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await?
-        .status
-        .and_then(|s| s.token)
-        .context("the TokenRequest has no token")
 }

@@ -26,6 +26,7 @@ pub mod baseline;
 pub mod burst;
 pub mod converge;
 pub mod deliveries;
+pub mod echo;
 pub mod footprint;
 pub mod identity;
 pub mod knobs;
