@@ -33,16 +33,14 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::runtime::wait::await_condition;
 use kube::runtime::watcher;
 use kube::{Api, Client};
-use loop_plugins_bench::echo::{caller_token, percentile, tool_call, wait_phase};
+use loop_plugins_bench::echo::{caller_token, enabled_in_chat, percentile, tool_call, wait_phase};
 use loop_plugins_bench::knobs::env_or;
 use loop_plugins_bench::report::{Phases, Summary};
 use loop_plugins_bench::world::apply;
-use model::config::PluginConfig;
 use model::names;
 use model::resources::{
-    App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, InstancePhase, Plugin, PluginInstance, Project, ProjectSpec, ProjectTrust,
-    RegistryConfig, RegistryMirror,
+    HOST_CONFIG_NAME, HostConfig, HostConfigSpec, HostPlugins, InstancePhase, Plugin,
+    PluginInstance, RegistryConfig, RegistryMirror,
 };
 use server::host_api::PREFIX;
 
@@ -462,28 +460,5 @@ async fn world(client: &Client, setup: &Setup) -> anyhow::Result<()> {
     let manifest = include_str!("../../../examples/echo-plugin/plugin.json");
     let plugin = Plugin::from_manifest(manifest, &setup.echo_image, vec![], true)?;
     apply(&Api::<Plugin>::all(client.clone()), &plugin).await?;
-    let config = std::collections::BTreeMap::from([(
-        PLUGIN.to_string(),
-        PluginConfig {
-            enabled: Some(true),
-            ..Default::default()
-        },
-    )]);
-    let trust = ProjectTrust::of("proj", &config);
-    let project = Project::new("proj", ProjectSpec { plugins: config });
-    apply(&Api::<Project>::namespaced(client.clone(), NS), &project).await?;
-    apply(&Api::<ProjectTrust>::namespaced(client.clone(), NS), &trust).await?;
-    let chat = Channel::new(
-        CHAT,
-        ChannelSpec {
-            project: "proj".into(),
-            kind: ChannelKind::Channel,
-            parent: None,
-            app: App::Desktop,
-            hidden: false,
-            working_tree: None,
-        },
-    );
-    apply(&Api::<Channel>::namespaced(client.clone(), NS), &chat).await?;
-    Ok(())
+    enabled_in_chat(client, NS, PLUGIN, CHAT).await
 }

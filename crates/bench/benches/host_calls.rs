@@ -34,7 +34,6 @@
 //! BENCH_PERF_OUT=FILE records the API server with `perf record` (CPU-clock samples, DWARF
 //! call stacks) during its first saturation round.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -45,17 +44,16 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
-use loop_plugins_bench::echo::{caller_token, percentile, tool_call, wait_phase};
+use loop_plugins_bench::echo::{caller_token, enabled_in_chat, percentile, tool_call, wait_phase};
 use loop_plugins_bench::knobs::env_or;
 use loop_plugins_bench::ops::target_dir;
 use loop_plugins_bench::report::{self, Summary};
 use loop_plugins_bench::world::apply;
 use loop_plugins_bench::{load, ops, procs, procstat};
-use model::config::PluginConfig;
 use model::names;
 use model::resources::{
-    App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, InstancePhase, Plugin, PluginInstance, Project, ProjectSpec, ProjectTrust,
+    HOST_CONFIG_NAME, HostConfig, HostConfigSpec, HostPlugins, InstancePhase, Plugin,
+    PluginInstance,
 };
 use serde_json::{Value, json};
 use server::host_api::PREFIX;
@@ -741,28 +739,5 @@ async fn world(client: &Client, registry: &Images) -> anyhow::Result<()> {
     let mut plugin = Plugin::from_manifest(manifest, "unpublished", vec![], true)?;
     registry.publish(&mut plugin).await?;
     apply(&Api::<Plugin>::all(client.clone()), &plugin).await?;
-    let config = BTreeMap::from([(
-        PLUGIN.to_string(),
-        PluginConfig {
-            enabled: Some(true),
-            ..Default::default()
-        },
-    )]);
-    let trust = ProjectTrust::of("proj", &config);
-    let project = Project::new("proj", ProjectSpec { plugins: config });
-    apply(&Api::<Project>::namespaced(client.clone(), NS), &project).await?;
-    apply(&Api::<ProjectTrust>::namespaced(client.clone(), NS), &trust).await?;
-    let chat = Channel::new(
-        CHAT,
-        ChannelSpec {
-            project: "proj".into(),
-            kind: ChannelKind::Channel,
-            parent: None,
-            app: App::Desktop,
-            hidden: false,
-            working_tree: None,
-        },
-    );
-    apply(&Api::<Channel>::namespaced(client.clone(), NS), &chat).await?;
-    Ok(())
+    enabled_in_chat(client, NS, PLUGIN, CHAT).await
 }

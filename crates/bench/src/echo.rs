@@ -1,7 +1,9 @@
 //! What the benches that call the echo plugin through the host API share (`host_calls` on the
-//! local control plane, `cold_start` on kind): an app's token allowed to call it, one tool call
-//! checked, an instance's phase awaited, and percentiles of what they time.
+//! local control plane, `cold_start` on kind): the chat it is enabled in, an app's token
+//! allowed to call it, one tool call checked, an instance's phase awaited, and percentiles of
+//! what they time.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, ensure};
@@ -10,7 +12,11 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::PostParams;
 use kube::{Api, Client};
-use model::resources::{InstancePhase, PluginInstance};
+use model::config::PluginConfig;
+use model::resources::{
+    App, Channel, ChannelKind, ChannelSpec, InstancePhase, PluginInstance, Project, ProjectSpec,
+    ProjectTrust,
+};
 use serde_json::{Value, json};
 
 use crate::world::apply;
@@ -69,6 +75,52 @@ pub async fn wait_phase(
     )
     .await
     .with_context(|| format!("waiting for {namespace}/{instance} to be {phase:?}"))??;
+    Ok(())
+}
+
+/// A project `proj` in `namespace` that enables `plugin`, trusted as it is, and its chat `chat`
+/// (a desktop channel).
+pub async fn enabled_in_chat(
+    client: &Client,
+    namespace: &str,
+    plugin: &str,
+    chat: &str,
+) -> anyhow::Result<()> {
+    let config = BTreeMap::from([(
+        plugin.to_string(),
+        PluginConfig {
+            enabled: Some(true),
+            ..Default::default()
+        },
+    )]);
+    let trust = ProjectTrust::of("proj", &config);
+    let project = Project::new("proj", ProjectSpec { plugins: config });
+    apply(
+        &Api::<Project>::namespaced(client.clone(), namespace),
+        &project,
+    )
+    .await?;
+    apply(
+        &Api::<ProjectTrust>::namespaced(client.clone(), namespace),
+        &trust,
+    )
+    .await?;
+    let channel = Channel::new(
+        chat,
+        ChannelSpec {
+            project: "proj".into(),
+            kind: ChannelKind::Channel,
+            parent: None,
+            app: App::Desktop,
+            hidden: false,
+            working_tree: None,
+        },
+    );
+    apply(
+        &Api::<Channel>::namespaced(client.clone(), namespace),
+        &channel,
+    )
+    .await?;
     Ok(())
 }
 
