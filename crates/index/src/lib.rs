@@ -12,7 +12,8 @@
 //! - [`feed`]: the subscribers of a kind's watch, the streams a kube `Controller` takes;
 //! - derived indexes, fed by the hooks: [`tokens`] (a plugin token's digest to its instance),
 //!   [`pods`] (where each instance's container answers), [`config_writes`] (for
-//!   `settings.changed`), [`changed`] (change counters for the fan-out);
+//!   `settings.changed`), [`changed`] (change counters for the fan-out), [`epoch`] (a count of
+//!   the changes that decide who a token speaks for);
 //! - [`manifests`]: each Plugin's manifest parsed and its tools' schemas compiled, once per
 //!   version.
 
@@ -20,6 +21,7 @@ pub mod changed;
 pub mod compact;
 pub mod config_hashes;
 pub mod config_writes;
+pub mod epoch;
 pub mod feed;
 pub mod kinds;
 pub mod manifests;
@@ -45,6 +47,7 @@ use model::resources::{
 pub use changed::Changed;
 pub use compact::Compact;
 pub use config_writes::ConfigWrite;
+pub use epoch::Epoch;
 pub use feed::Feed;
 pub use kinds::{ControllerRole, Roles};
 pub use manifests::{Compiled, Manifests};
@@ -99,6 +102,8 @@ pub struct Index {
     pub tokens: Arc<TokenIndex>,
     /// Woken when a kind's store changed, for the fan-out that follows it.
     pub changed: Arc<Changed>,
+    /// Counts the changes to what decides who a token speaks for (see [`epoch`]).
+    pub callers_epoch: Arc<Epoch>,
 
     /// The subscribers of each kind's watch.
     pub feeds: Feeds,
@@ -204,6 +209,7 @@ impl Index {
             secrets,
             tokens: Arc::default(),
             changed: Arc::default(),
+            callers_epoch: Arc::default(),
             feeds,
         };
         let writers = Writers {

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch as signal};
 
 use super::changed::bump;
 use super::config_writes::{self, ConfigWrite, Generations};
+use super::epoch::Epoch;
 use super::feed::Feed;
 use super::kinds::{self, Roles, Selection};
 use super::trim;
@@ -75,8 +76,10 @@ impl Index {
             filling: Vec::new(),
         };
 
+        let epoch = &index.callers_epoch;
         start.watch(&plan.host, host, &feeds.host, |watch| {
             let (mut seen, writes) = (Generations::default(), writes.clone());
+            let watch = counted(watch, epoch);
             when(tells, watch, move |e| {
                 config_writes::on_host(&mut seen, e, &writes)
             })
@@ -84,10 +87,12 @@ impl Index {
         start.watch(&plan.plugins, plugins, &feeds.plugins, |watch| {
             let (manifests, changed) = (index.manifests.clone(), index.changed.clone());
             let watch = watch.after(move |e| manifests.apply_watcher_event(e));
+            let watch = counted(watch, epoch);
             when(tells, watch, move |_| bump(&changed.plugins))
         });
         start.watch(&plan.projects, projects, &feeds.projects, |watch| {
             let (mut seen, writes) = (Generations::default(), writes.clone());
+            let watch = counted(watch, epoch);
             when(tells, watch, move |e| {
                 config_writes::on_project(&mut seen, e, &writes)
             })
@@ -98,14 +103,18 @@ impl Index {
             &feeds.project_trusts,
             |watch| {
                 let (mut seen, writes) = (Generations::default(), writes.clone());
+                let watch = counted(watch, epoch);
                 when(tells, watch, move |e| {
                     config_writes::on_trust(&mut seen, e, &writes)
                 })
             },
         );
-        start.watch(&plan.channels, channels, &feeds.channels, |watch| watch);
+        start.watch(&plan.channels, channels, &feeds.channels, |watch| {
+            counted(watch, epoch)
+        });
         start.watch(&plan.instances, instances, &feeds.instances, |watch| {
             let changed = index.changed.clone();
+            let watch = counted(watch, epoch);
             when(tells, watch, move |_| bump(&changed.instances))
         });
         start.watch(&plan.pods, pods, &feeds.pods, |watch| {
@@ -135,9 +144,10 @@ impl Index {
         start.watch(&plan.secrets, secrets, &feeds.secrets, |watch| {
             // The token index reads each token before the stored copy loses it.
             let tokens = index.tokens.clone();
-            watch
+            let watch = watch
                 .before(move |e| tokens.apply_watcher_event(e))
-                .trim(trim::token_secret)
+                .trim(trim::token_secret);
+            counted(watch, epoch)
         });
 
         tracing::info!("waiting for the caches to fill");
@@ -159,6 +169,15 @@ where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     if on { watch.after(hook) } else { watch }
+}
+
+/// `watch`, counting each of its events in `epoch` after the store holds it.
+fn counted<K>(watch: Watch<K>, epoch: &Arc<Epoch>) -> Watch<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let epoch = epoch.clone();
+    watch.after(move |_| epoch.bump())
 }
 
 /// Starts the watches, and keeps what each store's first list is awaited by.

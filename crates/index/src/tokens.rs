@@ -91,10 +91,14 @@ impl TokenIndex {
 
     /// The owner of `token`, if a live Secret holds it.
     pub fn lookup(&self, token: &str) -> Option<TokenOwner> {
-        let presented = digest(token);
+        self.lookup_digest(&digest(token))
+    }
+
+    /// [`TokenIndex::lookup`] of a presented token's digest.
+    pub fn lookup_digest(&self, presented: &TokenDigest) -> Option<TokenOwner> {
         let inner = self.inner.read().expect("token index lock");
-        let entry = inner.by_digest.get(&presented)?;
-        bool::from(entry.digest.ct_eq(&presented)).then(|| entry.owner.clone())
+        let entry = inner.by_digest.get(presented)?;
+        bool::from(entry.digest.ct_eq(presented)).then(|| entry.owner.clone())
     }
 
     /// How many tokens the index holds.

@@ -21,7 +21,8 @@ use kube::{Resource, ResourceExt};
 
 use super::error::{ApiError, ApiResult, Code};
 use super::state::AppState;
-use crate::index::{InstanceKey, TokenOwner};
+use crate::index::{Index, InstanceKey, TokenOwner};
+use ::index::tokens::TokenDigest;
 use model::manifest::{Capability, Manifest};
 use model::resolve;
 use model::resources::{Channel, HostConfig, Plugin, PluginInstance, Project, ProjectTrust};
@@ -59,9 +60,30 @@ pub fn bearer(header: Option<&[u8]>) -> Result<&str, ApiError> {
     Ok(token)
 }
 
-/// The (plugin, chat) a request speaks for, with everything its routes read.
+/// The (plugin, chat) a request speaks for, with everything its routes read: decided once per
+/// token while nothing that decides it changes ([`super::callers`]), shared by the requests
+/// that carry it.
 #[derive(Clone, Debug)]
-pub struct Caller {
+pub struct Caller(Arc<Speaker>);
+
+impl Caller {
+    /// Whether both are the one decision (a memo's answer given twice).
+    pub fn is(&self, other: &Caller) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::ops::Deref for Caller {
+    type Target = Speaker;
+
+    fn deref(&self) -> &Speaker {
+        &self.0
+    }
+}
+
+/// What a token speaks for.
+#[derive(Debug)]
+pub struct Speaker {
     pub namespace: String,
     pub instance: Arc<PluginInstance>,
     pub channel: Arc<Channel>,
@@ -71,11 +93,11 @@ pub struct Caller {
     pub host: Arc<HostConfig>,
     pub manifest: Arc<Manifest>,
     /// The capabilities the owner approved that the manifest declares, found when a route
-    /// first asks ([`Caller::approved`]): most routes ask for one at most.
+    /// first asks ([`Speaker::approved`]): most routes ask for one at most.
     approved: OnceLock<BTreeSet<Capability>>,
 }
 
-impl Caller {
+impl Speaker {
     pub fn plugin_id(&self) -> String {
         self.plugin.name_any()
     }
@@ -204,7 +226,7 @@ pub fn decide(found: Found<'_>) -> ApiResult<Caller> {
         }
         None => return Err(removed("plugin")),
     };
-    Ok(Caller {
+    Ok(Caller(Arc::new(Speaker {
         namespace: owner.namespace.clone(),
         instance,
         channel,
@@ -213,7 +235,7 @@ pub fn decide(found: Found<'_>) -> ApiResult<Caller> {
         host: found.host,
         manifest,
         approved: OnceLock::new(),
-    })
+    })))
 }
 
 impl FromRequestParts<Arc<AppState>> for Caller {
@@ -224,38 +246,41 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         state: &Arc<AppState>,
     ) -> Result<Self, Self::Rejection> {
         let token = bearer(parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes()))?;
-        let owner = state.index.tokens.lookup(token).ok_or_else(|| {
-            ApiError::new(
-                Code::InvalidToken,
-                "the token is not one this host issued, or no longer valid",
-            )
-        })?;
-        let index = &state.index;
-        let plugin = index.plugin(&owner.plugin);
-        let channel = index.channel(&owner.namespace, &owner.channel);
-        let project = channel
-            .as_ref()
-            .and_then(|c| index.project(&owner.namespace, &c.spec.project));
-        let project_trust = channel
-            .as_ref()
-            .and_then(|c| index.project_trust(&owner.namespace, &c.spec.project));
-        let project_hash = project.as_ref().map(|p| index.config_hashes.of(p));
-        let manifest = plugin
-            .as_ref()
-            .map(|p| index.manifests.of(p).map_err(|e| e.to_string()));
-        let caller = decide(Found {
-            owner: &owner,
-            instance: index.instance(&InstanceKey::new(&owner.namespace, &owner.instance)),
-            plugin,
-            channel,
-            project,
-            project_trust,
-            project_hash,
-            host: index.host_config(),
-            manifest,
-        })?;
-        Ok(caller)
+        state.callers.of(&state.index, token)
     }
+}
+
+/// Who the token whose digest is `presented` speaks for, from the stores as they are.
+pub fn resolve(index: &Index, presented: &TokenDigest) -> ApiResult<Caller> {
+    let owner = index.tokens.lookup_digest(presented).ok_or_else(|| {
+        ApiError::new(
+            Code::InvalidToken,
+            "the token is not one this host issued, or no longer valid",
+        )
+    })?;
+    let plugin = index.plugin(&owner.plugin);
+    let channel = index.channel(&owner.namespace, &owner.channel);
+    let project = channel
+        .as_ref()
+        .and_then(|c| index.project(&owner.namespace, &c.spec.project));
+    let project_trust = channel
+        .as_ref()
+        .and_then(|c| index.project_trust(&owner.namespace, &c.spec.project));
+    let project_hash = project.as_ref().map(|p| index.config_hashes.of(p));
+    let manifest = plugin
+        .as_ref()
+        .map(|p| index.manifests.of(p).map_err(|e| e.to_string()));
+    decide(Found {
+        owner: &owner,
+        instance: index.instance(&InstanceKey::new(&owner.namespace, &owner.instance)),
+        plugin,
+        channel,
+        project,
+        project_trust,
+        project_hash,
+        host: index.host_config(),
+        manifest,
+    })
 }
 
 #[cfg(test)]

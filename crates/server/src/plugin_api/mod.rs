@@ -31,6 +31,7 @@
 
 pub mod apply;
 pub mod auth;
+pub mod callers;
 
 pub mod clock;
 pub mod error;

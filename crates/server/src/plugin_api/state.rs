@@ -57,6 +57,8 @@ pub struct AppState {
     pub config: ApiConfig,
     /// The process's one index of the cluster.
     pub index: Arc<Index>,
+    /// Who each token speaks for, while nothing that decides it changes.
+    pub callers: super::callers::Callers,
     /// Calls to plugins, and the activity that keeps their containers up.
     pub calls: Calls,
     pub writer: Arc<dyn Writer>,
@@ -92,6 +94,7 @@ impl AppState {
         Self {
             config,
             index: calls.index().clone(),
+            callers: Default::default(),
             calls,
             writer,
             secrets,

@@ -544,6 +544,7 @@ impl World {
         apply(&mut writers.runs, self.runs);
         apply(&mut writers.config_maps, self.maps);
         let tokens = index.tokens.clone();
+        let callers_epoch = index.callers_epoch.clone();
         for s in self.secrets {
             tokens.apply_watcher_event(&watcher::Event::Apply(s));
         }
@@ -569,6 +570,7 @@ impl World {
         let requests = Arc::new(RequestMetrics::unregistered());
         Harness {
             router: crate::http::stack(router(state.clone()), requests.clone()),
+            state,
             requests,
             writer,
             status,
@@ -577,6 +579,7 @@ impl World {
             secrets,
             tokens,
             writers,
+            callers_epoch,
         }
     }
 }
@@ -593,6 +596,7 @@ where
 /// A running world.
 pub struct Harness {
     pub router: Router,
+    pub state: Arc<AppState>,
     /// The server's request metrics.
     pub requests: Arc<RequestMetrics>,
     pub writer: Arc<RecordingWriter>,
@@ -603,7 +607,10 @@ pub struct Harness {
     /// The Secrets secret settings are read from.
     pub secrets: Arc<FakeSecrets>,
     pub tokens: Arc<TokenIndex>,
+    /// The stores' writers: a test that writes one calls [`Harness::changed`] after, as the
+    /// watches count each event they store.
     pub writers: crate::index::Writers,
+    pub callers_epoch: Arc<::index::Epoch>,
 }
 
 /// The instance of `chat`.
@@ -643,6 +650,12 @@ impl Answer {
 }
 
 impl Harness {
+    /// Counts a write of the test's to a store, as the watches do for each event (the Plugin
+    /// API decides a token's caller again after it).
+    pub fn changed(&self) {
+        self.callers_epoch.bump();
+    }
+
     /// Makes every write fail (the API server is down), or succeed again.
     pub fn api_down(&self, down: bool) {
         self.writer.fail.store(down, Ordering::SeqCst);

@@ -464,6 +464,7 @@ async fn a_token_goes_with_its_instance_chat_secret_or_plugin() {
     h.writers
         .instances
         .apply_watcher_event(&watcher::Event::Delete(instance("a")));
+    h.changed();
     let a = h.call("GET", "/channel", Some(TOKEN_A), None).await;
     assert_eq!(
         (a.status, a.code().as_str()),
@@ -475,6 +476,7 @@ async fn a_token_goes_with_its_instance_chat_secret_or_plugin() {
     h.writers
         .instances
         .apply_watcher_event(&watcher::Event::Apply(again));
+    h.changed();
     assert_eq!(
         h.call("GET", "/channel", Some(TOKEN_A), None).await.status,
         StatusCode::UNAUTHORIZED
@@ -489,6 +491,7 @@ async fn a_token_goes_with_its_instance_chat_secret_or_plugin() {
     h.writers
         .channels
         .apply_watcher_event(&watcher::Event::Delete(channel("b")));
+    h.changed();
     assert_eq!(
         h.call("GET", "/channel", Some(TOKEN_B), None).await.status,
         StatusCode::UNAUTHORIZED
@@ -496,6 +499,7 @@ async fn a_token_goes_with_its_instance_chat_secret_or_plugin() {
     h.writers
         .channels
         .apply_watcher_event(&watcher::Event::Apply(channel("b")));
+    h.changed();
     assert_eq!(
         h.call("GET", "/channel", Some(TOKEN_B), None).await.status,
         StatusCode::OK
@@ -505,6 +509,7 @@ async fn a_token_goes_with_its_instance_chat_secret_or_plugin() {
     let secret = token_secret(NS, "cogtest-b", "uid-instance-b", PLUGIN, "b", TOKEN_B);
     h.tokens
         .apply_watcher_event(&watcher::Event::Delete(secret));
+    h.changed();
     let a = h.call("GET", "/channel", Some(TOKEN_B), None).await;
     assert_eq!(
         (a.status, a.code().as_str()),
@@ -520,6 +525,7 @@ async fn a_token_goes_with_its_instance_chat_secret_or_plugin() {
     );
     h.tokens
         .apply_watcher_event(&watcher::Event::Apply(rotated));
+    h.changed();
     assert_eq!(
         h.call("GET", "/channel", Some("rotated-token-b"), None)
             .await
@@ -535,10 +541,33 @@ async fn a_token_goes_with_its_instance_chat_secret_or_plugin() {
     h.writers
         .plugins
         .apply_watcher_event(&watcher::Event::Apply(going));
+    h.changed();
     assert_eq!(
         h.call("GET", "/channel", Some(TOKEN_B), None).await.status,
         StatusCode::UNAUTHORIZED
     );
+}
+
+/// A token's caller is decided once and kept while no store it is decided from changes; any
+/// change decides it again, and a refusal is never kept.
+#[tokio::test]
+async fn a_caller_is_decided_once_per_change_of_what_decides_it() {
+    let h = World::new().build();
+    let (state, index) = (&h.state, &h.state.index);
+    let first = state.callers.of(index, TOKEN_A).unwrap();
+    assert!(state.callers.of(index, TOKEN_A).unwrap().is(&first));
+    let b = state.callers.of(index, TOKEN_B).unwrap();
+    assert!(!b.is(&first));
+    assert_eq!(state.callers.len(), 2);
+
+    h.changed();
+    let again = state.callers.of(index, TOKEN_A).unwrap();
+    assert!(!again.is(&first), "decided again after a change");
+    assert_eq!(again.instance_uid(), first.instance_uid());
+    assert_eq!(state.callers.len(), 1, "the older decisions are dropped");
+
+    assert!(state.callers.of(index, "not-a-token").is_err());
+    assert_eq!(state.callers.len(), 1, "a refusal is not kept");
 }
 
 #[tokio::test]
@@ -549,6 +578,7 @@ async fn enabling_trusting_and_turning_plugins_off_count_at_once() {
     h.writers
         .projects
         .apply_watcher_event(&watcher::Event::Apply(project(true)));
+    h.changed();
     assert_eq!(
         h.call("GET", "/channel", Some(TOKEN_A), None).await.status,
         StatusCode::CONFLICT
@@ -556,6 +586,7 @@ async fn enabling_trusting_and_turning_plugins_off_count_at_once() {
     h.writers
         .project_trusts
         .apply_watcher_event(&watcher::Event::Apply(trust(true)));
+    h.changed();
     assert_eq!(
         h.call("GET", "/channel", Some(TOKEN_A), None).await.status,
         StatusCode::OK
@@ -563,6 +594,7 @@ async fn enabling_trusting_and_turning_plugins_off_count_at_once() {
     h.writers
         .host
         .apply_watcher_event(&watcher::Event::Apply(host(false)));
+    h.changed();
     let a = h.call("GET", "/channel", Some(TOKEN_A), None).await;
     assert_eq!(a.status, StatusCode::CONFLICT);
     assert!(

@@ -331,6 +331,7 @@ async fn the_reference_comes_from_the_stores_as_they_are_now() {
     h.writers
         .project_trusts
         .apply_watcher_event(&watcher::Event::Delete(trust));
+    h.changed();
     let a = h.call("GET", ROUTE, Some(TOKEN_A), None).await;
     assert_eq!(a.json()["value"], Value::from("host-token"), "{a:?}");
 }
