@@ -58,14 +58,17 @@ e2e:
 # number of calls; p50/p99 in an open loop at half the forwarder's saturation; then Pod Ready
 # → the held call at the plugin. `name=value` summaries, each figure with its baseline from
 # the same run. Release builds, `loop-plugins` as it ships (Cargo.toml's dist profile, in the
-# target folder hack/scale.sh builds it in too). Then cold starts in real containers on kind
-# (make bench-kind, below). Knobs: the module docs of
-# crates/bench/benches/{api_channel,host_calls,cold_start}.rs.
+# target folder hack/scale.sh builds it in too). Then the scale bench (make bench-scale, below,
+# with a minute of steady state): converging 3,000 instances against a bare client writing the
+# same objects, the Kubernetes API server's CPU seconds for each. Then cold starts in real
+# containers on kind (make bench-kind, below). Knobs: the module docs of
+# crates/bench/benches/{api_channel,host_calls,scale,cold_start}.rs.
 bench:
 	$(CARGO) build --release --workspace --bins
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)-dist $(CARGO) build --profile dist -p loop-plugins --bin loop-plugins
 	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench -p loop-plugins-bench --bench api_channel
 	LOOP_PLUGINS_BIN=$(CARGO_TARGET_DIR)-dist/dist/loop-plugins $(CARGO) bench -p loop-plugins-bench --bench host_calls
+	SCALE_STEADY_SECONDS=$${SCALE_STEADY_SECONDS:-60} hack/scale.sh scale
 	@hack/kind-e2e.sh --bench
 
 # Cold starts in real containers (issue 31): hack/kind-e2e.sh's kind cluster and release, then

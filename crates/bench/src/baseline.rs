@@ -87,8 +87,8 @@ pub struct Outcome {
     /// Every write: the objects and the statuses.
     pub writes: usize,
     pub elapsed: Duration,
-    /// The control plane's CPU seconds in the timed part, by process, and their sum.
-    pub cpu: (String, f64),
+    /// The control plane's CPU seconds in the timed part, by process.
+    pub cpu: Vec<(String, f64)>,
 }
 
 impl Outcome {
@@ -473,7 +473,7 @@ pub async fn run(
         .collect()
         .await;
     let elapsed = started.elapsed();
-    let cpu = cpu.read();
+    let cpu = cpu.spent();
     let (mut objects, mut writes) = (0, 0);
     for result in results {
         let (o, w) = result?;

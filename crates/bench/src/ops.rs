@@ -113,6 +113,17 @@ pub async fn patch_host(admin: &Client, patch: Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How many claims of the cluster are Bound.
+pub async fn bound_claims(admin: &Client) -> anyhow::Result<usize> {
+    let api: Api<PersistentVolumeClaim> = Api::all(admin.clone());
+    let listed = api.list(&ListParams::default()).await?.items;
+    Ok(listed.iter().filter(|c| is_bound(c)).count())
+}
+
+fn is_bound(claim: &PersistentVolumeClaim) -> bool {
+    claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+}
+
 /// Waits until every claim of the cluster is Bound (the stand-in makes a volume for each, the
 /// controller manager binds it): the cluster's own work, which must not spill into the next
 /// measurement.
@@ -123,10 +134,7 @@ pub async fn settle_claims(admin: &Client, what: &str) -> anyhow::Result<()> {
         // Claims have no field selector on their phase: it is read from the list.
         let listed = api.list(&ListParams::default()).await?.items;
         let claims = listed.len();
-        let bound = listed
-            .iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-            .count();
+        let bound = listed.iter().filter(|c| is_bound(c)).count();
         if bound >= claims {
             eprintln!(
                 "    {what}: {bound} bound after {:.0} s",

@@ -60,20 +60,38 @@ impl CpuMeter {
         Self { started }
     }
 
-    /// `name:seconds` for each process, comma-separated, and their sum.
-    pub fn read(&self) -> (String, f64) {
-        let mut total = 0.0;
-        let parts: Vec<String> = self
-            .started
+    /// Each process's CPU seconds since the start, by name.
+    pub fn spent(&self) -> Vec<(String, f64)> {
+        self.started
             .iter()
             .map(|(name, pid, before)| {
                 let spent = cpu_seconds(*pid).map(|now| now - before).unwrap_or(0.0);
-                total += spent;
-                format!("{name}:{spent:.1}")
+                (name.clone(), spent)
             })
-            .collect();
-        (parts.join(","), total)
+            .collect()
     }
+
+    /// `name:seconds` for each process, comma-separated, and their sum.
+    pub fn read(&self) -> (String, f64) {
+        line(&self.spent())
+    }
+}
+
+/// `name:seconds` for each of `spent`, comma-separated, and their sum.
+pub fn line(spent: &[(String, f64)]) -> (String, f64) {
+    let parts: Vec<String> = spent
+        .iter()
+        .map(|(name, seconds)| format!("{name}:{seconds:.1}"))
+        .collect();
+    (parts.join(","), spent.iter().map(|(_, s)| s).sum())
+}
+
+/// The seconds of the process named `name` in `spent` (0 when it is not there).
+pub fn of(spent: &[(String, f64)], name: &str) -> f64 {
+    spent
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or(0.0, |(_, s)| *s)
 }
 
 fn clock_ticks() -> f64 {

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
+use tokio::sync::watch;
 
 use super::volumes::claim_dir;
 
@@ -22,22 +23,49 @@ use super::volumes::claim_dir;
 pub const PV_LABEL: &str = "loop-plugins.dev/devkubelet-claim";
 
 /// Watches claims: creates a volume for each pending one, deletes it (and its folder) when the
-/// claim is gone. Runs for as long as the task runs.
-pub async fn run(client: Client, claims_dir: PathBuf) {
+/// claim is gone. While `held` is true, volumes wait: the claims that need one are kept and get
+/// it when `held` turns false (a bench holds them so the binding, which a provisioner would do
+/// at its own pace, stays out of a measured window). Runs for as long as the task runs.
+pub async fn run(client: Client, claims_dir: PathBuf, mut held: watch::Receiver<bool>) {
     let claims: Api<PersistentVolumeClaim> = Api::all(client.clone());
     let volumes: Api<PersistentVolume> = Api::all(client);
     let mut events = watcher(claims, watcher::Config::default())
         .default_backoff()
         .boxed();
-    while let Some(event) = events.next().await {
+    // The volumes held back, by claim uid.
+    let mut waiting: BTreeMap<String, PersistentVolume> = BTreeMap::new();
+    loop {
+        let event = tokio::select! {
+            event = events.next() => match event {
+                Some(event) => event,
+                None => return,
+            },
+            changed = held.changed() => {
+                if changed.is_err() {
+                    // The stand-in is gone (it aborts this task as it goes).
+                    return;
+                }
+                if !*held.borrow_and_update() {
+                    for (_, pv) in std::mem::take(&mut waiting) {
+                        create(&volumes, &pv).await;
+                    }
+                }
+                continue;
+            }
+        };
         match event {
             Ok(watcher::Event::Apply(claim) | watcher::Event::InitApply(claim)) => {
                 if let Some(pv) = volume_for(&claim, &claims_dir) {
-                    create(&volumes, &pv).await;
+                    if *held.borrow() {
+                        waiting.insert(claim.uid().unwrap_or_default(), pv);
+                    } else {
+                        create(&volumes, &pv).await;
+                    }
                 }
             }
             Ok(watcher::Event::Delete(claim)) => {
                 let uid = claim.uid().unwrap_or_default();
+                waiting.remove(&uid);
                 let name = format!("pvc-{uid}");
                 if let Err(e) = volumes.delete(&name, &DeleteParams::default()).await
                     && !matches!(&e, kube::Error::Api(s) if s.is_not_found())

@@ -86,6 +86,8 @@ impl Shared {
 pub struct Kubelet {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
+    /// Whether claims' volumes wait (see [`Kubelet::hold_volumes`]).
+    volumes_held: tokio::sync::watch::Sender<bool>,
 }
 
 impl Kubelet {
@@ -110,14 +112,31 @@ impl Kubelet {
             running: Running::default(),
             run_as_pod_users: config.run_as_pod_users && identity::can_switch(),
         });
+        let (volumes_held, held) = tokio::sync::watch::channel(false);
         let tasks = vec![
             tokio::spawn(node::heartbeat(client.clone(), node)),
             tokio::spawn(scheduler::run(client.clone(), config.node_name.clone())),
-            tokio::spawn(claims::run(client.clone(), shared.claims_dir())),
+            tokio::spawn(claims::run(client.clone(), shared.claims_dir(), held)),
             tokio::spawn(pods::run(shared.clone())),
             tokio::spawn(nodeports::run(client.clone())),
         ];
-        Ok(Self { shared, tasks })
+        Ok(Self {
+            shared,
+            tasks,
+            volumes_held,
+        })
+    }
+
+    /// Claims made from now on wait for their volume until [`Kubelet::release_volumes`]: the
+    /// binding (a volume made, then bound by kube-controller-manager) stays out of what a
+    /// bench measures, as a provisioner's pace would be.
+    pub fn hold_volumes(&self) {
+        self.volumes_held.send_replace(true);
+    }
+
+    /// Makes the volumes the held claims wait for, and every later one at once.
+    pub fn release_volumes(&self) {
+        self.volumes_held.send_replace(false);
     }
 
     /// The Node's name.
