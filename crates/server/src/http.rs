@@ -241,7 +241,7 @@ fn request_span(request: &Request) -> Span {
         .get::<MatchedPath>()
         .map_or("unmatched", MatchedPath::as_str);
     tracing::info_span!(
-        "request",
+        runtime::logging::REQUEST_SPAN,
         method = %request.method(),
         route,
         status = tracing::field::Empty,

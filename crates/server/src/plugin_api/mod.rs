@@ -83,8 +83,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             config.request_timeout,
         ))
         .layer(RequestBodyLimitLayer::new(config.max_body_bytes));
-    Router::new()
-        .nest(PREFIX, routes::routes())
+    routes::routes()
         .fallback(|| async { ApiError::new(Code::NotFound, "no such route") })
         .with_state(state)
         .layer(layers)
@@ -97,6 +96,10 @@ pub fn is_accepted_work(method: &Method, status: StatusCode) -> bool {
 
 /// Records activity on the caller's instance after accepted work (see the module's docs).
 async fn record_work(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    // A read is never accepted work: no token to look at.
+    if !is_accepted_work(request.method(), StatusCode::OK) {
+        return next.run(request).await;
+    }
     let method = request.method().clone();
     let token = request
         .headers()

@@ -43,24 +43,26 @@ pub const ROUTES: [(&str, &str); 14] = [
     ("GET", "/settings/secrets/{name}"),
 ];
 
-/// The routes, relative to [`PREFIX`].
+/// The routes at their full paths under [`PREFIX`] (a nested router would rewrite each
+/// request's URI and route it twice).
 pub fn routes() -> Router<Arc<AppState>> {
+    let at = |path: &str| format!("{PREFIX}{path}");
     Router::new()
-        .route("/channel", get(channel::get))
-        .route("/runs", post(runs::create))
-        .route("/runs/{run_id}", get(runs::get))
+        .route(&at("/channel"), get(channel::get))
+        .route(&at("/runs"), post(runs::create))
+        .route(&at("/runs/{run_id}"), get(runs::get))
         .route(
-            "/composer/switches/{id}",
+            &at("/composer/switches/{id}"),
             put(switches::put).delete(switches::delete),
         )
-        .route("/cards", post(cards::create))
-        .route("/cards/{id}", get(cards::get))
-        .route("/notifications", post(notifications::create))
-        .route("/channel/live/control", post(live::control))
-        .route("/channel/live/hold", put(live::hold))
-        .route("/files/{*path}", get(files::get))
-        .route("/memory/{key}", get(memory::get).put(memory::put))
-        .route("/settings/secrets/{name}", get(secrets::get))
+        .route(&at("/cards"), post(cards::create))
+        .route(&at("/cards/{id}"), get(cards::get))
+        .route(&at("/notifications"), post(notifications::create))
+        .route(&at("/channel/live/control"), post(live::control))
+        .route(&at("/channel/live/hold"), put(live::hold))
+        .route(&at("/files/{*path}"), get(files::get))
+        .route(&at("/memory/{key}"), get(memory::get).put(memory::put))
+        .route(&at("/settings/secrets/{name}"), get(secrets::get))
 }
 
 /// The body as `T`, or 400 `invalid_body` naming what is wrong.
