@@ -1,5 +1,6 @@
 //! Who is calling: the bearer token, held to one (plugin, chat). [`decide`] is the pure rule;
-//! the [`Caller`] extractor looks the token up and reads the stores.
+//! [`resolve`] looks the token up and reads the stores for it, once per token while they do not
+//! change (`callers`); the [`Caller`] extractor that routes take is in `routes`.
 //!
 //! In order:
 //! 1. no `Authorization: Bearer` header, a malformed one, a token no Secret holds, or one whose
@@ -14,13 +15,9 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
-use axum::extract::FromRequestParts;
-use axum::http::header::AUTHORIZATION;
-use axum::http::request::Parts;
 use kube::{Resource, ResourceExt};
 
 use super::error::{ApiError, ApiResult, Code};
-use super::state::AppState;
 use crate::index::{Index, InstanceKey, TokenOwner};
 use ::index::tokens::TokenDigest;
 use model::manifest::{Capability, Manifest};
@@ -236,18 +233,6 @@ pub fn decide(found: Found<'_>) -> ApiResult<Caller> {
         manifest,
         approved: OnceLock::new(),
     })))
-}
-
-impl FromRequestParts<Arc<AppState>> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &Arc<AppState>,
-    ) -> Result<Self, Self::Rejection> {
-        let token = bearer(parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes()))?;
-        state.callers.of(&state.index, token)
-    }
 }
 
 /// Who the token whose digest is `presented` speaks for, from the stores as they are.

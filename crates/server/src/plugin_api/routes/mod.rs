@@ -19,8 +19,26 @@ use axum::body::Bytes;
 use axum::routing::{get, post, put};
 use serde::de::DeserializeOwned;
 
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+
+use super::auth::{Caller, bearer};
 use super::error::{ApiError, ApiResult, Code};
 use super::state::AppState;
+
+/// The caller of each route: the bearer token, and who it speaks for (`auth`, `callers`).
+impl FromRequestParts<Arc<AppState>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let token = bearer(parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes()))?;
+        state.callers.of(&state.index, token)
+    }
+}
 
 /// Where the routes live.
 pub const PREFIX: &str = "/api/plugin/v1";
