@@ -65,9 +65,11 @@ fn main() -> anyhow::Result<()> {
     result
 }
 
-/// Fails unless as many claims are Bound as before a window whose volumes were held: the
-/// binding stayed out of it.
-async fn volumes_held_throughout(
+/// Ends a window whose volumes were held since `before` claims were Bound: fails unless no
+/// claim was bound in it, then releases the volumes and waits until every claim is Bound, so
+/// the binding stays out of the window and out of the next one.
+async fn release_volumes_after(
+    cluster: &DevCluster,
     admin: &Client,
     before: usize,
     window: &str,
@@ -78,12 +80,14 @@ async fn volumes_held_throughout(
         "{} claims were bound in {window}, whose volumes were held",
         now.saturating_sub(before)
     );
-    Ok(())
+    cluster.kubelet().release_volumes();
+    ops::settle_claims(admin, &format!("{window}'s claims bound")).await
 }
 
-/// A phase's CPU seconds by process (`CpuMeter::read`), with their sum against what the
+/// A phase's CPU seconds by process (`CpuMeter::spent`), with their sum against what the
 /// machine's cores had in `elapsed`.
-fn cpu_line((by_process, total): &(String, f64), elapsed: Duration) -> String {
+fn cpu_line(spent: &[(String, f64)], elapsed: Duration) -> String {
+    let (by_process, total) = procstat::line(spent);
     let cores = procstat::online_cpus().len();
     format!(
         "{by_process} (sum {total:.1} of {:.1} on {cores} cores)",
@@ -167,11 +171,9 @@ async fn bench(
         );
         summary.put(
             &format!("cpu_seconds_baseline_{}", mode.name()),
-            cpu_line(&procstat::line(&outcome.cpu), outcome.elapsed),
+            cpu_line(&outcome.cpu, outcome.elapsed),
         );
-        volumes_held_throughout(&admin, bound_before, "the baseline").await?;
-        cluster.kubelet().release_volumes();
-        ops::settle_claims(&admin, "the baseline's claims bound").await?;
+        release_volumes_after(cluster, &admin, bound_before, "the baseline").await?;
         baselines.push(outcome);
     }
 
@@ -205,11 +207,9 @@ async fn bench(
     let cpu_converged = cpu.spent();
     summary.put(
         "cpu_seconds_convergence",
-        cpu_line(&procstat::line(&cpu_converged), converged),
+        cpu_line(&cpu_converged, converged),
     );
-    volumes_held_throughout(&admin, bound_before, "the convergence").await?;
-    cluster.kubelet().release_volumes();
-    ops::settle_claims(&admin, "the controller's claims bound").await?;
+    release_volumes_after(cluster, &admin, bound_before, "the convergence").await?;
     controller.check_running()?;
     summary.put(
         "convergence_reconciles",

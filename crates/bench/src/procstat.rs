@@ -70,11 +70,6 @@ impl CpuMeter {
             })
             .collect()
     }
-
-    /// `name:seconds` for each process, comma-separated, and their sum.
-    pub fn read(&self) -> (String, f64) {
-        line(&self.spent())
-    }
 }
 
 /// `name:seconds` for each of `spent`, comma-separated, and their sum.
