@@ -544,7 +544,6 @@ impl World {
         apply(&mut writers.runs, self.runs);
         apply(&mut writers.config_maps, self.maps);
         let tokens = index.tokens.clone();
-        let callers_epoch = index.callers_epoch.clone();
         for s in self.secrets {
             tokens.apply_watcher_event(&watcher::Event::Apply(s));
         }
@@ -579,7 +578,6 @@ impl World {
             secrets,
             tokens,
             writers,
-            callers_epoch,
         }
     }
 }
@@ -610,7 +608,6 @@ pub struct Harness {
     /// The stores' writers: a test that writes one calls [`Harness::changed`] after, as the
     /// watches count each event they store.
     pub writers: crate::index::Writers,
-    pub callers_epoch: Arc<::index::Epoch>,
 }
 
 /// The instance of `chat`.
@@ -653,7 +650,7 @@ impl Harness {
     /// Counts a write of the test's to a store, as the watches do for each event (the Plugin
     /// API decides a token's caller again after it).
     pub fn changed(&self) {
-        self.callers_epoch.bump();
+        self.state.index.callers_epoch.bump();
     }
 
     /// Makes every write fail (the API server is down), or succeed again.
