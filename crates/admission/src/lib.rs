@@ -311,13 +311,13 @@ fn image_stage(facts: &Facts, manifest: &Manifest) -> Step<ImageStatus> {
                     );
                 }
             };
-            let shipped: serde_json::Value = match json5::from_str(text) {
+            let shipped = match manifest::json5_value(text) {
                 Ok(v) => v,
                 Err(e) => {
                     return stop(
                         StageState::Refused,
                         "ImagePluginJsonInvalid",
-                        format!("the image's /loop-plugin/plugin.json is not JSON5: {e}"),
+                        format!("the image's /loop-plugin/plugin.json: {e}"),
                     );
                 }
             };

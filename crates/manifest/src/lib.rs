@@ -6,7 +6,9 @@
 //!
 //! - [`time`]: timestamps as statuses and schedules record them;
 //! - [`schedule`]: cron and interval schedules, and how a CronJob runs each;
-//! - [`parse`]: text or JSON value to a checked [`Manifest`];
+//! - [`parse`]: text or JSON value to a checked [`Manifest`], and the one reader of JSON5
+//!   text that others wrote;
+//! - [`nesting`]: how deep that JSON may nest, and the reader that holds a parse to it;
 //! - `rules`: the rules, one module per section of the manifest;
 //! - [`capability`]: the capabilities a manifest may declare;
 //! - [`settings_schema`]: what a setting's schema may say;
@@ -25,6 +27,7 @@ mod error;
 pub(crate) mod fixtures;
 pub mod json_schema;
 mod model;
+pub mod nesting;
 pub mod parse;
 pub mod quantity;
 mod rules;
@@ -38,7 +41,7 @@ pub use model::{
     GateCommandRule, GateDecision, GateFileRule, LIVE_SYSTEM_EVENT, Live, MCP_TOOL_PREFIX,
     Manifest, MemoryLimit, Panel, Resources, ThreadEvents, Tool, Ui,
 };
-pub use parse::{from_value, parse_str};
+pub use parse::{from_value, json5_value, parse_str};
 
 #[cfg(test)]
 mod tests {

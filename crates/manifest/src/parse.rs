@@ -4,18 +4,35 @@ use serde_json::Value;
 
 use super::error::{ManifestError, Problem};
 use super::model::Manifest;
+use super::nesting::{self, Bounded};
 use super::rules;
 
 /// Parses and checks `plugin.json`. A syntax error gives its line and column; otherwise every
 /// problem is reported at once.
 pub fn parse_str(text: &str) -> Result<Manifest, ManifestError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let value: Value = json5::from_str(text).map_err(|e| syntax_error(text, e))?;
-    from_value(&value)
+    from_value(&json5_value(text)?)
 }
 
-/// Checks a manifest already read as JSON (a Plugin's stored manifest, for one).
+/// Reads JSON5 text that someone else wrote (`plugin.json`, a project's `.loop/config.json`)
+/// as a JSON value: a leading byte-order mark is skipped, nesting is held to
+/// [`nesting::MAX_DEPTH`], and a syntax error, or the level past the limit, is reported at its
+/// line and column. The one JSON5 reader: nothing reads such text with `json5` directly.
+pub fn json5_value(text: &str) -> Result<Value, ManifestError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    json5::from_str::<Bounded>(text)
+        .map(|b| b.0)
+        .map_err(|e| syntax_error(text, e))
+}
+
+/// Checks a manifest already read as JSON (a Plugin's stored manifest, for one). A value
+/// nested deeper than [`nesting::MAX_DEPTH`] is refused before any rule walks it.
 pub fn from_value(value: &Value) -> Result<Manifest, ManifestError> {
+    if let Some(path) = nesting::first_past_limit(value) {
+        return Err(ManifestError::Invalid(vec![Problem {
+            path,
+            message: nesting::too_deep(),
+        }]));
+    }
     let problems = rules::check(value);
     if !problems.is_empty() {
         return Err(ManifestError::Invalid(problems));
@@ -152,6 +169,51 @@ mod tests {
         assert_eq!(at(""), (1, 1));
         // Other errors keep their own position.
         assert_eq!(at("{\n  \"id\": \"x\" \"v\": 1\n}"), (2, 13));
+    }
+
+    #[test]
+    fn a_manifest_nested_past_the_limit_is_refused_where_it_passes_it() {
+        // The reproduction of issue 39: 40 KB of `[`, which aborted every reader of it.
+        let deep = format!(
+            "{{\"id\": \"acc-deep\", \"version\": \"1.0.0\", \"name\": \"d\", \"api\": \"1\",\n \"x\": {}{}}}",
+            "[".repeat(20_000),
+            "]".repeat(20_000)
+        );
+        let err = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || parse_str(&deep).unwrap_err())
+            .unwrap()
+            .join()
+            .expect("no stack overflow");
+        match err {
+            ManifestError::Syntax {
+                line,
+                column,
+                message,
+            } => {
+                assert_eq!(line, 2);
+                // `"x": ` then 63 arrays under the document: the last of them, at the limit,
+                // holds one more.
+                assert_eq!(column, 7 + 62, "{message}");
+                assert!(message.contains("deeper than 64 levels"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The same document already in memory (a Plugin's spec.manifest) is refused at its path.
+        let mut x = serde_json::json!([]);
+        for _ in 0..200 {
+            x = serde_json::Value::Array(vec![x]);
+        }
+        let value =
+            serde_json::json!({"id": "acc-deep", "tools": [{"name": "t", "input_schema": x}]});
+        let err = from_value(&value).unwrap_err();
+        let problems = err.problems();
+        assert_eq!(problems.len(), 1, "{err}");
+        assert_eq!(
+            problems[0].path,
+            format!("tools[0].input_schema{}", "[0]".repeat(61))
+        );
+        assert!(problems[0].message.contains("deeper than 64"), "{err}");
     }
 
     #[test]

@@ -262,6 +262,20 @@ async fn each_broken_image_is_refused_naming_what_is_wrong() {
             &["line"],
         ),
         (
+            // Issue 39's reproduction: 40 KB of `[`, which aborted `plugin install` with a
+            // stack overflow.
+            "nested-20000-deep",
+            Spec {
+                plugin_json: Some(format!(
+                    r#"{{"id": "acc-deep", "version": "1.0.0", "name": "d", "api": "1", "x": {}{}}}"#,
+                    "[".repeat(20_000),
+                    "]".repeat(20_000)
+                )),
+                ..Spec::good()
+            },
+            &["line 1", "deeper than 64 levels"],
+        ),
+        (
             "big-icon",
             Spec {
                 icon_bytes: 16_001,

@@ -307,9 +307,8 @@ impl Plugin {
         command: Vec<String>,
         approve_all: bool,
     ) -> Result<Plugin, RenderError> {
-        let parsed = crate::manifest::parse_str(manifest_text)?;
-        let value: serde_json::Value = json5::from_str(manifest_text)
-            .map_err(|e| serde_json::Error::io(std::io::Error::other(e.to_string())))?;
+        let value = crate::manifest::json5_value(manifest_text)?;
+        let parsed = crate::manifest::from_value(&value)?;
         let manifest: PluginManifestSpec = serde_json::from_value(value)?;
         let approved = if approve_all {
             parsed.capabilities.iter().map(|c| c.to_string()).collect()

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use model::manifest::ManifestError;
 use serde_json::{Map, Value};
 
 /// Why a config could not be imported.
@@ -49,22 +50,24 @@ pub fn read_plugins(path: &Path) -> Result<Map<String, Value>, ImportError> {
 
 /// The `plugins` object of a config's text.
 pub fn plugins_of(path: &Path, text: &str) -> Result<Map<String, Value>, ImportError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let value: Value = json5::from_str(text).map_err(|e| {
-        let (line, column) = e
-            .position()
-            .map(|p| (p.line + 1, p.column + 1))
-            .unwrap_or((1, 1));
-        let mut message = e.to_string();
-        if let Some(i) = message.rfind(" at line ") {
-            message.truncate(i);
-        }
-        ImportError::Syntax {
+    let value = model::manifest::json5_value(text).map_err(|e| match e {
+        ManifestError::Syntax {
+            line,
+            column,
+            message,
+        } => ImportError::Syntax {
             path: path.into(),
             line,
             column,
             message,
-        }
+        },
+        // The reader only reports syntax; the rules are not run on a config.
+        ManifestError::Invalid(problems) => ImportError::Syntax {
+            path: path.into(),
+            line: 1,
+            column: 1,
+            message: ManifestError::Invalid(problems).to_string(),
+        },
     })?;
     let Value::Object(mut top) = value else {
         return Err(ImportError::NotAnObject {

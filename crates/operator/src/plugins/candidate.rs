@@ -72,19 +72,13 @@ pub struct PulledImage<'a> {
 /// The manifest the image ships, checked: every rule, and the bundle holds what it names.
 pub fn manifest_of(image: &PulledImage) -> Result<(Manifest, PluginManifestSpec), CandidateError> {
     let text = std::str::from_utf8(image.plugin_json).map_err(|_| CandidateError::NotUtf8)?;
-    let manifest = manifest::parse_str(text)?;
+    let value = manifest::json5_value(text)?;
+    let manifest = manifest::from_value(&value)?;
     let problems = bundle::check(&manifest, image.bundle);
     if !problems.is_empty() {
         let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
         return Err(CandidateError::Bundle(list.join("; ")));
     }
-    let value: serde_json::Value = json5::from_str(text).map_err(|e| {
-        CandidateError::Manifest(ManifestError::Syntax {
-            line: 0,
-            column: 0,
-            message: e.to_string(),
-        })
-    })?;
     let spec: PluginManifestSpec = serde_json::from_value(value).map_err(|e| {
         CandidateError::Manifest(ManifestError::Syntax {
             line: 0,
@@ -239,7 +233,7 @@ mod tests {
 
     #[test]
     fn the_egress_capability_shows_each_destination_it_opens() {
-        let mut m: serde_json::Value = json5::from_str(JSON).unwrap();
+        let mut m: serde_json::Value = manifest::json5_value(JSON).unwrap();
         m["capabilities"]
             .as_array_mut()
             .unwrap()
