@@ -34,14 +34,20 @@ impl Compiled {
         let inputs = manifest
             .tools
             .iter()
-            .map(|t| (t.name.clone(), json_schema::compile(&t.input_schema)))
+            .map(|t| {
+                let compiled = json_schema::compile(&t.input_schema).map_err(|e| e.to_string());
+                (t.name.clone(), compiled)
+            })
             .collect();
         let outputs = manifest
             .tools
             .iter()
             .filter_map(|t| {
                 let schema = t.output_schema.as_ref()?;
-                Some((t.name.clone(), json_schema::compile(schema)))
+                Some((
+                    t.name.clone(),
+                    json_schema::compile(schema).map_err(|e| e.to_string()),
+                ))
             })
             .collect();
         Self {

@@ -59,7 +59,7 @@ fn check_object_schema(schema: &Value, at: &JsonPath, p: &mut Problems) {
         return;
     }
     if let Err(e) = json_schema::compile(schema) {
-        p.add(at, format!("does not compile as a JSON schema: {e}"));
+        p.add(at, e.problem());
     }
 }
 
@@ -143,5 +143,31 @@ mod tests {
         M::new()
             .set("tools", json!([t]))
             .assert_problem("tools[0].output_schema", "does not compile");
+    }
+
+    #[test]
+    fn a_schema_whose_checking_could_loop_or_multiply_is_refused() {
+        // Each level refers twice to the next: 2^30 applications to one place of the input.
+        let mut defs = serde_json::Map::new();
+        for i in 0..30 {
+            let next = format!("#/$defs/a{}", i + 1);
+            defs.insert(
+                format!("a{i}"),
+                json!({"anyOf": [{"$ref": next}, {"$ref": next, "type": "object"}]}),
+            );
+        }
+        defs.insert("a30".into(), json!({"type": "string"}));
+        let chain =
+            json!({"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/a0"}}});
+        M::new()
+            .set("tools", json!([{ "name": "t", "input_schema": chain }]))
+            .assert_problem(
+                "tools[0].input_schema",
+                "is refused: it can apply more than 1000 subschemas",
+            );
+        let looping = json!({"type": "object", "$defs": {"a": {"$ref": "#/$defs/a"}}, "properties": {"x": {"$ref": "#/$defs/a"}}});
+        M::new()
+            .set("tools", json!([{ "name": "t", "input_schema": looping }]))
+            .assert_problem("tools[0].input_schema", "applies itself to the same place");
     }
 }

@@ -1,5 +1,8 @@
 //! Compiling the JSON schemas a manifest carries (tool input and output, settings) and checking
-//! values against them, with messages people can read.
+//! values against them, with messages people can read. A schema that could make checking a
+//! value loop or multiply its work is refused when it is compiled ([`cost`]).
+
+pub mod cost;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -22,7 +25,7 @@ impl CompiledSchemas {
         self.0.get_or_init(|| {
             schemas
                 .into_iter()
-                .map(|(name, schema)| (name.clone(), compile(schema)))
+                .map(|(name, schema)| (name.clone(), compile(schema).map_err(|e| e.to_string())))
                 .collect()
         })
     }
@@ -47,16 +50,40 @@ impl std::fmt::Debug for CompiledSchemas {
     }
 }
 
-/// Compiles a schema document; the error says why it isn't a valid JSON schema.
-pub fn compile(schema: &Value) -> Result<Validator, String> {
-    jsonschema::validator_for(schema).map_err(|e| {
+/// Why a schema cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// It is not a JSON schema jsonschema compiles.
+    #[error("{0}")]
+    Invalid(String),
+    /// It compiles, but checking a value with it could loop or multiply ([`cost::check`]).
+    #[error("{0}")]
+    TooCostly(String),
+}
+
+/// Compiles a schema document; the error says why it isn't a valid JSON schema, or why this
+/// host refuses it ([`cost::check`]).
+pub fn compile(schema: &Value) -> Result<Validator, SchemaError> {
+    let validator = jsonschema::validator_for(schema).map_err(|e| {
         let at = e.instance_path().to_string();
-        if at.is_empty() {
+        SchemaError::Invalid(if at.is_empty() {
             e.to_string()
         } else {
             format!("at {at}: {e}")
+        })
+    })?;
+    cost::check(schema).map_err(SchemaError::TooCostly)?;
+    Ok(validator)
+}
+
+impl SchemaError {
+    /// The problem as the manifest's rules report it at the schema's path.
+    pub fn problem(&self) -> String {
+        match self {
+            SchemaError::Invalid(why) => format!("does not compile as a JSON schema: {why}"),
+            SchemaError::TooCostly(why) => format!("is refused: it {why}"),
         }
-    })
+    }
 }
 
 /// Why the schema refuses `value`, each reason prefixed with where in it (none: it conforms).
