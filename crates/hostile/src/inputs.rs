@@ -111,6 +111,64 @@ pub fn json_mutated(seeds: Vec<Value>, depth: u32) -> BoxedStrategy<Value> {
         .boxed()
 }
 
+/// `seeds` with one to four of their scalars replaced, most often by one of the same type (a
+/// nasty, long or unicode string for a string, any number for a number), else by any scalar:
+/// the shape stays, so the input reaches what reads the values.
+pub fn json_leaves_mutated(seeds: Vec<Value>) -> BoxedStrategy<Value> {
+    assert!(!seeds.is_empty());
+    let n = seeds.len();
+    let string = prop_oneof![
+        (0..NASTY_STRINGS.len()).prop_map(|i| NASTY_STRINGS[i].to_string()),
+        any::<String>(),
+        (0usize..100_000).prop_map(|n| "é".repeat(n)),
+    ];
+    let number = prop_oneof![
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+    ];
+    let edit = (any::<u64>(), any::<bool>(), string, number, json_value(1));
+    (0..n, prop::collection::vec(edit, 1..5))
+        .prop_map(move |(i, edits)| {
+            let mut v = seeds[i].clone();
+            for (at, same_type, string, number, any) in edits {
+                replace_leaf(&mut v, at, |old| match old {
+                    Value::String(_) if same_type => Value::String(string),
+                    Value::Number(_) if same_type => number,
+                    Value::Bool(b) if same_type => Value::Bool(!b),
+                    _ => any,
+                });
+            }
+            v
+        })
+        .boxed()
+}
+
+/// Replaces a scalar chosen by `at` (a walk down from the root), if the walk finds one.
+fn replace_leaf(root: &mut Value, at: u64, with: impl FnOnce(&Value) -> Value) {
+    let mut dice = Dice::new(at);
+    let mut here = root;
+    loop {
+        let len = match &*here {
+            Value::Array(items) => items.len(),
+            Value::Object(members) => members.len(),
+            _ => {
+                *here = with(here);
+                return;
+            }
+        };
+        if len == 0 {
+            return;
+        }
+        let i = dice.below(len as u64) as usize;
+        here = match here {
+            Value::Array(items) => &mut items[i],
+            Value::Object(members) => members.values_mut().nth(i).expect("index within length"),
+            _ => unreachable!("only containers have members"),
+        };
+    }
+}
+
 fn replacement(depth: u32) -> BoxedStrategy<Value> {
     prop_oneof![
         4 => json_value(4),

@@ -21,6 +21,12 @@
 //! - [`gauges`]: what the index holds, counted at each scrape (instances by phase, quota used);
 //! - [`serve`]: the wiring; `records`: the replicas' shared ConfigMap records.
 
+/// The unit tests count what each thread allocates, for the memory bound of the hostile-input
+/// targets (`plugin_api::tests::hostile`).
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: hostile::Counting = hostile::Counting;
+
 pub mod calls;
 pub mod console;
 pub mod delivery;

@@ -3,5 +3,6 @@
 mod cards;
 mod console;
 mod fixtures;
+mod hostile;
 mod openapi;
 mod requests;

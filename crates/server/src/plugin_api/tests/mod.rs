@@ -3,6 +3,7 @@
 //! openapi/plugin-api-v1.yaml.
 
 pub(crate) mod fixtures;
+mod hostile;
 mod openapi;
 mod requests;
 mod rows;
