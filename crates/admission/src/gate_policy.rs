@@ -11,9 +11,17 @@ use gate::{
 use model::manifest::{Gate, GateDecision};
 use model::resources::GateAudit;
 
-/// The manifest's rules as the gate reads them; an operation the gate does not know is an
-/// error naming its field (`gate.files[0].operations[1]`).
+/// The manifest's rules as the gate reads them, checked as the gate checks them; an operation
+/// the gate does not know is an error naming its field (`gate.files[0].operations[1]`).
 pub fn rules(gate: Option<&Gate>) -> Result<GateRules, PolicyError> {
+    let rules = convert(gate)?;
+    rules.validate("gate")?;
+    Ok(rules)
+}
+
+/// The manifest's rules as the gate reads them, not yet checked: each glob compiles when they
+/// are, so the one check is left to the caller.
+fn convert(gate: Option<&Gate>) -> Result<GateRules, PolicyError> {
     let Some(gate) = gate else {
         return Ok(GateRules::default());
     };
@@ -45,9 +53,7 @@ pub fn rules(gate: Option<&Gate>) -> Result<GateRules, PolicyError> {
             decision: decision(rule.decision),
         })
         .collect();
-    let rules = GateRules { files, commands };
-    rules.validate("gate")?;
-    Ok(rules)
+    Ok(GateRules { files, commands })
 }
 
 /// The audit settings HostConfig asks for.
@@ -67,17 +73,20 @@ pub fn audit(audit: &GateAudit) -> AuditSettings {
 }
 
 /// The policy of one Pod: the manifest's rules, a pod's writable and no-exec dirs, the
-/// audit, and the labels every audit line carries.
+/// audit, and the labels every audit line carries; checked once (each glob compiled once).
 pub fn policy(
     gate: Option<&Gate>,
     host_audit: &GateAudit,
     plugin: &str,
     chat: &str,
 ) -> Result<Policy, PolicyError> {
-    let mut policy = Policy::from_rules(rules(gate)?)?;
-    policy.plugin = Some(plugin.into());
-    policy.chat = Some(chat.into());
-    policy.audit = audit(host_audit);
+    let policy = Policy {
+        gate: convert(gate)?,
+        plugin: Some(plugin.into()),
+        chat: Some(chat.into()),
+        audit: audit(host_audit),
+        ..Policy::default()
+    };
     policy.validate()?;
     Ok(policy)
 }

@@ -204,6 +204,23 @@ impl fmt::Display for Operation {
     }
 }
 
+/// How many rules, and how much glob, a manifest's `gate` may hold: this host's limits (the
+/// reference sets none), far past what a plugin needs, so that compiling the rules (in the
+/// controller at admission, and in the gate at each Pod's start) and deciding each trapped
+/// syscall against them stay cheap. Every glob is a compiled pattern, and every syscall is
+/// matched against each rule.
+pub mod rule_limits {
+    /// `gate.files` and `gate.commands` each hold at most this many rules.
+    pub const RULES: usize = 64;
+    /// The rules of `gate.files` name at most this many paths in all, and those of
+    /// `gate.commands` this many commands.
+    pub const ENTRIES: usize = 256;
+    /// A path or command is at most this many bytes (Linux's PATH_MAX).
+    pub const ENTRY_BYTES: usize = 4096;
+    /// A path glob holds at most this many wildcards (`*`, `?`, `[`, `{`).
+    pub const WILDCARDS: usize = 32;
+}
+
 /// The manifest's `gate` object, as plain structs: the model crate converts its manifest
 /// types into these (or `--manifest-gate` reads them from a plugin.json).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -258,9 +275,21 @@ impl GateRules {
         Ok(rules)
     }
 
-    /// Checks what serde cannot: non-empty lists, absolute paths that compile as globs,
-    /// command names that are names.
+    /// Checks what serde cannot: non-empty lists within [`rule_limits`], absolute paths that
+    /// compile as globs, command names that are names.
     pub fn validate(&self, at: &str) -> Result<(), PolicyError> {
+        use rule_limits::{ENTRIES, ENTRY_BYTES, RULES, WILDCARDS};
+        for (list, len) in [
+            ("files", self.files.len()),
+            ("commands", self.commands.len()),
+        ] {
+            if len > RULES {
+                return Err(field_error(
+                    format!("{at}.{list}"),
+                    format!("holds {len} rules; this host takes at most {RULES}"),
+                ));
+            }
+        }
         for (i, rule) in self.files.iter().enumerate() {
             let here = format!("{at}.files[{i}]");
             if rule.paths.is_empty() {
@@ -269,8 +298,33 @@ impl GateRules {
                     "must list at least one path",
                 ));
             }
+            if rule.paths.len() > ENTRIES {
+                return Err(field_error(
+                    format!("{here}.paths"),
+                    format!(
+                        "lists {} paths; this host takes at most {ENTRIES}",
+                        rule.paths.len()
+                    ),
+                ));
+            }
             for (j, p) in rule.paths.iter().enumerate() {
                 let f = format!("{here}.paths[{j}]");
+                if p.len() > ENTRY_BYTES {
+                    return Err(field_error(
+                        f,
+                        format!("is {} bytes; a path is at most {ENTRY_BYTES}", p.len()),
+                    ));
+                }
+                let wildcards = p
+                    .chars()
+                    .filter(|c| matches!(c, '*' | '?' | '[' | '{'))
+                    .count();
+                if wildcards > WILDCARDS {
+                    return Err(field_error(
+                        f,
+                        format!("holds {wildcards} wildcards; this host takes at most {WILDCARDS}"),
+                    ));
+                }
                 if !p.starts_with('/') {
                     return Err(field_error(f, format!("{p:?} must be an absolute path")));
                 }
@@ -290,6 +344,12 @@ impl GateRules {
             }
             for (j, c) in rule.commands.iter().enumerate() {
                 let f = format!("{here}.commands[{j}]");
+                if c.len() > ENTRY_BYTES {
+                    return Err(field_error(
+                        f,
+                        format!("is {} bytes; a command is at most {ENTRY_BYTES}", c.len()),
+                    ));
+                }
                 if c.is_empty() || c.contains('\0') {
                     return Err(field_error(f, "must be a command name or an absolute path"));
                 }

@@ -8,7 +8,7 @@
 //! - [`schedule`]: cron and interval schedules, and how a CronJob runs each;
 //! - [`parse`]: text or JSON value to a checked [`Manifest`], and the one reader of JSON5
 //!   text that others wrote;
-//! - [`nesting`]: how deep that JSON may nest, and the reader that holds a parse to it;
+//! - [`limits`]: how deep that JSON may nest, and the reader that holds a parse to it;
 //! - `rules`: the rules, one module per section of the manifest;
 //! - [`capability`]: the capabilities a manifest may declare;
 //! - [`settings_schema`]: what a setting's schema may say;
@@ -26,8 +26,8 @@ mod error;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod json_schema;
+pub mod limits;
 mod model;
-pub mod nesting;
 pub mod parse;
 pub mod quantity;
 mod rules;

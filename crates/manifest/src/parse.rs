@@ -3,8 +3,8 @@
 use serde_json::Value;
 
 use super::error::{ManifestError, Problem};
+use super::limits::{self, Bounded};
 use super::model::Manifest;
-use super::nesting::{self, Bounded};
 use super::rules;
 
 /// Parses and checks `plugin.json`. A syntax error gives its line and column; otherwise every
@@ -14,10 +14,21 @@ pub fn parse_str(text: &str) -> Result<Manifest, ManifestError> {
 }
 
 /// Reads JSON5 text that someone else wrote (`plugin.json`, a project's `.loop/config.json`)
-/// as a JSON value: a leading byte-order mark is skipped, nesting is held to
-/// [`nesting::MAX_DEPTH`], and a syntax error, or the level past the limit, is reported at its
-/// line and column. The one JSON5 reader: nothing reads such text with `json5` directly.
+/// as a JSON value: text longer than [`limits::MAX_TEXT_BYTES`] is refused unread, a leading
+/// byte-order mark is skipped, nesting is held to [`limits::MAX_DEPTH`], and a syntax error, or
+/// the level past the limit, is reported at its line and column. The one JSON5 reader: nothing
+/// reads such text with `json5` directly.
 pub fn json5_value(text: &str) -> Result<Value, ManifestError> {
+    if text.len() > limits::MAX_TEXT_BYTES {
+        return Err(ManifestError::Invalid(vec![Problem {
+            path: String::new(),
+            message: format!(
+                "is {} bytes, more than the {} bytes this host reads: a manifest must fit in its Plugin resource",
+                text.len(),
+                limits::MAX_TEXT_BYTES
+            ),
+        }]));
+    }
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     json5::from_str::<Bounded>(text)
         .map(|b| b.0)
@@ -25,12 +36,12 @@ pub fn json5_value(text: &str) -> Result<Value, ManifestError> {
 }
 
 /// Checks a manifest already read as JSON (a Plugin's stored manifest, for one). A value
-/// nested deeper than [`nesting::MAX_DEPTH`] is refused before any rule walks it.
+/// nested deeper than [`limits::MAX_DEPTH`] is refused before any rule walks it.
 pub fn from_value(value: &Value) -> Result<Manifest, ManifestError> {
-    if let Some(path) = nesting::first_past_limit(value) {
+    if let Some(path) = limits::first_past_limit(value) {
         return Err(ManifestError::Invalid(vec![Problem {
             path,
-            message: nesting::too_deep(),
+            message: limits::too_deep(),
         }]));
     }
     let problems = rules::check(value);
@@ -214,6 +225,20 @@ mod tests {
             format!("tools[0].input_schema{}", "[0]".repeat(61))
         );
         assert!(problems[0].message.contains("deeper than 64"), "{err}");
+    }
+
+    #[test]
+    fn text_longer_than_the_limit_is_refused_unread() {
+        let long = format!("{{\"id\": \"{}\"}}", "x".repeat(limits::MAX_TEXT_BYTES));
+        let err = parse_str(&long).unwrap_err();
+        assert!(
+            err.to_string().contains("more than the 1048576 bytes"),
+            "{err}"
+        );
+        // At the limit it is read (and refused for what it says).
+        let at = format!("{{\"x\": \"{}\"}}", "y".repeat(limits::MAX_TEXT_BYTES - 9));
+        assert_eq!(at.len(), limits::MAX_TEXT_BYTES);
+        assert!(json5_value(&at).is_ok());
     }
 
     #[test]

@@ -200,7 +200,7 @@ fn json5_documents() {
             return Ok(());
         };
         match json5_value(text) {
-            Ok(v) if loop_plugins_manifest::nesting::depth_of(&v) > 64 => {
+            Ok(v) if loop_plugins_manifest::limits::depth_of(&v) > 64 => {
                 Err("a value deeper than the limit was read".into())
             }
             Ok(_) => Ok(()),

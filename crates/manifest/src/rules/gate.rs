@@ -2,6 +2,7 @@
 //! and paths it can match.
 
 use gate::Operation;
+use gate::policy::rule_limits::{ENTRIES, ENTRY_BYTES, RULES, WILDCARDS};
 use serde_json::Value;
 
 use super::Ctx;
@@ -14,9 +15,47 @@ pub(super) fn check(ctx: &mut Ctx) {
     let Some((at, gate)) = optional_object(ctx.doc, "gate", &root, p) else {
         return;
     };
+    // This host's limits (gate::policy::rule_limits): compiling and matching stay cheap.
+    for (list, entries) in [("files", "paths"), ("commands", "commands")] {
+        let Some(Value::Array(rules)) = field(gate, list) else {
+            continue;
+        };
+        let named: usize = rules
+            .iter()
+            .filter_map(|r| r.get(entries).and_then(Value::as_array))
+            .map(Vec::len)
+            .sum();
+        if rules.len() > RULES {
+            p.add(
+                &at.key(list),
+                format!(
+                    "holds {} rules; this host takes at most {RULES}",
+                    rules.len()
+                ),
+            );
+            return;
+        }
+        if named > ENTRIES {
+            p.add(
+                &at.key(list),
+                format!("names {named} {entries} in all; this host takes at most {ENTRIES}"),
+            );
+            return;
+        }
+    }
     for (rule_at, rule) in optional_objects(gate, "files", &at, p) {
-        if non_empty_list(rule, "paths", &rule_at, p) {
+        if non_empty_list(rule, "paths", &rule_at, p) && within_limits(rule, "paths", &rule_at, p) {
             for (i, path) in strings(rule, "paths") {
+                let wildcards = path
+                    .chars()
+                    .filter(|c| matches!(c, '*' | '?' | '[' | '{'))
+                    .count();
+                if wildcards > WILDCARDS {
+                    p.add(
+                        &rule_at.key("paths").index(i),
+                        format!("holds {wildcards} wildcards; this host takes at most {WILDCARDS}"),
+                    );
+                }
                 if !path.starts_with('/') {
                     p.add(
                         &rule_at.key("paths").index(i),
@@ -45,7 +84,9 @@ pub(super) fn check(ctx: &mut Ctx) {
         decision(rule, &rule_at, p);
     }
     for (rule_at, rule) in optional_objects(gate, "commands", &at, p) {
-        if non_empty_list(rule, "commands", &rule_at, p) {
+        if non_empty_list(rule, "commands", &rule_at, p)
+            && within_limits(rule, "commands", &rule_at, p)
+        {
             for (i, command) in strings(rule, "commands") {
                 if command.contains('/') && !command.starts_with('/') {
                     p.add(
@@ -57,6 +98,24 @@ pub(super) fn check(ctx: &mut Ctx) {
         }
         decision(rule, &rule_at, p);
     }
+}
+
+/// Whether a rule's list holds entries of at most [`ENTRY_BYTES`] bytes; what does not is
+/// reported.
+fn within_limits(rule: &Object, name: &str, at: &JsonPath, p: &mut Problems) -> bool {
+    let before = p.len();
+    for (i, entry) in strings(rule, name) {
+        if entry.len() > ENTRY_BYTES {
+            p.add(
+                &at.key(name).index(i),
+                format!(
+                    "is {} bytes; this host takes at most {ENTRY_BYTES}",
+                    entry.len()
+                ),
+            );
+        }
+    }
+    p.len() == before
 }
 
 /// The strings of a list field, with their indexes (other items are reported elsewhere).
@@ -114,6 +173,39 @@ mod tests {
                 }),
             )
             .assert_valid();
+    }
+
+    #[test]
+    fn rules_are_held_to_this_hosts_limits() {
+        let rule = json!({ "paths": ["/data/**"], "decision": "deny" });
+        M::new()
+            .set("gate", json!({ "files": vec![rule.clone(); 64] }))
+            .assert_valid();
+        M::new()
+            .set("gate", json!({ "files": vec![rule; 65] }))
+            .assert_problem("gate.files", "holds 65 rules; this host takes at most 64");
+        let paths: Vec<String> = (0..129).map(|i| format!("/data/{i}")).collect();
+        let two = json!({ "paths": paths, "decision": "deny" });
+        M::new()
+            .set("gate", json!({ "files": [two, two] }))
+            .assert_problem(
+                "gate.files",
+                "names 258 paths in all; this host takes at most 256",
+            );
+        let long = format!("/{}", "x".repeat(4096));
+        M::new()
+            .set(
+                "gate",
+                json!({ "commands": [{ "commands": [long], "decision": "deny" }] }),
+            )
+            .assert_problem("gate.commands[0].commands[0]", "is 4097 bytes");
+        let starry = format!("/data/{}", "*/".repeat(33));
+        M::new()
+            .set(
+                "gate",
+                json!({ "files": [{ "paths": [starry], "decision": "deny" }] }),
+            )
+            .assert_problem("gate.files[0].paths[0]", "holds 33 wildcards");
     }
 
     #[test]

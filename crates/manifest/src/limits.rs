@@ -1,6 +1,13 @@
-//! How deep the JSON that plugin authors, images and project editors write may nest, and the
-//! reader that holds a parse to it.
+//! How deep and how long the JSON that plugin authors, images and project editors write may
+//! be, and the reader that holds a parse to it.
 //!
+//! **Length**: JSON5 text is read only up to [`MAX_TEXT_BYTES`] (1 MiB). A manifest lives in
+//! its Plugin resource, which Kubernetes stores whole (etcd takes at most 1.5 MiB an object),
+//! so a longer plugin.json could never be installed; reading one would cost the controller
+//! hundreds of MB first (a parsed value is several times its text). The reference caps only
+//! the whole /loop-plugin tree (50 MB); this cap is this host's, and stricter.
+//!
+//! **Depth**:
 //! Every serde reader recurses once per level of nesting, and so does everything that walks
 //! the value afterwards (the manifest's rules, schema compilation and validation, dropping the
 //! value). A document nested 20,000 deep is 40 KB of `[` and overflows a thread's stack: that
@@ -25,6 +32,9 @@ use crate::error::JsonPath;
 
 /// The deepest a document may nest: the document itself is level 1, a value inside it level 2.
 pub const MAX_DEPTH: usize = 64;
+
+/// The longest JSON5 text read: 1 MiB.
+pub const MAX_TEXT_BYTES: usize = 1 << 20;
 
 /// A JSON value read with its nesting held to [`MAX_DEPTH`]. Deserialize it from any serde
 /// reader (`json5::from_str::<Bounded>`); the refusal names the limit, and json5 adds where:
