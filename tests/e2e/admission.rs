@@ -18,8 +18,9 @@ use model::resources::{
 use testkit::images::ImageContent;
 
 use crate::controller_support::{
-    CONTROLLER_NAMESPACE, WAIT, apply, apply_host, apply_trusted, channel, cli, echo_plugin, entry,
-    exclusive, host_spec, install, list_until, plugin_id, record_demand, setup, shared,
+    CONTROLLER_NAMESPACE, WAIT, apply, apply_host, apply_trusted, channel, cli,
+    controller_incarnation, echo_plugin, entry, exclusive, host_spec, install, list_until,
+    plugin_id, record_demand, setup, shared,
 };
 use crate::support::{E2eTest, Ns, test, wait};
 
@@ -35,6 +36,11 @@ pub fn tests() -> Vec<E2eTest> {
             stages_refuse,
         )
         .timeout(Duration::from_secs(180)),
+        test(
+            "admission::a_hostile_image_is_refused_and_everything_else_still_reconciles",
+            hostile_image,
+        )
+        .timeout(Duration::from_secs(240)),
         test(
             "admission::signatures_strict_permissive_and_a_removed_key_stops_the_pods",
             signatures,
@@ -398,6 +404,75 @@ async fn stages_refuse(ns: Ns) -> anyhow::Result<()> {
         event_with(&ns, name, "Warning", reason, &format!("{stage} stage")).await?;
     }
     for (name, ..) in names {
+        api.delete(&name, &DeleteParams::default()).await?;
+    }
+    Ok(())
+}
+
+/// Issue 39's reproduction: an image whose plugin.json nests 20,000 arrays deep (40 KB of
+/// `[`), named by a Plugin with a harmless spec.manifest. It aborted the controller with a
+/// stack overflow in the Image stage; now it is refused there, naming the limit, and the
+/// controller goes on: it admits a plugin applied after it, refuses that plugin's tampered
+/// manifest and admits it again once put back (the README's tour), and is the same process
+/// (or the same Pods, with no restart) throughout.
+async fn hostile_image(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    setup(&ns).await?;
+    let before = controller_incarnation(&ns).await?;
+    let images = ns.cluster().plugin_images();
+    let api: Api<Plugin> = Api::all(ns.client());
+
+    let deep = plugin_id(&ns, "deep");
+    let mut plugin = echo_plugin(&deep)?;
+    let mut content = ImageContent::for_plugin(&plugin);
+    content.plugin_json = Some(format!(
+        r#"{{"id": "{deep}", "version": "1.0.0", "name": "d", "api": "1", "x": {}{}}}"#,
+        "[".repeat(20_000),
+        "]".repeat(20_000)
+    ));
+    plugin.spec.image = images.push(&deep, &content).await?;
+    api.patch(
+        &deep,
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&plugin),
+    )
+    .await?;
+    let refused = refused_at(&ns, &deep, AdmissionStage::Image, "ImagePluginJsonInvalid").await?;
+    let c = refused
+        .stage_condition(AdmissionStage::Image)
+        .context("the Image stage's condition")?;
+    ensure!(
+        c.message.contains("deeper than 64 levels") && c.message.contains("line 1"),
+        "the refusal names the limit and where: {:?}",
+        c.message
+    );
+
+    // Everything else of its kind is still reconciled.
+    let good = plugin_id(&ns, "after-deep");
+    install(&ns, &echo_plugin(&good)?).await?;
+    admitted(&ns, &good).await?;
+    let tamper = |version: &str| serde_json::json!({"spec": {"manifest": {"version": version}}});
+    api.patch(
+        &good,
+        &PatchParams::default(),
+        &Patch::Merge(tamper("6.6.6")),
+    )
+    .await?;
+    refused_at(&ns, &good, AdmissionStage::Image, "ManifestMismatch").await?;
+    api.patch(
+        &good,
+        &PatchParams::default(),
+        &Patch::Merge(tamper("0.1.0")),
+    )
+    .await?;
+    admitted(&ns, &good).await?;
+
+    let after = controller_incarnation(&ns).await?;
+    ensure!(
+        before == after,
+        "the controller died on the hostile image: {before} before, {after} after"
+    );
+    for name in [deep, good] {
         api.delete(&name, &DeleteParams::default()).await?;
     }
     Ok(())

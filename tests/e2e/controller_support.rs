@@ -265,6 +265,23 @@ pub async fn restart_controller(
     Ok(())
 }
 
+/// Which controller runs now: the process's pid here, or the release's Pods with their
+/// restart counts on an existing cluster. It changes when a controller dies, so a test that
+/// feeds the controller something hostile checks it stayed the same.
+pub async fn controller_incarnation(ns: &Ns) -> anyhow::Result<String> {
+    if let Some(existing) = ns.cluster().existing() {
+        return in_cluster::incarnation(ns.client(), existing).await;
+    }
+    let mut running = CONTROLLER.get_or_init(|| Mutex::new(None)).lock().await;
+    match running.as_mut() {
+        Some(process) => match process.try_wait() {
+            None => Ok(format!("pid {}", process.pid())),
+            Some(status) => Ok(format!("exited: {status}")),
+        },
+        None => Ok("not started".into()),
+    }
+}
+
 /// A Plugin for this test: the echo plugin's manifest under a name of its own, its tool
 /// renamed `<id>-echo`. Tool names are registered across admitted plugins, first come first
 /// served (admission's Names stage), so the suite's many plugins each need their own; the

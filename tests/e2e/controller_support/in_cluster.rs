@@ -15,6 +15,29 @@ use crate::support::{Existing, wait};
 /// Pod starts and takes it.
 const TAKEOVER: Duration = Duration::from_secs(120);
 
+/// The release's controller Pods, each with its containers' restart counts, sorted.
+pub async fn incarnation(client: Client, existing: &Existing) -> anyhow::Result<String> {
+    let pods: Api<Pod> = Api::namespaced(client, &existing.namespace);
+    let mut seen: Vec<String> = pods
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let restarts: i32 = p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+                .unwrap_or(0);
+            format!("{}:{restarts}", p.metadata.name.unwrap_or_default())
+        })
+        .collect();
+    seen.sort();
+    Ok(seen.join(","))
+}
+
 /// Waits until a running Pod of the release other than `not` holds the Lease; its name.
 pub async fn leader(
     client: Client,
