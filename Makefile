@@ -107,6 +107,13 @@ bench-scale:
 chaos:
 	@hack/scale.sh chaos
 
+# Every property test of untrusted input (crates/hostile) for longer than make test's 3 s a
+# target: FUZZ_SECONDS each (60 by default), one at a time; hostile inputs found are shrunk,
+# printed with their seed and saved into the target's corpus (crates/*/tests/hostile/).
+.PHONY: fuzz
+fuzz:
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} hack/fuzz.sh
+
 # The gate's overhead: open/stat/read, create/write/unlink and fork+exec loops under the gate
 # against the same loops bare, interleaved in one run, as ratios (release build).
 .PHONY: bench-gate
