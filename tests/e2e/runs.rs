@@ -643,17 +643,17 @@ async fn quiz_scenario(ns: &Ns, host: &crate::host::HostServer, id: &str) -> any
     );
 
     // Its end reached the plugin: the score card and the notification are in the chat's inbox.
-    let inbox = server::plugin_api::inbox::inbox_name(&model::names::instance_name(id, "general"));
+    let inbox = server::cards::inbox::inbox_name(&model::names::instance_name(id, "general"));
     let maps = ns.api::<k8s_openapi::api::core::v1::ConfigMap>();
     let map = wait::matches(
         &maps,
         &inbox,
         "the score card and the notification",
         Duration::from_secs(60),
-        |m| server::plugin_api::inbox::entries(m).len() == 2,
+        |m| server::cards::inbox::entries(m).len() == 2,
     )
     .await?;
-    let entries = server::plugin_api::inbox::entries(&map);
+    let entries = server::cards::inbox::entries(&map);
     let card = entries
         .iter()
         .find(|e| e.card.as_deref() == Some("score"))

@@ -11,7 +11,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::plugin_api::clock::from_kube;
+use crate::clock::from_kube;
 use crate::plugin_api::quota;
 use index::Index;
 use model::resources::{AgentRun, InstancePhase, PluginInstance};

@@ -28,6 +28,9 @@
 static ALLOC: hostile::Counting = hostile::Counting;
 
 pub mod calls;
+pub mod cards;
+pub mod clock;
+pub mod config_map;
 pub mod console;
 pub mod delivery;
 pub mod fanout;
@@ -43,4 +46,5 @@ pub mod plugin_api;
 pub mod records;
 pub mod serve;
 pub mod status;
+pub mod tool_calls;
 pub mod ui;

@@ -15,11 +15,11 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 use crate::calls::{CallSettings, Calls};
+use crate::cards::marks::KubeMarkWriter;
 use crate::fanout::runs_done::KubeDoneRecorder;
 use crate::host_api::HostState;
 use crate::host_api::auth::KubeReviewer;
 use crate::host_api::state::REVIEW_TTL;
-use crate::host_api::writes::KubeMarkWriter;
 use crate::http::RequestMetrics;
 use crate::index::{Index, Roles};
 use crate::plugin_api::files::MAX_FILE_BYTES;
@@ -239,7 +239,7 @@ impl Server {
             Arc::new(crate::plugin_api::writes::KubeWriter::new(client.clone())),
             secrets,
             status,
-            Arc::new(crate::plugin_api::clock::SystemClock),
+            Arc::new(crate::clock::SystemClock),
             live.clone(),
             api_metrics,
         );
@@ -271,7 +271,8 @@ impl Server {
         });
         let leading = runtime::leader::leading(client.clone(), options.lease, stopped.clone());
         let fanout = tokio::spawn(crate::fanout::run(
-            host.clone(),
+            host.calls.clone(),
+            host.status.clone(),
             started.config_writes,
             Arc::new(KubeDoneRecorder::new(client.clone())),
             leading,
@@ -282,7 +283,7 @@ impl Server {
             crate::plugin_api::router(Arc::new(app))
                 .merge(crate::host_api::router(host.clone()))
                 .merge(crate::mcp::router(crate::mcp::McpState {
-                    host,
+                    calls: host.calls.clone(),
                     ledger: Arc::new(crate::mcp::record::Ledger::new(Box::new(
                         crate::mcp::record::KubeRecorder::new(client),
                     ))),

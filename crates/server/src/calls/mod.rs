@@ -20,6 +20,7 @@ pub mod breaker;
 pub mod breaker_sync;
 pub mod client;
 pub mod config;
+pub mod failure;
 pub mod metrics;
 pub mod waiting;
 

@@ -9,6 +9,7 @@
 //!   rules name, through `crate::calls` (the one way to call a plugin). What happened to each
 //!   is in the [`EventReport`]: the host API answers it, the fan-out counts what got through.
 
+pub mod changes;
 pub mod routing;
 pub mod target;
 

@@ -27,13 +27,15 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::host_api::HostState;
+use crate::calls::Calls;
 use crate::index::ConfigWrite;
+use crate::status::StatusWriter;
 
 /// Runs the fan-out until `stop` turns true; only while `leading` says so does it send. With
 /// a `mark` (there is one with a Lease), the holder records what it sent there.
 pub async fn run(
-    host: HostState,
+    calls: Calls,
+    status: Arc<dyn StatusWriter>,
     config_writes: mpsc::UnboundedReceiver<ConfigWrite>,
     done: Arc<dyn runs_done::DoneRecorder>,
     leading: watch::Receiver<bool>,
@@ -43,10 +45,10 @@ pub async fn run(
     let mark = mark.map(Arc::new);
     let tasks = async {
         tokio::join!(
-            settings_changed::run(host.clone(), config_writes, leading.clone(), mark.clone()),
-            runs_done::run(host.clone(), done, leading.clone()),
-            sweep::run(host.clone(), leading.clone()),
-            plugins_changed::run(host.clone(), leading.clone(), mark.clone()),
+            settings_changed::run(calls.clone(), config_writes, leading.clone(), mark.clone()),
+            runs_done::run(calls.clone(), done, leading.clone()),
+            sweep::run(calls.clone(), status, leading.clone()),
+            plugins_changed::run(calls.clone(), leading.clone(), mark.clone()),
         )
     };
     tokio::select! {

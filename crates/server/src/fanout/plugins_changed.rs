@@ -13,29 +13,29 @@ use tokio::sync::watch;
 use super::backlog::Handover;
 use super::sent_mark::{self, SentRecord};
 use crate::calls::CallOptions;
+use crate::calls::Calls;
+use crate::delivery::changes::changes;
 use crate::delivery::deliver_event;
 use crate::delivery::routing::PLUGINS_CHANGED;
-use crate::host_api::HostState;
-use crate::host_api::changes::changes;
 use crate::index::InstanceKey;
 
-fn installed(host: &HostState) -> BTreeMap<String, i64> {
-    crate::host_api::changes::installed(host.index())
+fn installed(calls: &Calls) -> BTreeMap<String, i64> {
+    crate::delivery::changes::installed(calls.index())
 }
 
 /// Sends the event for each change while leading; keeps the changes seen while not, and on
 /// taking over sends those and the changes since the plugins the mark says were last told of
 /// (see [`Handover`] and [`super::sent`]). The mark, when there is one, is written after each
 /// change to the plugins is sent.
-pub async fn run(host: HostState, leading: watch::Receiver<bool>, mark: Option<Arc<SentRecord>>) {
-    let mut known = installed(&host);
-    let mut gone = host.index().pods.gone();
-    let mut plugins = host.index().changed.plugins.subscribe();
+pub async fn run(calls: Calls, leading: watch::Receiver<bool>, mark: Option<Arc<SentRecord>>) {
+    let mut known = installed(&calls);
+    let mut gone = calls.index().pods.gone();
+    let mut plugins = calls.index().changed.plugins.subscribe();
     let mut handover = Handover::new(leading);
     loop {
         let (mut data, took_over, plugins_moved) = tokio::select! {
             _ = plugins.changed() => {
-                let now = installed(&host);
+                let now = installed(&calls);
                 let found = changes(&known, &now);
                 known = now;
                 let moved = !found.is_empty();
@@ -77,7 +77,7 @@ pub async fn run(host: HostState, leading: watch::Receiver<bool>, mark: Option<A
             }
         }
         for d in distinct(data) {
-            send(&host, &d).await;
+            send(&calls, &d).await;
         }
         if marked && let Some(record) = &mark {
             let entries = sent_mark::plugin_entries(&known);
@@ -107,14 +107,14 @@ fn distinct(data: Vec<Value>) -> Vec<Value> {
 }
 
 /// Sends `data` to every chat with a running container.
-async fn send(host: &HostState, data: &Value) {
-    let index = host.index();
+async fn send(calls: &Calls, data: &Value) {
+    let index = calls.index();
     let chats: BTreeSet<(String, String)> = index
         .instances
         .state()
         .iter()
         .filter(|i| {
-            host.calls.running(&InstanceKey::new(
+            calls.running(&InstanceKey::new(
                 &i.namespace().unwrap_or_default(),
                 &i.name_any(),
             ))
@@ -124,7 +124,7 @@ async fn send(host: &HostState, data: &Value) {
     for (ns, chat) in chats {
         if let Some(channel) = index.channel(&ns, &chat) {
             deliver_event(
-                &host.calls,
+                calls,
                 &ns,
                 &channel,
                 PLUGINS_CHANGED,

@@ -28,11 +28,11 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::calls::Calls;
 use crate::calls::client::PluginRequest;
+use crate::calls::failure;
 use crate::calls::{CallError, CallKind, CallOptions};
 use crate::delivery::target;
-use crate::host_api::HostState;
-use crate::host_api::state::call_error;
 use crate::status::status_body;
 use model::names::FIELD_MANAGER_API;
 use model::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
@@ -157,23 +157,23 @@ pub trait Deliverer: Send + Sync + 'static {
 }
 
 /// Tries through the host's one way to call a plugin.
-struct HostDeliverer(HostState);
+struct CallsDeliverer(Calls);
 
-impl Deliverer for HostDeliverer {
+impl Deliverer for CallsDeliverer {
     fn deliver(&self, run: Arc<AgentRun>, status: AgentRunStatus) -> BoxFuture<'static, Outcome> {
-        let host = self.0.clone();
-        Box::pin(async move { deliver(&host, &run, &status).await })
+        let calls = self.0.clone();
+        Box::pin(async move { deliver(&calls, &run, &status).await })
     }
 }
 
 /// Delivers /done for every run that ended, while leading.
-pub async fn run(host: HostState, recorder: Arc<dyn DoneRecorder>, leading: watch::Receiver<bool>) {
-    let runs = host.index().runs.clone();
-    let changed = host.index().changed.runs.subscribe();
+pub async fn run(calls: Calls, recorder: Arc<dyn DoneRecorder>, leading: watch::Receiver<bool>) {
+    let runs = calls.index().runs.clone();
+    let changed = calls.index().changed.runs.subscribe();
     deliver_all(
         runs,
         changed,
-        Arc::new(HostDeliverer(host)),
+        Arc::new(CallsDeliverer(calls)),
         recorder,
         leading,
     )
@@ -322,15 +322,15 @@ impl Book {
 }
 
 /// One try.
-async fn deliver(host: &HostState, run: &AgentRun, status: &AgentRunStatus) -> Outcome {
+async fn deliver(calls: &Calls, run: &AgentRun, status: &AgentRunStatus) -> Outcome {
     let attempts = status.done_attempts + 1;
     let failed = |error: String| Outcome::Failed { attempts, error };
     let ns = run.namespace().unwrap_or_default();
-    let target = match target::resolve(host.index(), &ns, &run.spec.channel, &run.spec.plugin) {
+    let target = match target::resolve(calls.index(), &ns, &run.spec.channel, &run.spec.plugin) {
         Ok(t) => t,
         Err(e) => return failed(e.to_string()),
     };
-    let limits = host.calls.limits();
+    let limits = calls.limits();
     let request = PluginRequest::json(
         CallKind::RunDone,
         format!("/runs/{}/done", run.name_any()),
@@ -350,7 +350,7 @@ async fn deliver(host: &HostState, run: &AgentRun, status: &AgentRunStatus) -> O
         run.name_any(),
         run.spec.plugin
     );
-    match host.calls.call_target(&target, &request, options).await {
+    match calls.call_target(&target, &request, options).await {
         Ok(answer) if answer.status.is_success() => Outcome::Delivered,
         Ok(answer) => failed(format!(
             "{what} answered {}: {}",
@@ -358,7 +358,7 @@ async fn deliver(host: &HostState, run: &AgentRun, status: &AgentRunStatus) -> O
             answer.error_text()
         )),
         Err(e @ (CallError::Start(_) | CallError::Plugin(_))) => {
-            failed(call_error(&target, &what, e).message)
+            failed(failure::of_error(&target, &what, &e).message)
         }
     }
 }

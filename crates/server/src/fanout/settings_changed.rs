@@ -13,9 +13,9 @@ use tokio::sync::{mpsc, watch};
 use super::backlog::Handover;
 use super::sent_mark::{self, SentRecord};
 use crate::calls::CallOptions;
+use crate::calls::Calls;
 use crate::delivery::deliver_event;
 use crate::delivery::routing::SETTINGS_CHANGED;
-use crate::host_api::HostState;
 use crate::index::ConfigWrite;
 use crate::index::config_writes::Whose;
 use model::resources::Channel;
@@ -40,7 +40,7 @@ pub fn chats_of<'a>(
 /// taking over sends those and what the mark shows the last holder did not send (see
 /// [`Handover`] and [`super::sent`]). The mark, when there is one, is written after each send.
 pub async fn run(
-    host: HostState,
+    calls: Calls,
     mut writes: mpsc::UnboundedReceiver<ConfigWrite>,
     leading: watch::Receiver<bool>,
     mark: Option<Arc<SentRecord>>,
@@ -59,13 +59,13 @@ pub async fn run(
             kept = handover.taken_over() => (kept, true),
         };
         if took_over {
-            take_over(&host, mark.as_deref(), to_send).await;
+            take_over(&calls, mark.as_deref(), to_send).await;
             continue;
         }
         for whose in distinct(to_send) {
-            send(&host, &whose).await;
+            send(&calls, &whose).await;
             if let Some(mark) = &mark {
-                let configs = sent_mark::configs_now(host.index());
+                let configs = sent_mark::configs_now(calls.index());
                 let sent_for = configs.iter().filter(|c| c.whose == whose);
                 write_mark(mark, &sent_mark::settings_entries(sent_for), None).await;
             }
@@ -75,8 +75,8 @@ pub async fn run(
 
 /// On taking over: sends what was kept and what the mark does not show as sent, one event per
 /// config, then marks every config as it is now (dropping those gone).
-async fn take_over(host: &HostState, mark: Option<&SentRecord>, kept: Vec<Whose>) {
-    let configs = sent_mark::configs_now(host.index());
+async fn take_over(calls: &Calls, mark: Option<&SentRecord>, kept: Vec<Whose>) {
+    let configs = sent_mark::configs_now(calls.index());
     let (unsent, marked) = match mark {
         None => (Vec::new(), None),
         Some(record) => match record.read().await {
@@ -99,7 +99,7 @@ async fn take_over(host: &HostState, mark: Option<&SentRecord>, kept: Vec<Whose>
         );
     }
     for whose in &to_send {
-        send(host, whose).await;
+        send(calls, whose).await;
     }
     if let Some(record) = marked {
         write_mark(
@@ -130,14 +130,14 @@ pub fn distinct(writes: Vec<Whose>) -> Vec<Whose> {
 }
 
 /// Sends `settings.changed` to the running containers of the chats `whose` config concerns.
-async fn send(host: &HostState, whose: &Whose) {
-    let all = host.index().channels.state();
+async fn send(calls: &Calls, whose: &Whose) {
+    let all = calls.index().channels.state();
     let chats = chats_of(whose, all.iter().map(|c| c.as_ref()));
     let sends = chats.into_iter().map(|c| {
         let ns = c.namespace().unwrap_or_default();
         async move {
             let sent = deliver_event(
-                &host.calls,
+                calls,
                 &ns,
                 c,
                 SETTINGS_CHANGED,

@@ -10,8 +10,11 @@ use kube::ResourceExt;
 use tokio::sync::watch;
 
 use crate::delivery::target::approved;
-use crate::host_api::HostState;
+use std::sync::Arc;
+
+use crate::calls::Calls;
 use crate::index::{Compiled, InstanceKey};
+use crate::status::StatusWriter;
 use crate::status::{SwitchChange, SwitchEdit};
 use model::manifest::Capability;
 use model::resources::PluginInstanceStatus;
@@ -39,14 +42,14 @@ pub fn stale(
 }
 
 /// Sweeps every instance whenever Plugins or instances change, while leading.
-pub async fn run(host: HostState, mut leading: watch::Receiver<bool>) {
-    let mut plugins = host.index().changed.plugins.subscribe();
-    let mut instances = host.index().changed.instances.subscribe();
+pub async fn run(calls: Calls, status: Arc<dyn StatusWriter>, mut leading: watch::Receiver<bool>) {
+    let mut plugins = calls.index().changed.plugins.subscribe();
+    let mut instances = calls.index().changed.instances.subscribe();
     loop {
         super::until_leading(&mut leading).await;
         plugins.mark_unchanged();
         instances.mark_unchanged();
-        sweep_all(&host).await;
+        sweep_all(&calls, status.as_ref()).await;
         tokio::select! {
             _ = plugins.changed() => {}
             _ = instances.changed() => {}
@@ -55,8 +58,8 @@ pub async fn run(host: HostState, mut leading: watch::Receiver<bool>) {
     }
 }
 
-async fn sweep_all(host: &HostState) {
-    let index = host.index();
+async fn sweep_all(calls: &Calls, status_writer: &dyn StatusWriter) {
+    let index = calls.index();
     for instance in index.instances.state() {
         let Some(status) = instance.status.as_ref() else {
             continue;
@@ -76,7 +79,7 @@ async fn sweep_all(host: &HostState) {
             &instance.name_any(),
         );
         if let Some(edit) = &found.switches {
-            match host.status.switches(&key, edit).await {
+            match status_writer.switches(&key, edit).await {
                 Ok(_) => {
                     tracing::info!(instance = %key, "dropped the state of switches the plugin no longer shows")
                 }
@@ -86,7 +89,7 @@ async fn sweep_all(host: &HostState) {
             }
         }
         if found.hold {
-            match host.status.live_hold(&key, false).await {
+            match status_writer.live_hold(&key, false).await {
                 Ok(_) => {
                     tracing::info!(instance = %key, "let the live session go: live.control is not approved")
                 }

@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 use super::auth::Permission;
 use super::error::{Code, HostError, HostResult};
 use super::state::{HostState, json_body, what};
-use super::tools::is_workflow_run_id;
 use crate::calls::CallKind;
 use crate::calls::client::PluginRequest;
+use crate::tool_calls::is_workflow_run_id;
 use model::manifest::Manifest;
 
 /// What ran the action.

@@ -1,8 +1,8 @@
 //! The card drawer's routes: a chat's cards with their links ([`list`]), marking them read
 //! ([`mark_read`]), and the unread counts of a namespace's chats ([`unread`]), for the
 //! sidebar. They read the index (the inbox ConfigMaps `POST /cards` fills, the Plugins), never
-//! the cluster, and call no plugin; marking writes the read marks ([`super::read_marks`]).
-//! What a card shows is decided by [`super::drawer`].
+//! the cluster, and call no plugin; marking writes the read marks ([`crate::cards::read_marks`]).
+//! What a card shows is decided by [`crate::cards::drawer`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -18,11 +18,11 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::Permission;
-use super::drawer::{self, Installed, PluginNow};
 use super::error::{Code, HostError, HostResult};
-use super::read_marks::{self, Marking};
 use super::state::{HostState, json_body};
-use super::writes::MarkError;
+use crate::cards::drawer::{self, Installed, PluginNow};
+use crate::cards::marks::MarkError;
+use crate::cards::read_marks::{self, Marking};
 use crate::delivery::target::{self, TargetError};
 use crate::index::Index;
 use model::manifest::Capability;
@@ -102,7 +102,7 @@ pub async fn mark_read(
         .await?;
     target::chat(s.index(), &ns, &chat)?;
     let marking = marking(json_body(&body)?)?;
-    let now = crate::plugin_api::clock::rfc3339(jiff::Timestamp::now());
+    let now = crate::clock::rfc3339(jiff::Timestamp::now());
     let mut unread = 0;
     for map in inboxes(s.index(), &ns, Some(&chat)) {
         let Some(patch) = read_marks::patch(&map, &marking, &now) else {
@@ -191,7 +191,7 @@ fn plugin_now(index: &Index, host: &HostConfigSpec, chat: &Channel, name: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin_api::inbox::{self, Entry, Kind};
+    use crate::cards::inbox::{self, Entry, Kind};
 
     fn inbox_of(plugin: &str, chat: &str, cards: &[&str], read: &[&str]) -> ConfigMap {
         let instance = format!("{plugin}-{chat}");

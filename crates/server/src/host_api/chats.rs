@@ -18,7 +18,8 @@ use super::auth::Permission;
 use super::cards;
 use super::error::HostError;
 use super::state::HostState;
-use model::resources::{App, Channel, ChannelKind, InstancePhase, PluginInstance};
+use crate::delivery::changes::InstanceView;
+use model::resources::{App, Channel, ChannelKind, PluginInstance};
 
 /// One chat as the list answers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,40 +37,6 @@ pub struct ChatView {
     pub unread: usize,
     /// The instances of the plugins its project enables, by plugin name.
     pub plugins: Vec<InstanceView>,
-}
-
-/// A plugin's instance in a chat, as the list answers it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InstanceView {
-    pub plugin: String,
-    /// The PluginInstance's name.
-    pub instance: String,
-    /// `Stopped`, `Starting` or `Running`; `Stopped` until the controller said.
-    pub phase: InstancePhase,
-    /// `Closed`, `Open` or `HalfOpen`; `Closed` until a call went wrong.
-    pub breaker: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_activity: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped_at: Option<String>,
-}
-
-impl InstanceView {
-    pub fn of(instance: &PluginInstance) -> Self {
-        let status = instance.status.clone().unwrap_or_default();
-        Self {
-            plugin: instance.spec.plugin.clone(),
-            instance: instance.name_any(),
-            phase: status.phase.unwrap_or(InstancePhase::Stopped),
-            breaker: status
-                .breaker
-                .map(|b| b.state)
-                .unwrap_or_else(|| "Closed".into()),
-            last_activity: status.last_activity,
-            stopped_at: status.stopped_at,
-        }
-    }
 }
 
 /// The chats of one namespace, by name, each with the instances whose `spec.channel` it is
@@ -141,6 +108,7 @@ pub async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use model::resources::InstancePhase;
     use model::resources::{BreakerState, ChannelSpec, PluginInstanceSpec, PluginInstanceStatus};
 
     fn chat(name: &str, parent: Option<&str>) -> Channel {

@@ -4,10 +4,11 @@
 
 use axum::http::StatusCode;
 
-use crate::calls::client::{CallFailure, seconds};
+use crate::calls::failure::{Failure, FailureCode};
 use crate::delivery::target::TargetError;
 use crate::http::ErrorAnswer;
 pub use crate::http::ErrorCode;
+use crate::tool_calls::ToolCallError;
 
 /// Every error code the host API answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -213,34 +214,42 @@ impl From<TargetError> for HostError {
     }
 }
 
-/// The error answer for a call the container left without an answer.
-pub fn failure_error(what: &str, failure: &CallFailure) -> HostError {
-    match failure {
-        CallFailure::BreakerOpen { retry_after } => HostError::new(
-            Code::BreakerOpen,
-            format!(
-                "{what} was not called: its container left 3 calls in a row unanswered, so \
-                 the host stops calling it for a while (next try in {})",
-                seconds(*retry_after)
-            ),
-        )
-        .retry_after(retry_after.as_secs_f64().ceil() as u64),
-        CallFailure::TimedOut(limit) => HostError::new(
-            Code::PluginTimeout,
-            format!("{what} did not answer within {}", seconds(*limit)),
-        ),
-        CallFailure::Refused(why) => HostError::new(
-            Code::PluginUnreachable,
-            format!("{what} could not be reached: {why}"),
-        ),
-        CallFailure::TooLarge { cap } => HostError::new(
-            Code::AnswerTooLarge,
-            format!("{what} answered more than {cap} bytes; the host refuses it"),
-        ),
-        CallFailure::Broken(why) => HostError::new(
-            Code::InvalidAnswer,
-            format!("{what}'s answer broke off: {why}"),
-        ),
+/// A tool call the manifest does not allow.
+impl From<ToolCallError> for HostError {
+    fn from(e: ToolCallError) -> Self {
+        let code = match &e {
+            ToolCallError::ToolNotFound { .. } => Code::ToolNotFound,
+            ToolCallError::AgentNotFound { .. } => Code::AgentNotFound,
+            ToolCallError::ToolNotGiven { .. } => Code::ToolNotGiven,
+            ToolCallError::Invalid(_) => Code::InvalidBody,
+        };
+        HostError::new(code, e.to_string())
+    }
+}
+
+/// A call to a plugin that failed, as the host API answers it: the failure's code, its
+/// message, and when to try again.
+impl From<Failure> for HostError {
+    fn from(f: Failure) -> Self {
+        let code = match f.code {
+            FailureCode::QueueFull => Code::QueueFull,
+            FailureCode::StartTimeout => Code::StartTimeout,
+            FailureCode::CannotStart => Code::CannotStart,
+            FailureCode::Unavailable => Code::Unavailable,
+            FailureCode::Internal => Code::Internal,
+            FailureCode::BreakerOpen => Code::BreakerOpen,
+            FailureCode::PluginTimeout => Code::PluginTimeout,
+            FailureCode::PluginUnreachable => Code::PluginUnreachable,
+            FailureCode::PluginError => Code::PluginError,
+            FailureCode::AnswerTooLarge => Code::AnswerTooLarge,
+            FailureCode::InvalidAnswer => Code::InvalidAnswer,
+        };
+        let mut answer = HostError::new(code, f.message);
+        if let Some(seconds) = f.retry_after {
+            answer = answer.retry_after(seconds);
+        }
+        answer.plugin_status = f.plugin_status;
+        answer
     }
 }
 

@@ -13,8 +13,9 @@ use serde_json::{Value, json};
 
 use super::auth::Permission;
 use super::error::{Code, HostError};
-use super::state::{HostState, call_error, json_body, plugin_error, what};
+use super::state::{HostState, json_body, what};
 use crate::calls::CallOptions;
+use crate::calls::failure;
 use crate::delivery::target;
 use crate::delivery::{EventReport, SendError, Sent, deliver_event};
 use crate::http::ErrorCode;
@@ -96,10 +97,10 @@ fn send_error(e: &SendError) -> HostError {
     match e {
         SendError::Target(e) => e.clone().into(),
         SendError::Call { target, error } => {
-            call_error(target, &what(target, "the events route"), error.clone())
+            failure::of_error(target, &what(target, "the events route"), error).into()
         }
         SendError::Refused { target, answer } => {
-            plugin_error(&what(target, "the events route"), answer)
+            failure::of_answer(&what(target, "the events route"), answer).into()
         }
     }
 }

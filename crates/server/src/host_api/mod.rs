@@ -45,14 +45,12 @@ pub mod auth;
 pub mod cards;
 pub mod changes;
 pub mod chats;
-pub mod drawer;
 pub mod error;
 pub mod events;
 pub mod live;
 pub mod metrics;
 pub mod panels;
 pub mod proxy;
-pub mod read_marks;
 mod routes;
 pub mod runs;
 pub mod settings;
@@ -61,7 +59,6 @@ pub mod stop;
 pub mod switches;
 pub mod tools;
 pub mod trigger;
-pub mod writes;
 
 #[cfg(test)]
 mod tests;

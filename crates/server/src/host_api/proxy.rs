@@ -9,9 +9,10 @@ use axum::response::Response;
 use super::PREFIX;
 use super::auth::Permission;
 use super::error::HostError;
-use super::state::{HostState, call_error, what};
+use super::state::{HostState, what};
 use crate::calls::CallKind;
 use crate::calls::client::PluginRequest;
+use crate::calls::failure;
 use crate::http::Passthrough;
 
 /// Checks the caller (RBAC by the method's verb), then forwards the request to the plugin's
@@ -49,7 +50,7 @@ pub async fn forward(
     let answer = s
         .call_target(&target, &request)
         .await
-        .map_err(|e| call_error(&target, &what, e))?;
+        .map_err(|e| HostError::from(failure::of_error(&target, &what, &e)))?;
     let mut response = Response::new(Body::from(answer.body));
     *response.status_mut() = answer.status;
     if let Some(ct) = answer.content_type {

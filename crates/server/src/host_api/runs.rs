@@ -15,8 +15,8 @@ use serde_json::json;
 use super::auth::Permission;
 use super::error::HostError;
 use super::state::HostState;
+use crate::clock;
 use crate::delivery::target;
-use crate::plugin_api::clock;
 use model::resources::{AgentRun, AgentRunPhase};
 
 /// One run as the list answers it.

@@ -13,11 +13,11 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use super::auth::{Auth, Lookup, Permission, Reviewer};
-use super::error::{Code, HostError, HostResult, failure_error};
+use super::error::{Code, HostError, HostResult};
 use super::metrics::{HostMetrics, ResultLabels};
-use super::writes::MarkWriter;
-use crate::calls::client::{PluginAnswer, PluginRequest, seconds};
-use crate::calls::{CallError, CallOptions, Calls, StartError, Target};
+use crate::calls::client::{PluginAnswer, PluginRequest};
+use crate::calls::{CallError, CallOptions, Calls, Target, failure};
+use crate::cards::marks::MarkWriter;
 use crate::delivery::target;
 use crate::index::Index;
 use crate::status::StatusWriter;
@@ -151,9 +151,9 @@ impl HostState {
         let answer = self
             .call_target(target, request)
             .await
-            .map_err(|e| call_error(target, what, e))?;
+            .map_err(|e| HostError::from(failure::of_error(target, what, &e)))?;
         if !answer.status.is_success() {
-            return Err(plugin_error(what, &answer));
+            return Err(failure::of_answer(what, &answer).into());
         }
         Ok(answer)
     }
@@ -171,67 +171,4 @@ pub fn what(target: &Target, thing: &str) -> String {
         target.plugin_name(),
         target.chat
     )
-}
-
-/// The error answer for a container that could not be had.
-pub fn start_error(target: &Target, e: &StartError) -> HostError {
-    let (plugin, chat) = (target.plugin_name(), &target.chat);
-    match e {
-        StartError::CannotStart(why) => HostError::new(
-            Code::CannotStart,
-            format!("the container of plugin {plugin} in chat {chat} cannot start: {why}"),
-        ),
-        StartError::QueueFull(n) => HostError::new(
-            Code::QueueFull,
-            format!(
-                "{n} calls already wait for the container of plugin {plugin} in chat {chat} to start"
-            ),
-        )
-        .retry_after(1),
-        StartError::Timeout {
-            limit,
-            instance_says,
-        } => {
-            let why = instance_says
-                .as_ref()
-                .map(|m| format!(" (the instance says: {m})"))
-                .unwrap_or_default();
-            HostError::new(
-                Code::StartTimeout,
-                format!(
-                    "the container of plugin {plugin} in chat {chat} did not become Ready within {}{why}",
-                    seconds(*limit)
-                ),
-            )
-            .retry_after(5)
-        }
-        StartError::Unavailable(why) => HostError::new(Code::Unavailable, why.clone()).retry_after(1),
-        StartError::NotRunning => HostError::new(
-            Code::Unavailable,
-            format!("the container of plugin {plugin} in chat {chat} is not running"),
-        ),
-        StartError::WatchGone => HostError::new(Code::Internal, "the Pod watch went away"),
-    }
-}
-
-/// The error answer for a call that brought no usable answer (actions, events, switches, `/x`).
-pub fn call_error(target: &Target, what: &str, e: CallError) -> HostError {
-    match e {
-        CallError::Start(e) => start_error(target, &e),
-        CallError::Plugin(failure) => failure_error(what, &failure),
-    }
-}
-
-/// The error answer for a plugin's own error status.
-pub fn plugin_error(what: &str, answer: &PluginAnswer) -> HostError {
-    let mut e = HostError::new(
-        Code::PluginError,
-        format!(
-            "{what} answered {}: {}",
-            answer.status.as_u16(),
-            answer.error_text()
-        ),
-    );
-    e.plugin_status = Some(answer.status.as_u16());
-    e
 }

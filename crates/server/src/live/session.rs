@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::{Deserialize, Serialize};
 
 use model::names;
@@ -149,17 +149,12 @@ pub fn config_map(
     project: &str,
     owner: Option<OwnerReference>,
 ) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name(chat)),
-            namespace: Some(namespace.into()),
-            labels: Some(names::labels("", project, chat, COMPONENT)),
-            owner_references: owner.map(|o| vec![o]),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::new()),
-        ..Default::default()
-    }
+    crate::config_map::empty(
+        name(chat),
+        namespace,
+        names::labels("", project, chat, COMPONENT),
+        owner,
+    )
 }
 
 /// The data patch that writes `session` (`None`: closes it).

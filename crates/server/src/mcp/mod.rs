@@ -2,7 +2,7 @@
 //! (`model::run_contract::mcp_path`), what the run's runner calls the plugin's tools through
 //! (docs/runner.md). It lists exactly the tools the manifest gives the run's agent, named
 //! `plugin_<tool>`, and a call goes the way a host API tool call goes
-//! ([`crate::host_api::tools::call_tool`]: input validation, breaker, scale from zero, time
+//! ([`crate::tool_calls::call_tool`]: input validation, breaker, scale from zero, time
 //! limits, output schema), as the run's agent in its hidden thread.
 //!
 //! - [`caller`] decides who calls (the run's own token while it runs, else 401 or 403);
@@ -26,8 +26,10 @@ use axum::routing::post;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
-use crate::host_api::HostState;
-use crate::host_api::tools::{ToolCall, ToolResult, call_tool};
+use crate::calls::Calls;
+use crate::delivery::target;
+use crate::host_api::error::{ErrorCode, HostError};
+use crate::tool_calls::{ToolCall, ToolResult, call_tool};
 use caller::Refusal;
 use protocol::{Message, RunView, code};
 use record::Ledger;
@@ -41,7 +43,8 @@ pub const MAX_BODY: usize = sdk::api::limits::MAX_BODY_BYTES;
 /// What the endpoint's handler shares.
 #[derive(Clone)]
 pub struct McpState {
-    pub host: HostState,
+    /// The one way to call a plugin (and the index it reads).
+    pub calls: Calls,
     pub ledger: Arc<Ledger>,
 }
 
@@ -107,7 +110,7 @@ async fn handle(
         Message::ListTools { id } => {
             // The installed plugin's manifest is enough: the chat's instance may not be made
             // yet (a call waits for it, or says so).
-            let index = s.host.index();
+            let index = s.calls.index();
             match crate::delivery::target::installed(index, &index.host_config().spec, &view.plugin)
             {
                 Ok((_, compiled)) => protocol::answer(
@@ -145,7 +148,7 @@ async fn caller_of(
     let deadline = tokio::time::Instant::now() + STARTING;
     loop {
         let run = s
-            .host
+            .calls
             .index()
             .runs
             .get(&ObjectRef::new(name).within(namespace));
@@ -172,9 +175,14 @@ async fn call(
     arguments: Value,
 ) -> Result<ToolResult, String> {
     let namespace = kube::ResourceExt::namespace(run).unwrap_or_default();
-    let target = match s.host.resolve(&namespace, &run.spec.channel, &view.plugin) {
+    let target = match target::resolve(s.calls.index(), &namespace, &run.spec.channel, &view.plugin)
+    {
         Ok(target) => target,
-        Err(e) => return Ok(ToolResult::from_error(&e)),
+        Err(e) => {
+            // Told as the host API tells it: the chat, plugin or instance cannot be called.
+            let e = HostError::from(e);
+            return Ok(ToolResult::host_error(e.code.as_str(), e.message));
+        }
     };
     let manifest = &target.compiled.manifest;
     let Some(tool) = protocol::given_tool(manifest, view, name) else {
@@ -187,9 +195,9 @@ async fn call(
         run_id: view.run.clone(),
         timeout_seconds: None,
     };
-    let result = call_tool(&s.host, &target, tool, &request)
+    let result = call_tool(&s.calls, &target, tool, &request)
         .await
-        .unwrap_or_else(|e| ToolResult::from_error(&e));
+        .unwrap_or_else(|e| ToolResult::host_error(e.code(), e.to_string()));
     s.ledger.record(run, tool, result.is_error).await;
     Ok(result)
 }

@@ -15,7 +15,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::host_api::tools::ToolResult;
+use crate::tool_calls::ToolResult;
 use model::manifest::{MCP_TOOL_PREFIX, Manifest};
 
 /// The protocol versions the endpoint speaks, newest first.

@@ -49,7 +49,7 @@ pub fn template(
         (names::LABEL_PLUGIN.to_string(), plugin.to_string()),
         (names::LABEL_PROJECT.to_string(), project.to_string()),
     ]);
-    super::writes::empty_config_map(memory_name(plugin, project), namespace, labels, owner)
+    crate::config_map::empty(memory_name(plugin, project), namespace, labels, owner)
 }
 
 #[cfg(test)]

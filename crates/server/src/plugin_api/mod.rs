@@ -33,10 +33,8 @@ pub mod apply;
 pub mod auth;
 pub mod callers;
 
-pub mod clock;
 pub mod error;
 pub mod files;
-pub mod inbox;
 pub mod instance_state;
 pub mod memory;
 pub mod metrics;

@@ -8,7 +8,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use tokio::sync::OwnedMutexGuard;
 
-use super::clock::Clock;
 use super::files::MAX_FILE_BYTES;
 use super::metrics::Metrics;
 use super::own_writes::OwnWrites;
@@ -16,6 +15,7 @@ use super::quota::Ledger;
 use super::secrets::SecretSettings;
 use super::writes::Writer;
 use crate::calls::Calls;
+use crate::clock::Clock;
 use crate::index::Index;
 use crate::live::LiveSessions;
 use crate::status::StatusWriter;

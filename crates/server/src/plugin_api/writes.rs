@@ -26,27 +26,6 @@ pub enum WriteError {
     Failed(String),
 }
 
-/// An empty ConfigMap of the API server's (an inbox, a memory), to create before its first
-/// keys are merged in.
-pub fn empty_config_map(
-    name: String,
-    namespace: &str,
-    labels: BTreeMap<String, String>,
-    owner: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
-) -> ConfigMap {
-    ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name),
-            namespace: Some(namespace.into()),
-            labels: Some(labels),
-            owner_references: owner.map(|o| vec![o]),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::new()),
-        ..Default::default()
-    }
-}
-
 /// Keys to set (`Some`) or remove (`None`) in a ConfigMap's data.
 pub type DataPatch = BTreeMap<String, Option<String>>;
 

@@ -8,7 +8,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use super::fixtures::*;
-use crate::host_api::read_marks::READ_PREFIX;
+use crate::cards::read_marks::READ_PREFIX;
 use crate::ui::link::{self, Page};
 
 fn two_cards() -> ConfigMap {

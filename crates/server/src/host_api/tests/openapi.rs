@@ -12,11 +12,11 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::fixtures::*;
+use crate::cards::inbox::Entry;
 use crate::host_api::auth::{Permission, Reviewer, User};
 use crate::host_api::error::Code;
 use crate::host_api::{PREFIX, ROUTES};
 use crate::openapi_spec::{self, METHODS, resolve, validator};
-use crate::plugin_api::inbox::Entry;
 
 const SPEC: &str = include_str!("../../../../../openapi/host-api-v1.yaml");
 fn spec() -> Value {

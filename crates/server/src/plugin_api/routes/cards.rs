@@ -12,10 +12,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{PREFIX, check_length, json_body};
+use crate::cards::inbox::{self, Entry, Kind, MAX_TITLE};
 use crate::plugin_api::apply::config_map;
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
-use crate::plugin_api::inbox::{self, Entry, Kind, MAX_TITLE};
 use crate::plugin_api::state::AppState;
 use model::manifest::Capability;
 
@@ -103,7 +103,7 @@ pub(super) async fn post(state: &AppState, caller: &Caller, mut entry: Entry) ->
     };
     let bytes: [u8; 8] = rand::rng().random();
     entry.id = format!("{prefix}-{}", hex::encode(bytes));
-    entry.created = crate::plugin_api::clock::rfc3339_millis(now);
+    entry.created = crate::clock::rfc3339_millis(now);
     let text = serde_json::to_string(&entry).expect("entries serialize");
     if text.len() > inbox::MAX_ENTRY_BYTES {
         return Err(ApiError::new(

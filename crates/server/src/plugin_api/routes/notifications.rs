@@ -9,9 +9,9 @@ use serde::Deserialize;
 
 use super::cards::{created, post};
 use super::{check_length, json_body};
+use crate::cards::inbox::{Entry, Kind, Level, MAX_BODY, MAX_TITLE};
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::ApiResult;
-use crate::plugin_api::inbox::{Entry, Kind, Level, MAX_BODY, MAX_TITLE};
 use crate::plugin_api::state::AppState;
 use model::manifest::Capability;
 

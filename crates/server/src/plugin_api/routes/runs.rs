@@ -14,9 +14,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{PREFIX, check_length, json_body};
+use crate::clock::{from_kube, rfc3339};
 use crate::plugin_api::apply::{create_run, write_failed};
 use crate::plugin_api::auth::Caller;
-use crate::plugin_api::clock::{from_kube, rfc3339};
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
 use crate::plugin_api::quota::{self, Quota, Started};
 use crate::plugin_api::state::AppState;

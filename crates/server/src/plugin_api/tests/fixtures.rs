@@ -24,10 +24,10 @@ use tower::ServiceExt;
 
 use crate::calls::metrics::CallMetrics;
 use crate::calls::{CallSettings, Calls};
+use crate::clock::{Clock, ManualClock};
 use crate::http::RequestMetrics;
 use crate::index::{Index, InstanceKey, TokenIndex};
 use crate::live::{ChatRef, ControlError, LiveSessions};
-use crate::plugin_api::clock::{Clock, ManualClock};
 use crate::plugin_api::metrics::Metrics;
 use crate::plugin_api::secrets::{SecretReadError, SecretReader, SecretSettings};
 use crate::plugin_api::state::{ApiConfig, AppState};

@@ -10,9 +10,10 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::fixtures::*;
+use crate::cards::inbox;
 use crate::openapi_spec::{self, METHODS, resolve, validator};
 use crate::plugin_api::error::Code;
-use crate::plugin_api::{ROUTES, inbox, memory};
+use crate::plugin_api::{ROUTES, memory};
 use model::manifest::Capability;
 
 const SPEC: &str = include_str!("../../../../../openapi/plugin-api-v1.yaml");

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::fixtures::*;
 use super::rows::{Auth, Row, Setup, check};
-use crate::plugin_api::inbox;
+use crate::cards::inbox;
 use model::manifest::Capability;
 use model::resources::SwitchState;
 

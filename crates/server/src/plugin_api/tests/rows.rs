@@ -11,7 +11,7 @@ use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 
 use super::fixtures::*;
-use crate::plugin_api::inbox;
+use crate::cards::inbox;
 use model::manifest::Capability;
 
 fn all_but(cap: Capability) -> Vec<Capability> {

@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::read_marks;
-use crate::plugin_api::inbox::{self, Entry, Kind, MAX_TITLE};
+use crate::cards::inbox::{self, Entry, Kind, MAX_TITLE};
 use crate::ui::bundle::UI_DIR;
 use crate::ui::link::{self, LINK_LIFETIME_SECONDS, Link, LinkKeys, Page};
 use crate::ui::route::PREFIX as UI_PREFIX;
@@ -263,7 +263,7 @@ fn within_limit(title: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host_api::read_marks::READ_PREFIX;
+    use crate::cards::read_marks::READ_PREFIX;
     use crate::ui::link::LinkKey;
     use serde_json::json;
 

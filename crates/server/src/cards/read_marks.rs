@@ -1,7 +1,7 @@
 //! Which cards of a chat's drawer were read: kept on the cards' inbox ConfigMap (one per
-//! plugin and chat, `crate::plugin_api::inbox`), one annotation per read card,
+//! plugin and chat, `crate::cards::inbox`), one annotation per read card,
 //! `read.plugins.loop.dev/<card id>: <when it was marked read>`. Pure: what to write is
-//! decided here, the write is [`super::writes`]'.
+//! decided here, the write is [`super::marks`]'.
 //!
 //! Why one annotation per card, and not a list or a "read up to" mark:
 //! - marking is a JSON merge patch of those annotations alone. It never touches `data`, which
@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
-use crate::plugin_api::inbox::{self, Kind};
+use crate::cards::inbox::{self, Kind};
 
 /// The prefix of a read mark's annotation key; the card's id follows.
 pub const READ_PREFIX: &str = "read.plugins.loop.dev/";
@@ -110,7 +110,7 @@ pub fn patch(map: &ConfigMap, marking: &Marking, now: &str) -> Option<MarkPatch>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin_api::inbox::Entry;
+    use crate::cards::inbox::Entry;
 
     fn entry(id: &str, kind: Kind) -> Entry {
         Entry {

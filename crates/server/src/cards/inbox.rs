@@ -74,7 +74,7 @@ pub fn template(
 ) -> ConfigMap {
     let mut labels = names::labels(plugin, project, channel, "inbox");
     labels.insert(names::LABEL_INSTANCE.into(), instance.into());
-    super::writes::empty_config_map(inbox_name(instance), namespace, labels, owner)
+    crate::config_map::empty(inbox_name(instance), namespace, labels, owner)
 }
 
 #[cfg(test)]

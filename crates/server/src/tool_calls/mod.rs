@@ -1,0 +1,86 @@
+//! Tool calls: the one path by which a plugin's tool is called, whoever calls it.
+//!
+//! - The host API's `POST .../plugins/{plugin}/tools/{tool}` (`crate::host_api::tools`): the
+//!   app's agents and workflows;
+//! - an agent run's MCP endpoint (`crate::mcp`): `tools/call` of `plugin_<tool>`.
+//!
+//! Both check their caller their own way, then call [`call_tool`]: who may call the tool and
+//! with what time limit ([`check::check_call`]: a refusal is a [`ToolCallError`], which each
+//! API answers in its own terms), the input against the tool's `input_schema`, the call
+//! through the one way to call a plugin (`crate::calls`: scale from zero, breaker, time
+//! limit, answer cap), and the answer made the result the caller sees, `structured_content`
+//! checked against `output_schema` ([`check::result_of`]). Every way the call itself can fail
+//! is an `is_error` result the agent reads, never an error answer.
+
+pub mod check;
+
+use crate::calls::client::PluginRequest;
+use crate::calls::{CallError, CallKind, CallOptions, Calls, Target, failure};
+pub use check::{
+    CalledBy, INPUT_INVALID, OUTPUT_INVALID, ToolCall, ToolRequest, ToolResult, check_call,
+    check_input, is_workflow_run_id, plugin_body, result_of,
+};
+
+/// A tool call refused before the plugin is called: what the caller asked is not a call the
+/// manifest allows.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolCallError {
+    #[error("plugin {plugin} has no tool {tool:?}")]
+    ToolNotFound { plugin: String, tool: String },
+    #[error("plugin {plugin} has no agent {agent:?}")]
+    AgentNotFound { plugin: String, agent: String },
+    #[error(
+        "the manifest does not give agent {agent:?} tool {tool:?} (only a workflow may call any tool)"
+    )]
+    ToolNotGiven { agent: String, tool: String },
+    /// The call breaks a rule of its shape (its field named first).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ToolCallError {
+    /// The host API's code for it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ToolCallError::ToolNotFound { .. } => "tool_not_found",
+            ToolCallError::AgentNotFound { .. } => "agent_not_found",
+            ToolCallError::ToolNotGiven { .. } => "tool_not_given",
+            ToolCallError::Invalid(_) => "invalid_body",
+        }
+    }
+}
+
+/// Calls `tool` of the target's plugin for `call`: who calls it and with what time limit
+/// checked (a refusal), then the input against `input_schema`, the call through the one way
+/// to a plugin (starting its container), the answer made a result and checked against
+/// `output_schema` (each an `is_error` result).
+pub async fn call_tool(
+    calls: &Calls,
+    target: &Target,
+    tool: &str,
+    call: &ToolCall,
+) -> Result<ToolResult, ToolCallError> {
+    let limits = calls.limits();
+    let (_, limit) = check_call(&target.compiled.manifest, tool, call, limits)?;
+    if let Err(refused) = check_input(&target.compiled.inputs[tool], &call.input) {
+        return Ok(refused);
+    }
+    let request = PluginRequest::json(
+        CallKind::Tool,
+        format!("/tools/{tool}"),
+        &plugin_body(call),
+        limit,
+        limits.tool_answer,
+    );
+    let output_schema = target.compiled.outputs.get(tool);
+    Ok(
+        match calls
+            .call_target(target, &request, CallOptions::DEMAND)
+            .await
+        {
+            Err(CallError::Start(e)) => ToolResult::from_failure(&failure::of_start(target, &e)),
+            Err(CallError::Plugin(failure)) => result_of(tool, Err(failure), output_schema),
+            Ok(answer) => result_of(tool, Ok(answer), output_schema),
+        },
+    )
+}
