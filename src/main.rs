@@ -7,6 +7,7 @@ mod gate_install;
 mod manifest_check;
 mod plugin;
 mod project;
+mod trigger;
 
 use std::process::ExitCode;
 
@@ -71,7 +72,7 @@ enum Command {
     /// Run the Plugin API server that plugin pods call (LOOP_API_URL).
     Api(server::serve::ApiArgs),
     /// Run a plugin's action once through the host API, as a schedule's CronJob does.
-    Trigger(server::host_api::trigger::TriggerArgs),
+    Trigger(trigger::TriggerArgs),
     /// Check a plugin against the host -> plugin contract: an image (admission's stages, then
     /// run with Docker or Podman), a command, or one already running; every route, secret,
     /// action trigger, tool, switch and event its manifest declares. One line per check and
@@ -136,7 +137,7 @@ enum ManifestCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Trigger(args) => run_async(server::host_api::trigger::run(args)),
+        Command::Trigger(args) => run_async(trigger::run(args)),
         Command::Agent(args) => run_async(async move {
             agent::cli::run(args).await?;
             anyhow::Ok(())
@@ -227,7 +228,7 @@ mod tests {
     use clap::Parser;
     use controller::cronjob::{CronJobInputs, build_cronjob};
     use model::schedule::{AnchoredInterval, Timing};
-    use server::host_api::trigger::{Decision, decide};
+    use crate::trigger::{Decision, decide};
 
     use super::{Cli, Command};
 

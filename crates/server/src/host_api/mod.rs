@@ -29,16 +29,18 @@
 //! The parts, each with one job:
 //! - `routes`: the route table;
 //! - the routes, each a module with its handler beside its pure rules: [`actions`], [`tools`]
-//!   (schemas, results), [`switches`], [`proxy`] (`/x`), [`events`] (the answer; which
-//!   containers get an event and the sending are `crate::delivery`'s, which the fan-out uses
-//!   too), [`panels`], [`cards`] (the card drawer: what a card shows is [`drawer`]'s, which
-//!   cards were read [`read_marks`]'); for the console: [`chats`] (the sidebar), [`runs`],
-//!   [`settings`], [`stop`], [`changes`] (`plugins.changed` to clients);
+//!   (the call is `crate::tool_calls`', which MCP uses too), [`switches`], [`proxy`] (`/x`),
+//!   [`events`] (the answer; which containers get an event and the sending are
+//!   `crate::delivery`'s, which the fan-out uses too), [`panels`], [`cards`] (the card drawer:
+//!   `crate::cards`); for the console: [`chats`] (the sidebar), [`runs`], [`settings`],
+//!   [`stop`], [`changes`] (`plugins.changed` to clients, decided by `crate::delivery::changes`);
 //! - [`state`]: what the handlers share (the caller checked, the instance found through
 //!   `crate::delivery::target`, the body read, the plugin called through `crate::calls`, the
-//!   one way) and how call failures become answers;
-//! - I/O: [`auth`] (reviews); [`writes`] (the read marks); [`error`] (the codes);
-//!   [`metrics`]; [`trigger`]: the `loop-plugins trigger` CLI.
+//!   one way; a failed call told by `crate::calls::failure`);
+//! - I/O: [`auth`] (reviews); [`error`] (the codes); [`metrics`].
+//!
+//! `loop-plugins trigger`, what a schedule's CronJob runs, calls the actions route; it is the
+//! binary's (`src/trigger.rs`).
 
 pub mod actions;
 pub mod auth;
@@ -58,7 +60,6 @@ pub mod state;
 pub mod stop;
 pub mod switches;
 pub mod tools;
-pub mod trigger;
 
 #[cfg(test)]
 mod tests;

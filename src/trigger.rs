@@ -18,8 +18,8 @@ use model::schedule::ticks::{JOB_ENV, scheduled_tick};
 use model::schedule::{AnchoredInterval, Due};
 use serde_json::json;
 
-use super::PREFIX;
-use crate::calls::client::install_crypto_provider;
+use server::calls::client::install_crypto_provider;
+use server::host_api::PREFIX;
 
 /// Flags of `loop-plugins trigger`.
 #[derive(clap::Args, Debug, Clone)]
