@@ -225,10 +225,10 @@ fn block_on(role: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
 mod tests {
     use std::time::Duration;
 
+    use crate::trigger::{Decision, decide};
     use clap::Parser;
     use controller::cronjob::{CronJobInputs, build_cronjob};
     use model::schedule::{AnchoredInterval, Timing};
-    use crate::trigger::{Decision, decide};
 
     use super::{Cli, Command};
 

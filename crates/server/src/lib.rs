@@ -27,12 +27,11 @@
 #[global_allocator]
 static ALLOC: hostile::Counting = hostile::Counting;
 
-pub mod calls;
+pub use ::calls::{self, delivery, status, tool_calls};
 pub mod cards;
 pub mod clock;
 pub mod config_map;
 pub mod console;
-pub mod delivery;
 pub mod fanout;
 pub mod gauges;
 pub mod host_api;
@@ -45,6 +44,4 @@ mod openapi_spec;
 pub mod plugin_api;
 pub mod records;
 pub mod serve;
-pub mod status;
-pub mod tool_calls;
 pub mod ui;

@@ -7,15 +7,15 @@
 //! Both check their caller their own way, then call [`call_tool`]: who may call the tool and
 //! with what time limit ([`check::check_call`]: a refusal is a [`ToolCallError`], which each
 //! API answers in its own terms), the input against the tool's `input_schema`, the call
-//! through the one way to call a plugin (`crate::calls`: scale from zero, breaker, time
+//! through the one way to call a plugin (`crate::Calls`: scale from zero, breaker, time
 //! limit, answer cap), and the answer made the result the caller sees, `structured_content`
 //! checked against `output_schema` ([`check::result_of`]). Every way the call itself can fail
 //! is an `is_error` result the agent reads, never an error answer.
 
 pub mod check;
 
-use crate::calls::client::PluginRequest;
-use crate::calls::{CallError, CallKind, CallOptions, Calls, Target, failure};
+use crate::client::PluginRequest;
+use crate::{CallError, CallKind, CallOptions, Calls, Target, failure};
 pub use check::{
     CalledBy, INPUT_INVALID, OUTPUT_INVALID, ToolCall, ToolRequest, ToolResult, check_call,
     check_input, is_workflow_run_id, plugin_body, result_of,

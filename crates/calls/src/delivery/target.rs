@@ -12,7 +12,7 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::calls::Target;
+use crate::Target;
 use crate::index::{Compiled, Index, InstanceKey};
 use model::contract::SECRET_KEY;
 use model::manifest::Capability;

@@ -6,7 +6,7 @@
 //! - [`routing`]: which containers get an event and what they get (the reference's rules,
 //!   pure);
 //! - [`deliver_event`]: an event routed and sent, once and best effort, to every container the
-//!   rules name, through `crate::calls` (the one way to call a plugin). What happened to each
+//!   rules name, through `crate::Calls` (the one way to call a plugin). What happened to each
 //!   is in the [`EventReport`]: the host API answers it, the fan-out counts what got through.
 
 pub mod changes;
@@ -16,14 +16,14 @@ pub mod target;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use axum::http::StatusCode;
 use futures::future::join_all;
+use http::StatusCode;
 use kube::ResourceExt;
 use serde_json::Value;
 
-use crate::calls::client::{PluginAnswer, PluginRequest};
-use crate::calls::{CallError, CallKind, CallOptions, Calls, Target};
+use crate::client::{PluginAnswer, PluginRequest};
 use crate::index::{Compiled, Index, InstanceKey};
+use crate::{CallError, CallKind, CallOptions, Calls, Target};
 use model::manifest::Capability;
 use model::names;
 use model::resolve::ResolvedSettings;

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::ToolCallError;
-use crate::calls::Limits;
-use crate::calls::client::{CallFailure, PluginAnswer, seconds};
-use crate::calls::failure::{self, Failure};
+use crate::Limits;
+use crate::client::{CallFailure, PluginAnswer, seconds};
+use crate::failure::{self, Failure};
 use model::manifest::{Manifest, json_schema};
 
 /// `POST .../tools/{tool}`'s body.
@@ -309,7 +309,7 @@ pub fn failure_result(tool: &str, failure: &CallFailure) -> ToolResult {
 
 #[cfg(test)]
 mod tests {
-    use axum::http::StatusCode;
+    use http::StatusCode;
 
     use super::*;
     use crate::index::Compiled;

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use bytes::Bytes;
+use http::{HeaderValue, Method, StatusCode, header};
 use tokio::time::Instant;
 
 use super::breaker::Outcome;

@@ -1,6 +1,8 @@
-//! The one way to call a plugin, used by the host API (actions, tools, switches, `/x`), by
-//! `crate::delivery` for events (the host API's and the fan-out's `settings.changed` and
-//! `plugins.changed`) and by `/runs/{run_id}/done` delivery:
+//! The one way to call a plugin: a crate of its own, so that nothing else in the API server
+//! reaches a plugin's container another way (cargo enforces the boundary). The API server's
+//! host API (actions, tools, switches, `/x`), its MCP endpoint (tools), its events (the host
+//! API's and the fan-out's `settings.changed` and `plugins.changed`) and its
+//! `/runs/{run_id}/done` delivery all call through [`Calls`]:
 //!
 //! 1. [`Calls::ready`]: scale-from-zero. A running container answers at once; a stopped one
 //!    gets its demand recorded (`lastActivity`, which makes the controller start its Pod) and
@@ -13,15 +15,26 @@
 //!
 //! The parts, each with one job: [`breaker`] (the rule), [`breaker_sync`] (its state on the
 //! instance), [`client`] (HTTP to a container), [`config`] (the reference's limits),
-//! [`activity`] (when to write activity), [`waiting`] (the queue per container), [`metrics`].
+//! [`activity`] (when to write activity), [`waiting`] (the queue per container), [`metrics`],
+//! [`failure`] (how a failed call is told). Beside them, what a call is for:
+//! - [`delivery`]: the instance a call goes to ([`delivery::target`]), events routed to the
+//!   containers the rules name and sent, and what `plugins.changed` tells;
+//! - [`tool_calls`]: the one path of a tool call (checked, called, its answer checked);
+//! - [`status`]: the writes of PluginInstance status a call makes (activity, breaker,
+//!   switches, the live hold), a field manager per field;
+//! - `index`: the index the calls read, under the names these modules use.
 
 pub mod activity;
 pub mod breaker;
 pub mod breaker_sync;
 pub mod client;
 pub mod config;
+pub mod delivery;
 pub mod failure;
+mod index;
 pub mod metrics;
+pub mod status;
+pub mod tool_calls;
 pub mod waiting;
 
 use std::collections::BTreeSet;

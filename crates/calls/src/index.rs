@@ -1,0 +1,3 @@
+//! The one index of the cluster (`crates/index`), under the names the calls read it by.
+
+pub use ::index::{Compiled, ContainerKey, Endpoint, Index, InstanceKey};
