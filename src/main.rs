@@ -145,14 +145,14 @@ fn main() -> ExitCode {
         Command::Api(args) => run_role("loop-plugins-api", server::serve::serve(args)),
         Command::Controller(args) => run_role("loop-plugins-controller", async move {
             let client = kube::Client::try_default().await?;
-            let settings = controller::Settings {
+            let options = controller::Options {
                 self_image: args.self_image,
                 api_url: args.api_url,
                 namespace: args.namespace,
                 concurrency: args.concurrency,
                 writes_in_flight: args.writes_in_flight,
             };
-            controller::run(client, settings, args.metrics_addr, args.leader).await
+            controller::run(client, options, args.metrics_addr, args.leader).await
         }),
         Command::Crds => {
             print!("{}", model::crdgen::yaml());
@@ -225,7 +225,7 @@ fn block_on(role: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
 mod tests {
     use std::time::Duration;
 
-    use crate::trigger::{Decision, decide};
+    use crate::trigger::{TickDecision, decide};
     use clap::Parser;
     use controller::cronjob::{CronJobInputs, build_cronjob};
     use model::schedule::{AnchoredInterval, Timing};
@@ -277,8 +277,8 @@ mod tests {
         assert_eq!(args.anchor, Some(anchor));
         // The Job of the tick 90 minutes after the anchor, as the CronJob controller names it.
         args.job = Some(format!("echo-c-tick-{}", anchor.as_second() / 60 + 90));
-        assert!(matches!(decide(&args), Decision::Completes { .. }));
+        assert!(matches!(decide(&args), TickDecision::Completes { .. }));
         args.job = Some(format!("echo-c-tick-{}", anchor.as_second() / 60 + 60));
-        assert!(matches!(decide(&args), Decision::Waits { .. }));
+        assert!(matches!(decide(&args), TickDecision::Waits { .. }));
     }
 }

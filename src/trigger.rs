@@ -66,7 +66,7 @@ pub struct TriggerArgs {
 
 /// Whether this run calls the action, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum TickDecision {
     /// A cron task (or an interval every tick completes): each tick calls.
     EveryTick,
     /// A Job not made for a tick (by hand, `kubectl create job --from`): someone asked for a
@@ -81,26 +81,26 @@ pub enum Decision {
     Waits { tick: Timestamp, next: Timestamp },
 }
 
-impl Decision {
+impl TickDecision {
     /// Whether the action is called.
     pub fn calls(&self) -> bool {
-        !matches!(self, Decision::Waits { .. })
+        !matches!(self, TickDecision::Waits { .. })
     }
 }
 
-impl fmt::Display for Decision {
+impl fmt::Display for TickDecision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let at = |t: &Timestamp| model::time::rfc3339(*t);
         match self {
-            Decision::EveryTick => f.write_str("every tick runs the action"),
-            Decision::ByHand => f.write_str("a Job made by hand runs the action"),
-            Decision::Completes { tick, completed } => write!(
+            TickDecision::EveryTick => f.write_str("every tick runs the action"),
+            TickDecision::ByHand => f.write_str("a Job made by hand runs the action"),
+            TickDecision::Completes { tick, completed } => write!(
                 f,
                 "the tick of {} completes the interval that ended at {}",
                 at(tick),
                 at(completed)
             ),
-            Decision::Waits { tick, next } => write!(
+            TickDecision::Waits { tick, next } => write!(
                 f,
                 "the tick of {} completes no interval; the next ends at {}",
                 at(tick),
@@ -112,20 +112,20 @@ impl fmt::Display for Decision {
 
 /// Whether this run calls the action: pure over the args (the interval, its anchor, the task
 /// and the Job's name), with no clock.
-pub fn decide(args: &TriggerArgs) -> Decision {
+pub fn decide(args: &TriggerArgs) -> TickDecision {
     let (Some(every), Some(anchor)) = (args.interval, args.anchor) else {
-        return Decision::EveryTick;
+        return TickDecision::EveryTick;
     };
     let Some(tick) = args
         .job
         .as_deref()
         .and_then(|job| scheduled_tick(&args.task, job))
     else {
-        return Decision::ByHand;
+        return TickDecision::ByHand;
     };
     match (AnchoredInterval { every, anchor }).due(tick) {
-        Due::Runs { completed } => Decision::Completes { tick, completed },
-        Due::Waits { next } => Decision::Waits { tick, next },
+        Due::Runs { completed } => TickDecision::Completes { tick, completed },
+        Due::Waits { next } => TickDecision::Waits { tick, next },
     }
 }
 
@@ -245,7 +245,7 @@ mod tests {
         );
         assert_eq!(cli.args.token_file, PathBuf::from(SERVICE_ACCOUNT_TOKEN));
         assert_eq!(cli.args.timeout, Duration::from_secs(150));
-        assert_eq!(decide(&cli.args), Decision::EveryTick);
+        assert_eq!(decide(&cli.args), TickDecision::EveryTick);
     }
 
     fn at(text: &str) -> Timestamp {
@@ -290,7 +290,7 @@ mod tests {
         }
         assert_eq!(
             decide_at("2026-12-01T11:30:00Z"),
-            Decision::Completes {
+            TickDecision::Completes {
                 tick: at("2026-12-01T11:30:00Z"),
                 completed: at("2026-12-01T11:30:00Z"),
             }
@@ -333,7 +333,7 @@ mod tests {
         ] {
             assert_eq!(
                 decide(&ninety_minutes(job.clone())),
-                Decision::ByHand,
+                TickDecision::ByHand,
                 "{job:?}"
             );
         }

@@ -251,7 +251,7 @@ async fn sync_tasks(
             suspend: schedule.suspend,
             entry_hash: &schedule.entry_hash,
             entry_enabled: schedule.entry_enabled,
-            self_image: &ctx.settings.self_image,
+            self_image: &ctx.options.self_image,
             api_url: &api_url,
             owner: owner.clone(),
         });

@@ -63,9 +63,9 @@ impl Stores {
     }
 }
 
-/// Settings the controller is started with.
+/// The options the controller is started with (its flags; not a plugin's settings).
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub struct Options {
     /// Our own image, pinned by digest: CronJobs run `trigger` from it.
     pub self_image: String,
     /// LOOP_API_URL for plugin pods, unless HostConfig sets one.
@@ -84,7 +84,7 @@ pub struct Context {
     pub recorder: Recorder,
     pub metrics: Metrics,
     pub stores: Stores,
-    pub settings: Settings,
+    pub options: Options,
     /// Failures in a row by object, for the retry backoff.
     pub backoff: super::retry::Backoff,
     /// When this controller started reconciling (it leads from then on): a composer switch
@@ -99,7 +99,7 @@ pub struct Context {
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
     /// Every write, until the cache shows it (see `recent_writes`).
     pub recent_writes: super::recent_writes::RecentWrites,
-    /// Bounds the writes in flight: `Settings::writes_in_flight` permits.
+    /// Bounds the writes in flight: `Options::writes_in_flight` permits.
     writes: tokio::sync::Semaphore,
     /// Each plugin's egress policy, by namespace, as last made sure of.
     pub egress: super::egress_seen::EgressSeen,
@@ -107,7 +107,7 @@ pub struct Context {
 
 impl Context {
     /// A context over `stores`, with a manifest cache of its own.
-    pub fn new(client: Client, metrics: Metrics, stores: Stores, settings: Settings) -> Self {
+    pub fn new(client: Client, metrics: Metrics, stores: Stores, options: Options) -> Self {
         let reporter = Reporter {
             controller: "loop-plugins-controller".into(),
             instance: std::env::var(runtime::pod_env::POD_NAME).ok(),
@@ -123,22 +123,22 @@ impl Context {
             manifests: Default::default(),
             written_chat_status: Mutex::default(),
             recent_writes: Default::default(),
-            writes: tokio::sync::Semaphore::new(usize::from(settings.writes_in_flight.max(1))),
+            writes: tokio::sync::Semaphore::new(usize::from(options.writes_in_flight.max(1))),
             egress: Default::default(),
-            settings,
+            options,
         }
     }
 
     /// A context over `index`: its stores and its manifest cache.
-    pub fn over(client: Client, metrics: Metrics, index: &Index, settings: Settings) -> Self {
+    pub fn over(client: Client, metrics: Metrics, index: &Index, options: Options) -> Self {
         Self {
             manifests: index.manifests.clone(),
-            ..Self::new(client, metrics, Stores::of(index), settings)
+            ..Self::new(client, metrics, Stores::of(index), options)
         }
     }
 
     /// Waits for a turn to write: every write to the API server holds one while in flight,
-    /// and there are `Settings::writes_in_flight` of them.
+    /// and there are `Options::writes_in_flight` of them.
     pub async fn write_permit(&self) -> tokio::sync::SemaphorePermit<'_> {
         self.writes
             .acquire()
@@ -195,7 +195,7 @@ impl Context {
     pub fn api_url(&self, host: &HostConfigSpec) -> String {
         host.api_url
             .clone()
-            .unwrap_or_else(|| self.settings.api_url.clone())
+            .unwrap_or_else(|| self.options.api_url.clone())
     }
 
     /// Publishes an Event about `object`; failing to publish never fails a reconcile.

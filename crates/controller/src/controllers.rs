@@ -248,7 +248,7 @@ fn queue_of(ctx: &Context, controller: &'static str) -> Arc<Queue> {
 
 /// Reconciles each controller runs at once.
 fn config(ctx: &Context) -> Config {
-    Config::default().concurrency(ctx.settings.concurrency)
+    Config::default().concurrency(ctx.options.concurrency)
 }
 
 /// Wraps a reconciler: a span per reconcile naming the object, its count and duration in the

@@ -145,7 +145,7 @@ fn gather<'a>(
         parent_channel,
         project,
         pods,
-        self_image: &ctx.settings.self_image,
+        self_image: &ctx.options.self_image,
         started: ctx.started,
     }
 }

@@ -36,7 +36,7 @@ mod wake;
 
 // The pure builders the benchmarks measure against (crates/bench builds the controller's own
 // objects from its own plan for a bare client's baseline, and checks convergence with it).
-// Everything else here is the controller's own; the binary needs only `run` and `Settings`.
+// Everything else here is the controller's own; the binary needs only `run` and `Options`.
 pub mod cronjob;
 pub mod plan;
 pub mod pod;
@@ -48,7 +48,7 @@ use kube::Client;
 use prometheus_client::registry::Registry;
 
 use context::Context;
-pub use context::Settings;
+pub use context::Options;
 
 use index::{Index, Roles};
 use runtime::leader::LeaderArgs;
@@ -60,7 +60,7 @@ use runtime::shutdown;
 /// replica holds the Lease when leader election is on, so replicas > 1 are safe.
 pub async fn run(
     client: Client,
-    settings: Settings,
+    options: Options,
     metrics_addr: SocketAddr,
     leader: LeaderArgs,
 ) -> anyhow::Result<()> {
@@ -68,7 +68,7 @@ pub async fn run(
     let metrics = metrics::Metrics::new(&mut registry);
     let server = runtime::metrics::serve(metrics_addr, Arc::new(registry), shutdown::signal());
     tracing::info!(%metrics_addr, "serving /healthz and /metrics");
-    let work = reconcile_all(client.clone(), settings, metrics);
+    let work = reconcile_all(client.clone(), options, metrics);
     // On SIGTERM the work stops and the Lease is released at once, so the next replica leads
     // without waiting for it to run out. The metrics server stops on the same signal.
     let led = leader.run(client, work, shutdown::signal());
@@ -97,26 +97,21 @@ pub async fn run(
 /// started, a context over it, the four controllers built, then run.
 async fn reconcile_all(
     client: Client,
-    settings: Settings,
+    options: Options,
     metrics: metrics::Metrics,
 ) -> anyhow::Result<()> {
     // The watches stop when this returns (or is dropped, when this replica stops leading).
     let (_stop, stopped) = tokio::sync::watch::channel(false);
-    let roles = Roles::controller(&settings.namespace);
+    let roles = Roles::controller(&options.namespace);
     let started = Index::start(client.clone(), &roles, stopped).await?;
-    reconcile(client, &started.index, settings, metrics).await;
+    reconcile(client, &started.index, options, metrics).await;
     Ok(())
 }
 
 /// Runs the reconcilers over `index`, started with the controller's role (alone, or beside
 /// others), until SIGTERM or Ctrl-C.
-pub async fn reconcile(
-    client: Client,
-    index: &Index,
-    settings: Settings,
-    metrics: metrics::Metrics,
-) {
-    let ctx = Arc::new(Context::over(client, metrics, index, settings));
+pub async fn reconcile(client: Client, index: &Index, options: Options, metrics: metrics::Metrics) {
+    let ctx = Arc::new(Context::over(client, metrics, index, options));
     let feeds = &index.feeds;
     let plugins = controllers::plugin(feeds, ctx.clone());
     let chats = controllers::chat(feeds, ctx.clone());

@@ -159,7 +159,7 @@ async fn gather(
     let registry_config = &host.plugins.registry;
     let registry = super::images::credentials(
         registry_config,
-        &ctx.settings.namespace,
+        &ctx.options.namespace,
         &ctx.stores.registry_secrets,
     )
     .and_then(|creds| ctx.images.registry(registry_config, creds.as_deref()));

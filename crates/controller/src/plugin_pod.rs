@@ -149,7 +149,7 @@ pub async fn ensure_pull_secret(
 ) -> Result<Option<String>> {
     let credentials = match super::images::credentials(
         &host.plugins.registry,
-        &ctx.settings.namespace,
+        &ctx.options.namespace,
         &ctx.stores.registry_secrets,
     ) {
         Ok(Some(bytes)) => bytes,

@@ -19,7 +19,7 @@ pub const ATTEMPTS: usize = 8;
 
 /// What a replica decided from the record it read.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Decision<T> {
+pub enum RecordDecision<T> {
     /// Leave the record as it is, and answer `T`.
     Keep(T),
     /// Write this data (the record's whole data) and, once written, answer `T`.
@@ -62,7 +62,7 @@ impl Records {
         &self,
         name: &str,
         labels: &[(&str, &str)],
-        mut decide: impl FnMut(&BTreeMap<String, String>) -> Decision<T>,
+        mut decide: impl FnMut(&BTreeMap<String, String>) -> RecordDecision<T>,
     ) -> Result<T, RecordError> {
         let failed = |source| RecordError::Kube {
             namespace: self.namespace.clone(),
@@ -76,8 +76,8 @@ impl Records {
                 .and_then(|m| m.data.clone())
                 .unwrap_or_default();
             let (data, answer) = match decide(&data) {
-                Decision::Keep(answer) => return Ok(answer),
-                Decision::Write(data, answer) => (data, answer),
+                RecordDecision::Keep(answer) => return Ok(answer),
+                RecordDecision::Write(data, answer) => (data, answer),
             };
             let written = match current {
                 Some(mut map) => {

@@ -24,7 +24,7 @@ use crate::http::RequestMetrics;
 use crate::index::{Index, Roles};
 use crate::plugin_api::files::MAX_FILE_BYTES;
 use crate::plugin_api::state::{MAX_BODY_BYTES, REQUEST_TIMEOUT};
-use crate::plugin_api::{ApiConfig, AppState, shared_runs};
+use crate::plugin_api::{ApiConfig, PluginApiState, shared_runs};
 use crate::status::KubeStatusWriter;
 use crate::ui::cache::BundleCache;
 use crate::ui::key_store::KeyStore;
@@ -233,7 +233,7 @@ impl Server {
                 .clone()
                 .unwrap_or_else(|| client.default_namespace().to_string()),
         };
-        let mut app = AppState::new(
+        let mut app = PluginApiState::new(
             options.api,
             calls,
             Arc::new(crate::plugin_api::writes::KubeWriter::new(client.clone())),
@@ -284,7 +284,7 @@ impl Server {
                 .merge(crate::host_api::router(host.clone()))
                 .merge(crate::mcp::router(crate::mcp::McpState {
                     calls: host.calls.clone(),
-                    ledger: Arc::new(crate::mcp::record::Ledger::new(Box::new(
+                    ledger: Arc::new(crate::mcp::record::ToolCallLog::new(Box::new(
                         crate::mcp::record::KubeRecorder::new(client),
                     ))),
                 }))

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::verifier::ApiServer;
-use crate::context::{Context, Settings, Stores};
+use crate::context::{Context, Options, Stores};
 use crate::metrics::Metrics;
 use index::compact::Compact;
 use model::config::{PluginConfig, ScheduleEntry};
@@ -87,7 +87,7 @@ impl World {
             runs: store(self.runs.iter().cloned()),
             jobs: store(self.jobs.iter().cloned()),
         };
-        let settings = Settings {
+        let options = Options {
             self_image: format!("registry.local/loop-plugins@sha256:{}", "1".repeat(64)),
             api_url: "http://api.loop-plugins-system:8080".into(),
             namespace: "loop-plugins-system".into(),
@@ -95,7 +95,7 @@ impl World {
             writes_in_flight: 8,
         };
         let metrics = Metrics::new(&mut Registry::default());
-        let mut ctx = Context::new(client, metrics, stores, settings);
+        let mut ctx = Context::new(client, metrics, stores, options);
         ctx.started = started;
         (Arc::new(ctx), ApiServer(handle))
     }

@@ -94,7 +94,7 @@ pub fn next(status: &AgentRunStatus, since: Option<Duration>) -> Next {
 
 /// What a try came to, for the run's status.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum DoneOutcome {
     Delivered,
     Failed { attempts: u32, error: String },
 }
@@ -104,7 +104,7 @@ pub trait DoneRecorder: Send + Sync {
     fn record<'a>(
         &'a self,
         run: &'a AgentRun,
-        outcome: &'a Outcome,
+        outcome: &'a DoneOutcome,
     ) -> BoxFuture<'a, Result<(), String>>;
 }
 
@@ -120,10 +120,10 @@ impl KubeDoneRecorder {
 }
 
 /// The status part the API server applies on a run.
-pub fn status_patch(outcome: &Outcome) -> Value {
+pub fn status_patch(outcome: &DoneOutcome) -> Value {
     let status = match outcome {
-        Outcome::Delivered => json!({ "doneDelivered": true }),
-        Outcome::Failed { attempts, error } => {
+        DoneOutcome::Delivered => json!({ "doneDelivered": true }),
+        DoneOutcome::Failed { attempts, error } => {
             json!({ "doneAttempts": attempts, "doneError": error })
         }
     };
@@ -134,7 +134,7 @@ impl DoneRecorder for KubeDoneRecorder {
     fn record<'a>(
         &'a self,
         run: &'a AgentRun,
-        outcome: &'a Outcome,
+        outcome: &'a DoneOutcome,
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
             let api: Api<AgentRun> =
@@ -153,14 +153,22 @@ impl DoneRecorder for KubeDoneRecorder {
 
 /// A try at telling the plugin a run ended.
 pub trait Deliverer: Send + Sync + 'static {
-    fn deliver(&self, run: Arc<AgentRun>, status: AgentRunStatus) -> BoxFuture<'static, Outcome>;
+    fn deliver(
+        &self,
+        run: Arc<AgentRun>,
+        status: AgentRunStatus,
+    ) -> BoxFuture<'static, DoneOutcome>;
 }
 
 /// Tries through the host's one way to call a plugin.
 struct CallsDeliverer(Calls);
 
 impl Deliverer for CallsDeliverer {
-    fn deliver(&self, run: Arc<AgentRun>, status: AgentRunStatus) -> BoxFuture<'static, Outcome> {
+    fn deliver(
+        &self,
+        run: Arc<AgentRun>,
+        status: AgentRunStatus,
+    ) -> BoxFuture<'static, DoneOutcome> {
         let calls = self.0.clone();
         Box::pin(async move { deliver(&calls, &run, &status).await })
     }
@@ -194,7 +202,7 @@ pub async fn deliver_all(
     mut leading: watch::Receiver<bool>,
 ) {
     let mut book = Book::default();
-    let mut flight: JoinSet<(Arc<AgentRun>, Outcome)> = JoinSet::new();
+    let mut flight: JoinSet<(Arc<AgentRun>, DoneOutcome)> = JoinSet::new();
     loop {
         // Not leading: what is in flight still ends and is recorded; nothing new starts.
         while !*leading.borrow_and_update() {
@@ -252,7 +260,7 @@ struct Book {
     in_flight: HashMap<tokio::task::Id, String>,
 }
 
-type Joined = Result<(tokio::task::Id, (Arc<AgentRun>, Outcome)), tokio::task::JoinError>;
+type Joined = Result<(tokio::task::Id, (Arc<AgentRun>, DoneOutcome)), tokio::task::JoinError>;
 
 impl Book {
     /// Records how a try went.
@@ -274,17 +282,17 @@ impl Book {
         };
         let uid = run.uid().unwrap_or_default();
         match &outcome {
-            Outcome::Failed { attempts, error } => {
+            DoneOutcome::Failed { attempts, error } => {
                 tracing::warn!(run = %run.name_any(), attempts, %error, "/done not delivered");
                 self.tried.insert(uid.clone(), Instant::now());
             }
-            Outcome::Delivered => tracing::info!(run = %run.name_any(), "/done delivered"),
+            DoneOutcome::Delivered => tracing::info!(run = %run.name_any(), "/done delivered"),
         }
         let recorded = recorder.record(&run, &outcome).await;
         if let Err(e) = &recorded {
             tracing::warn!(error = %e, "could not record /done");
         }
-        if outcome == Outcome::Delivered {
+        if outcome == DoneOutcome::Delivered {
             self.delivered.insert(uid, recorded.is_ok());
         }
     }
@@ -308,7 +316,7 @@ impl Book {
             if run.status.as_ref().is_some_and(|s| s.done_delivered) {
                 self.delivered.remove(&uid);
             } else if !*recorded {
-                match recorder.record(run, &Outcome::Delivered).await {
+                match recorder.record(run, &DoneOutcome::Delivered).await {
                     Ok(()) => *recorded = true,
                     Err(e) => {
                         tracing::warn!(error = %e, "could not record /done");
@@ -322,9 +330,9 @@ impl Book {
 }
 
 /// One try.
-async fn deliver(calls: &Calls, run: &AgentRun, status: &AgentRunStatus) -> Outcome {
+async fn deliver(calls: &Calls, run: &AgentRun, status: &AgentRunStatus) -> DoneOutcome {
     let attempts = status.done_attempts + 1;
-    let failed = |error: String| Outcome::Failed { attempts, error };
+    let failed = |error: String| DoneOutcome::Failed { attempts, error };
     let ns = run.namespace().unwrap_or_default();
     let target = match target::resolve(calls.index(), &ns, &run.spec.channel, &run.spec.plugin) {
         Ok(t) => t,
@@ -351,7 +359,7 @@ async fn deliver(calls: &Calls, run: &AgentRun, status: &AgentRunStatus) -> Outc
         run.spec.plugin
     );
     match calls.call_target(&target, &request, options).await {
-        Ok(answer) if answer.status.is_success() => Outcome::Delivered,
+        Ok(answer) if answer.status.is_success() => DoneOutcome::Delivered,
         Ok(answer) => failed(format!(
             "{what} answered {}: {}",
             answer.status.as_u16(),
@@ -418,10 +426,10 @@ mod tests {
     #[test]
     fn the_status_patch_names_only_the_delivery_fields() {
         assert_eq!(
-            status_patch(&Outcome::Delivered)["status"],
+            status_patch(&DoneOutcome::Delivered)["status"],
             json!({ "doneDelivered": true })
         );
-        let failed = status_patch(&Outcome::Failed {
+        let failed = status_patch(&DoneOutcome::Failed {
             attempts: 2,
             error: "refused".into(),
         });
@@ -438,26 +446,30 @@ mod tests {
     }
 
     impl Deliverer for Stalling {
-        fn deliver(&self, run: Arc<AgentRun>, _: AgentRunStatus) -> BoxFuture<'static, Outcome> {
+        fn deliver(
+            &self,
+            run: Arc<AgentRun>,
+            _: AgentRunStatus,
+        ) -> BoxFuture<'static, DoneOutcome> {
             let name = run.name_any();
             let _ = self.started.send(name.clone());
             Box::pin(async move {
                 if name.starts_with("stuck") {
                     futures::future::pending::<()>().await;
                 }
-                Outcome::Delivered
+                DoneOutcome::Delivered
             })
         }
     }
 
     /// Keeps what it was told to record.
-    struct Kept(tokio::sync::mpsc::UnboundedSender<(String, Outcome)>);
+    struct Kept(tokio::sync::mpsc::UnboundedSender<(String, DoneOutcome)>);
 
     impl DoneRecorder for Kept {
         fn record<'a>(
             &'a self,
             run: &'a AgentRun,
-            outcome: &'a Outcome,
+            outcome: &'a DoneOutcome,
         ) -> BoxFuture<'a, Result<(), String>> {
             let _ = self.0.send((run.name_any(), outcome.clone()));
             Box::pin(async { Ok(()) })
@@ -490,7 +502,7 @@ mod tests {
         fn record<'a>(
             &'a self,
             _: &'a AgentRun,
-            _: &'a Outcome,
+            _: &'a DoneOutcome,
         ) -> BoxFuture<'a, Result<(), String>> {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Box::pin(async { Err("refused".to_string()) })
@@ -550,7 +562,7 @@ mod tests {
         loop_.abort();
         assert_eq!(
             recorded.ok().flatten(),
-            Some(("quick".to_string(), Outcome::Delivered)),
+            Some(("quick".to_string(), DoneOutcome::Delivered)),
             "the second run's /done waited behind the first's"
         );
         // The hanging one is not tried twice meanwhile.

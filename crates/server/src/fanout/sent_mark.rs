@@ -20,7 +20,7 @@ use kube::{Client, ResourceExt};
 
 use crate::index::Index;
 use crate::index::config_writes::Whose;
-use crate::records::{Decision, RecordError, Records};
+use crate::records::{RecordDecision, RecordError, Records};
 use model::names;
 use model::resources::HOST_CONFIG_NAME;
 
@@ -172,7 +172,7 @@ impl SentRecord {
     pub async fn read(&self) -> Result<Option<Versions>, RecordError> {
         let data = self
             .records
-            .update(&self.name, &[], |data| Decision::Keep(data.clone()))
+            .update(&self.name, &[], |data| RecordDecision::Keep(data.clone()))
             .await?;
         Ok(data.contains_key(FORMAT_KEY).then_some(data))
     }
@@ -191,9 +191,9 @@ impl SentRecord {
             .update(&self.name, &labels, |data| {
                 let next = merged(data, entries, snapshot);
                 if &next == data {
-                    Decision::Keep(())
+                    RecordDecision::Keep(())
                 } else {
-                    Decision::Write(next, ())
+                    RecordDecision::Write(next, ())
                 }
             })
             .await

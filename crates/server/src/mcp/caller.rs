@@ -6,7 +6,7 @@
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::protocol::{RunView, code};
+use super::protocol::{RunCaller, code};
 use model::resources::{AgentRun, AgentRunPhase};
 
 /// The shortest token taken: the controller's are 64 hex characters.
@@ -53,7 +53,11 @@ pub fn bearer(header: Option<&str>) -> Option<&str> {
 }
 
 /// Checks `token` for run `name` (`run`, as the index has it, if it has it).
-pub fn check(run: Option<&AgentRun>, name: &str, token: Option<&str>) -> Result<RunView, Refusal> {
+pub fn check(
+    run: Option<&AgentRun>,
+    name: &str,
+    token: Option<&str>,
+) -> Result<RunCaller, Refusal> {
     let token = token.ok_or(Refusal::NoToken)?;
     let not_this_run = || Refusal::NotThisRun { run: name.into() };
     let run = run.ok_or_else(not_this_run)?;
@@ -76,7 +80,7 @@ pub fn check(run: Option<&AgentRun>, name: &str, token: Option<&str>) -> Result<
         }
         _ => return Err(Refusal::NotStarted { run: name.into() }),
     }
-    Ok(RunView {
+    Ok(RunCaller {
         run: name.into(),
         plugin: run.spec.plugin.clone(),
         agent: run.spec.agent.clone(),

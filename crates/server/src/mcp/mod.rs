@@ -31,8 +31,8 @@ use crate::delivery::target;
 use crate::host_api::error::{ErrorCode, HostError};
 use crate::tool_calls::{ToolCall, ToolResult, call_tool};
 use caller::Refusal;
-use protocol::{Message, RunView, code};
-use record::Ledger;
+use protocol::{Message, RunCaller, code};
+use record::ToolCallLog;
 
 /// The route, as `model::run_contract::mcp_path` makes it.
 pub const ROUTE: &str = "/mcp/namespaces/{namespace}/runs/{run}";
@@ -45,7 +45,7 @@ pub const MAX_BODY: usize = sdk::api::limits::MAX_BODY_BYTES;
 pub struct McpState {
     /// The one way to call a plugin (and the index it reads).
     pub calls: Calls,
-    pub ledger: Arc<Ledger>,
+    pub ledger: Arc<ToolCallLog>,
 }
 
 /// The endpoint's routes.
@@ -144,7 +144,7 @@ async fn caller_of(
     namespace: &str,
     name: &str,
     token: Option<&str>,
-) -> Result<(std::sync::Arc<model::resources::AgentRun>, RunView), Refusal> {
+) -> Result<(std::sync::Arc<model::resources::AgentRun>, RunCaller), Refusal> {
     let deadline = tokio::time::Instant::now() + STARTING;
     loop {
         let run = s
@@ -170,7 +170,7 @@ async fn caller_of(
 async fn call(
     s: &McpState,
     run: &model::resources::AgentRun,
-    view: &RunView,
+    view: &RunCaller,
     name: &str,
     arguments: Value,
 ) -> Result<ToolResult, String> {

@@ -39,7 +39,7 @@ pub mod code {
 
 /// What a run's endpoint knows of its caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunView {
+pub struct RunCaller {
     pub run: String,
     pub plugin: String,
     pub agent: String,
@@ -157,7 +157,7 @@ pub fn negotiate(asked: Option<&str>) -> &'static str {
 }
 
 /// `initialize`'s result.
-pub fn initialize(run: &RunView, asked: Option<&str>) -> Value {
+pub fn initialize(run: &RunCaller, asked: Option<&str>) -> Value {
     let mut instructions = format!(
         "You are agent \"{}\" of plugin \"{}\", in run {} in the chat's hidden thread {}. \
          These tools are the plugin's.",
@@ -178,7 +178,7 @@ pub fn initialize(run: &RunView, asked: Option<&str>) -> Value {
 }
 
 /// The tools the manifest gives the run's agent, as `tools/list` lists them.
-pub fn tools(manifest: &Manifest, run: &RunView) -> Vec<Value> {
+pub fn tools(manifest: &Manifest, run: &RunCaller) -> Vec<Value> {
     let Some(agent) = manifest.agent(&run.agent) else {
         return Vec::new();
     };
@@ -206,14 +206,14 @@ pub fn tools(manifest: &Manifest, run: &RunView) -> Vec<Value> {
 }
 
 /// The manifest's tool a `tools/call` names, when the run's agent was given it.
-pub fn given_tool<'a>(manifest: &Manifest, run: &RunView, name: &'a str) -> Option<&'a str> {
+pub fn given_tool<'a>(manifest: &Manifest, run: &RunCaller, name: &'a str) -> Option<&'a str> {
     let tool = name.strip_prefix(MCP_TOOL_PREFIX)?;
     let agent = manifest.agent(&run.agent)?;
     agent.tools.iter().any(|t| t == tool).then_some(tool)
 }
 
 /// Why a `tools/call` name is refused: the tools the run has.
-pub fn unknown_tool(manifest: &Manifest, run: &RunView, name: &str) -> String {
+pub fn unknown_tool(manifest: &Manifest, run: &RunCaller, name: &str) -> String {
     let names: Vec<String> = tools(manifest, run)
         .iter()
         .filter_map(|t| t["name"].as_str().map(String::from))
@@ -270,8 +270,8 @@ mod tests {
         .unwrap()
     }
 
-    fn view(agent: &str, read_only: bool) -> RunView {
-        RunView {
+    fn view(agent: &str, read_only: bool) -> RunCaller {
+        RunCaller {
             run: "echo-1".into(),
             plugin: "echo".into(),
             agent: agent.into(),

@@ -90,7 +90,7 @@ impl Recorder for KubeRecorder {
 }
 
 /// The runs' tool calls this process wrote, by run uid: one write at a time per run.
-pub struct Ledger {
+pub struct ToolCallLog {
     recorder: Box<dyn Recorder>,
     runs: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Calls>>>>>,
 }
@@ -99,7 +99,7 @@ pub struct Ledger {
 /// longer called; a run it forgot is seeded from its status again).
 const REMEMBERED: usize = 4096;
 
-impl Ledger {
+impl ToolCallLog {
     pub fn new(recorder: Box<dyn Recorder>) -> Self {
         Self {
             recorder,

@@ -9,7 +9,7 @@ use kube::ResourceExt;
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult, Code};
-use super::state::AppState;
+use super::state::PluginApiState;
 use super::writes::{DataPatch, WriteError};
 use crate::status::{SwitchChange, SwitchEdit};
 use model::resources::{AgentRun, PluginInstance, SwitchState};
@@ -24,7 +24,7 @@ fn unavailable(err: WriteError) -> ApiError {
 
 /// The caller's instance as this process knows it newest: what it wrote itself, until the
 /// store shows it, else the store's.
-fn newest_instance(state: &AppState, caller: &Caller) -> Arc<PluginInstance> {
+fn newest_instance(state: &PluginApiState, caller: &Caller) -> Arc<PluginInstance> {
     state
         .fresh_instances
         .get(
@@ -38,7 +38,7 @@ fn newest_instance(state: &AppState, caller: &Caller) -> Arc<PluginInstance> {
 
 /// Edits the chat's switches (see [`crate::status`]); answers them as written.
 pub async fn edit_switches(
-    state: &AppState,
+    state: &PluginApiState,
     caller: &Caller,
     change: SwitchChange,
 ) -> ApiResult<Vec<SwitchState>> {
@@ -56,7 +56,7 @@ pub async fn edit_switches(
 }
 
 /// Sets the chat's live hold; answers it as written.
-pub async fn set_live_hold(state: &AppState, caller: &Caller, hold: bool) -> ApiResult<bool> {
+pub async fn set_live_hold(state: &PluginApiState, caller: &Caller, hold: bool) -> ApiResult<bool> {
     let current = newest_instance(state, caller)
         .status
         .as_ref()
@@ -73,7 +73,7 @@ pub async fn set_live_hold(state: &AppState, caller: &Caller, hold: bool) -> Api
 }
 
 /// The newest copy of a ConfigMap this server keeps.
-pub fn config_map(state: &AppState, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
+pub fn config_map(state: &PluginApiState, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
     state
         .fresh_maps
         .get(&state.index.config_maps, namespace, name, state.clock.now())
@@ -81,7 +81,7 @@ pub fn config_map(state: &AppState, namespace: &str, name: &str) -> Option<Arc<C
 
 /// Merges `data` into the ConfigMap `template` names.
 pub async fn merge_config_map(
-    state: &AppState,
+    state: &PluginApiState,
     template: &ConfigMap,
     data: &DataPatch,
 ) -> ApiResult<ConfigMap> {
@@ -95,7 +95,7 @@ pub async fn merge_config_map(
 }
 
 /// Creates a run.
-pub async fn create_run(state: &AppState, run: &AgentRun) -> Result<AgentRun, WriteError> {
+pub async fn create_run(state: &PluginApiState, run: &AgentRun) -> Result<AgentRun, WriteError> {
     let result = state.writer.create_run(run).await;
     state.metrics.write("AgentRun", result.is_ok());
     if let Ok(created) = &result {

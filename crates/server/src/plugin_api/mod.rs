@@ -63,7 +63,7 @@ use tower_http::timeout::TimeoutLayer;
 
 pub use error::{ApiError, Code};
 pub use routes::{PREFIX, ROUTES};
-pub use state::{ApiConfig, AppState};
+pub use state::{ApiConfig, PluginApiState};
 
 use crate::index::InstanceKey;
 
@@ -71,7 +71,7 @@ use crate::index::InstanceKey;
 /// accepted work, a time limit and a body limit (outermost first). One stack, added once: each
 /// `Router::layer` boxes every route again, and each box is cloned and its future allocated on
 /// every request.
-pub fn router(state: Arc<AppState>) -> Router {
+pub fn router(state: Arc<PluginApiState>) -> Router {
     let config = state.config.clone();
     let layers = ServiceBuilder::new()
         .layer(middleware::from_fn(crate::http::shape::<Code>))
@@ -93,7 +93,11 @@ pub fn is_accepted_work(method: &Method, status: StatusCode) -> bool {
 }
 
 /// Records activity on the caller's instance after accepted work (see the module's docs).
-async fn record_work(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+async fn record_work(
+    State(state): State<Arc<PluginApiState>>,
+    request: Request,
+    next: Next,
+) -> Response {
     // A read is never accepted work: no token to look at.
     if !is_accepted_work(request.method(), StatusCode::OK) {
         return next.run(request).await;

@@ -24,7 +24,7 @@ use model::names;
 
 use super::quota::{self, Quota, Started, WINDOW};
 use super::writes::WriteError;
-use crate::records::{Decision, Records};
+use crate::records::{RecordDecision, Records};
 
 /// The ConfigMap key holding the runs, a JSON list of [`Entry`].
 const KEY: &str = "started";
@@ -158,13 +158,13 @@ impl SharedRuns {
                 let mut runs = merge(recorded(data), seen, &self.me, now);
                 let started: Vec<Started> = runs.iter().map(|e| e.run.clone()).collect();
                 match quota::decide(&started, limit, now) {
-                    full @ Quota::Full { .. } => Decision::Keep(full),
+                    full @ Quota::Full { .. } => RecordDecision::Keep(full),
                     open => {
                         runs.push(Entry {
                             run: run.clone(),
                             reserved_by: Some(self.me.clone()),
                         });
-                        Decision::Write(data_of(&runs), open)
+                        RecordDecision::Write(data_of(&runs), open)
                     }
                 }
             })
@@ -178,8 +178,8 @@ impl SharedRuns {
         self.records
             .update(&record_name(plugin), &[], |data| {
                 match without(recorded(data), run) {
-                    Some(rest) => Decision::Write(data_of(&rest), ()),
-                    None => Decision::Keep(()),
+                    Some(rest) => RecordDecision::Write(data_of(&rest), ()),
+                    None => RecordDecision::Keep(()),
                 }
             })
             .await

@@ -53,7 +53,7 @@ impl Default for ApiConfig {
 pub use sdk::api::limits::{MAX_BODY_BYTES, REQUEST_TIMEOUT};
 
 /// The shared state of the Plugin API.
-pub struct AppState {
+pub struct PluginApiState {
     pub config: ApiConfig,
     /// The process's one index of the cluster.
     pub index: Arc<Index>,
@@ -79,7 +79,7 @@ pub struct AppState {
     pub locks: KeyedLocks,
 }
 
-impl AppState {
+impl PluginApiState {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: ApiConfig,

@@ -16,7 +16,7 @@ use crate::cards::inbox::{self, Entry, Kind, MAX_TITLE};
 use crate::plugin_api::apply::config_map;
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
-use crate::plugin_api::state::AppState;
+use crate::plugin_api::state::PluginApiState;
 use model::manifest::Capability;
 
 #[derive(Deserialize)]
@@ -29,7 +29,7 @@ struct CardRequest {
 
 pub async fn create(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require(Capability::UiNotificationCard)?;
@@ -60,7 +60,7 @@ pub async fn create(
 
 pub async fn get(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Entry>> {
     caller.require(Capability::UiNotificationCard)?;
@@ -92,7 +92,11 @@ pub(super) fn created(entry: Entry, collection: &str) -> Response {
 
 /// Stores an entry in the caller's inbox, giving it an id and a time, and dropping the oldest
 /// entries beyond the inbox's size.
-pub(super) async fn post(state: &AppState, caller: &Caller, mut entry: Entry) -> ApiResult<Entry> {
+pub(super) async fn post(
+    state: &PluginApiState,
+    caller: &Caller,
+    mut entry: Entry,
+) -> ApiResult<Entry> {
     use kube::Resource;
     use rand::Rng;
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::plugin_api::auth::Caller;
-use crate::plugin_api::state::AppState;
+use crate::plugin_api::state::PluginApiState;
 use model::resources::{App, ChannelKind};
 
 /// The answer, written from the chat and the settings as the index keeps them. Its fields are
@@ -26,7 +26,7 @@ struct ChannelAnswer<'a> {
     settings: &'a BTreeMap<String, Value>,
 }
 
-pub async fn get(State(state): State<Arc<AppState>>, caller: Caller) -> Response {
+pub async fn get(State(state): State<Arc<PluginApiState>>, caller: Caller) -> Response {
     // A project's settings apply without trust: they only tune the plugin.
     let settings = state.index.settings.of(
         &caller.manifest,

@@ -9,12 +9,12 @@ use axum::response::{IntoResponse, Response};
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
 use crate::plugin_api::files::{check_path, read_confined, tree_dir};
-use crate::plugin_api::state::AppState;
+use crate::plugin_api::state::PluginApiState;
 use model::manifest::Capability;
 
 pub async fn get(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     Path(path): Path<String>,
 ) -> ApiResult<Response> {
     caller.require(Capability::FilesRead)?;

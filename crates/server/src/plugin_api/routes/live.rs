@@ -13,7 +13,7 @@ use crate::live::{ChatRef, ControlError};
 use crate::plugin_api::apply::set_live_hold;
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
-use crate::plugin_api::state::AppState;
+use crate::plugin_api::state::PluginApiState;
 use model::manifest::Capability;
 use sdk::api::limits::MAX_SUBTYPE;
 
@@ -31,7 +31,7 @@ struct HoldRequest {
 
 pub async fn control(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
     caller.require(Capability::LiveControl)?;
@@ -66,7 +66,7 @@ pub async fn control(
 
 pub async fn hold(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
     caller.require(Capability::LiveControl)?;

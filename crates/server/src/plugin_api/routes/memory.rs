@@ -13,12 +13,12 @@ use crate::plugin_api::apply::{config_map, merge_config_map};
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
 use crate::plugin_api::memory::{MAX_KEYS, MAX_VALUE_BYTES, check_key, memory_name, template};
-use crate::plugin_api::state::AppState;
+use crate::plugin_api::state::PluginApiState;
 use model::manifest::Capability;
 
 pub async fn get(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     Path(key): Path<String>,
 ) -> ApiResult<Json<Value>> {
     caller.require(Capability::MemoryRead)?;
@@ -35,7 +35,7 @@ pub async fn get(
 
 pub async fn put(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     Path(key): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {

@@ -25,15 +25,15 @@ use axum::http::request::Parts;
 
 use super::auth::{Caller, bearer};
 use super::error::{ApiError, ApiResult, Code};
-use super::state::AppState;
+use super::state::PluginApiState;
 
 /// The caller of each route: the bearer token, and who it speaks for (`auth`, `callers`).
-impl FromRequestParts<Arc<AppState>> for Caller {
+impl FromRequestParts<Arc<PluginApiState>> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        state: &Arc<AppState>,
+        state: &Arc<PluginApiState>,
     ) -> Result<Self, Self::Rejection> {
         let token = bearer(parts.headers.get(AUTHORIZATION).map(|v| v.as_bytes()))?;
         state.callers.of(&state.index, token)
@@ -63,7 +63,7 @@ pub const ROUTES: [(&str, &str); 14] = [
 
 /// The routes at their full paths under [`PREFIX`] (a nested router would rewrite each
 /// request's URI and route it twice).
-pub fn routes() -> Router<Arc<AppState>> {
+pub fn routes() -> Router<Arc<PluginApiState>> {
     let at = |path: &str| format!("{PREFIX}{path}");
     Router::new()
         .route(&at("/channel"), get(channel::get))

@@ -12,7 +12,7 @@ use super::{check_length, json_body};
 use crate::cards::inbox::{Entry, Kind, Level, MAX_BODY, MAX_TITLE};
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::ApiResult;
-use crate::plugin_api::state::AppState;
+use crate::plugin_api::state::PluginApiState;
 use model::manifest::Capability;
 
 #[derive(Deserialize)]
@@ -26,7 +26,7 @@ struct NotificationRequest {
 
 pub async fn create(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require(Capability::NotificationsSend)?;

@@ -19,7 +19,7 @@ use crate::plugin_api::apply::{create_run, write_failed};
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
 use crate::plugin_api::quota::{self, Quota, Started};
-use crate::plugin_api::state::AppState;
+use crate::plugin_api::state::PluginApiState;
 use model::manifest::{Agent, Capability, MCP_TOOL_PREFIX};
 use model::names;
 use model::resources::{AgentRun, AgentRunPhase, AgentRunSpec};
@@ -86,7 +86,7 @@ fn random_run_name(plugin: &str) -> String {
 
 pub async fn create(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     body: Bytes,
 ) -> ApiResult<Response> {
     if !caller.approved().contains(&Capability::AgentReadonly)
@@ -187,7 +187,7 @@ pub async fn create(
 
 pub async fn get(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     Path(run_id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     if !caller.approved().contains(&Capability::AgentWrite) {

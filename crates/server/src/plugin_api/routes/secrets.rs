@@ -12,14 +12,14 @@ use serde_json::json;
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
 use crate::plugin_api::secrets::{SecretAt, value_of};
-use crate::plugin_api::state::AppState;
+use crate::plugin_api::state::PluginApiState;
 use model::config::ConfigLevel;
 use model::manifest::Capability;
 use model::resolve::{NoSecretSource, ProjectView, approved_plugins, secret_source};
 
 pub async fn get(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
     caller.require(Capability::SecretsRead)?;

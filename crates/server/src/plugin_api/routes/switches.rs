@@ -14,7 +14,7 @@ use crate::plugin_api::apply::edit_switches;
 use crate::plugin_api::auth::Caller;
 use crate::plugin_api::error::{ApiError, ApiResult, Code};
 use crate::plugin_api::instance_state::MAX_SWITCH_TITLE;
-use crate::plugin_api::state::AppState;
+use crate::plugin_api::state::PluginApiState;
 use crate::status::SwitchChange;
 use model::manifest::{Capability, ComposerSwitch};
 use model::resources::SwitchState;
@@ -42,7 +42,7 @@ fn declared<'a>(caller: &'a Caller, id: &str) -> ApiResult<&'a ComposerSwitch> {
 
 pub async fn put(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
@@ -64,7 +64,7 @@ pub async fn put(
 
 pub async fn delete(
     caller: Caller,
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<PluginApiState>>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let declared = declared(&caller, &id)?.clone();

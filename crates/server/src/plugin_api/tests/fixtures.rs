@@ -30,7 +30,7 @@ use crate::index::{Index, InstanceKey, TokenIndex};
 use crate::live::{ChatRef, ControlError, LiveSessions};
 use crate::plugin_api::metrics::Metrics;
 use crate::plugin_api::secrets::{SecretReadError, SecretReader, SecretSettings};
-use crate::plugin_api::state::{ApiConfig, AppState};
+use crate::plugin_api::state::{ApiConfig, PluginApiState};
 use crate::plugin_api::writes::{DataPatch, WriteError, Writer};
 use crate::plugin_api::{PREFIX, router};
 use crate::status::RecordingWriter as StatusRecorder;
@@ -553,7 +553,7 @@ impl World {
             status.clone(),
             Arc::new(CallMetrics::unregistered()),
         );
-        let state = Arc::new(AppState::new(
+        let state = Arc::new(PluginApiState::new(
             self.config,
             calls,
             writer.clone(),
@@ -594,7 +594,7 @@ where
 /// A running world.
 pub struct Harness {
     pub router: Router,
-    pub state: Arc<AppState>,
+    pub state: Arc<PluginApiState>,
     /// The server's request metrics.
     pub requests: Arc<RequestMetrics>,
     pub writer: Arc<RecordingWriter>,
