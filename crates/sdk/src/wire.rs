@@ -24,11 +24,15 @@ pub struct ActionRequest {
     pub thread_id: Option<String>,
 }
 
+/// What ran the action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Trigger {
+    /// Someone ran it (the app, `loop plugin`, the host API).
     Manual,
+    /// A scheduled task.
     Schedule,
+    /// A workflow's plugin node.
     Workflow,
 }
 

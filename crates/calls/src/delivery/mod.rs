@@ -209,7 +209,7 @@ async fn send(
     calls: &Calls,
     ns: &str,
     delivery: &Delivery,
-    body: &Value,
+    body: &sdk::wire::Event,
     options: CallOptions,
 ) -> Result<StatusCode, SendError> {
     let target = target::resolve(calls.index(), ns, &delivery.chat, &delivery.plugin)

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use sdk::wire::Event;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -248,17 +249,17 @@ pub fn event_body(
     data: &Value,
     thread_id: Option<&str>,
     settings: &BTreeMap<String, Value>,
-) -> Value {
+) -> Event {
     let data = if kind == SETTINGS_CHANGED {
         json!({ "settings": settings })
     } else {
         data.clone()
     };
-    let mut body = json!({ "type": kind, "data": data });
-    if let Some(t) = thread_id {
-        body["thread_id"] = json!(t);
+    Event {
+        kind: kind.to_string(),
+        thread_id: thread_id.map(str::to_string),
+        data,
     }
-    body
 }
 
 /// Why a subscribed plugin may not get the event at all.
@@ -613,17 +614,23 @@ mod tests {
     #[test]
     fn a_container_gets_the_event_its_thread_and_for_settings_changed_the_settings() {
         let settings = BTreeMap::from([("sync".to_string(), json!(true))]);
+        let body = |b: Event| serde_json::to_value(b).unwrap();
         assert_eq!(
-            event_body(
+            body(event_body(
                 "message.created",
                 &json!({"text": "hi"}),
                 Some("general-t1"),
                 &settings
-            ),
+            )),
             json!({"type": "message.created", "thread_id": "general-t1", "data": {"text": "hi"}})
         );
         assert_eq!(
-            event_body(SETTINGS_CHANGED, &json!({"posted": 1}), None, &settings),
+            body(event_body(
+                SETTINGS_CHANGED,
+                &json!({"posted": 1}),
+                None,
+                &settings
+            )),
             json!({"type": "settings.changed", "data": {"settings": {"sync": true}}})
         );
     }

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use jsonschema::Validator;
+use sdk::wire::ToolRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -141,22 +142,19 @@ pub fn check_call(
     Ok((caller, limit))
 }
 
-/// The body the plugin gets: the contract's `ToolRequest`.
-#[derive(Debug, Serialize)]
-pub struct ToolRequest<'a> {
-    pub input: &'a Value,
-    pub agent: &'a str,
-    pub thread_id: &'a str,
-    pub run_id: &'a str,
-}
-
-/// The plugin's `ToolRequest` for `call`, borrowing from it.
-pub fn plugin_body(call: &ToolCall) -> ToolRequest<'_> {
+/// The body the plugin gets: the contract's `ToolRequest` (the SDK's type, which the spec
+/// holds), the call's input moved into it, not copied. The input is an object:
+/// [`check_call`] refused any other.
+pub fn plugin_body(call: ToolCall) -> ToolRequest {
+    let input = match call.input {
+        Value::Object(input) => input,
+        _ => serde_json::Map::new(),
+    };
     ToolRequest {
-        input: &call.input,
-        agent: &call.agent,
-        thread_id: &call.thread_id,
-        run_id: &call.run_id,
+        input,
+        agent: call.agent,
+        thread_id: call.thread_id,
+        run_id: call.run_id,
     }
 }
 

@@ -17,8 +17,8 @@ pub mod check;
 use crate::client::PluginRequest;
 use crate::{CallError, CallKind, CallOptions, Calls, Target, failure};
 pub use check::{
-    CalledBy, INPUT_INVALID, OUTPUT_INVALID, ToolCall, ToolRequest, ToolResult, check_call,
-    check_input, is_workflow_run_id, plugin_body, result_of,
+    CalledBy, INPUT_INVALID, OUTPUT_INVALID, ToolCall, ToolResult, check_call, check_input,
+    is_workflow_run_id, plugin_body, result_of,
 };
 
 /// A tool call refused before the plugin is called: what the caller asked is not a call the
@@ -58,10 +58,10 @@ pub async fn call_tool(
     calls: &Calls,
     target: &Target,
     tool: &str,
-    call: &ToolCall,
+    call: ToolCall,
 ) -> Result<ToolResult, ToolCallError> {
     let limits = calls.limits();
-    let (_, limit) = check_call(&target.compiled.manifest, tool, call, limits)?;
+    let (_, limit) = check_call(&target.compiled.manifest, tool, &call, limits)?;
     if let Err(refused) = check_input(&target.compiled.inputs[tool], &call.input) {
         return Ok(refused);
     }

@@ -36,6 +36,7 @@ use crate::delivery::target;
 use crate::status::status_body;
 use model::names::FIELD_MANAGER_API;
 use model::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
+use sdk::wire::{RunDone, RunStatus};
 
 /// How many tries before giving up.
 pub const DONE_ATTEMPTS: u32 = 5;
@@ -45,12 +46,18 @@ pub const FIRST_RETRY: Duration = Duration::from_secs(2);
 pub const MAX_RETRY: Duration = Duration::from_secs(60);
 
 /// The body the plugin gets for a run that ended in `phase`.
-pub fn done_body(phase: AgentRunPhase, result: Option<&str>) -> Value {
+pub fn done_body(phase: AgentRunPhase, result: Option<&str>) -> RunDone {
     match phase {
-        AgentRunPhase::Succeeded => {
-            json!({ "status": "done", "result": result.unwrap_or_default() })
-        }
-        _ => json!({ "status": "failed", "error": result.unwrap_or("the run failed") }),
+        AgentRunPhase::Succeeded => RunDone {
+            status: RunStatus::Done,
+            result: Some(result.unwrap_or_default().to_string()),
+            error: None,
+        },
+        _ => RunDone {
+            status: RunStatus::Failed,
+            result: None,
+            error: Some(result.unwrap_or("the run failed").to_string()),
+        },
     }
 }
 
@@ -385,14 +392,13 @@ mod tests {
 
     #[test]
     fn the_body_says_how_the_run_ended() {
-        let done = done_body(AgentRunPhase::Succeeded, Some("42"));
+        let done = serde_json::to_value(done_body(AgentRunPhase::Succeeded, Some("42"))).unwrap();
+        assert_eq!(done, serde_json::json!({"status": "done", "result": "42"}));
+        let failed = serde_json::to_value(done_body(AgentRunPhase::Failed, None)).unwrap();
         assert_eq!(
-            (done["status"].as_str(), done["result"].as_str()),
-            (Some("done"), Some("42"))
+            failed,
+            serde_json::json!({"status": "failed", "error": "the run failed"})
         );
-        let failed = done_body(AgentRunPhase::Failed, None);
-        assert_eq!(failed["status"], "failed");
-        assert!(failed["error"].is_string());
     }
 
     #[test]

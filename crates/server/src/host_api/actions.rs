@@ -7,6 +7,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use sdk::wire::ActionRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -18,17 +19,8 @@ use crate::calls::client::PluginRequest;
 use crate::tool_calls::is_workflow_run_id;
 use model::manifest::Manifest;
 
-/// What ran the action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Trigger {
-    /// Someone ran it (the app, `loop plugin`, the host API).
-    Manual,
-    /// A scheduled task (a CronJob running `loop-plugins trigger`).
-    Schedule,
-    /// A workflow's plugin node.
-    Workflow,
-}
+/// What ran the action: the contract's own `Trigger`.
+pub use sdk::wire::Trigger;
 
 /// `POST .../actions/{action}`'s body.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -74,12 +66,14 @@ pub fn check(manifest: &Manifest, action: &str, call: &ActionCall) -> HostResult
 
 /// The body the plugin gets: the contract's `ActionRequest`, with the thread's id when the
 /// chat is a thread.
-pub fn plugin_body(call: &ActionCall, thread_id: Option<&str>) -> Value {
-    let mut body = serde_json::to_value(call).unwrap_or_else(|_| json!({}));
-    if let Some(t) = thread_id {
-        body["thread_id"] = json!(t);
+pub fn plugin_body(call: ActionCall, thread_id: Option<&str>) -> ActionRequest {
+    ActionRequest {
+        trigger: call.trigger,
+        task_id: call.task_id,
+        run_id: call.run_id,
+        input: call.input,
+        thread_id: thread_id.map(str::to_string),
     }
-    body
 }
 
 /// Checks the caller and the call, then has the plugin run the action (10 s).
@@ -98,7 +92,7 @@ pub async fn post(
     let request = PluginRequest::json(
         CallKind::Action,
         format!("/actions/{action}"),
-        &plugin_body(&call, target.thread_id.as_deref()),
+        &plugin_body(call, target.thread_id.as_deref()),
         limits.action,
         limits.body,
     );
@@ -157,12 +151,12 @@ mod tests {
     fn the_plugin_gets_the_call_and_the_thread() {
         let c = call(json!({"trigger": "schedule", "task_id": "t-1"})).unwrap();
         assert_eq!(
-            plugin_body(&c, None),
+            serde_json::to_value(plugin_body(c.clone(), None)).unwrap(),
             json!({"trigger": "schedule", "task_id": "t-1"})
         );
         assert_eq!(
-            plugin_body(&c, Some("general-t1"))["thread_id"],
-            "general-t1"
+            plugin_body(c, Some("general-t1")).thread_id.as_deref(),
+            Some("general-t1")
         );
     }
 }

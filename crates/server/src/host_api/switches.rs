@@ -30,18 +30,8 @@ pub struct Click {
     pub on: bool,
 }
 
-/// The plugin's answer: the contract's `SwitchState`.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-pub struct Answer {
-    pub on: bool,
-    #[serde(default)]
-    pub title: Option<String>,
-    /// Set when what the switch stands for failed.
-    #[serde(default)]
-    pub error: Option<String>,
-    #[serde(default)]
-    pub busy: bool,
-}
+/// The plugin's answer: the contract's `SwitchState`, the SDK's type.
+use sdk::wire::SwitchState as Answer;
 
 /// The switch's state after the plugin answered: the answer's, keeping the current title when
 /// the answer has none. The error, when there is one, becomes the tooltip.
@@ -174,10 +164,10 @@ pub async fn click(
         .await?;
     declared_switch(&target, &switch)?;
     let click: Click = json_body(&body)?;
-    let mut sent = json!({ "on": click.on });
-    if let Some(t) = &target.thread_id {
-        sent["thread_id"] = json!(t);
-    }
+    let sent = sdk::wire::SwitchRequest {
+        on: click.on,
+        thread_id: target.thread_id.clone(),
+    };
     let limits = s.calls.limits();
     let request = PluginRequest::json(
         CallKind::Switch,

@@ -24,6 +24,6 @@ pub async fn post(
         .authorized_target(&headers, (&ns, &chat, &plugin), Permission::tool)
         .await?;
     let call: ToolCall = json_body(&body)?;
-    let result = call_tool(&s.calls, &target, &tool, &call).await?;
+    let result = call_tool(&s.calls, &target, &tool, call).await?;
     Ok(Json(result).into_response())
 }

@@ -195,7 +195,7 @@ async fn call(
         run_id: view.run.clone(),
         timeout_seconds: None,
     };
-    let result = call_tool(&s.calls, &target, tool, &request)
+    let result = call_tool(&s.calls, &target, tool, request)
         .await
         .unwrap_or_else(|e| ToolResult::host_error(e.code(), e.to_string()));
     s.ledger.record(run, tool, result.is_error).await;
