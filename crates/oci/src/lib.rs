@@ -26,6 +26,7 @@ pub mod reference;
 pub mod registry;
 pub mod rootfs;
 pub mod signing;
+pub mod tarstream;
 #[cfg(feature = "test-support")]
 pub mod testing;
 
