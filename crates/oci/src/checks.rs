@@ -338,10 +338,11 @@ pub fn check_tree(
                     target: target.clone(),
                 },
             };
-            (
-                path.strip_prefix(&prefix).unwrap_or(path).to_string(),
-                entry,
-            )
+            let below = match path.strip_prefix(&prefix) {
+                Some(below) => below.to_string(),
+                None => path,
+            };
+            (below, entry)
         })
         .collect();
     Ok(TreeFacts {
