@@ -9,8 +9,9 @@ use std::io::{self, Read};
 use crate::digest::{Digest, Hasher};
 use crate::manifest::Blob;
 use crate::media::{self, Compression};
+use crate::quote;
 use crate::rootfs::{EntryKind, Meta, PathError, RootFs};
-use crate::tarstream::{self, Kind, TarError, TarReader};
+use crate::tarstream::{Kind, TarError, TarReader};
 
 /// The decompressed bytes and tar entries all layers of one image may hold together, and
 /// what the layers applied so far used.
@@ -198,7 +199,7 @@ fn apply_entries(
             });
         }
         let path = String::from_utf8_lossy(&entry.path).into_owned();
-        let shown = tarstream::shown(&entry.path);
+        let shown = quote::shown_bytes(&entry.path);
         let meta = Meta {
             uid: id(entry.uid, &shown, "uid")?,
             gid: id(entry.gid, &shown, "gid")?,
@@ -296,6 +297,7 @@ mod tests {
     use super::*;
     use crate::build::{LayerBuilder, LayerCompression};
     use crate::rootfs::{NodeKind, PLUGIN_JSON};
+    use crate::tarstream;
 
     fn budget() -> Budget {
         Budget::new(1 << 30, 1000)

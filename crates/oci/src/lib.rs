@@ -22,6 +22,7 @@ pub mod layers;
 pub mod limits;
 pub mod manifest;
 pub mod media;
+pub mod quote;
 pub mod reference;
 pub mod registry;
 pub mod rootfs;

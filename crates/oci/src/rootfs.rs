@@ -23,6 +23,7 @@ use std::io::Read;
 use std::sync::Arc;
 
 use crate::limits::Limits;
+use crate::quote::shown;
 
 /// The directory the reference reserves for the plugin's manifest and UI bundle.
 pub const LOOP_PLUGIN_DIR: &str = "loop-plugin";
@@ -45,8 +46,6 @@ const OPAQUE_MARKER: &str = ".wh..wh..opq";
 const MAX_SYMLINK_HOPS: u32 = 40;
 /// What an entry's bytes are read into at first, whatever its header says its size is.
 const FIRST_READ: u64 = 64 << 10;
-/// An entry's path as an error quotes it when it is over PATH_MAX: at most this many bytes.
-const SHOWN_BYTES: usize = 256;
 
 /// Owner and permission bits of a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,7 +92,8 @@ pub enum EntryKind {
     Other,
 }
 
-/// A layer entry that breaks the layer rules or a cap; each names the entry's path as written.
+/// A layer entry that breaks the layer rules or a cap; each names the entry's path as written
+/// (quoted by its start when long).
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
     #[error("entry {path:?} has an absolute path")]
@@ -328,12 +328,12 @@ impl RootFs {
                     data.take(size)
                         .read_to_end(&mut bytes)
                         .map_err(|source| PathError::Read {
-                            path: raw.to_string(),
+                            path: shown(raw),
                             source,
                         })?;
                     if (bytes.len() as u64) < size {
                         return Err(PathError::Read {
-                            path: raw.to_string(),
+                            path: shown(raw),
                             source: std::io::Error::new(
                                 std::io::ErrorKind::UnexpectedEof,
                                 format!("{} bytes of {size}", bytes.len()),
@@ -349,14 +349,14 @@ impl RootFs {
             EntryKind::Symlink { target } => {
                 if target.len() > PATH_MAX {
                     return Err(PathError::TargetTooLong {
-                        path: raw.to_string(),
+                        path: shown(raw),
                         bytes: target.len(),
                     });
                 }
                 if escapes(self.depth(dir), &target) {
                     return Err(PathError::SymlinkEscape {
-                        path: raw.to_string(),
-                        target,
+                        path: shown(raw),
+                        target: shown(&target),
                     });
                 }
                 self.node(NodeKind::Symlink { target }, meta)
@@ -451,7 +451,7 @@ impl RootFs {
         let cost = Self::cost(name, &node);
         if self.tree_bytes.saturating_add(cost) > self.tree_cap {
             return Err(PathError::TreeTooBig {
-                path: raw.to_string(),
+                path: shown(raw),
                 limit: self.tree_cap,
             });
         }
@@ -494,7 +494,7 @@ impl RootFs {
             .saturating_add(size);
         if bytes > self.plugin_cap {
             return Err(PathError::LoopPluginTooBig {
-                path: raw.to_string(),
+                path: shown(raw),
                 bytes,
                 limit: self.plugin_cap,
             });
@@ -510,7 +510,7 @@ impl RootFs {
         target: &str,
     ) -> Result<Node, PathError> {
         let err = |reason| PathError::Hardlink {
-            path: raw.to_string(),
+            path: shown(raw),
             target: shown(target),
             reason,
         };
@@ -623,7 +623,7 @@ impl RootFs {
             *steps += 1;
             if *steps > self.steps_left {
                 return Err(PathError::TooManySteps {
-                    path: raw.to_string(),
+                    path: shown(raw),
                     limit: self.steps_cap,
                 });
             }
@@ -633,7 +633,7 @@ impl RootFs {
                     if pos.missing.pop().is_none() {
                         if pos.slot == ROOT {
                             return Err(PathError::ResolvesOutside {
-                                path: raw.to_string(),
+                                path: shown(raw),
                                 at: "..".to_string(),
                             });
                         }
@@ -659,9 +659,7 @@ impl RootFs {
                 NodeKind::Symlink { target } => {
                     *hops += 1;
                     if *hops > MAX_SYMLINK_HOPS {
-                        return Err(PathError::SymlinkLoop {
-                            path: raw.to_string(),
-                        });
+                        return Err(PathError::SymlinkLoop { path: shown(raw) });
                     }
                     let base = Pos {
                         slot: if target.starts_with('/') {
@@ -678,7 +676,7 @@ impl RootFs {
                 }
                 _ => {
                     return Err(PathError::NotADirectory {
-                        path: raw.to_string(),
+                        path: shown(raw),
                         component: format!("/{}", self.path_of(id)),
                     });
                 }
@@ -772,35 +770,19 @@ fn split(raw: &str) -> Result<Vec<&str>, PathError> {
         });
     }
     if raw.starts_with('/') {
-        return Err(PathError::Absolute {
-            path: raw.to_string(),
-        });
+        return Err(PathError::Absolute { path: shown(raw) });
     }
     let mut comps = Vec::new();
     for c in raw.split('/') {
         match c {
             "" | "." => {}
             ".." => {
-                return Err(PathError::DotDot {
-                    path: raw.to_string(),
-                });
+                return Err(PathError::DotDot { path: shown(raw) });
             }
             c => comps.push(c),
         }
     }
     Ok(comps)
-}
-
-/// The start of a path too long to quote whole.
-fn shown(path: &str) -> String {
-    if path.len() <= SHOWN_BYTES {
-        return path.to_string();
-    }
-    let mut end = SHOWN_BYTES;
-    while !path.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes)", &path[..end], path.len())
 }
 
 /// Does a symlink in a directory `depth` components deep pointing at `target` climb above

@@ -6,18 +6,18 @@
 //! read only up to [`MAX_EXTENSION_BYTES`], a sparse map only up to [`MAX_SPARSE_REGIONS`], an
 //! entry's content only as the caller reads it, and the zeros of a sparse file's holes count
 //! against the decompressed budget as the bytes they stand for. Each refusal names the entry:
-//! its header's offset always, its path once known. Sync and pure over a `Read`.
+//! its header's offset always, its path once known (quoted by its start). Sync and pure over a `Read`.
 
 use std::fmt;
 use std::io::{self, Read};
+
+use crate::quote::shown_bytes as shown;
 
 /// The most data an extension header (PAX records, a GNU long name or link) may carry; Go's
 /// archive/tar refuses more too.
 pub const MAX_EXTENSION_BYTES: u64 = 1 << 20;
 /// The most regions a GNU sparse map may list: what a megabyte of its extension blocks holds.
 pub const MAX_SPARSE_REGIONS: usize = (1 << 20) / 24;
-/// An entry's path as an error quotes it: at most this many bytes of it.
-const SHOWN_BYTES: usize = 256;
 
 const BLOCK: u64 = 512;
 
@@ -550,16 +550,6 @@ fn pending(ext: &Extensions) -> Option<&'static str> {
     }
 }
 
-/// The start of a path, for a message: at most [`SHOWN_BYTES`] bytes of it.
-pub(crate) fn shown(path: &[u8]) -> String {
-    let cut = &path[..path.len().min(SHOWN_BYTES)];
-    let mut s = String::from_utf8_lossy(cut).into_owned();
-    if cut.len() < path.len() {
-        s.push_str(&format!("… ({} bytes)", path.len()));
-    }
-    s
-}
-
 /// A GNU long name's data ends at its first NUL, as Go reads it.
 fn cut_at_nul(mut data: Vec<u8>) -> Vec<u8> {
     if let Some(at) = data.iter().position(|b| *b == 0) {
@@ -1063,13 +1053,5 @@ pub(crate) mod tests {
         h.set_cksum();
         let mut tar = TarReader::new(&h.as_bytes()[..], u64::MAX);
         assert_eq!(tar.next_entry().unwrap().unwrap().kind, Kind::Dir);
-    }
-
-    #[test]
-    fn long_paths_are_quoted_by_their_start() {
-        let long = vec![b'a'; 5000];
-        let shown = shown(&long);
-        assert!(shown.starts_with(&"a".repeat(SHOWN_BYTES)), "{shown}");
-        assert!(shown.ends_with("… (5000 bytes)"), "{shown}");
     }
 }

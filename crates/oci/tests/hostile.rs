@@ -755,7 +755,7 @@ fn refusal_is_well_formed(e: &LayerError) -> Result<(), String> {
     if message.is_empty() {
         return Err(format!("refused with an empty message: {e:?}"));
     }
-    if message.len() > 16 << 10 {
+    if message.len() > MAX_MESSAGE {
         return Err(format!(
             "refused with a message of {} bytes: {}…",
             message.len(),
@@ -906,17 +906,33 @@ fn image_manifest() {
             let content_type = CONTENT_TYPES[bytes.len() % CONTENT_TYPES.len()];
             match image_manifest::parse(bytes, content_type) {
                 Ok(Manifest::Image(m)) => {
-                    let _ = image_manifest::image_blobs(&m, &limits);
+                    short(image_manifest::image_blobs(&m, &limits).err())?;
                 }
                 Ok(Manifest::Index(i)) => {
-                    let _ = image_manifest::select_platform(&i, &limits);
+                    short(image_manifest::select_platform(&i, &limits).err())?;
                 }
-                Err(_) => {}
+                Err(e) => short(Some(e))?,
             }
             Ok(())
         },
     );
 }
+
+/// A refusal is quoted in a Plugin's status and in Events: it says what is wrong in a few
+/// lines, whatever the input quoted in it.
+fn short(refusal: Option<impl std::fmt::Display>) -> Result<(), String> {
+    match refusal.map(|e| e.to_string()) {
+        Some(m) if m.len() > MAX_MESSAGE => Err(format!(
+            "a refusal of {} bytes: {}…",
+            m.len(),
+            m.chars().take(200).collect::<String>()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The longest refusal message: a path at PATH_MAX, quoted, and some words.
+const MAX_MESSAGE: usize = 8 << 10;
 
 #[test]
 fn image_config() {
@@ -932,7 +948,7 @@ fn image_config() {
     };
     Target::new("image_config", env!("CARGO_MANIFEST_DIR")).run(seeds, |bytes| {
         for layers in [0, 1, 2] {
-            let _ = checks::check_config(bytes, layers);
+            short(checks::check_config(bytes, layers).err())?;
         }
         Ok(())
     });
@@ -965,12 +981,12 @@ fn signatures() {
     Target::new("signatures", env!("CARGO_MANIFEST_DIR")).run(
         || json_inputs(signature_seeds()),
         |bytes| {
-            let _ = artifact::parse(bytes);
-            let _ = Payload::parse(bytes);
+            short(artifact::parse(bytes).err())?;
+            short(Payload::parse(bytes).err())?;
             let Ok(record) = serde_json::from_slice::<SignatureRecord>(bytes) else {
                 return Ok(());
             };
-            let _ = record.verify();
+            short(record.verify().err())?;
             // The subject the payload claims, so the policy judges the signature itself.
             let subject = match record.claimed_payload() {
                 Ok(p) => policy::Subject {
@@ -991,7 +1007,8 @@ fn signatures() {
             let trusted = vec![record.public_key.clone()];
             for mode in ["disabled", "permissive", "strict", "other"] {
                 let mode = policy::SignatureMode::parse(mode);
-                let _ = policy::decide(&mode, &trusted, Some(&record), &subject);
+                let admission = policy::decide(&mode, &trusted, Some(&record), &subject);
+                short(Some(admission.message).filter(|m| m.len() > MAX_MESSAGE))?;
             }
             let _ = policy::pick(std::slice::from_ref(&record), &trusted);
             Ok(())
@@ -1302,19 +1319,105 @@ fn stack_corpus() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// Documents that quote 20 KB of themselves where a refusal would name them.
+fn json_corpus() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+    let long = "x".repeat(20_000);
+    let d = |media_type: &str| json!({"mediaType": media_type, "digest": Digest::of(b"x").to_string(), "size": 1});
+    let platforms: Vec<Value> = (0..200)
+        .map(|i| {
+            let mut e = d(media::OCI_MANIFEST);
+            e["platform"] =
+                json!({"os": format!("{i}{}", "o".repeat(100)), "architecture": "amd64"});
+            e
+        })
+        .collect();
+    let key = PublisherKey::generate().unwrap();
+    let payload = Payload::new(
+        "echo",
+        "0.1.0",
+        Digest::of(b"{}").hex(),
+        "r/echo",
+        &Digest::of(b"m"),
+    );
+    let mut record = serde_json::to_value(SignatureRecord::sign(&key, &payload)).unwrap();
+    record["publicKey"] = json!(long);
+    let mut wrong_type = serde_json::to_value(&payload).unwrap();
+    wrong_type["type"] = json!(long);
+    let cases = [
+        (
+            "image_manifest",
+            "media-type-20kb.json",
+            json!({"schemaVersion": 2, "mediaType": long}),
+        ),
+        (
+            "image_manifest",
+            "not-json-quoting-20kb.json",
+            json!({"schemaVersion": 2, "manifests": long}),
+        ),
+        (
+            "image_manifest",
+            "layer-media-type-20kb.json",
+            json!({"schemaVersion": 2,
+            "mediaType": media::OCI_MANIFEST, "config": d(media::OCI_CONFIG), "layers": [d(&long)]}),
+        ),
+        (
+            "image_manifest",
+            "index-of-200-long-platforms.json",
+            json!({"schemaVersion": 2, "manifests": platforms}),
+        ),
+        (
+            "image_config",
+            "user-20kb.json",
+            json!({"architecture": "amd64", "os": "linux",
+            "config": {"User": long, "Labels": {"dev.loop.plugin": "1"}}, "rootfs": {"diff_ids": []}}),
+        ),
+        (
+            "image_config",
+            "label-20kb.json",
+            json!({"architecture": "amd64", "os": "linux",
+            "config": {"Labels": {"dev.loop.plugin": long}}, "rootfs": {"diff_ids": []}}),
+        ),
+        (
+            "image_config",
+            "os-20kb.json",
+            json!({"architecture": long, "os": long, "rootfs": {}}),
+        ),
+        ("signatures", "record-public-key-20kb.json", record),
+        (
+            "signatures",
+            "artifact-type-20kb.json",
+            json!({"artifactType": long, "layers": []}),
+        ),
+        ("signatures", "payload-type-20kb.json", wrong_type),
+    ];
+    cases
+        .into_iter()
+        .map(|(target, name, v)| (target, name, serde_json::to_vec(&v).unwrap()))
+        .collect()
+}
+
 /// Every hand-made case is in the corpus (`LOOP_FUZZ_SAVE=1` writes them).
 #[test]
 fn hand_made_corpus_is_in_place() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile");
     let save = std::env::var_os("LOOP_FUZZ_SAVE").is_some();
     let mut missing = Vec::new();
-    for (target, cases) in [("layer", layer_corpus()), ("layer_stack", stack_corpus())] {
-        for (name, bytes) in cases {
+    let layers = [("layer", layer_corpus()), ("layer_stack", stack_corpus())];
+    let layers = layers
+        .into_iter()
+        .flat_map(|(target, cases)| cases.into_iter().map(move |(n, b)| (target, n, b)));
+    // The signature record's key is made anew each time: its file is written, not compared.
+    for (target, name, bytes) in layers.chain(json_corpus()) {
+        {
             assert!(bytes.len() < 100 << 10, "{name} is {} bytes", bytes.len());
             let path = dir.join(target).join(name);
             if save {
                 std::fs::create_dir_all(path.parent().unwrap()).unwrap();
                 std::fs::write(&path, &bytes).unwrap();
+            } else if name.starts_with("record-") {
+                if !path.is_file() {
+                    missing.push(path.display().to_string());
+                }
             } else if std::fs::read(&path).ok().as_deref() != Some(&bytes[..]) {
                 missing.push(path.display().to_string());
             }
