@@ -208,3 +208,132 @@ fn json5_documents() {
         }
     });
 }
+
+/// A manifest's UI paths checked against the `/loop-plugin` tree an image ships
+/// (`bundle::check`): the manifest as admission reads it, the tree as hostile as an image
+/// makes it: symlinks out of it, to each other in cycles, through symlinked directories, long
+/// chains and long targets.
+#[test]
+fn bundle_tree() {
+    use loop_plugins_manifest::bundle::{self, BundleEntry};
+    use std::collections::BTreeMap;
+
+    const PARTS: &[&str] = &[
+        "ui",
+        "ui",
+        "main",
+        "index.html",
+        "mode.svg",
+        "link",
+        "dist",
+        "a",
+        "..",
+        ".",
+        "",
+        "x",
+    ];
+    fn path() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => prop::collection::vec(prop::sample::select(PARTS), 1..6).prop_map(|p| p.join("/")),
+            1 => (1usize..2000).prop_map(|n| format!("ui/{}", "a/".repeat(n))),
+            1 => (0..NASTY.len()).prop_map(|i| NASTY[i].to_string()),
+        ]
+    }
+    const NASTY: &[&str] = &[
+        "../../etc/passwd",
+        "/loop-plugin/ui/mode.svg",
+        "/loop-plugin/",
+        "/etc",
+        "/",
+        "link",
+        "ui/link",
+        "a/../../..",
+        "./././.",
+        "ui/link/link/link",
+    ];
+    fn entry() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            (path(), any::<u64>()).prop_map(|(p, size)| json!([p, "file", size])),
+            (path(), 0u64..20_000).prop_map(|(p, size)| json!([p, "file", size])),
+            path().prop_map(|p| json!([p, "dir"])),
+            path().prop_map(|p| json!([p, "other"])),
+            (path(), path()).prop_map(|(p, t)| json!([p, "symlink", t])),
+        ]
+    }
+    fn ui_path() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::collection::vec(
+                prop::sample::select(&["main", "index.html", "link", "dist", "a", "x"][..]),
+                1..5
+            )
+            .prop_map(|p| format!("ui/{}", p.join("/"))),
+            (1usize..500).prop_map(|n| format!("ui/{}mode.svg", "link/".repeat(n))),
+        ]
+    }
+    let inputs = || {
+        (
+            prop::collection::vec(ui_path(), 1..4),
+            prop::collection::vec(entry(), 0..40),
+        )
+            .prop_map(|(pages, tree)| {
+                let panels: Vec<Value> = pages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| json!({"id": format!("p{i}"), "label": "P", "entry": p}))
+                    .collect();
+                let cards: Vec<Value> = pages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| json!({"id": format!("c{i}"), "entry": p}))
+                    .collect();
+                let switches: Vec<Value> = pages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| json!({"id": format!("s{i}"), "label": "S", "icon": format!("{p}.svg")}))
+                    .collect();
+                let manifest = json!({
+                    "id": "echo", "name": "Echo", "version": "1", "api": "1",
+                    "capabilities": ["ui.panel", "ui.notification.card", "ui.composer_switch"],
+                    "ui": {"panels": panels, "cards": cards, "composer_switches": switches},
+                });
+                serde_json::to_vec(&json!({"manifest": manifest, "tree": tree})).expect("serializes")
+            })
+            .boxed()
+    };
+    Target::new("bundle_tree", env!("CARGO_MANIFEST_DIR")).run(inputs, |bytes| {
+        let Ok(doc) = serde_json::from_slice::<Value>(bytes) else {
+            return Ok(());
+        };
+        let Ok(manifest) = from_value(&doc["manifest"]) else {
+            return Ok(());
+        };
+        let mut tree = BTreeMap::new();
+        for e in doc["tree"].as_array().into_iter().flatten() {
+            let path = e[0].as_str().unwrap_or_default().to_string();
+            let entry = match e[1].as_str() {
+                Some("file") => BundleEntry::File {
+                    size: e[2].as_u64().unwrap_or(0),
+                },
+                Some("dir") => BundleEntry::Dir,
+                Some("symlink") => BundleEntry::Symlink {
+                    target: e[2].as_str().unwrap_or_default().to_string(),
+                },
+                _ => BundleEntry::Other,
+            };
+            tree.insert(path, entry);
+        }
+        let named = manifest.ui.panels.len()
+            + manifest.ui.cards.len()
+            + manifest.ui.composer_switches.len();
+        let problems = bundle::check(&manifest, &tree);
+        if problems.len() > named {
+            return Err(format!("{} problems for {named} paths", problems.len()));
+        }
+        for p in &problems {
+            if !p.path.starts_with("ui.") || p.message.is_empty() {
+                return Err(format!("a problem that names nothing: {p:?}"));
+            }
+        }
+        Ok(())
+    });
+}

@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::digest::{Digest, DigestError};
 use crate::manifest::{PLATFORM_ARCH, PLATFORM_OS};
+use crate::quote::shown;
 use crate::rootfs::{DATA_DIR, LOOP_PLUGIN_DIR, Meta, NodeKind, PLUGIN_JSON, RootFs};
 
 /// The label every plugin image carries, and its value.
@@ -78,10 +79,11 @@ impl TreeFacts {
     }
 }
 
-/// A refusal of the image; `reason()` is a stable name for conditions and Events.
+/// A refusal of the image, quoting the config by the start of what it said; `reason()` is a
+/// stable name for conditions and Events.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("image config is not JSON of an OCI image config: {0}")]
+    #[error("image config is not JSON of an OCI image config: {}", shown(&.0.to_string()))]
     Config(#[source] serde_json::Error),
     #[error("image config rootfs.diff_ids: {0}")]
     DiffId(#[source] DigestError),
@@ -185,8 +187,8 @@ pub fn check_config(config: &[u8], layers: usize) -> Result<ConfigFacts, CheckEr
     let file: ConfigFile = serde_json::from_slice(config).map_err(CheckError::Config)?;
     if file.os != PLATFORM_OS || file.architecture != PLATFORM_ARCH {
         return Err(CheckError::Platform {
-            os: file.os,
-            architecture: file.architecture,
+            os: shown(&file.os),
+            architecture: shown(&file.architecture),
         });
     }
     let diff_ids = file
@@ -207,7 +209,7 @@ pub fn check_config(config: &[u8], layers: usize) -> Result<ConfigFacts, CheckEr
     match labels.get(PLUGIN_LABEL) {
         None => return Err(CheckError::LabelMissing),
         Some(v) if v != PLUGIN_LABEL_VALUE => {
-            return Err(CheckError::LabelValue { value: v.clone() });
+            return Err(CheckError::LabelValue { value: shown(v) });
         }
         Some(_) => {}
     }
@@ -230,7 +232,7 @@ pub fn check_config(config: &[u8], layers: usize) -> Result<ConfigFacts, CheckEr
 
 /// `uid` or `uid:gid`, numeric, uid not 0.
 pub fn parse_user(user: &str) -> Result<RunAs, CheckError> {
-    let owned = || user.to_string();
+    let owned = || shown(user);
     if user.trim().is_empty() {
         return Err(CheckError::UserUnset);
     }
@@ -338,10 +340,11 @@ pub fn check_tree(
                     target: target.clone(),
                 },
             };
-            (
-                path.strip_prefix(&prefix).unwrap_or(path).to_string(),
-                entry,
-            )
+            let below = match path.strip_prefix(&prefix) {
+                Some(below) => below.to_string(),
+                None => path,
+            };
+            (below, entry)
         })
         .collect();
     Ok(TreeFacts {
@@ -600,5 +603,21 @@ mod tests {
             tight,
             CheckError::LoopPluginTooBig { bytes: 2, limit: 1 }
         ));
+    }
+
+    #[test]
+    fn refusals_quote_the_config_by_its_start() {
+        let long = "9".repeat(100_000);
+        for (key, value) in [
+            ("User", json!(long)),
+            ("User", json!(format!("1000:{long}x"))),
+            ("Labels", json!({"dev.loop.plugin": long})),
+            ("Cmd", json!(long)),
+        ] {
+            let mut runtime = good();
+            runtime[key] = value;
+            let err = check_config(&config(runtime), 1).unwrap_err().to_string();
+            assert!(err.len() < 600, "{key}: {err}");
+        }
     }
 }

@@ -6,13 +6,15 @@ use std::str::FromStr;
 
 use sha2::{Digest as _, Sha256};
 
+use crate::quote::shown;
+
 /// A `sha256:<hex>` content digest.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Digest {
     hex: String,
 }
 
-/// Why a digest string is not one.
+/// Why a digest string is not one (quoted by its start when long).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DigestError {
     #[error("digest {0:?} has no algorithm (want sha256:<64 hex digits>)")]
@@ -41,12 +43,12 @@ impl Digest {
     /// Parses `sha256:<64 lowercase hex>`.
     pub fn parse(s: &str) -> Result<Self, DigestError> {
         let Some((algorithm, hex)) = s.split_once(':') else {
-            return Err(DigestError::NoAlgorithm(s.to_string()));
+            return Err(DigestError::NoAlgorithm(shown(s)));
         };
         if algorithm != "sha256" {
-            return Err(DigestError::Algorithm(s.to_string()));
+            return Err(DigestError::Algorithm(shown(s)));
         }
-        Self::from_hex(hex).ok_or_else(|| DigestError::Encoding(s.to_string()))
+        Self::from_hex(hex).ok_or_else(|| DigestError::Encoding(shown(s)))
     }
 
     /// A digest from its 64 lowercase hex digits (no `sha256:` prefix).
@@ -156,5 +158,13 @@ mod tests {
         h.update(b"world");
         assert_eq!(h.bytes(), 11);
         assert_eq!(h.finish(), Digest::of(b"hello world"));
+    }
+
+    #[test]
+    fn a_long_digest_is_quoted_by_its_start() {
+        let long = format!("sha256:{}", "a".repeat(100_000));
+        let err = Digest::parse(&long).unwrap_err().to_string();
+        assert!(err.len() < 400, "{err}");
+        assert!(err.contains("(100007 bytes)"), "{err}");
     }
 }

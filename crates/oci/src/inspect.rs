@@ -142,7 +142,7 @@ pub async fn inspect(
         }
     })?;
 
-    let mut fs = RootFs::new(limits.loop_plugin_bytes);
+    let mut fs = RootFs::for_limits(&limits);
     let mut budget = Budget::new(limits.decompressed_bytes, limits.entries);
     for (index, blob) in blobs.layers.iter().enumerate() {
         let stream = registry.blob_stream(&by_digest, blob).await.map_err(reg)?;

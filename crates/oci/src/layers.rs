@@ -1,14 +1,17 @@
 //! Reading one layer blob onto a [`RootFs`]: its bytes checked against the descriptor (size
-//! and digest) and the config's diff_id, gzip or plain tar, decompressed bytes and entries
-//! counted against the image's budget, each tar entry applied with the layer rules. Sync and
-//! pure over a `Read`; the caller feeds it the registry's stream on a blocking thread.
+//! and digest) and the config's diff_id, gzip or plain tar, decompressed bytes (sparse files'
+//! holes included) and entries counted against the image's budget, each tar entry read by
+//! [`TarReader`] and applied with the layer rules. Sync and pure over a `Read`; the caller
+//! feeds it the registry's stream on a blocking thread.
 
 use std::io::{self, Read};
 
 use crate::digest::{Digest, Hasher};
 use crate::manifest::Blob;
 use crate::media::{self, Compression};
+use crate::quote;
 use crate::rootfs::{EntryKind, Meta, PathError, RootFs};
+use crate::tarstream::{Kind, TarError, TarReader};
 
 /// The decompressed bytes and tar entries all layers of one image may hold together, and
 /// what the layers applied so far used.
@@ -53,6 +56,8 @@ pub enum LayerError {
         compression: &'static str,
         source: io::Error,
     },
+    #[error(transparent)]
+    Tar(TarError),
     #[error("entry {path:?}: {what} is not a valid number: {source}")]
     Header {
         path: String,
@@ -80,25 +85,27 @@ pub fn apply_layer(
     let room = budget
         .decompressed_limit
         .saturating_sub(budget.decompressed_used);
-    let (applied, uncompressed) = {
+    let (applied, uncompressed, holes, holes_over) = {
         let decoder: Box<dyn Read + '_> = match compression {
             Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(&mut raw)),
             Compression::None => Box::new(&mut raw),
         };
         let mut tar_bytes = Counted::new(decoder, room);
-        let applied = apply_entries(fs, &mut tar_bytes, budget);
+        let mut tar = TarReader::new(&mut tar_bytes, room);
+        let applied = apply_entries(fs, &mut tar, budget, compression);
+        let (holes, holes_over) = (tar.holes(), tar.over_budget());
         // The tar reader stops at its end marker: the rest still counts for the digests.
         let drained = applied.and_then(|()| {
             io::copy(&mut tar_bytes, &mut io::sink())
                 .map(drop)
                 .map_err(format_error(compression))
         });
-        (drained, tar_bytes.finish())
+        (drained, tar_bytes.finish(), holes, holes_over)
     };
-    budget.decompressed_used += uncompressed.bytes;
+    budget.decompressed_used += uncompressed.bytes + holes;
     // A blob the decoder calls corrupt is read to its end too: if its digest is wrong, that
     // is the cause to report.
-    let corrupt = matches!(applied, Err(LayerError::Format { .. }));
+    let corrupt = matches!(applied, Err(LayerError::Format { .. } | LayerError::Tar(_)));
     let drained = applied.and_then(|()| {
         io::copy(&mut raw, &mut io::sink())
             .map(drop)
@@ -128,7 +135,7 @@ pub fn apply_layer(
             actual: stored.bytes,
         });
     }
-    if uncompressed.over {
+    if uncompressed.over || holes_over {
         return Err(LayerError::DecompressedTooBig {
             limit: budget.decompressed_limit,
         });
@@ -173,67 +180,40 @@ fn compression_name(c: Compression) -> &'static str {
 
 fn apply_entries(
     fs: &mut RootFs,
-    tar_bytes: impl Read,
+    tar: &mut TarReader<impl Read>,
     budget: &mut Budget,
+    compression: Compression,
 ) -> Result<(), LayerError> {
-    let fmt = |source| LayerError::Format {
-        compression: "tar",
-        source,
+    let tar_error = |e| match e {
+        TarError::Stream(source) => LayerError::Format {
+            compression: compression_name(compression),
+            source,
+        },
+        e => LayerError::Tar(e),
     };
-    let mut archive = tar::Archive::new(tar_bytes);
-    for entry in archive.entries().map_err(fmt)? {
-        let mut entry = entry.map_err(fmt)?;
+    while let Some(entry) = tar.next_entry().map_err(tar_error)? {
         budget.entries_used += 1;
         if budget.entries_used > budget.entries_limit {
             return Err(LayerError::TooManyEntries {
                 limit: budget.entries_limit,
             });
         }
-        let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let header_err = |what| {
-            let path = path.clone();
-            move |source| LayerError::Header { path, what, source }
-        };
-        // PAX records win over the header's fields (which may then be blank or too small).
-        let (mut pax_uid, mut pax_gid) = (None, None);
-        if let Some(extensions) = entry.pax_extensions().map_err(fmt)? {
-            for ext in extensions {
-                let ext = ext.map_err(fmt)?;
-                let value = ext.value().ok().and_then(|v| v.parse::<u64>().ok());
-                match (ext.key(), value) {
-                    (Ok("uid"), Some(v)) => pax_uid = Some(v),
-                    (Ok("gid"), Some(v)) => pax_gid = Some(v),
-                    _ => {}
-                }
-            }
-        }
-        let header = entry.header();
-        let uid = match pax_uid {
-            Some(v) => v,
-            None => header.uid().map_err(header_err("uid"))?,
-        };
-        let gid = match pax_gid {
-            Some(v) => v,
-            None => header.gid().map_err(header_err("gid"))?,
-        };
+        let path = String::from_utf8_lossy(&entry.path).into_owned();
+        let shown = quote::shown_bytes(&entry.path);
         let meta = Meta {
-            uid: id(uid, &path, "uid")?,
-            gid: id(gid, &path, "gid")?,
-            mode: header.mode().map_err(header_err("mode"))?,
+            uid: id(entry.uid, &shown, "uid")?,
+            gid: id(entry.gid, &shown, "gid")?,
+            mode: entry.mode,
         };
-        let entry_type = header.entry_type();
-        let link =
-            || String::from_utf8_lossy(&entry.link_name_bytes().unwrap_or_default()).into_owned();
-        let kind = match entry_type {
-            tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
-                EntryKind::File { size: entry.size() }
-            }
-            tar::EntryType::Directory => EntryKind::Dir,
-            tar::EntryType::Symlink => EntryKind::Symlink { target: link() },
-            tar::EntryType::Link => EntryKind::Hardlink { target: link() },
-            _ => EntryKind::Other,
+        let link = || String::from_utf8_lossy(&entry.link).into_owned();
+        let kind = match entry.kind {
+            Kind::File => EntryKind::File { size: entry.size },
+            Kind::Dir => EntryKind::Dir,
+            Kind::Symlink => EntryKind::Symlink { target: link() },
+            Kind::Hardlink => EntryKind::Hardlink { target: link() },
+            Kind::Other(_) => EntryKind::Other,
         };
-        fs.apply(&path, kind, meta, &mut entry)?;
+        fs.apply(&path, kind, meta, &mut tar.content())?;
     }
     Ok(())
 }
@@ -317,6 +297,7 @@ mod tests {
     use super::*;
     use crate::build::{LayerBuilder, LayerCompression};
     use crate::rootfs::{NodeKind, PLUGIN_JSON};
+    use crate::tarstream;
 
     fn budget() -> Budget {
         Budget::new(1 << 30, 1000)
@@ -570,5 +551,94 @@ mod tests {
         apply(&mut fs, 0, &layer, LayerCompression::None).unwrap();
         assert_eq!(fs.get("data").unwrap().meta.uid, 3_000_000);
         assert!(fs.get(&long).is_some());
+    }
+
+    fn plain(bytes: Vec<u8>) -> (Blob, Vec<u8>) {
+        let blob = Blob {
+            media_type: media::OCI_LAYER_TAR.into(),
+            digest: Digest::of(&bytes),
+            size: bytes.len() as u64,
+        };
+        (blob, bytes)
+    }
+
+    #[test]
+    fn extension_headers_are_capped_before_they_are_read() {
+        let name = "a/".repeat(1 << 20);
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_size(0);
+        b.append_data(&mut h, &name, io::empty()).unwrap();
+        let (blob, bytes) = plain(b.into_inner().unwrap());
+        let err = apply_layer(
+            &mut RootFs::new(10),
+            0,
+            &blob,
+            None,
+            &bytes[..],
+            &mut budget(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LayerError::Tar(TarError::Entry {
+                    reason: tarstream::Reason::ExtensionTooBig { .. },
+                    ..
+                })
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn sparse_holes_count_as_decompressed_bytes() {
+        let mut bytes =
+            tarstream::tests::sparse("loop-plugin/holes", &[(1 << 20, 1)], (1 << 20) + 1, b"x");
+        bytes.extend_from_slice(&[0; 1024]);
+        let (blob, bytes) = plain(bytes);
+        let mut small = Budget::new(100_000, 10);
+        let err = apply_layer(
+            &mut RootFs::new(1 << 30),
+            0,
+            &blob,
+            None,
+            &bytes[..],
+            &mut small,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, LayerError::DecompressedTooBig { limit: 100_000 }),
+            "{err}"
+        );
+        let mut fs = RootFs::new(1 << 30);
+        let mut room = budget();
+        apply_layer(&mut fs, 0, &blob, None, &bytes[..], &mut room).unwrap();
+        assert_eq!(room.decompressed_used, bytes.len() as u64 + (1 << 20));
+        let NodeKind::File {
+            content: Some(c), ..
+        } = &fs.get("loop-plugin/holes").unwrap().kind
+        else {
+            panic!("a file with its bytes");
+        };
+        assert_eq!((c.len(), c[1 << 20]), ((1 << 20) + 1, b'x'));
+    }
+
+    #[test]
+    fn a_corrupt_stream_is_named_by_its_compression() {
+        let layer = LayerBuilder::new()
+            .file("a", &[7; 4000], 0, 0, 0o644)
+            .build(LayerCompression::Gzip)
+            .unwrap();
+        let cut = &layer.bytes[..layer.bytes.len() / 2];
+        let blob = Blob {
+            media_type: media::OCI_LAYER_GZIP.into(),
+            digest: Digest::of(cut),
+            size: cut.len() as u64,
+        };
+        let err = apply_layer(&mut RootFs::new(10), 0, &blob, None, cut, &mut budget())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("not a valid gzip tar stream: "), "{err}");
     }
 }

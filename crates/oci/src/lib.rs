@@ -22,10 +22,12 @@ pub mod layers;
 pub mod limits;
 pub mod manifest;
 pub mod media;
+pub mod quote;
 pub mod reference;
 pub mod registry;
 pub mod rootfs;
 pub mod signing;
+pub mod tarstream;
 #[cfg(feature = "test-support")]
 pub mod testing;
 

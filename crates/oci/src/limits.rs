@@ -1,5 +1,7 @@
 //! Size caps on what a registry sends us, so an image cannot make a pull use unbounded memory
-//! or time. The /loop-plugin cap is the reference's (50 MB); the others are ours.
+//! or time. The /loop-plugin cap is the reference's (50 MB); the others are ours. A pull holds
+//! at most a manifest, a config, /loop-plugin's bytes and the merged view's tree at once (the
+//! layers stream through).
 
 /// The reference's cap on /loop-plugin: "at most 50 MB; install refuses a bigger one".
 pub const LOOP_PLUGIN_MAX_BYTES: u64 = 50 * 1000 * 1000;
@@ -21,6 +23,14 @@ pub struct Limits {
     pub entries: u64,
     /// The bytes /loop-plugin may hold, at every point of the layer stack.
     pub loop_plugin_bytes: u64,
+    /// The merged view's own size, as [`crate::rootfs::RootFs`] counts it: a fixed
+    /// [`crate::rootfs::PATH_COST`] for each path (about what it takes in memory) plus its
+    /// name and a symlink's target. The default holds some 800,000 short paths.
+    pub tree_bytes: u64,
+    /// Path components all entries together may walk through while the layers are applied,
+    /// symlinks followed included: what bounds the time the merged view takes (an image's
+    /// entries walk a few each).
+    pub resolve_steps: u64,
 }
 
 impl Default for Limits {
@@ -33,6 +43,8 @@ impl Default for Limits {
             layers: 128,
             entries: 1_000_000,
             loop_plugin_bytes: LOOP_PLUGIN_MAX_BYTES,
+            tree_bytes: 256 << 20,
+            resolve_steps: 64_000_000,
         }
     }
 }

@@ -8,6 +8,7 @@ use oci_spec::image::{Arch, Descriptor, ImageIndex, ImageManifest, Os};
 use crate::digest::{Digest, DigestError};
 use crate::limits::Limits;
 use crate::media;
+use crate::quote::shown;
 
 /// The platform plugin pods run on.
 pub const PLATFORM_OS: &str = "linux";
@@ -28,10 +29,11 @@ pub struct Blob {
     pub size: u64,
 }
 
-/// Why a manifest cannot be used; each names what is wrong.
+/// Why a manifest cannot be used; each names what is wrong (quoting the manifest by the start
+/// of what it said).
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
-    #[error("manifest is not JSON of an image manifest or index: {0}")]
+    #[error("manifest is not JSON of an image manifest or index: {}", shown(&.0.to_string()))]
     Json(#[source] serde_json::Error),
     #[error("manifest media type {0:?} is neither an image manifest nor an index")]
     MediaType(String),
@@ -79,7 +81,7 @@ pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Manifest, Manife
     let is_index = match media_type.as_deref() {
         Some(media::OCI_INDEX | media::DOCKER_MANIFEST_LIST) => true,
         Some(media::OCI_MANIFEST | media::DOCKER_MANIFEST) => false,
-        Some(other) => return Err(ManifestError::MediaType(other.to_string())),
+        Some(other) => return Err(ManifestError::MediaType(shown(other))),
         None => probe.manifests.is_some(),
     };
     if is_index {
@@ -105,14 +107,14 @@ pub fn select_platform(index: &ImageIndex, limits: &Limits) -> Result<Blob, Mani
             .manifests()
             .iter()
             .map(|d| match d.platform() {
-                Some(p) => format!("{}/{}", p.os(), p.architecture()),
+                Some(p) => shown(&format!("{}/{}", p.os(), p.architecture())),
                 None => "no platform".to_string(),
             })
             .collect();
         let available = if available.is_empty() {
             "nothing".to_string()
         } else {
-            available.join(", ")
+            shown(&available.join(", "))
         };
         return Err(ManifestError::NoPlatform { available });
     };
@@ -138,7 +140,7 @@ pub fn image_blobs(manifest: &ImageManifest, limits: &Limits) -> Result<ImageBlo
     }
     let config = blob(manifest.config(), "config")?;
     if config.media_type != media::OCI_CONFIG && config.media_type != media::DOCKER_CONFIG {
-        return Err(ManifestError::ConfigMediaType(config.media_type));
+        return Err(ManifestError::ConfigMediaType(shown(&config.media_type)));
     }
     check_size("config", config.size, limits.config_bytes)?;
     if manifest.layers().is_empty() {
@@ -156,7 +158,7 @@ pub fn image_blobs(manifest: &ImageManifest, limits: &Limits) -> Result<ImageBlo
         if media::layer_compression(&layer.media_type).is_none() {
             return Err(ManifestError::LayerMediaType {
                 index,
-                media_type: layer.media_type,
+                media_type: shown(&layer.media_type),
             });
         }
         check_size(
@@ -316,5 +318,19 @@ mod tests {
             image_blobs(&helm, &limits),
             Err(ManifestError::ConfigMediaType(_))
         ));
+    }
+
+    #[test]
+    fn refusals_quote_the_manifest_by_its_start() {
+        let long = "x".repeat(100_000);
+        let odd = json!({"schemaVersion": 2, "mediaType": long}).to_string();
+        let err = parse(odd.as_bytes(), None).unwrap_err().to_string();
+        assert!(err.len() < 400 && err.contains("(100000 bytes)"), "{err}");
+        let not_json = json!({"schemaVersion": 2, "manifests": long}).to_string();
+        let err = parse(not_json.as_bytes(), None).unwrap_err().to_string();
+        assert!(
+            err.len() < 400 && err.starts_with("manifest is not JSON"),
+            "{err}"
+        );
     }
 }

@@ -22,6 +22,7 @@ use crate::build::descriptor_json;
 use crate::digest::{Digest, DigestError};
 use crate::manifest::Blob;
 use crate::media;
+use crate::quote::shown;
 
 pub const SIGNATURE_ANNOTATION: &str = "dev.loop.plugin.signature";
 pub const KEY_ANNOTATION: &str = "dev.loop.plugin.publisher-key";
@@ -51,7 +52,7 @@ pub struct SignatureLayer {
 /// Why a manifest under a `.sig` tag is not a signature artifact.
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
-    #[error("signature artifact is not JSON of an OCI image manifest: {0}")]
+    #[error("signature artifact is not JSON of an OCI image manifest: {}", shown(&.0.to_string()))]
     Json(#[source] serde_json::Error),
     #[error(
         "signature artifact has artifactType {0:?}, not application/vnd.dev.loop.plugin.signature.v1"
@@ -127,7 +128,7 @@ pub fn parse(manifest: &[u8]) -> Result<Vec<SignatureLayer>, ArtifactError> {
     let m: Manifest = serde_json::from_slice(manifest).map_err(ArtifactError::Json)?;
     let artifact_type = m.artifact_type.unwrap_or_default();
     if artifact_type != media::SIGNATURE_ARTIFACT {
-        return Err(ArtifactError::ArtifactType(artifact_type));
+        return Err(ArtifactError::ArtifactType(shown(&artifact_type)));
     }
     let mut out = Vec::new();
     for (index, layer) in m.layers.into_iter().enumerate() {

@@ -107,7 +107,7 @@ pub fn public_hex(key: &VerifyingKey) -> String {
 /// Parses a public key from hex (any case, surrounding space ignored).
 pub fn parse_public_hex(key: &str) -> Result<VerifyingKey, KeyError> {
     let bad = || KeyError::PublicHex {
-        key: key.to_string(),
+        key: crate::quote::shown(key),
     };
     let bytes: [u8; 32] = hex::decode(key.trim())
         .map_err(|_| bad())?

@@ -16,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::digest::Digest;
+use crate::quote::shown;
 
 /// The payload's `type`.
 pub const PAYLOAD_TYPE: &str = "dev.loop.plugin.signature.v1";
@@ -52,7 +53,10 @@ pub struct PayloadPlugin {
 pub enum PayloadError {
     #[error("payload is {0} bytes, over the {MAX_PAYLOAD_BYTES}-byte cap")]
     TooBig(usize),
-    #[error("payload is not the JSON of a plugin signature payload: {0}")]
+    #[error(
+        "payload is not the JSON of a plugin signature payload: {}",
+        shown(&.0.to_string())
+    )]
     Json(#[source] serde_json::Error),
     #[error("payload type is {0:?}, not {PAYLOAD_TYPE:?}")]
     Type(String),
@@ -98,15 +102,15 @@ impl Payload {
         }
         let payload: Payload = serde_json::from_slice(bytes).map_err(PayloadError::Json)?;
         if payload.kind != PAYLOAD_TYPE {
-            return Err(PayloadError::Type(payload.kind));
+            return Err(PayloadError::Type(shown(&payload.kind)));
         }
         if Digest::parse(&payload.image.digest).is_err() {
-            return Err(PayloadError::Digest(payload.image.digest));
+            return Err(PayloadError::Digest(shown(&payload.image.digest)));
         }
         if Digest::from_hex(&payload.plugin.plugin_json_sha256).is_none() {
-            return Err(PayloadError::PluginJsonSha(
-                payload.plugin.plugin_json_sha256,
-            ));
+            return Err(PayloadError::PluginJsonSha(shown(
+                &payload.plugin.plugin_json_sha256,
+            )));
         }
         if payload.to_bytes() != bytes {
             return Err(PayloadError::NotCanonical);

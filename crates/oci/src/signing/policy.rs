@@ -14,6 +14,7 @@
 use super::keys::normalize_hex;
 use super::record::SignatureRecord;
 use crate::digest::Digest;
+use crate::quote::shown;
 
 /// HostConfig's `signatureMode`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +130,8 @@ pub fn decide(
     };
     let plugin = &subject.plugin;
     let key = signature.map(|s| normalize_hex(&s.public_key));
+    // What the signature says is quoted by its start: a message stays a few lines.
+    let shown_key = key.as_deref().map(shown).unwrap_or_default();
     let done = |verdict, finding, message: String| Admission {
         verdict,
         finding,
@@ -142,19 +145,15 @@ pub fn decide(
     if let Some(Ok(payload)) = &claimed {
         if payload.image.digest != subject.manifest_digest.to_string() {
             let message = format!(
-                "plugin {plugin:?}: its signature (key {}) is for image {}, but the image is {}; refused whatever the signature mode",
-                key.as_deref().unwrap_or_default(),
-                payload.image.digest,
-                subject.manifest_digest
+                "plugin {plugin:?}: its signature (key {shown_key}) is for image {}, but the image is {}; refused whatever the signature mode",
+                payload.image.digest, subject.manifest_digest
             );
             return done(Verdict::Refuse, Finding::DigestMismatch, message);
         }
         if payload.plugin.plugin_json_sha256 != subject.plugin_json_sha256 {
             let message = format!(
-                "plugin {plugin:?}: its signature (key {}) is for a plugin.json with sha256 {}, but the image ships {}; refused whatever the signature mode",
-                key.as_deref().unwrap_or_default(),
-                payload.plugin.plugin_json_sha256,
-                subject.plugin_json_sha256
+                "plugin {plugin:?}: its signature (key {shown_key}) is for a plugin.json with sha256 {}, but the image ships {}; refused whatever the signature mode",
+                payload.plugin.plugin_json_sha256, subject.plugin_json_sha256
             );
             return done(Verdict::Refuse, Finding::ManifestMismatch, message);
         }
@@ -185,7 +184,7 @@ pub fn decide(
         Ok(payload) => payload,
         Err(e) => {
             let message = format!(
-                "plugin {plugin:?}: signature by key {key_hex} is invalid ({e}); {}",
+                "plugin {plugin:?}: signature by key {shown_key} is invalid ({e}); {}",
                 outcome(fail)
             );
             return done(fail, Finding::InvalidSignature, message);
@@ -195,24 +194,27 @@ pub fn decide(
     if payload.plugin.name != subject.plugin {
         differs.push(format!(
             "plugin name {:?} (image: {:?})",
-            payload.plugin.name, subject.plugin
+            shown(&payload.plugin.name),
+            subject.plugin
         ));
     }
     if payload.plugin.version != subject.version {
         differs.push(format!(
             "version {:?} (image: {:?})",
-            payload.plugin.version, subject.version
+            shown(&payload.plugin.version),
+            subject.version
         ));
     }
     if payload.image.repository != subject.repository {
         differs.push(format!(
             "repository {:?} (image: {:?})",
-            payload.image.repository, subject.repository
+            shown(&payload.image.repository),
+            subject.repository
         ));
     }
     if !differs.is_empty() {
         let message = format!(
-            "plugin {plugin:?}: signature by key {key_hex} names {}; {}",
+            "plugin {plugin:?}: signature by key {shown_key} names {}; {}",
             differs.join(", "),
             outcome(fail)
         );
@@ -220,7 +222,7 @@ pub fn decide(
     }
     if !trusted_keys.iter().any(|k| normalize_hex(k) == key_hex) {
         let message = format!(
-            "plugin {plugin:?} is signed by key {key_hex}, which is not in trusted_publisher_keys; {}",
+            "plugin {plugin:?} is signed by key {shown_key}, which is not in trusted_publisher_keys; {}",
             outcome(fail)
         );
         return done(fail, Finding::UntrustedKey, message);
@@ -228,7 +230,7 @@ pub fn decide(
     done(
         Verdict::Admit,
         Finding::Verified,
-        format!("plugin {plugin:?} is signed by trusted key {key_hex}"),
+        format!("plugin {plugin:?} is signed by trusted key {shown_key}"),
     )
 }
 
@@ -419,5 +421,26 @@ mod tests {
         );
         assert_eq!(pick(&records, &[]).unwrap().public_key, a.public_hex());
         assert!(pick(&[], &[]).is_none());
+    }
+
+    #[test]
+    fn what_a_signature_says_is_quoted_by_its_start() {
+        let key = PublisherKey::generate().unwrap();
+        let mut payload = Payload::new(
+            &"n".repeat(10_000),
+            "0.1.0",
+            &subject().plugin_json_sha256,
+            &subject().repository,
+            &subject().manifest_digest,
+        );
+        payload.plugin.version = "v".repeat(5_000);
+        let mut record = SignatureRecord::sign(&key, &payload);
+        let mode = SignatureMode::Strict;
+        let admission = decide(&mode, &[], Some(&record), &subject());
+        assert!(admission.message.len() < 1200, "{}", admission.message);
+        record.public_key = "k".repeat(100_000);
+        let admission = decide(&mode, &[], Some(&record), &subject());
+        assert!(admission.message.len() < 1200, "{}", admission.message);
+        assert_eq!(admission.finding, Finding::InvalidSignature);
     }
 }

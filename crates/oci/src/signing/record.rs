@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::keys::{self, PublisherKey};
 use super::payload::{Payload, PayloadError};
+use crate::quote::shown;
 
 /// A detached signature with its payload and key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,14 +58,14 @@ impl SignatureRecord {
     /// returns the payload it vouches for.
     pub fn verify(&self) -> Result<Payload, VerifyError> {
         let key = keys::parse_public_hex(&self.public_key)
-            .map_err(|_| VerifyError::PublicKey(self.public_key.clone()))?;
+            .map_err(|_| VerifyError::PublicKey(shown(&self.public_key)))?;
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(self.signature.trim())
             .map_err(|_| VerifyError::Encoding)?;
         let bytes: [u8; 64] = bytes.try_into().map_err(|_| VerifyError::Encoding)?;
         let signature = ed25519_dalek::Signature::from_bytes(&bytes);
         key.verify_strict(self.payload.as_bytes(), &signature)
-            .map_err(|_| VerifyError::Mismatch(self.public_key.clone()))?;
+            .map_err(|_| VerifyError::Mismatch(shown(&self.public_key)))?;
         Ok(self.claimed_payload()?)
     }
 }
