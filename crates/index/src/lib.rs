@@ -7,6 +7,8 @@
 //!   (pure; the table of what each role's index holds is there);
 //! - [`watch`]: the one way the index reads the cluster: a watch per kind feeding its store,
 //!   with hooks before and after the store, and a stop signal; [`start`] starts them;
+//! - [`unreadable`]: an object that does not parse as its type is left out of its store (the
+//!   rest of its kind is served) and recorded, for the log, the metrics and an Event;
 //! - [`trim`]: what a stored object loses; [`compact`]: the compact form of the children the
 //!   controller keeps by the thousand;
 //! - [`feed`]: the subscribers of a kind's watch, the streams a kube `Controller` takes;
@@ -30,6 +32,7 @@ pub mod settings;
 pub mod start;
 pub mod tokens;
 pub mod trim;
+pub mod unreadable;
 pub mod watch;
 
 use std::sync::Arc;
@@ -54,6 +57,7 @@ pub use manifests::{Compiled, Manifests};
 pub use pods::{ContainerKey, Endpoint, InstanceKey, PodIndex, PodView};
 pub use start::{Error, Started};
 pub use tokens::{TokenIndex, TokenOwner};
+pub use unreadable::{UnreadableObject, Unreadables};
 pub use watch::Watch;
 
 /// Every store and derived index, filled by the watches of the roles the process runs (see
@@ -104,6 +108,8 @@ pub struct Index {
     pub changed: Arc<Changed>,
     /// Counts the changes to what decides who a token speaks for (see [`epoch`]).
     pub callers_epoch: Arc<Epoch>,
+    /// The objects the watches left out because they do not parse (see [`unreadable`]).
+    pub unreadable: Arc<Unreadables>,
 
     /// The subscribers of each kind's watch.
     pub feeds: Feeds,
@@ -210,6 +216,7 @@ impl Index {
             tokens: Arc::default(),
             changed: Arc::default(),
             callers_epoch: Arc::default(),
+            unreadable: Arc::default(),
             feeds,
         };
         let writers = Writers {
@@ -272,5 +279,64 @@ impl Index {
         let parent = channel.spec.parent.as_ref()?;
         let ns = channel.namespace()?;
         self.channel(&ns, parent)?.spec.working_tree.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::Resource;
+    use kube::runtime::reflector::store::Writer;
+
+    use super::*;
+
+    fn kind<K: Resource<DynamicType = ()> + Clone>(_: &Writer<K>) -> String {
+        K::kind(&()).into_owned()
+    }
+
+    // Every store is named below (a new one fails to compile until it is), and its kind must
+    // be in `kinds::KINDS`, which the metrics of unreadable objects count by.
+    #[test]
+    fn every_stored_kind_is_one_the_metrics_name() {
+        let (_, writers) = Index::empty();
+        let Writers {
+            host,
+            plugins,
+            projects,
+            project_trusts,
+            channels,
+            instances,
+            pods,
+            owned_secrets,
+            claims,
+            cronjobs,
+            registry_secrets,
+            jobs,
+            runs,
+            config_maps,
+            secrets,
+        } = writers;
+        let stored = [
+            kind(&host),
+            kind(&plugins),
+            kind(&projects),
+            kind(&project_trusts),
+            kind(&channels),
+            kind(&instances),
+            kind(&pods),
+            kind(&owned_secrets),
+            kind(&claims),
+            kind(&cronjobs),
+            kind(&registry_secrets),
+            kind(&jobs),
+            kind(&runs),
+            kind(&config_maps),
+            kind(&secrets),
+        ];
+        for kind in &stored {
+            assert!(kinds::KINDS.contains(&kind.as_str()), "{kind}");
+        }
+        for kind in kinds::KINDS {
+            assert!(stored.iter().any(|k| k == kind), "{kind} is stored nowhere");
+        }
     }
 }

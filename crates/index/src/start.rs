@@ -19,6 +19,7 @@ use super::epoch::Epoch;
 use super::feed::Feed;
 use super::kinds::{self, Roles, Selection};
 use super::trim;
+use super::unreadable::{Guarded, Unreadables};
 use super::watch::Watch;
 use super::{Index, Writers};
 
@@ -73,6 +74,7 @@ impl Index {
         let mut start = Starter {
             client,
             stop,
+            unreadables: index.unreadable.clone(),
             filling: Vec::new(),
         };
 
@@ -184,6 +186,8 @@ where
 struct Starter {
     client: Client,
     stop: signal::Receiver<bool>,
+    /// Where every watch records the objects it leaves out.
+    unreadables: Arc<Unreadables>,
     filling: Vec<BoxFuture<'static, Result<(), Error>>>,
 }
 
@@ -233,7 +237,7 @@ impl Starter {
 
     fn spawn<K>(
         &mut self,
-        api: Api<K>,
+        api: Api<Guarded<K>>,
         selection: &Selection,
         writer: Writer<K>,
         feed: &Feed<K>,
@@ -255,6 +259,7 @@ impl Starter {
                     source,
                 })
         }));
-        hooked(Watch::new(api, config).feeding(feed)).spawn(writer, &self.stop);
+        let watch = Watch::new(api, config, &self.unreadables).feeding(feed);
+        hooked(watch).spawn(writer, &self.stop);
     }
 }
