@@ -2,7 +2,7 @@
 //! stores every decision reads from (the controller's view of the index).
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Secret};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -207,6 +207,19 @@ impl Context {
         action: &str,
         note: String,
     ) {
+        self.event_on(&object.object_ref(&()), warning, reason, action, note)
+            .await
+    }
+
+    /// [`Context::event`] about the object `regarding` names (one the stores do not hold).
+    pub async fn event_on(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let event = Event {
             type_: if warning {
                 EventType::Warning
@@ -220,7 +233,7 @@ impl Context {
         };
         self.metrics.write("Event", "create");
         let _turn = self.write_permit().await;
-        if let Err(err) = self.recorder.publish(&event, &object.object_ref(&())).await {
+        if let Err(err) = self.recorder.publish(&event, regarding).await {
             tracing::warn!(%err, reason, "could not publish an Event");
         }
     }
