@@ -31,6 +31,7 @@ mod tour;
 mod traces;
 mod trust;
 mod ui;
+mod unreadable;
 mod versions;
 mod watch;
 
@@ -66,6 +67,7 @@ fn main() -> std::process::ExitCode {
         traces::tests(),
         trust::tests(),
         ui::tests(),
+        unreadable::tests(),
         versions::tests(),
         watch::tests(),
     ];
