@@ -12,9 +12,9 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use super::metrics::Metrics;
-use index::Index;
 use index::compact::Compact;
 use index::manifests::Manifests;
+use index::{Awaited, Index};
 use model::resources::{
     AgentRun, Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin,
     PluginInstance, Project, ProjectTrust,
@@ -99,6 +99,9 @@ pub struct Context {
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
     /// Every write, until the cache shows it (see `recent_writes`).
     pub recent_writes: super::recent_writes::RecentWrites,
+    /// Every object made, until the cache shows it (see `index::awaited`): the index's, which
+    /// its watches tell.
+    pub awaited: Arc<Awaited>,
     /// Bounds the writes in flight: `Settings::writes_in_flight` permits.
     writes: tokio::sync::Semaphore,
     /// Each plugin's egress policy, by namespace, as last made sure of.
@@ -123,16 +126,18 @@ impl Context {
             manifests: Default::default(),
             written_chat_status: Mutex::default(),
             recent_writes: Default::default(),
+            awaited: Default::default(),
             writes: tokio::sync::Semaphore::new(usize::from(settings.writes_in_flight.max(1))),
             egress: Default::default(),
             settings,
         }
     }
 
-    /// A context over `index`: its stores and its manifest cache.
+    /// A context over `index`: its stores, its manifest cache and what it awaits.
     pub fn over(client: Client, metrics: Metrics, index: &Index, settings: Settings) -> Self {
         Self {
             manifests: index.manifests.clone(),
+            awaited: index.awaited.clone(),
             ..Self::new(client, metrics, Stores::of(index), settings)
         }
     }

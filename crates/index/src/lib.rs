@@ -17,8 +17,11 @@
 //!   `settings.changed`), [`changed`] (change counters for the fan-out), [`epoch`] (a count of
 //!   the changes that decide who a token speaks for);
 //! - [`manifests`]: each Plugin's manifest parsed and its tools' schemas compiled, once per
-//!   version.
+//!   version;
+//! - [`awaited`]: the objects this process made that its stores do not show yet, so a writer
+//!   woken again before its store caught up does not make them twice.
 
+pub mod awaited;
 pub mod changed;
 pub mod compact;
 pub mod config_hashes;
@@ -47,6 +50,7 @@ use model::resources::{
     Project, ProjectTrust, WorkingTree,
 };
 
+pub use awaited::Awaited;
 pub use changed::Changed;
 pub use compact::Compact;
 pub use config_writes::ConfigWrite;
@@ -110,6 +114,8 @@ pub struct Index {
     pub callers_epoch: Arc<Epoch>,
     /// The objects the watches left out because they do not parse (see [`unreadable`]).
     pub unreadable: Arc<Unreadables>,
+    /// The objects this process made that its stores do not show yet (see [`awaited`]).
+    pub awaited: Arc<Awaited>,
 
     /// The subscribers of each kind's watch.
     pub feeds: Feeds,
@@ -217,6 +223,7 @@ impl Index {
             changed: Arc::default(),
             callers_epoch: Arc::default(),
             unreadable: Arc::default(),
+            awaited: Arc::default(),
             feeds,
         };
         let writers = Writers {

@@ -13,6 +13,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch as signal};
 
+use super::awaited::Awaited;
 use super::changed::bump;
 use super::config_writes::{self, ConfigWrite, Generations};
 use super::epoch::Epoch;
@@ -75,6 +76,7 @@ impl Index {
             client,
             stop,
             unreadables: index.unreadable.clone(),
+            awaited: index.awaited.clone(),
             filling: Vec::new(),
         };
 
@@ -188,6 +190,8 @@ struct Starter {
     stop: signal::Receiver<bool>,
     /// Where every watch records the objects it leaves out.
     unreadables: Arc<Unreadables>,
+    /// Told by every watch of each object its store shows.
+    awaited: Arc<Awaited>,
     filling: Vec<BoxFuture<'static, Result<(), Error>>>,
 }
 
@@ -259,7 +263,10 @@ impl Starter {
                     source,
                 })
         }));
-        let watch = Watch::new(api, config, &self.unreadables).feeding(feed);
+        let (awaited, kind) = (self.awaited.clone(), K::kind(&()).into_owned());
+        let watch = Watch::new(api, config, &self.unreadables)
+            .after(move |e| awaited.apply_watcher_event(&kind, e))
+            .feeding(feed);
         hooked(watch).spawn(writer, &self.stop);
     }
 }
