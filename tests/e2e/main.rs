@@ -15,6 +15,7 @@ mod cluster;
 mod console;
 mod console_support;
 mod controller;
+mod controller_cold;
 mod controller_repair;
 mod controller_support;
 mod crds;
