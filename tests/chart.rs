@@ -1248,6 +1248,8 @@ fn every_metric_the_alerts_and_the_dashboard_name_is_exported() {
         "loop_plugins_controller_runs_ended_total",
         "loop_plugins_controller_queue_depth",
         "loop_plugins_api_requests_total",
+        "loop_plugins_controller_unreadable_objects",
+        "loop_plugins_api_unreadable_objects",
     ] {
         assert!(read.iter().any(|n| n == wanted), "{wanted} in {read:?}");
     }
@@ -1281,5 +1283,5 @@ fn the_alert_rules_pass_promtool() {
         + &String::from_utf8_lossy(&checked.stderr);
     std::fs::remove_dir_all(&dir).ok();
     assert!(checked.status.success(), "promtool check rules:\n{said}");
-    assert!(said.contains("SUCCESS: 5 rules found"), "{said}");
+    assert!(said.contains("SUCCESS: 6 rules found"), "{said}");
 }

@@ -22,6 +22,7 @@ use crate::support::{E2eTest, Ns, test, wait};
 
 pub fn tests() -> Vec<E2eTest> {
     let mut tests = crate::controller_repair::tests();
+    tests.extend(crate::controller_cold::tests());
     tests.extend([
         test(
             "controller::an_enabled_plugin_gets_one_instance_per_chat_and_no_pod_until_needed",

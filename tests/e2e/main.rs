@@ -15,6 +15,7 @@ mod cluster;
 mod console;
 mod console_support;
 mod controller;
+mod controller_cold;
 mod controller_repair;
 mod controller_support;
 mod crds;
@@ -31,6 +32,7 @@ mod tour;
 mod traces;
 mod trust;
 mod ui;
+mod unreadable;
 mod versions;
 mod watch;
 
@@ -66,6 +68,7 @@ fn main() -> std::process::ExitCode {
         traces::tests(),
         trust::tests(),
         ui::tests(),
+        unreadable::tests(),
         versions::tests(),
         watch::tests(),
     ];

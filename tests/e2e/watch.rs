@@ -5,7 +5,8 @@
 //! refuses and one whose registry does not answer, and sees each alert fire; then every query
 //! of the chart's Grafana dashboard answers with a series.
 //!
-//! Not fired here: `LoopPluginsColdStartSlow` (its 10 minutes of p95 are longer than a test).
+//! Not fired here: `LoopPluginsColdStartSlow` (its 10 minutes of p95 are longer than a test), and
+//! `LoopPluginsUnreadableObjects` (its 5 minutes too; `unreadable::` checks the count it reads).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

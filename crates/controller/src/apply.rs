@@ -3,7 +3,8 @@
 //! a steady state makes no write and a hand edit of a field we set is undone; absent objects by
 //! a create; statuses by a merge patch of what changed in the part we own (see `merge_patch`).
 //! Each write is skipped when the same write went over the version the cache still shows (see
-//! `written`).
+//! `recent_writes`), and a create when the object was made and the cache does not show it yet
+//! (see `index::awaited`).
 
 use std::fmt::Debug;
 
@@ -89,8 +90,13 @@ where
     Ok(true)
 }
 
-/// Creates `object`; one that exists already (a cache behind the server, or one still going
-/// away under the same name) counts as made. Returns whether it made it.
+/// Creates `object`, which the cache does not show; one that exists already (a cache behind
+/// the server, or one still going away under the same name) counts as made. Returns whether it
+/// made it.
+///
+/// One this controller is making, or made and the cache does not show yet, is not made again
+/// (`index::awaited`): a reconcile woken again before its cache caught up would otherwise send
+/// the same create for the API server to refuse.
 pub async fn create<K>(ctx: &Context, object: &K) -> Result<bool>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
@@ -103,8 +109,16 @@ where
     let ns = object
         .namespace()
         .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+    let kind = kind::<K>();
+    let now = std::time::Instant::now();
+    if ctx.awaited.awaited(kind, Some(&ns), &name, now) {
+        tracing::debug!(%kind, %name, "made already; the cache does not show it yet");
+        return Ok(false);
+    }
+    // Before it is sent, so the watch event it brings always finds it.
+    ctx.awaited.made(kind, Some(&ns), &name, now);
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
-    ctx.metrics.write(kind::<K>(), "create");
+    ctx.metrics.write(kind, "create");
     let _turn = ctx.write_permit().await;
     match api
         .create(
@@ -117,12 +131,12 @@ where
         .await
     {
         Ok(_) => Ok(true),
+        // It exists: awaited too, until the cache shows it.
         Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(false),
-        Err(source) => Err(Error::Create {
-            kind: kind::<K>(),
-            name,
-            source,
-        }),
+        Err(source) => {
+            ctx.awaited.forget(kind, Some(&ns), &name);
+            Err(Error::Create { kind, name, source })
+        }
     }
 }
 

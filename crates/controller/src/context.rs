@@ -2,7 +2,7 @@
 //! stores every decision reads from (the controller's view of the index).
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Secret};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -12,9 +12,9 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use super::metrics::Metrics;
-use index::Index;
 use index::compact::Compact;
 use index::manifests::Manifests;
+use index::{Awaited, Index};
 use model::resources::{
     AgentRun, Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin,
     PluginInstance, Project, ProjectTrust,
@@ -99,6 +99,9 @@ pub struct Context {
     written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
     /// Every write, until the cache shows it (see `recent_writes`).
     pub recent_writes: super::recent_writes::RecentWrites,
+    /// Every object made, until the cache shows it (see `index::awaited`): the index's, which
+    /// its watches tell.
+    pub awaited: Arc<Awaited>,
     /// Bounds the writes in flight: `Options::writes_in_flight` permits.
     writes: tokio::sync::Semaphore,
     /// Each plugin's egress policy, by namespace, as last made sure of.
@@ -123,16 +126,18 @@ impl Context {
             manifests: Default::default(),
             written_chat_status: Mutex::default(),
             recent_writes: Default::default(),
+            awaited: Default::default(),
             writes: tokio::sync::Semaphore::new(usize::from(options.writes_in_flight.max(1))),
             egress: Default::default(),
             options,
         }
     }
 
-    /// A context over `index`: its stores and its manifest cache.
+    /// A context over `index`: its stores, its manifest cache and what it awaits.
     pub fn over(client: Client, metrics: Metrics, index: &Index, options: Options) -> Self {
         Self {
             manifests: index.manifests.clone(),
+            awaited: index.awaited.clone(),
             ..Self::new(client, metrics, Stores::of(index), options)
         }
     }
@@ -207,6 +212,19 @@ impl Context {
         action: &str,
         note: String,
     ) {
+        self.event_on(&object.object_ref(&()), warning, reason, action, note)
+            .await
+    }
+
+    /// [`Context::event`] about the object `regarding` names (one the stores do not hold).
+    pub async fn event_on(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let event = Event {
             type_: if warning {
                 EventType::Warning
@@ -220,7 +238,7 @@ impl Context {
         };
         self.metrics.write("Event", "create");
         let _turn = self.write_permit().await;
-        if let Err(err) = self.recorder.publish(&event, &object.object_ref(&())).await {
+        if let Err(err) = self.recorder.publish(&event, regarding).await {
             tracing::warn!(%err, reason, "could not publish an Event");
         }
     }

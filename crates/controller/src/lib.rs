@@ -7,7 +7,8 @@
 //! thread: `runs`). `controllers` builds them, with what wakes each (`wake` maps a
 //! change to the objects it wakes). Deciding is pure (admission is a crate of its own,
 //! crates/admission; here `plan`, `pod_wanted`, `pod`, `cronjob`, `instance::decide`); writing is
-//! `apply`; `retry` decides when a failed reconcile looks again.
+//! `apply`; `retry` decides when a failed reconcile looks again. `unreadable` names, with an
+//! Event and a gauge, each object the index leaves out because it does not parse.
 //! The controller never calls a plugin: that is the API server's (crates/server).
 
 mod apply;
@@ -32,6 +33,7 @@ mod retry;
 mod runs;
 #[cfg(test)]
 mod tests;
+mod unreadable;
 mod wake;
 
 // The pure builders the benchmarks measure against (crates/bench builds the controller's own
@@ -117,7 +119,10 @@ pub async fn reconcile(client: Client, index: &Index, options: Options, metrics:
     let chats = controllers::chat(feeds, ctx.clone());
     let instances = controllers::instance(feeds, ctx.clone());
     let projects = controllers::project(feeds, ctx.clone());
-    let runs = controllers::run(feeds, ctx);
+    let runs = controllers::run(feeds, ctx.clone());
+    // Names what the index leaves out, for as long as the reconcilers run.
+    let named = tokio::spawn(unreadable::report(index.unreadable.clone(), ctx));
     tracing::info!("reconciling");
     futures::future::join5(plugins, chats, instances, projects, runs).await;
+    named.abort();
 }

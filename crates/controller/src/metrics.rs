@@ -35,6 +35,12 @@ pub struct StageLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// The kind, as the API server names it (`Plugin`, `Secret`, ...).
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
     /// `Succeeded` or `Failed`.
     pub outcome: &'static str,
@@ -53,6 +59,7 @@ pub struct Metrics {
     pub writes: Family<WriteLabels, Counter>,
     pub admission_refusals: Family<StageLabels, Counter>,
     pub runs_ended: Family<OutcomeLabels, Counter>,
+    pub unreadable: Family<KindLabels, Gauge>,
 }
 
 impl Metrics {
@@ -68,6 +75,7 @@ impl Metrics {
             writes: Family::default(),
             admission_refusals: Family::default(),
             runs_ended: Family::default(),
+            unreadable: Family::default(),
         };
         let sub = registry.sub_registry_with_prefix("loop_plugins_controller");
         sub.register("reconciles", "Reconciles run", metrics.reconciles.clone());
@@ -117,6 +125,12 @@ impl Metrics {
             "Agent runs that ended, by outcome (Succeeded or Failed)",
             metrics.runs_ended.clone(),
         );
+        metrics.unreadable_counts(&Default::default());
+        sub.register(
+            "unreadable_objects",
+            "Objects the controller leaves out because they do not parse as their type, by kind",
+            metrics.unreadable.clone(),
+        );
         metrics
     }
 
@@ -129,6 +143,17 @@ impl Metrics {
         self.admission_refusals
             .get_or_create(&StageLabels { stage })
             .inc();
+    }
+
+    /// The objects left out now, by kind: every kind the index may watch has a series.
+    pub fn unreadable_counts(&self, counts: &std::collections::BTreeMap<String, i64>) {
+        let kinds = index::kinds::KINDS.iter().map(|k| k.to_string());
+        for kind in kinds.chain(counts.keys().cloned()) {
+            let count = counts.get(&kind).copied().unwrap_or(0);
+            self.unreadable
+                .get_or_create(&KindLabels { kind })
+                .set(count);
+        }
     }
 
     /// An agent run ended (`Succeeded` or `Failed`).
@@ -144,7 +169,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn refusals_ended_runs_and_queues_start_at_zero_for_each_label() {
+    fn refusals_ended_runs_queues_and_unreadable_objects_start_at_zero_for_each_label() {
         let mut registry = Registry::default();
         Metrics::new(&mut registry);
         let mut text = String::new();
@@ -156,6 +181,8 @@ mod tests {
             r#"loop_plugins_controller_runs_ended_total{outcome="Failed"} 0"#,
             r#"loop_plugins_controller_queue_depth{controller="chat"} 0"#,
             r#"loop_plugins_controller_queue_depth{controller="run"} 0"#,
+            r#"loop_plugins_controller_unreadable_objects{kind="Plugin"} 0"#,
+            r#"loop_plugins_controller_unreadable_objects{kind="Secret"} 0"#,
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }

@@ -9,9 +9,10 @@
 //! So each write is remembered as (the version it went over, a hash of what it wrote). While
 //! the cache still shows that very version, writing the same content again is skipped: the
 //! server has it already, and whatever changes the object after it brings a new version and
-//! with it a new look. Only writes over an object the cache shows are remembered; making an
-//! absent one always goes to the server (an object made and deleted before the cache saw
-//! either would otherwise never be made again).
+//! with it a new look. Only writes over an object the cache shows are remembered here; making
+//! an absent one is remembered by the index (`index::awaited`), whose watches say when the
+//! store shows the object: the version to compare with comes only then (an object made and
+//! deleted before the cache saw either would otherwise never be made again).
 //!
 //! A status write also brings the watch event of the object as the write left it (its echo),
 //! which would wake the reconciler that wrote it to find what it has just written. So the

@@ -20,6 +20,24 @@
 
 use model::names::MANAGED_SELECTOR;
 
+/// Every kind a process may watch, as the API server names it (the metrics of unreadable
+/// objects have a series for each).
+pub const KINDS: [&str; 13] = [
+    "HostConfig",
+    "Plugin",
+    "Project",
+    "ProjectTrust",
+    "Channel",
+    "PluginInstance",
+    "AgentRun",
+    "Pod",
+    "Secret",
+    "PersistentVolumeClaim",
+    "CronJob",
+    "Job",
+    "ConfigMap",
+];
+
 /// The roles a process runs, each reading the index.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Roles {

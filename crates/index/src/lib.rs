@@ -7,6 +7,8 @@
 //!   (pure; the table of what each role's index holds is there);
 //! - [`watch`]: the one way the index reads the cluster: a watch per kind feeding its store,
 //!   with hooks before and after the store, and a stop signal; [`start`] starts them;
+//! - [`unreadable`]: an object that does not parse as its type is left out of its store (the
+//!   rest of its kind is served) and recorded, for the log, the metrics and an Event;
 //! - [`trim`]: what a stored object loses; [`compact`]: the compact form of the children the
 //!   controller keeps by the thousand;
 //! - [`feed`]: the subscribers of a kind's watch, the streams a kube `Controller` takes;
@@ -15,8 +17,11 @@
 //!   `settings.changed`), [`changed`] (change counters for the fan-out), [`epoch`] (a count of
 //!   the changes that decide who a token speaks for);
 //! - [`manifests`]: each Plugin's manifest parsed and its tools' schemas compiled, once per
-//!   version.
+//!   version;
+//! - [`awaited`]: the objects this process made that its stores do not show yet, so a writer
+//!   woken again before its store caught up does not make them twice.
 
+pub mod awaited;
 pub mod changed;
 pub mod compact;
 pub mod config_hashes;
@@ -30,6 +35,7 @@ pub mod settings;
 pub mod start;
 pub mod tokens;
 pub mod trim;
+pub mod unreadable;
 pub mod watch;
 
 use std::sync::Arc;
@@ -44,6 +50,7 @@ use model::resources::{
     Project, ProjectTrust, WorkingTree,
 };
 
+pub use awaited::Awaited;
 pub use changed::Changed;
 pub use compact::Compact;
 pub use config_writes::ConfigWrite;
@@ -54,6 +61,7 @@ pub use manifests::{Compiled, Manifests};
 pub use pods::{ContainerKey, Endpoint, InstanceKey, PodIndex, PodView};
 pub use start::{Error, Started};
 pub use tokens::{TokenIndex, TokenOwner};
+pub use unreadable::{UnreadableObject, Unreadables};
 pub use watch::Watch;
 
 /// Every store and derived index, filled by the watches of the roles the process runs (see
@@ -104,6 +112,10 @@ pub struct Index {
     pub changed: Arc<Changed>,
     /// Counts the changes to what decides who a token speaks for (see [`epoch`]).
     pub callers_epoch: Arc<Epoch>,
+    /// The objects the watches left out because they do not parse (see [`unreadable`]).
+    pub unreadable: Arc<Unreadables>,
+    /// The objects this process made that its stores do not show yet (see [`awaited`]).
+    pub awaited: Arc<Awaited>,
 
     /// The subscribers of each kind's watch.
     pub feeds: Feeds,
@@ -210,6 +222,8 @@ impl Index {
             tokens: Arc::default(),
             changed: Arc::default(),
             callers_epoch: Arc::default(),
+            unreadable: Arc::default(),
+            awaited: Arc::default(),
             feeds,
         };
         let writers = Writers {
@@ -272,5 +286,64 @@ impl Index {
         let parent = channel.spec.parent.as_ref()?;
         let ns = channel.namespace()?;
         self.channel(&ns, parent)?.spec.working_tree.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::Resource;
+    use kube::runtime::reflector::store::Writer;
+
+    use super::*;
+
+    fn kind<K: Resource<DynamicType = ()> + Clone>(_: &Writer<K>) -> String {
+        K::kind(&()).into_owned()
+    }
+
+    // Every store is named below (a new one fails to compile until it is), and its kind must
+    // be in `kinds::KINDS`, which the metrics of unreadable objects count by.
+    #[test]
+    fn every_stored_kind_is_one_the_metrics_name() {
+        let (_, writers) = Index::empty();
+        let Writers {
+            host,
+            plugins,
+            projects,
+            project_trusts,
+            channels,
+            instances,
+            pods,
+            owned_secrets,
+            claims,
+            cronjobs,
+            registry_secrets,
+            jobs,
+            runs,
+            config_maps,
+            secrets,
+        } = writers;
+        let stored = [
+            kind(&host),
+            kind(&plugins),
+            kind(&projects),
+            kind(&project_trusts),
+            kind(&channels),
+            kind(&instances),
+            kind(&pods),
+            kind(&owned_secrets),
+            kind(&claims),
+            kind(&cronjobs),
+            kind(&registry_secrets),
+            kind(&jobs),
+            kind(&runs),
+            kind(&config_maps),
+            kind(&secrets),
+        ];
+        for kind in &stored {
+            assert!(kinds::KINDS.contains(&kind.as_str()), "{kind}");
+        }
+        for kind in kinds::KINDS {
+            assert!(stored.iter().any(|k| k == kind), "{kind} is stored nowhere");
+        }
     }
 }

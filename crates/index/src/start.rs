@@ -13,12 +13,14 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch as signal};
 
+use super::awaited::Awaited;
 use super::changed::bump;
 use super::config_writes::{self, ConfigWrite, Generations};
 use super::epoch::Epoch;
 use super::feed::Feed;
 use super::kinds::{self, Roles, Selection};
 use super::trim;
+use super::unreadable::{Guarded, Unreadables};
 use super::watch::Watch;
 use super::{Index, Writers};
 
@@ -73,6 +75,8 @@ impl Index {
         let mut start = Starter {
             client,
             stop,
+            unreadables: index.unreadable.clone(),
+            awaited: index.awaited.clone(),
             filling: Vec::new(),
         };
 
@@ -184,6 +188,10 @@ where
 struct Starter {
     client: Client,
     stop: signal::Receiver<bool>,
+    /// Where every watch records the objects it leaves out.
+    unreadables: Arc<Unreadables>,
+    /// Told by every watch of each object its store shows.
+    awaited: Arc<Awaited>,
     filling: Vec<BoxFuture<'static, Result<(), Error>>>,
 }
 
@@ -233,7 +241,7 @@ impl Starter {
 
     fn spawn<K>(
         &mut self,
-        api: Api<K>,
+        api: Api<Guarded<K>>,
         selection: &Selection,
         writer: Writer<K>,
         feed: &Feed<K>,
@@ -255,6 +263,10 @@ impl Starter {
                     source,
                 })
         }));
-        hooked(Watch::new(api, config).feeding(feed)).spawn(writer, &self.stop);
+        let (awaited, kind) = (self.awaited.clone(), K::kind(&()).into_owned());
+        let watch = Watch::new(api, config, &self.unreadables)
+            .after(move |e| awaited.apply_watcher_event(&kind, e))
+            .feeding(feed);
+        hooked(watch).spawn(writer, &self.stop);
     }
 }

@@ -66,12 +66,13 @@ pub enum InspectError {
         reference: String,
         source: CheckError,
     },
+    /// Boxed: a layer's error names its entry at length, and this error travels far.
     #[error("{reference}: layer {index} ({digest}): {source}")]
     Layer {
         reference: String,
         index: usize,
         digest: Digest,
-        source: LayerError,
+        source: Box<LayerError>,
     },
     #[error("{reference}: the layer reader stopped: {message}")]
     Task { reference: String, message: String },
@@ -93,7 +94,7 @@ impl InspectError {
             InspectError::Registry { source, .. } => source.reason(),
             InspectError::Manifest { .. } => "ImageManifestInvalid",
             InspectError::Check { source, .. } => source.reason(),
-            InspectError::Layer { source, .. } => match source {
+            InspectError::Layer { source, .. } => match source.as_ref() {
                 LayerError::Path(PathError::LoopPluginTooBig { .. }) => "ImageLoopPluginTooBig",
                 LayerError::DigestMismatch { .. }
                 | LayerError::SizeMismatch { .. }
@@ -178,7 +179,7 @@ pub async fn inspect(
                     reference: name,
                     index,
                     digest: blob.digest.clone(),
-                    source,
+                    source: Box::new(source),
                 });
             }
         }

@@ -1,6 +1,7 @@
 //! What the cluster holds, counted from the index at each scrape, under `loop_plugins_api_*`:
-//! plugin instances by phase, and each plugin's agent runs of the last 24 hours beside
-//! `plugins.daily_runs` (the quota an alert watches). Counted from the stores, not kept as
+//! plugin instances by phase, each plugin's agent runs of the last 24 hours beside
+//! `plugins.daily_runs` (the quota an alert watches), and the objects the index leaves out
+//! because they do not parse, by kind. Counted from the stores, not kept as
 //! gauges a handler sets, so every replica reports the same figures and a restart loses none.
 
 use std::collections::BTreeMap;
@@ -26,6 +27,11 @@ struct PluginLabels {
     plugin: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
 /// What the gauges report at one scrape.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
@@ -35,6 +41,8 @@ pub struct Snapshot {
     pub runs: BTreeMap<String, i64>,
     /// `plugins.daily_runs`.
     pub daily_runs: i64,
+    /// The objects left out because they do not parse, by kind.
+    pub unreadable: BTreeMap<String, i64>,
 }
 
 impl Snapshot {
@@ -46,6 +54,7 @@ impl Snapshot {
             phases: instances_by_phase(instances.iter().map(|i| i.as_ref())),
             runs: runs_of_the_day(runs.iter().map(|r| r.as_ref()), jiff::Timestamp::now()),
             daily_runs: i64::from(index.host_config().spec.plugins.daily_runs),
+            unreadable: index.unreadable.counts(),
         }
     }
 }
@@ -135,6 +144,19 @@ impl Collector for IndexGauges {
             MetricType::Gauge,
         )?;
         ConstGauge::new(now.daily_runs).encode(family)?;
+        let mut family = encoder.encode_descriptor(
+            "unreadable_objects",
+            "Objects the index leaves out because they do not parse as their type, by kind",
+            None,
+            MetricType::Gauge,
+        )?;
+        let mut unreadable = now.unreadable;
+        for kind in index::kinds::KINDS {
+            unreadable.entry(kind.to_string()).or_default();
+        }
+        for (kind, count) in unreadable {
+            ConstGauge::new(count).encode(family.encode_family(&KindLabels { kind })?)?;
+        }
         Ok(())
     }
 }
@@ -216,6 +238,7 @@ mod tests {
             phases: instances_by_phase(&[instance(Some(InstancePhase::Running))]),
             runs: [("echo".to_string(), 9)].into(),
             daily_runs: 10,
+            unreadable: [("Plugin".to_string(), 2)].into(),
         };
         IndexGauges::register_source(&mut registry, Box::new(move || snapshot.clone()));
         let mut text = String::new();
@@ -225,6 +248,8 @@ mod tests {
             "loop_plugins_api_plugin_instances{phase=\"Stopped\"} 0",
             "loop_plugins_api_daily_runs_used{plugin=\"echo\"} 9",
             "loop_plugins_api_daily_runs_limit 10",
+            "loop_plugins_api_unreadable_objects{kind=\"Plugin\"} 2",
+            "loop_plugins_api_unreadable_objects{kind=\"Channel\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
         }

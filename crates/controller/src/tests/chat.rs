@@ -80,6 +80,25 @@ async fn the_first_reconcile_makes_the_claim_the_instance_the_task_and_applies_t
     verifier.done().await;
 }
 
+// Woken again (an admission verdict wakes every chat, its status write's echo) before its
+// cache shows what the first reconcile made: it makes none of it again (issue 41: at a cold
+// start the API server refused a few instances as AlreadyExists).
+#[tokio::test]
+async fn a_reconcile_before_the_cache_shows_the_first_ones_writes_makes_nothing_again() {
+    let world = World::echo();
+    let (ctx, server) = world.context();
+    let verifier = server.expect(first_calls(&world));
+    reconcile(world.channel("general"), ctx.clone())
+        .await
+        .expect("the first reconcile");
+    verifier.done().await;
+    // The same stores: nothing of the first reconcile shows yet. Any call now finds nobody to
+    // answer it, and fails the reconcile.
+    reconcile(world.channel("general"), ctx)
+        .await
+        .expect("no write, so nothing to fail");
+}
+
 #[tokio::test]
 async fn a_converged_chat_makes_no_write() {
     let world = converged().await;

@@ -116,6 +116,28 @@ async fn the_first_reconcile_makes_the_secret_and_no_pod_until_needed() {
     verifier.done().await;
 }
 
+// Woken again before its cache shows the Secret it made: it makes no second one (issue 41:
+// at a cold start the API server refused a few Secrets as AlreadyExists).
+#[tokio::test]
+async fn a_reconcile_before_the_cache_shows_the_secret_makes_it_no_second_time() {
+    let world = world_with_instance(false);
+    let instance = to_json(&world.instances[0]);
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::create(collection("secrets")),
+        Call::status(path("plugininstances", "echo-general"), instance),
+    ]);
+    reconcile(world.instance("echo-general"), ctx.clone())
+        .await
+        .unwrap();
+    verifier.done().await;
+    // The same stores: neither the Secret nor the status shows yet. Any call now finds
+    // nobody to answer it, and fails the reconcile.
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .expect("no write, so nothing to fail");
+}
+
 #[tokio::test]
 async fn demand_starts_a_pod_running_the_image_by_digest() {
     let world = world_with_instance(true);
