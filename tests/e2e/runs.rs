@@ -259,10 +259,41 @@ async fn mcp_scenario(ns: &Ns, id: &str, api: &str) -> anyhow::Result<()> {
         status == http::StatusCode::FORBIDDEN && body["error"]["code"] == -32002,
         "an ended run's token: {status} {body}"
     );
+    // A refusal names the request's id (JSON-RPC 2.0: null only when it cannot be read).
+    ensure!(body["id"] == 1, "the refusal's id: {body}");
     let (status, body) = ask(endpoint("run-tools"), Some(other_token)).await?;
     ensure!(
         status == http::StatusCode::UNAUTHORIZED && body["error"]["code"] == -32001,
         "another run's token: {status} {body}"
+    );
+    ensure!(body["id"] == 1, "the refusal's id: {body}");
+    // 2025-11-25: a present Origin that is not the server's own is answered 403, token or not.
+    let foreign = http
+        .post(endpoint("run-tools"))
+        .bearer_auth(&tools_token)
+        .header("origin", "https://evil.example")
+        .json(&list)
+        .send()
+        .await?;
+    let status = foreign.status();
+    let body: serde_json::Value = foreign.json().await?;
+    ensure!(
+        status == http::StatusCode::FORBIDDEN && body["error"]["code"] == -32003,
+        "a foreign Origin: {status} {body}"
+    );
+    // A version header the endpoint does not speak: 400, naming the request's id.
+    let unspoken = http
+        .post(endpoint("run-tools"))
+        .bearer_auth(&tools_token)
+        .header("mcp-protocol-version", "1999-01-01")
+        .json(&list)
+        .send()
+        .await?;
+    let status = unspoken.status();
+    let body: serde_json::Value = unspoken.json().await?;
+    ensure!(
+        status == http::StatusCode::BAD_REQUEST && body["id"] == 1,
+        "an unspoken version: {status} {body}"
     );
     let (status, _) = ask(endpoint("run-tools"), None).await?;
     ensure!(
@@ -345,6 +376,7 @@ async fn kill_mid_run(ns: &Ns, id: &str, model: &ScriptedModel) -> anyhow::Resul
             .context("a phase")?,
         told.status.as_ref().and_then(|s| s.result.as_deref()),
     );
+    let done = serde_json::to_value(&done)?;
     ensure!(done["status"] == "failed", "the plugin was told {done}");
     Ok(())
 }

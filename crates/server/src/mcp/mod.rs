@@ -31,7 +31,7 @@ use crate::delivery::target;
 use crate::host_api::error::{ErrorCode, HostError};
 use crate::tool_calls::{ToolCall, ToolResult, call_tool};
 use caller::Refusal;
-use protocol::{Message, RunCaller, code};
+use protocol::{Body, Message, RunCaller, code};
 use record::ToolCallLog;
 
 /// The route, as `model::run_contract::mcp_path` makes it.
@@ -77,7 +77,8 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(version) = headers.get("mcp-protocol-version")
+    let version = headers.get("mcp-protocol-version");
+    if let Some(version) = version
         && !protocol::SUPPORTED
             .iter()
             .any(|v| v.as_bytes() == version.as_bytes())
@@ -88,23 +89,55 @@ async fn handle(
         );
         return rpc(
             StatusCode::BAD_REQUEST,
-            protocol::error(&Value::Null, code::INVALID_REQUEST, &message),
+            protocol::error(&protocol::id_of(&body), code::INVALID_REQUEST, &message),
         );
     }
-    let token = caller::bearer(
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok()),
-    );
+    let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    if !protocol::origin_allowed(text(header::ORIGIN), text(header::HOST)) {
+        let message =
+            "the request's Origin is not this server's: a browser page may not call a run's tools";
+        return rpc(
+            StatusCode::FORBIDDEN,
+            protocol::error(&Value::Null, code::ORIGIN_REFUSED, message),
+        );
+    }
+    let token = caller::bearer(text(header::AUTHORIZATION));
     let (run, view) = match caller_of(&s, &namespace, &name, token).await {
         Ok(found) => found,
-        Err(refusal) => return refused(&refusal),
+        Err(refusal) => return refused(&refusal, &protocol::id_of(&body)),
     };
-    let answer = match protocol::read(&body) {
-        Message::NoAnswer => return StatusCode::ACCEPTED.into_response(),
+    let version = version.and_then(|v| v.to_str().ok());
+    match protocol::read_body(&body, version) {
+        Body::One(message) => match answer(&s, &run, &view, message).await {
+            Some(answer) => rpc(StatusCode::OK, answer),
+            None => StatusCode::ACCEPTED.into_response(),
+        },
+        Body::Batch(messages) => {
+            let mut answers = Vec::new();
+            for message in messages {
+                answers.extend(answer(&s, &run, &view, message).await);
+            }
+            if answers.is_empty() {
+                StatusCode::ACCEPTED.into_response()
+            } else {
+                rpc(StatusCode::OK, Value::Array(answers))
+            }
+        }
+    }
+}
+
+/// The answer to one message (none to a notification or a response).
+async fn answer(
+    s: &McpState,
+    run: &model::resources::AgentRun,
+    view: &RunCaller,
+    message: Message,
+) -> Option<Value> {
+    Some(match message {
+        Message::NoAnswer => return None,
         Message::Refused { id, code, message } => protocol::error(&id, code, &message),
         Message::Initialize { id, version } => {
-            protocol::answer(&id, protocol::initialize(&view, version.as_deref()))
+            protocol::answer(&id, protocol::initialize(view, version.as_deref()))
         }
         Message::Ping { id } => protocol::answer(&id, json!({})),
         Message::ListTools { id } => {
@@ -115,7 +148,7 @@ async fn handle(
             {
                 Ok((_, compiled)) => protocol::answer(
                     &id,
-                    json!({ "tools": protocol::tools(&compiled.manifest, &view) }),
+                    json!({ "tools": protocol::tools(&compiled.manifest, view) }),
                 ),
                 Err(e) => protocol::error(&id, code::INTERNAL, &e.to_string()),
             }
@@ -124,12 +157,11 @@ async fn handle(
             id,
             tool,
             arguments,
-        } => match call(&s, &run, &view, &tool, arguments).await {
+        } => match call(s, run, view, &tool, arguments).await {
             Ok(result) => protocol::answer(&id, protocol::call_result(&result)),
             Err(message) => protocol::error(&id, code::INVALID_PARAMS, &message),
         },
-    };
-    rpc(StatusCode::OK, answer)
+    })
 }
 
 /// How long a caller waits for this replica's index to show its run started: the runner may
@@ -202,10 +234,11 @@ async fn call(
     Ok(result)
 }
 
-fn refused(refusal: &Refusal) -> Response {
+/// A caller refused, answering the request's id when it had one.
+fn refused(refusal: &Refusal, id: &Value) -> Response {
     let mut response = rpc(
         refusal.status(),
-        protocol::error(&Value::Null, refusal.code(), &refusal.to_string()),
+        protocol::error(id, refusal.code(), &refusal.to_string()),
     );
     if refusal.status() == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(

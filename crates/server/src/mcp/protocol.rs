@@ -2,7 +2,9 @@
 //! tools a run is offered, a tool result in MCP's shape, and every error's code.
 //!
 //! Streamable HTTP without sessions (each POST carries one message and its answer is one JSON
-//! body), tools only:
+//! body; under 2025-03-26 and 2024-11-05, or without a version header, a batch too, answered
+//! with an array), tools only. A request's `Origin`, when it has one, must be this server's
+//! (else 403); a refusal names the request's id when it had one.
 //!
 //! | message | answer |
 //! |---|---|
@@ -11,6 +13,7 @@
 //! | `tools/list` | the tools the manifest gives the run's agent, `plugin_<tool>`, with `inputSchema`, `outputSchema` and, for a read-only agent, `readOnlyHint` |
 //! | `tools/call` | the tool's result (`content`, `structuredContent`, `isError`); a name the run was not given is `-32602` |
 //! | a notification or a response | nothing (HTTP 202) |
+//! | a request whose `id` is null or not a string or number | `-32600` |
 //! | any other method | `-32601` |
 
 use serde_json::{Map, Value, json};
@@ -35,6 +38,8 @@ pub mod code {
     pub const UNAUTHORIZED: i64 = -32001;
     /// The run has ended, or has not started (HTTP 403).
     pub const RUN_NOT_RUNNING: i64 = -32002;
+    /// The request's Origin is not this server's (HTTP 403).
+    pub const ORIGIN_REFUSED: i64 = -32003;
 }
 
 /// What a run's endpoint knows of its caller.
@@ -75,32 +80,133 @@ pub enum Message {
     },
 }
 
-/// Reads one POSTed body.
-pub fn read(body: &[u8]) -> Message {
+/// What a POSTed body holds: one message, or a batch of them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    One(Message),
+    Batch(Vec<Message>),
+}
+
+/// The revisions a batch is taken under: 2025-03-26 says a server MUST support receiving
+/// them, and 2024-11-05 is JSON-RPC 2.0's own; 2025-06-18 removed them.
+pub const BATCH_REVISIONS: [&str; 2] = ["2025-03-26", "2024-11-05"];
+
+/// The revision a request without an `MCP-Protocol-Version` header speaks (2025-06-18,
+/// "Protocol Version Header": the server assumes 2025-03-26).
+pub const WITHOUT_HEADER: &str = "2025-03-26";
+
+/// Reads one POSTed body, of the revision `version` (its `MCP-Protocol-Version` header): one
+/// message, or a batch where that revision has them.
+pub fn read_body(body: &[u8], version: Option<&str>) -> Body {
     let value: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => return refused(Value::Null, code::PARSE_ERROR, format!("not JSON: {e}")),
+        Err(e) => {
+            return Body::One(refused(
+                Value::Null,
+                code::PARSE_ERROR,
+                format!("not JSON: {e}"),
+            ));
+        }
     };
+    let Value::Array(items) = value else {
+        return Body::One(message(value, false));
+    };
+    let revision = version.unwrap_or(WITHOUT_HEADER);
+    if !BATCH_REVISIONS.contains(&revision) {
+        return Body::One(refused(
+            Value::Null,
+            code::INVALID_REQUEST,
+            format!(
+                "one JSON-RPC message per POST under protocol {revision}: batches were removed in \
+                 2025-06-18 (they are taken under {})",
+                BATCH_REVISIONS.join(" and ")
+            ),
+        ));
+    }
+    if items.is_empty() {
+        return Body::One(refused(
+            Value::Null,
+            code::INVALID_REQUEST,
+            "an empty batch",
+        ));
+    }
+    Body::Batch(items.into_iter().map(|item| message(item, true)).collect())
+}
+
+/// Reads one POSTed body holding one message (a batch is refused).
+pub fn read(body: &[u8]) -> Message {
+    match read_body(body, Some(LATEST)) {
+        Body::One(m) => m,
+        Body::Batch(_) => unreachable!("no batches under the latest revision"),
+    }
+}
+
+/// The request's id, for a refusal made before the body is read: null when there is none to
+/// name (not JSON, a batch, a notification, an id that is not a string or a number).
+pub fn id_of(body: &[u8]) -> Value {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .filter(is_id)
+        .unwrap_or(Value::Null)
+}
+
+/// Whether a request's `Origin` may be served: none (a client outside a browser), or this
+/// server's own (its scheme's host and port are the request's `Host`). 2025-11-25: a present
+/// Origin that is not valid is answered 403.
+pub fn origin_allowed(origin: Option<&str>, host: Option<&str>) -> bool {
+    let Some(origin) = origin else {
+        return true;
+    };
+    let Some(host) = host else {
+        return false;
+    };
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false;
+    };
+    matches!(scheme, "http" | "https") && authority.eq_ignore_ascii_case(host)
+}
+
+/// One message of a body; `in_batch` when it came in a batch (where `initialize` may not).
+fn message(value: Value, in_batch: bool) -> Message {
     let Some(object) = value.as_object() else {
         return refused(
             Value::Null,
             code::INVALID_REQUEST,
-            "one JSON-RPC message per POST, an object (batches are not taken)",
+            "a JSON-RPC message is an object",
         );
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        let id = object.get("id").cloned().unwrap_or(Value::Null);
+        let id = object
+            .get("id")
+            .cloned()
+            .filter(is_id)
+            .unwrap_or(Value::Null);
         return refused(id, code::INVALID_REQUEST, "jsonrpc: must be \"2.0\"");
     }
     let Some(method) = object.get("method").and_then(Value::as_str) else {
         // A response to something the endpoint never asks: nothing to do.
         return Message::NoAnswer;
     };
-    let Some(id) = object.get("id").cloned().filter(is_id) else {
-        return Message::NoAnswer;
+    let id = match object.get("id") {
+        // No id member: a notification.
+        None => return Message::NoAnswer,
+        Some(id) if is_id(id) => id.clone(),
+        Some(_) => {
+            return refused(
+                Value::Null,
+                code::INVALID_REQUEST,
+                "id: a string or a number (a notification has no id at all)",
+            );
+        }
     };
     let params = object.get("params").cloned().unwrap_or(json!({}));
     match method {
+        "initialize" if in_batch => refused(
+            id,
+            code::INVALID_REQUEST,
+            "initialize may not be part of a batch",
+        ),
         "initialize" => Message::Initialize {
             id,
             version: params
@@ -189,10 +295,9 @@ pub fn tools(manifest: &Manifest, run: &RunCaller) -> Vec<Value> {
         .map(|tool| {
             let mut t = Map::new();
             t.insert("name".into(), json!(tool.mcp_name()));
-            t.insert(
-                "description".into(),
-                json!(tool.description.clone().unwrap_or_default()),
-            );
+            if let Some(description) = &tool.description {
+                t.insert("description".into(), json!(description));
+            }
             t.insert("inputSchema".into(), tool.input_schema.clone());
             if let Some(schema) = &tool.output_schema {
                 t.insert("outputSchema".into(), schema.clone());
@@ -401,5 +506,126 @@ mod tests {
             json!({"content": [{"type": "text", "text": "{\"echo\":\"hi\"}"}],
                    "structuredContent": {"echo": "hi"}, "isError": false})
         );
+    }
+
+    /// JSON-RPC 2.0 (every MCP revision): an id is a string or a number; a request with
+    /// `"id": null` is not a notification (a notification has no id member) but invalid.
+    #[test]
+    fn a_request_whose_id_is_null_is_refused_not_taken_as_a_notification() {
+        match msg(json!({"jsonrpc": "2.0", "id": null, "method": "ping"})) {
+            Message::Refused { id, code, .. } => {
+                assert_eq!((id, code), (Value::Null, code::INVALID_REQUEST));
+            }
+            other => panic!("{other:?}"),
+        }
+        match msg(json!({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"})) {
+            Message::Refused { code, .. } => assert_eq!(code, code::INVALID_REQUEST),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            msg(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})),
+            Message::NoAnswer,
+            "no id member: a notification"
+        );
+    }
+
+    /// 2025-03-26 (and 2024-11-05, JSON-RPC's own rule): a server must take a batch and answer
+    /// an array; 2025-06-18 removed batches, so from then on an array is refused. No header
+    /// means 2025-03-26 (2025-06-18, "Protocol Version Header").
+    #[test]
+    fn a_batch_is_taken_under_the_revisions_that_have_batches_and_refused_after() {
+        let batch = json!([
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {}}
+        ])
+        .to_string();
+        for version in [None, Some("2025-03-26"), Some("2024-11-05")] {
+            match read_body(batch.as_bytes(), version) {
+                Body::Batch(messages) => {
+                    assert_eq!(messages.len(), 4, "{version:?}");
+                    assert_eq!(messages[0], Message::Ping { id: json!(1) });
+                    assert_eq!(messages[1], Message::NoAnswer);
+                    assert_eq!(messages[2], Message::ListTools { id: json!(2) });
+                    // "The initialization request MUST NOT be part of a JSON-RPC batch".
+                    assert!(matches!(
+                        &messages[3],
+                        Message::Refused { id, code, .. } if *id == json!(3) && *code == code::INVALID_REQUEST
+                    ));
+                }
+                other => panic!("{version:?}: {other:?}"),
+            }
+        }
+        for version in [Some("2025-06-18"), Some("2025-11-25")] {
+            match read_body(batch.as_bytes(), version) {
+                Body::One(Message::Refused { code, message, .. }) => {
+                    assert_eq!(code, code::INVALID_REQUEST);
+                    assert!(message.contains("2025-03-26"), "{message}");
+                }
+                other => panic!("{version:?}: {other:?}"),
+            }
+        }
+        // An empty array is an invalid request under every revision (JSON-RPC 2.0).
+        assert!(matches!(
+            read_body(b"[]", None),
+            Body::One(Message::Refused {
+                code: code::INVALID_REQUEST,
+                ..
+            })
+        ));
+    }
+
+    /// A refusal before the message is read (a token, a version header) still names the
+    /// request's id when it had one (JSON-RPC 2.0: the id is null only when it could not be
+    /// read).
+    #[test]
+    fn the_id_of_a_request_is_found_for_refusals_made_before_reading_it() {
+        assert_eq!(
+            id_of(br#"{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}"#),
+            json!(7)
+        );
+        assert_eq!(
+            id_of(br#"{"jsonrpc": "2.0", "id": "x", "method": "ping"}"#),
+            json!("x")
+        );
+        assert_eq!(id_of(br#"{"id": null}"#), Value::Null);
+        assert_eq!(id_of(b"[{\"id\": 1}]"), Value::Null);
+        assert_eq!(id_of(b"not json"), Value::Null);
+    }
+
+    /// 2025-11-25, "Security Warning": a present Origin that is not the server's own is
+    /// answered 403; a client outside a browser sends none.
+    #[test]
+    fn an_origin_other_than_the_servers_own_is_refused() {
+        assert!(origin_allowed(None, Some("api.loop-plugins.svc:8080")));
+        assert!(origin_allowed(
+            Some("http://api.loop-plugins.svc:8080"),
+            Some("api.loop-plugins.svc:8080")
+        ));
+        assert!(origin_allowed(
+            Some("https://127.0.0.1:30080"),
+            Some("127.0.0.1:30080")
+        ));
+        assert!(!origin_allowed(
+            Some("https://evil.example"),
+            Some("127.0.0.1:30080")
+        ));
+        assert!(!origin_allowed(Some("null"), Some("127.0.0.1:30080")));
+        assert!(!origin_allowed(Some("http://127.0.0.1:30080"), None));
+        assert!(!origin_allowed(
+            Some("http://127.0.0.1:30081"),
+            Some("127.0.0.1:30080")
+        ));
+    }
+
+    /// 2025-06-18 and later, `Tool`: `description` is optional; a tool without one is listed
+    /// without it, not with an empty string.
+    #[test]
+    fn a_tool_without_a_description_is_listed_without_one() {
+        let m = manifest();
+        let keep = tools(&m, &view("keep", false));
+        assert_eq!(keep[0]["description"], "says it back");
+        assert!(keep[1].get("description").is_none(), "{}", keep[1]);
     }
 }
