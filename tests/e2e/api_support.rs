@@ -66,6 +66,7 @@ pub fn full_entry(enabled: bool) -> PluginConfig {
         ]),
         schedules: BTreeMap::new(),
         secret_settings: BTreeMap::new(),
+        risk_profile: None,
     }
 }
 

@@ -386,6 +386,7 @@ pub fn entry(enabled: bool, schedules: &[(&str, ScheduleEntry)]) -> PluginConfig
         enabled: Some(enabled),
         settings: BTreeMap::new(),
         secret_settings: BTreeMap::new(),
+        risk_profile: None,
         schedules: schedules
             .iter()
             .map(|(a, e)| (a.to_string(), e.clone()))

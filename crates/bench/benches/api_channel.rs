@@ -241,6 +241,7 @@ async fn world(client: &Client) -> anyhow::Result<()> {
         ]),
         schedules: BTreeMap::new(),
         secret_settings: BTreeMap::new(),
+        risk_profile: None,
     };
     let plugins = BTreeMap::from([(PLUGIN.to_string(), entry)]);
     let trust = ProjectTrust::of(PROJECT, &plugins);

@@ -163,6 +163,7 @@ fn config(states: &BTreeMap<String, PluginState>) -> BTreeMap<String, PluginConf
                     settings: BTreeMap::new(),
                     schedules,
                     secret_settings: BTreeMap::new(),
+                    risk_profile: None,
                 },
             )
         })

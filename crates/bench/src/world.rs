@@ -170,6 +170,7 @@ pub fn project_config(plugins: &[String], enabled: bool) -> BTreeMap<String, Plu
                     settings: BTreeMap::new(),
                     schedules: BTreeMap::from([(ACTION.to_string(), schedule_entry(true))]),
                     secret_settings: BTreeMap::new(),
+                    risk_profile: None,
                 },
             )
         })

@@ -428,6 +428,7 @@ mod tests {
                 enabled: Some(enabled),
                 settings: BTreeMap::new(),
                 secret_settings: BTreeMap::new(),
+                risk_profile: None,
                 schedules: schedules
                     .iter()
                     .map(|(a, e)| (a.to_string(), e.clone()))

@@ -5,7 +5,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::resources::{
-    AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project, ProjectTrust,
+    AgentRun, Channel, HostConfig, Plugin, PluginInstance, Project, ProjectTrust, ToolCallApproval,
 };
 
 /// Every CRD, in a stable order.
@@ -18,6 +18,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         Channel::crd(),
         PluginInstance::crd(),
         AgentRun::crd(),
+        ToolCallApproval::crd(),
     ]
 }
 

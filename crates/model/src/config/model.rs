@@ -33,6 +33,15 @@ pub struct PluginConfig {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub secret_settings: BTreeMap<String, SecretSettingSource>,
+    /// The risk profile the plugin's agents get (one of HostConfig's `riskProfiles`); in a
+    /// Project it counts once the owner trusts the config, as `enabled` does.
+    #[serde(
+        default,
+        rename = "riskProfile",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(length(min = 1, max = 63))]
+    pub risk_profile: Option<String>,
 }
 
 /// `plugins.<id>.secretSettings.<setting>`: where a secret setting's value comes from.

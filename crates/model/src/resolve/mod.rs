@@ -9,8 +9,10 @@
 //! - [`enabled`]: whether a plugin runs in a project;
 //! - [`settings`]: the settings a plugin sees, the values left out, and where each secret
 //!   setting's value is (a Secret reference);
-//! - [`schedules`]: the scheduled tasks asked for, and the entries that yield none.
+//! - [`schedules`]: the scheduled tasks asked for, and the entries that yield none;
+//! - [`approval`]: which of an agent's tool calls wait for a person (risk profiles).
 
+pub mod approval;
 pub mod capabilities;
 pub mod chat;
 pub mod enabled;

@@ -1,5 +1,7 @@
 //! `HostConfig`: the global config, a cluster-wide singleton named `default`.
 
+use std::collections::BTreeMap;
+
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -39,6 +41,74 @@ pub struct HostConfigSpec {
     /// What runs each agent run (see [`AgentRunner`]); none: runs stay queued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<AgentRunner>,
+    /// How an agent's plugin tool call waits for a person (see [`ApprovalSettings`]).
+    #[serde(default)]
+    pub approval: ApprovalSettings,
+    /// Risk profiles by name: which tools an agent may call without asking a person. A
+    /// plugin's agents get `default` unless `plugins.<id>.riskProfile` (in HostConfig's
+    /// `plugins.defaults` or, once trusted, a Project) names another. The built-in defaults
+    /// are merged into `default`; a profile of another name keeps only what it lists
+    /// (`crate::resolve::approval`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(length(max = 64))]
+    pub risk_profiles: BTreeMap<String, RiskProfile>,
+}
+
+/// `approval`: how long an agent's tool call waits for a person.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalSettings {
+    /// How long a call waits for a decision (a duration: 5m, 90s); past it, the call is
+    /// denied and does not run. The tool's own time limit starts once it is approved.
+    #[serde(default = "default_approval_wait")]
+    #[schemars(regex(pattern = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"))]
+    pub wait: String,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        Self {
+            wait: default_approval_wait(),
+        }
+    }
+}
+
+fn default_approval_wait() -> String {
+    "5m".into()
+}
+
+/// A risk profile: which of a plugin's tools its agents call without asking (zeroclaw's
+/// `risk_profiles.<name>`). Tools are named as the agent sees them (`plugin_<tool>`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RiskProfile {
+    /// Tools called without asking; `*` for every tool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 128)))]
+    pub auto_approve: Vec<String>,
+    /// Tools asked for every time, whatever else pre-approves them (`*`, `full`, an Always
+    /// answer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 128)))]
+    pub always_ask: Vec<String>,
+    /// `full` pre-approves every tool not in `alwaysAsk`; `supervised` (the default) asks for
+    /// every tool not in `autoApprove`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<RiskLevel>,
+    /// No person attends these agents' runs: a call that needs approval is denied at once
+    /// instead of waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unattended: Option<bool>,
+}
+
+/// A risk profile's level.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RiskLevel {
+    /// Ask for every tool not pre-approved.
+    Supervised,
+    /// Pre-approve every tool not in `alwaysAsk`.
+    Full,
 }
 
 /// `plugins.*` of the global config.

@@ -14,6 +14,7 @@ mod plugin_instance;
 mod project;
 mod project_trust;
 mod runner;
+mod tool_call_approval;
 
 pub use agent_run::{
     AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, MAX_RECORDED_TOOL_CALLS, RunToolCall,
@@ -23,8 +24,9 @@ pub use channel::{
 };
 pub use condition::{Condition, ConditionStatus, set_condition};
 pub use host_config::{
-    AgentGate, GateAudit, Gates, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, HostConfigStatus,
-    HostPlugins, RegistryConfig, RegistryMirror, SignatureMode,
+    AgentGate, ApprovalSettings, GateAudit, Gates, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
+    HostConfigStatus, HostPlugins, RegistryConfig, RegistryMirror, RiskLevel, RiskProfile,
+    SignatureMode,
 };
 pub use plugin::{
     ADMITTED, AdmissionStage, ImageStatus, Plugin, PluginManifestSpec, PluginSignature, PluginSpec,
@@ -37,6 +39,10 @@ pub use plugin_instance::{
 pub use project::{Project, ProjectSpec, ProjectStatus};
 pub use project_trust::{ProjectTrust, ProjectTrustSpec};
 pub use runner::{AgentRunner, DEFAULT_RUN_SECONDS};
+pub use tool_call_approval::{
+    ApprovalVia, Decision, MAX_APPROVAL_INPUT_BYTES, ToolCallApproval, ToolCallApprovalSpec,
+    ToolCallApprovalStatus,
+};
 
 /// The API group of every resource here.
 pub const GROUP: &str = "plugins.loop.dev";
