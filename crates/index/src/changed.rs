@@ -8,6 +8,8 @@ pub struct Changed {
     pub plugins: watch::Sender<u64>,
     pub instances: watch::Sender<u64>,
     pub runs: watch::Sender<u64>,
+    /// ToolCallApprovals: a call waiting for a person follows it.
+    pub approvals: watch::Sender<u64>,
 }
 
 impl Default for Changed {
@@ -16,6 +18,7 @@ impl Default for Changed {
             plugins: watch::channel(0).0,
             instances: watch::channel(0).0,
             runs: watch::channel(0).0,
+            approvals: watch::channel(0).0,
         }
     }
 }

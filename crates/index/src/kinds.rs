@@ -13,6 +13,7 @@
 //! | AgentRun | ours | ours | typed |
 //! | Job | runners' | | typed |
 //! | ConfigMap | | inbox, memory, live sessions (with their control requests) | typed |
+//! | ToolCallApproval | | ours | typed |
 //!
 //! "ours" is [`MANAGED_SELECTOR`]: what we made. Every stored object loses its managedFields
 //! (`trim`). The two Secret watches stay apart when both roles share a process: the controller
@@ -22,7 +23,7 @@ use model::names::MANAGED_SELECTOR;
 
 /// Every kind a process may watch, as the API server names it (the metrics of unreadable
 /// objects have a series for each).
-pub const KINDS: [&str; 13] = [
+pub const KINDS: [&str; 14] = [
     "HostConfig",
     "Plugin",
     "Project",
@@ -36,6 +37,7 @@ pub const KINDS: [&str; 13] = [
     "CronJob",
     "Job",
     "ConfigMap",
+    "ToolCallApproval",
 ];
 
 /// The roles a process runs, each reading the index.
@@ -152,6 +154,7 @@ pub struct Watches {
     pub jobs: Option<Selection>,
     pub runs: Option<Selection>,
     pub config_maps: Option<Selection>,
+    pub approvals: Option<Selection>,
     pub secrets: Option<Selection>,
     /// Whether the changes the API server's fan-out follows are told: config writes, and a
     /// count of changes to Plugins, instances and runs.
@@ -183,6 +186,7 @@ pub fn watches(roles: &Roles) -> Watches {
         jobs: for_controller(Selection::labelled(&runner_jobs_selector())),
         runs: any.then(ours),
         config_maps: for_api(Selection::labelled(&config_maps_selector())),
+        approvals: for_api(ours()),
         secrets: for_api(Selection::labelled(&token_secrets_selector())),
         tells_changes: roles.api,
     }
@@ -212,6 +216,7 @@ mod tests {
                 jobs: Some(Selection::labelled(&runner_jobs_selector())),
                 runs: ours,
                 config_maps: None,
+                approvals: None,
                 secrets: None,
                 tells_changes: false,
             }
@@ -238,8 +243,9 @@ mod tests {
                 cronjobs: None,
                 registry_secrets: None,
                 jobs: None,
-                runs: ours,
+                runs: ours.clone(),
                 config_maps: Some(Selection::labelled(&config_maps_selector())),
+                approvals: ours,
                 secrets: Some(Selection::labelled(&token_secrets_selector())),
                 tells_changes: true,
             }

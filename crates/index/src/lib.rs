@@ -47,7 +47,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 
 use model::resources::{
     AgentRun, Channel, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
-    Project, ProjectTrust, WorkingTree,
+    Project, ProjectTrust, ToolCallApproval, WorkingTree,
 };
 
 pub use awaited::Awaited;
@@ -104,6 +104,8 @@ pub struct Index {
     pub runs: Store<AgentRun>,
     /// Label-selected: the inbox and memory ConfigMaps the API server made.
     pub config_maps: Store<ConfigMap>,
+    /// The agents' tool calls waiting for (or decided by) a person, which the API server made.
+    pub approvals: Store<ToolCallApproval>,
     /// The instances' token Secrets, holding only the secret that calls to the plugin carry.
     pub secrets: Store<Secret>,
     /// The digests of the tokens plugins call with, and whose each is.
@@ -137,6 +139,7 @@ pub struct Feeds {
     pub jobs: Feed<Job>,
     pub runs: Feed<AgentRun>,
     pub config_maps: Feed<ConfigMap>,
+    pub approvals: Feed<ToolCallApproval>,
     pub secrets: Feed<Secret>,
 }
 
@@ -156,6 +159,7 @@ pub struct Writers {
     pub jobs: Writer<Job>,
     pub runs: Writer<AgentRun>,
     pub config_maps: Writer<ConfigMap>,
+    pub approvals: Writer<ToolCallApproval>,
     pub secrets: Writer<Secret>,
 }
 
@@ -182,6 +186,7 @@ impl Index {
         let (jobs, jobs_w) = reflector::store();
         let (runs, runs_w) = reflector::store();
         let (config_maps, config_maps_w) = reflector::store();
+        let (approvals, approvals_w) = reflector::store();
         let (secrets, secrets_w) = reflector::store();
         let feeds = Feeds {
             host: Feed::new(host.clone()),
@@ -198,6 +203,7 @@ impl Index {
             jobs: Feed::new(jobs.clone()),
             runs: Feed::new(runs.clone()),
             config_maps: Feed::new(config_maps.clone()),
+            approvals: Feed::new(approvals.clone()),
             secrets: Feed::new(secrets.clone()),
         };
         let index = Index {
@@ -218,6 +224,7 @@ impl Index {
             jobs,
             runs,
             config_maps,
+            approvals,
             secrets,
             tokens: Arc::default(),
             changed: Arc::default(),
@@ -241,6 +248,7 @@ impl Index {
             jobs: jobs_w,
             runs: runs_w,
             config_maps: config_maps_w,
+            approvals: approvals_w,
             secrets: secrets_w,
         };
         (index, writers)
@@ -320,6 +328,7 @@ mod tests {
             jobs,
             runs,
             config_maps,
+            approvals,
             secrets,
         } = writers;
         let stored = [
@@ -337,6 +346,7 @@ mod tests {
             kind(&jobs),
             kind(&runs),
             kind(&config_maps),
+            kind(&approvals),
             kind(&secrets),
         ];
         for kind in &stored {

@@ -69,6 +69,7 @@ impl Index {
             jobs,
             runs,
             config_maps,
+            approvals,
             secrets,
         } = writers;
         let feeds = &index.feeds;
@@ -145,6 +146,11 @@ impl Index {
             when(tells, watch, move |_| bump(&changed.runs))
         });
         start.watch(&plan.config_maps, config_maps, &feeds.config_maps, |w| w);
+        start.watch(&plan.approvals, approvals, &feeds.approvals, |watch| {
+            // A call waiting for a person is woken by every change of an approval.
+            let changed = index.changed.clone();
+            watch.before(move |_| bump(&changed.approvals))
+        });
         start.watch(&plan.secrets, secrets, &feeds.secrets, |watch| {
             // The token index reads each token before the stored copy loses it.
             let tokens = index.tokens.clone();

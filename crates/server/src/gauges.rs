@@ -1,7 +1,7 @@
 //! What the cluster holds, counted from the index at each scrape, under `loop_plugins_api_*`:
 //! plugin instances by phase, each plugin's agent runs of the last 24 hours beside
-//! `plugins.daily_runs` (the quota an alert watches), and the objects the index leaves out
-//! because they do not parse, by kind. Counted from the stores, not kept as
+//! `plugins.daily_runs` (the quota an alert watches), the objects the index leaves out
+//! because they do not parse, by kind, and the agents' tool calls waiting for a person. Counted from the stores, not kept as
 //! gauges a handler sets, so every replica reports the same figures and a restart loses none.
 
 use std::collections::BTreeMap;
@@ -43,6 +43,8 @@ pub struct Snapshot {
     pub daily_runs: i64,
     /// The objects left out because they do not parse, by kind.
     pub unreadable: BTreeMap<String, i64>,
+    /// Agents' tool calls waiting for a person now.
+    pub approvals_pending: i64,
 }
 
 impl Snapshot {
@@ -55,6 +57,12 @@ impl Snapshot {
             runs: runs_of_the_day(runs.iter().map(|r| r.as_ref()), jiff::Timestamp::now()),
             daily_runs: i64::from(index.host_config().spec.plugins.daily_runs),
             unreadable: index.unreadable.counts(),
+            approvals_pending: index
+                .approvals
+                .state()
+                .iter()
+                .filter(|a| a.decision() == model::resources::Decision::Pending)
+                .count() as i64,
         }
     }
 }
@@ -157,6 +165,13 @@ impl Collector for IndexGauges {
         for (kind, count) in unreadable {
             ConstGauge::new(count).encode(family.encode_family(&KindLabels { kind })?)?;
         }
+        let family = encoder.encode_descriptor(
+            "approvals_pending",
+            "Agents' tool calls waiting for a person's approval now",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(now.approvals_pending).encode(family)?;
         Ok(())
     }
 }
@@ -239,6 +254,7 @@ mod tests {
             runs: [("echo".to_string(), 9)].into(),
             daily_runs: 10,
             unreadable: [("Plugin".to_string(), 2)].into(),
+            approvals_pending: 0,
         };
         IndexGauges::register_source(&mut registry, Box::new(move || snapshot.clone()));
         let mut text = String::new();

@@ -155,6 +155,7 @@ pub struct ServerMetrics {
     pub calls: Arc<crate::calls::metrics::CallMetrics>,
     pub host: Arc<crate::host_api::metrics::HostMetrics>,
     pub api: Arc<crate::plugin_api::metrics::Metrics>,
+    pub approvals: Arc<crate::tool_calls::approval::ApprovalMetrics>,
 }
 
 impl ServerMetrics {
@@ -165,6 +166,7 @@ impl ServerMetrics {
             calls: Calls::register_metrics(registry),
             host: HostState::register_metrics(registry),
             api: Arc::new(crate::plugin_api::metrics::Metrics::new(registry)),
+            approvals: Arc::new(crate::tool_calls::approval::ApprovalMetrics::new(registry)),
         };
         crate::gauges::IndexGauges::register_source(registry, gauges);
         metrics
@@ -194,6 +196,7 @@ impl Server {
             calls: call_metrics,
             host: host_metrics,
             api: api_metrics,
+            approvals: approval_metrics,
         } = ServerMetrics::register(
             &mut registry,
             Box::new(move || crate::gauges::Snapshot::of(&gauges_of)),
@@ -208,6 +211,13 @@ impl Server {
             Arc::new(KubeReviewer::new(client.clone())),
             options.review_ttl,
             host_metrics,
+            crate::tool_calls::approval::ApprovalDesk::new(
+                index.clone(),
+                Arc::new(crate::tool_calls::approval::KubeApprovals::new(
+                    client.clone(),
+                )),
+                approval_metrics,
+            ),
         );
         let replicas_namespace = options.api.replicas_namespace.clone();
         let ui = start_ui(
@@ -283,7 +293,7 @@ impl Server {
             crate::plugin_api::router(Arc::new(app))
                 .merge(crate::host_api::router(host.clone()))
                 .merge(crate::mcp::router(crate::mcp::McpState {
-                    calls: host.calls.clone(),
+                    tools: host.tools.clone(),
                     ledger: Arc::new(crate::mcp::record::ToolCallLog::new(Box::new(
                         crate::mcp::record::KubeRecorder::new(client),
                     ))),

@@ -12,7 +12,12 @@
 //! checked against `output_schema` ([`check::result_of`]). Every way the call itself can fail
 //! is an `is_error` result the agent reads, never an error answer.
 
+pub mod approval;
 pub mod check;
+
+use approval::{Answer, ApprovalDesk, Asked};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use model::resources::ApprovalVia;
 
 use crate::client::PluginRequest;
 use crate::{CallError, CallKind, CallOptions, Calls, Target, failure};
@@ -50,37 +55,98 @@ impl ToolCallError {
     }
 }
 
-/// Calls `tool` of the target's plugin for `call`: who calls it and with what time limit
-/// checked (a refusal), then the input against `input_schema`, the call through the one way
-/// to a plugin (starting its container), the answer made a result and checked against
-/// `output_schema` (each an `is_error` result).
-pub async fn call_tool(
-    calls: &Calls,
-    target: &Target,
-    tool: &str,
-    call: ToolCall,
-) -> Result<ToolResult, ToolCallError> {
-    let limits = calls.limits();
-    let (_, limit) = check_call(&target.compiled.manifest, tool, &call, limits)?;
-    if let Err(refused) = check_input(&target.compiled.inputs[tool], &call.input) {
-        return Ok(refused);
+/// The one path of a tool call: the call's rules, a person's approval when an agent's call
+/// needs one ([`approval`]), and the call through the one way to a plugin.
+#[derive(Clone)]
+pub struct ToolCalls {
+    calls: Calls,
+    desk: ApprovalDesk,
+}
+
+impl ToolCalls {
+    pub fn new(calls: Calls, desk: ApprovalDesk) -> Self {
+        Self { calls, desk }
     }
-    let request = PluginRequest::json(
-        CallKind::Tool,
-        format!("/tools/{tool}"),
-        &plugin_body(call),
-        limit,
-        limits.tool_answer,
-    );
-    let output_schema = target.compiled.outputs.get(tool);
-    Ok(
-        match calls
-            .call_target(target, &request, CallOptions::DEMAND)
-            .await
-        {
-            Err(CallError::Start(e)) => ToolResult::from_failure(&failure::of_start(target, &e)),
-            Err(CallError::Plugin(failure)) => result_of(tool, Err(failure), output_schema),
-            Ok(answer) => result_of(tool, Ok(answer), output_schema),
-        },
-    )
+
+    pub fn calls(&self) -> &Calls {
+        &self.calls
+    }
+
+    pub fn desk(&self) -> &ApprovalDesk {
+        &self.desk
+    }
+
+    /// Calls `tool` of the target's plugin for `call`: who calls it and with what time limit
+    /// checked (a refusal), then the input against `input_schema`; an agent's call then waits
+    /// for a person when its risk profile says so (`owner` owns the approval it makes: the
+    /// run, else the instance); then the call through the one way to a plugin (starting its
+    /// container) with the input as approved, the answer made a result and checked against
+    /// `output_schema`. Every way the call does not run or fails is an `is_error` result.
+    pub async fn call(
+        &self,
+        target: &Target,
+        tool: &str,
+        mut call: ToolCall,
+        via: ApprovalVia,
+        owner: OwnerReference,
+    ) -> Result<ToolResult, ToolCallError> {
+        let limits = self.calls.limits();
+        let manifest = &target.compiled.manifest;
+        let (called_by, limit) = check_call(manifest, tool, &call, limits)?;
+        if let Err(refused) = check_input(&target.compiled.inputs[tool], &call.input) {
+            return Ok(refused);
+        }
+        if let CalledBy::Agent(agent) = &called_by {
+            let mcp_name = manifest
+                .tool(tool)
+                .map_or_else(|| format!("plugin_{tool}"), |t| t.mcp_name());
+            let plugin = target.plugin_name();
+            let asked = Asked {
+                namespace: &target.key.namespace,
+                chat: &target.chat,
+                plugin: &plugin,
+                tool: &mcp_name,
+                agent,
+                run: &call.run_id,
+                via,
+                input: &call.input,
+                owner,
+            };
+            match self.desk.ask(asked).await {
+                Answer::Runs(input) => call.input = input,
+                Answer::Refused(result) => return Ok(result),
+            }
+        }
+        let request = PluginRequest::json(
+            CallKind::Tool,
+            format!("/tools/{tool}"),
+            &plugin_body(call),
+            limit,
+            limits.tool_answer,
+        );
+        let output_schema = target.compiled.outputs.get(tool);
+        Ok(
+            match self
+                .calls
+                .call_target(target, &request, CallOptions::DEMAND)
+                .await
+            {
+                Err(CallError::Start(e)) => {
+                    ToolResult::from_failure(&failure::of_start(target, &e))
+                }
+                Err(CallError::Plugin(failure)) => result_of(tool, Err(failure), output_schema),
+                Ok(answer) => result_of(tool, Ok(answer), output_schema),
+            },
+        )
+    }
+}
+
+/// The owner of an approval made for a call to `target` when no run owns it: the plugin's
+/// instance in the chat, so the approval goes with it.
+pub fn instance_owner(target: &Target) -> OwnerReference {
+    use kube::Resource;
+    target
+        .instance
+        .controller_owner_ref(&())
+        .unwrap_or_default()
 }

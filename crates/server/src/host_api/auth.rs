@@ -154,6 +154,29 @@ impl Permission {
         Self::on_instance("create", "stop", ns, instance)
     }
 
+    /// `list` or `watch toolcallapprovals`: the agents' calls waiting for a person.
+    pub fn approvals(verb: &'static str, ns: &str) -> Self {
+        Self {
+            verb,
+            resource: "toolcallapprovals",
+            subresource: "",
+            namespace: ns.into(),
+            name: String::new(),
+        }
+    }
+
+    /// `approve toolcallapprovals`: deciding an agent's call (a verb of its own, as
+    /// Kubernetes has `approve` for CertificateSigningRequests).
+    pub fn approve(ns: &str, name: &str) -> Self {
+        Self {
+            verb: "approve",
+            resource: "toolcallapprovals",
+            subresource: "",
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
     /// The resource as RBAC rules name it: `resource` or `resource/subresource`.
     pub fn rule_resource(&self) -> String {
         if self.subresource.is_empty() {
@@ -362,6 +385,13 @@ impl Auth {
             tokens: Mutex::new(HashMap::new()),
             access: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Forgets every review kept (tests that count the reviews a route asks for).
+    #[cfg(test)]
+    pub fn forget(&self) {
+        self.tokens.lock().expect("auth lock").clear();
+        self.access.lock().expect("auth lock").clear();
     }
 
     /// The caller of a request, and whether RBAC lets it do `permission`.

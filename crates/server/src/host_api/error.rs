@@ -62,6 +62,17 @@ pub enum Code {
     InputInvalid,
     /// `structured_content` its `output_schema` refuses (only in an `is_error` tool result).
     OutputInvalid,
+    /// No ToolCallApproval of that name in the namespace.
+    ApprovalNotFound,
+    /// The approval is a call in another chat than the route's.
+    ApprovalOtherChat,
+    /// The approval was already decided (a decision is taken once).
+    ApprovalDecided,
+    /// The approval's deadline passed: the call was denied.
+    ApprovalExpired,
+    /// An agent's call that needed a person's approval did not get it (only in an `is_error`
+    /// tool result).
+    ApprovalDenied,
     /// A Kubernetes call failed (a review, a write); try again.
     Unavailable,
     /// A bug: never answered on purpose.
@@ -70,7 +81,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for the spec check.
-    pub const ALL: [Code; 30] = [
+    pub const ALL: [Code; 35] = [
         Code::MissingToken,
         Code::InvalidToken,
         Code::Forbidden,
@@ -99,6 +110,11 @@ impl Code {
         Code::InvalidAnswer,
         Code::InputInvalid,
         Code::OutputInvalid,
+        Code::ApprovalNotFound,
+        Code::ApprovalOtherChat,
+        Code::ApprovalDecided,
+        Code::ApprovalExpired,
+        Code::ApprovalDenied,
         Code::Unavailable,
         Code::Internal,
     ];
@@ -135,6 +151,11 @@ impl ErrorCode for Code {
             Code::InvalidAnswer => "invalid_answer",
             Code::InputInvalid => "input_invalid",
             Code::OutputInvalid => "output_invalid",
+            Code::ApprovalNotFound => "approval_not_found",
+            Code::ApprovalOtherChat => "approval_other_chat",
+            Code::ApprovalDecided => "approval_decided",
+            Code::ApprovalExpired => "approval_expired",
+            Code::ApprovalDenied => crate::tool_calls::approval::APPROVAL_DENIED,
             Code::Unavailable => "unavailable",
             Code::Internal => "internal",
         }
@@ -143,7 +164,7 @@ impl ErrorCode for Code {
     fn status(self) -> StatusCode {
         match self {
             Code::MissingToken | Code::InvalidToken => StatusCode::UNAUTHORIZED,
-            Code::Forbidden | Code::ToolNotGiven => StatusCode::FORBIDDEN,
+            Code::Forbidden | Code::ToolNotGiven | Code::ApprovalDenied => StatusCode::FORBIDDEN,
             Code::InvalidBody => StatusCode::BAD_REQUEST,
             Code::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Code::NotFound
@@ -153,7 +174,11 @@ impl ErrorCode for Code {
             | Code::ToolNotFound
             | Code::AgentNotFound
             | Code::SwitchNotFound
-            | Code::RequestNotFound => StatusCode::NOT_FOUND,
+            | Code::RequestNotFound
+            | Code::ApprovalNotFound => StatusCode::NOT_FOUND,
+            Code::ApprovalOtherChat | Code::ApprovalDecided | Code::ApprovalExpired => {
+                StatusCode::CONFLICT
+            }
             Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Code::PluginNotEnabled => StatusCode::CONFLICT,
             Code::InputInvalid | Code::OutputInvalid => StatusCode::UNPROCESSABLE_ENTITY,

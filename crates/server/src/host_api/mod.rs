@@ -43,6 +43,7 @@
 //! binary's (`src/trigger.rs`).
 
 pub mod actions;
+pub mod approvals;
 pub mod auth;
 pub mod cards;
 pub mod changes;

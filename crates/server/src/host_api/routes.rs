@@ -9,14 +9,21 @@ use axum::routing::{get, post};
 
 use super::state::HostState;
 use super::{
-    actions, cards, changes, chats, events, live, panels, proxy, runs, settings, stop, switches,
-    tools,
+    actions, approvals, cards, changes, chats, events, live, panels, proxy, runs, settings, stop,
+    switches, tools,
 };
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 24] = [
+pub const ROUTES: [(&str, &str); 28] = [
+    ("GET", "/approvals"),
+    ("GET", "/namespaces/{namespace}/approvals"),
+    ("GET", "/namespaces/{namespace}/approvals/watch"),
+    (
+        "POST",
+        "/namespaces/{namespace}/channels/{channel}/approvals/{name}",
+    ),
     (
         "POST",
         "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/actions/{action}",
@@ -144,6 +151,16 @@ pub fn routes(state: &HostState) -> Router<HostState> {
             post(live::answer).layer(small),
         )
         .route("/namespaces/{namespace}/chats", get(chats::list))
+        .route("/approvals", get(approvals::list_all))
+        .route("/namespaces/{namespace}/approvals", get(approvals::list))
+        .route(
+            "/namespaces/{namespace}/approvals/watch",
+            get(approvals::watch),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/approvals/{name}",
+            post(approvals::decide).layer(small),
+        )
         .route(
             "/namespaces/{namespace}/plugins/changes",
             get(changes::follow),

@@ -21,6 +21,8 @@ use crate::cards::marks::MarkWriter;
 use crate::delivery::target;
 use crate::index::Index;
 use crate::status::StatusWriter;
+use crate::tool_calls::ToolCalls;
+use crate::tool_calls::approval::ApprovalDesk;
 use crate::ui::link::LinkKeys;
 use model::names;
 
@@ -41,6 +43,8 @@ pub struct HostState {
     pub links: watch::Receiver<Option<LinkKeys>>,
     /// Chats' live sessions (None: a server without a cluster keeps none).
     pub live: Option<Arc<crate::live::Live>>,
+    /// The one path of a tool call, with the approval desk an agent's call waits at.
+    pub tools: ToolCalls,
 }
 
 impl HostState {
@@ -51,8 +55,10 @@ impl HostState {
         reviewer: Arc<dyn Reviewer>,
         review_ttl: Duration,
         metrics: Arc<HostMetrics>,
+        desk: ApprovalDesk,
     ) -> Self {
         Self {
+            tools: ToolCalls::new(calls.clone(), desk),
             calls,
             status,
             marks,
@@ -85,7 +91,16 @@ impl HostState {
 
     /// Checks the caller (401) and RBAC (403).
     pub async fn authorize(&self, headers: &HeaderMap, permission: &Permission) -> HostResult<()> {
-        let (_, lookup) = self.auth.check(headers, permission).await?;
+        self.authorized_user(headers, permission).await.map(|_| ())
+    }
+
+    /// Checks the caller (401) and RBAC (403); who the caller is.
+    pub async fn authorized_user(
+        &self,
+        headers: &HeaderMap,
+        permission: &Permission,
+    ) -> HostResult<Arc<super::auth::User>> {
+        let (user, lookup) = self.auth.check(headers, permission).await?;
         let result = match lookup {
             Lookup::Cached => "cached",
             Lookup::Reviewed => "reviewed",
@@ -94,7 +109,7 @@ impl HostState {
             .reviews
             .get_or_create(&ResultLabels { result })
             .inc();
-        Ok(())
+        Ok(user)
     }
 
     /// The plugin's instance in a chat (404, 409, 503).

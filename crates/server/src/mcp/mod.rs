@@ -26,11 +26,11 @@ use axum::routing::post;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
-use crate::calls::Calls;
 use crate::delivery::target;
 use crate::host_api::error::{ErrorCode, HostError};
-use crate::tool_calls::{ToolCall, ToolResult, call_tool};
+use crate::tool_calls::{ToolCall, ToolCalls, ToolResult};
 use caller::Refusal;
+use model::resources::ApprovalVia;
 use protocol::{Body, Message, RunCaller, code};
 use record::ToolCallLog;
 
@@ -43,8 +43,8 @@ pub const MAX_BODY: usize = sdk::api::limits::MAX_BODY_BYTES;
 /// What the endpoint's handler shares.
 #[derive(Clone)]
 pub struct McpState {
-    /// The one way to call a plugin (and the index it reads).
-    pub calls: Calls,
+    /// The one path of a tool call (and, through its calls, the index it reads).
+    pub tools: ToolCalls,
     pub ledger: Arc<ToolCallLog>,
 }
 
@@ -143,7 +143,7 @@ async fn answer(
         Message::ListTools { id } => {
             // The installed plugin's manifest is enough: the chat's instance may not be made
             // yet (a call waits for it, or says so).
-            let index = s.calls.index();
+            let index = s.tools.calls().index();
             match crate::delivery::target::installed(index, &index.host_config().spec, &view.plugin)
             {
                 Ok((_, compiled)) => protocol::answer(
@@ -180,7 +180,8 @@ async fn caller_of(
     let deadline = tokio::time::Instant::now() + STARTING;
     loop {
         let run = s
-            .calls
+            .tools
+            .calls()
             .index()
             .runs
             .get(&ObjectRef::new(name).within(namespace));
@@ -207,8 +208,12 @@ async fn call(
     arguments: Value,
 ) -> Result<ToolResult, String> {
     let namespace = kube::ResourceExt::namespace(run).unwrap_or_default();
-    let target = match target::resolve(s.calls.index(), &namespace, &run.spec.channel, &view.plugin)
-    {
+    let target = match target::resolve(
+        s.tools.calls().index(),
+        &namespace,
+        &run.spec.channel,
+        &view.plugin,
+    ) {
         Ok(target) => target,
         Err(e) => {
             // Told as the host API tells it: the chat, plugin or instance cannot be called.
@@ -227,7 +232,11 @@ async fn call(
         run_id: view.run.clone(),
         timeout_seconds: None,
     };
-    let result = call_tool(&s.calls, &target, tool, request)
+    use kube::Resource;
+    let owner = run.controller_owner_ref(&()).unwrap_or_default();
+    let result = s
+        .tools
+        .call(&target, tool, request, ApprovalVia::Mcp, owner)
         .await
         .unwrap_or_else(|e| ToolResult::host_error(e.code(), e.to_string()));
     s.ledger.record(run, tool, result.is_error).await;

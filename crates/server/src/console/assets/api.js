@@ -11,7 +11,9 @@ export const HOST_CODES = new Set([
   "tool_not_found", "agent_not_found", "switch_not_found", "request_not_found", "tool_not_given",
   "plugin_not_enabled", "instance_pending", "queue_full", "start_timeout", "cannot_start",
   "breaker_open", "plugin_timeout", "plugin_unreachable", "plugin_error", "answer_too_large",
-  "invalid_answer", "input_invalid", "output_invalid", "unavailable", "internal",
+  "invalid_answer", "input_invalid", "output_invalid", "approval_not_found",
+  "approval_other_chat", "approval_decided", "approval_expired", "approval_denied", "unavailable",
+  "internal",
 ]);
 
 export class HostError extends Error {

@@ -35,11 +35,13 @@ use crate::host_api::metrics::HostMetrics;
 use crate::host_api::state::{HostState, REVIEW_TTL};
 use crate::index::{Index, InstanceKey, PodIndex, Writers};
 use crate::status::RecordingWriter;
+use crate::tool_calls::approval::{ApprovalDesk, ApprovalMetrics, StoreApprovals};
 use model::config::PluginConfig;
 use model::names::{self, LABEL_INSTANCE};
 use model::resources::{
-    App, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig, HostConfigSpec,
-    HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec, ProjectTrust,
+    App, ApprovalSettings, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig,
+    HostConfigSpec, HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec,
+    ProjectTrust, RiskProfile,
 };
 
 pub const NS: &str = "ns";
@@ -249,6 +251,33 @@ impl Reviewer for TestReviewer {
     }
 }
 
+/// A default risk profile that pre-approves every tool: the tests of other things call tools
+/// as agents without waiting for a person (`approvals` tests set their own).
+pub fn pre_approve_all() -> RiskProfile {
+    RiskProfile {
+        auto_approve: vec!["*".into()],
+        ..Default::default()
+    }
+}
+
+/// The HostConfig: plugins on, `default` the given risk profile, calls waiting `wait`.
+pub fn host_config(default: RiskProfile, wait: &str) -> HostConfig {
+    let mut hc = HostConfig::new(
+        HOST_CONFIG_NAME,
+        HostConfigSpec {
+            plugins: HostPlugins {
+                enabled: true,
+                ..Default::default()
+            },
+            approval: ApprovalSettings { wait: wait.into() },
+            risk_profiles: BTreeMap::from([("default".to_string(), default)]),
+            ..Default::default()
+        },
+    );
+    hc.metadata = meta(HOST_CONFIG_NAME, None);
+    hc
+}
+
 /// Short limits, so tests of time limits and the breaker take milliseconds.
 pub fn settings() -> CallSettings {
     CallSettings {
@@ -285,6 +314,8 @@ pub struct World {
     pub marks: Arc<RecordingMarks>,
     /// Chats' live sessions, in memory.
     pub live: Arc<crate::live::Live>,
+    /// The approvals the desk made and decided, in the index's store.
+    pub approvals: Arc<StoreApprovals>,
 }
 
 fn meta(name: &str, ns: Option<&str>) -> ObjectMeta {
@@ -390,18 +421,7 @@ impl World {
     pub async fn with(settings: CallSettings, reviewer: Arc<dyn Reviewer>) -> Self {
         let (index, mut writers) = Index::in_memory();
 
-        let mut hc = HostConfig::new(
-            HOST_CONFIG_NAME,
-            HostConfigSpec {
-                plugins: HostPlugins {
-                    enabled: true,
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        );
-        hc.metadata = meta(HOST_CONFIG_NAME, None);
-        apply(&mut writers.host, hc);
+        apply(&mut writers.host, host_config(pre_approve_all(), "5m"));
 
         let mut plugin = Plugin::from_manifest(
             MANIFEST,
@@ -468,9 +488,13 @@ impl World {
 
         let pods = index.pods.clone();
         let recorded = Arc::new(RecordingWriter::default());
+        // The approvals' store is written by the desk's writer, as the watch would.
+        let approvals_store =
+            std::mem::replace(&mut writers.approvals, kube::runtime::reflector::store().1);
+        let approvals = Arc::new(StoreApprovals::new(index.clone(), approvals_store));
         let calls = Calls::new(
             settings,
-            index,
+            index.clone(),
             recorded.clone(),
             Arc::new(CallMetrics::unregistered()),
         );
@@ -482,6 +506,11 @@ impl World {
             reviewer,
             REVIEW_TTL,
             Arc::new(HostMetrics::unregistered()),
+            ApprovalDesk::new(
+                index.clone(),
+                approvals.clone(),
+                Arc::new(ApprovalMetrics::unregistered()),
+            ),
         );
         let live = Arc::new(crate::live::Live::in_memory(
             state.index().clone(),
@@ -504,6 +533,7 @@ impl World {
             recorded,
             marks,
             live,
+            approvals,
         }
     }
 
@@ -526,6 +556,45 @@ impl World {
             .merge(NS, &name, crate::live::request::add(&request))
             .await
             .unwrap();
+    }
+
+    /// A pending approval named `name` of a call in `chat`, as the desk would have made it.
+    pub async fn approval(&self, name: &str, chat: &str) {
+        use crate::tool_calls::approval::{ApprovalWriter, Asked, approval_of};
+        let input = serde_json::json!({ "text": "hi" });
+        let asked = Asked {
+            namespace: NS,
+            chat,
+            plugin: "echo",
+            tool: "plugin_echo",
+            agent: "say",
+            run: "run-1",
+            via: model::resources::ApprovalVia::Mcp,
+            input: &input,
+            owner: Default::default(),
+        };
+        let now = jiff::Timestamp::now();
+        let mut a = approval_of(
+            &asked,
+            "default",
+            now,
+            now + std::time::Duration::from_secs(300),
+        );
+        a.metadata.name = Some(name.to_string());
+        let made = self.approvals.create(&a).await.expect("made");
+        let pending = model::resources::ToolCallApprovalStatus {
+            decision: Some(model::resources::Decision::Pending),
+            ..Default::default()
+        };
+        self.approvals
+            .decide(&made, &pending)
+            .await
+            .expect("pending");
+    }
+
+    /// Sets the `default` risk profile and the wait (HostConfig, as an operator would).
+    pub fn risk(&mut self, default: RiskProfile, wait: &str) {
+        apply(&mut self.writers.host, host_config(default, wait));
     }
 
     /// Makes `chat`'s container Ready (a Pod with this uid, at the fake plugin).
@@ -581,9 +650,14 @@ impl Sender {
         body: &str,
         content_type: &str,
     ) -> Answer {
+        // `//...` is a route of every namespace, under the prefix alone.
+        let uri = match path.strip_prefix("//") {
+            Some(raw) => format!("/api/host/v1/{raw}"),
+            None => format!("/api/host/v1/namespaces/{NS}{path}"),
+        };
         let mut request = Request::builder()
             .method(method)
-            .uri(format!("/api/host/v1/namespaces/{NS}{path}"))
+            .uri(uri)
             .header(header::CONTENT_TYPE, content_type);
         if let Some(t) = token {
             request = request.header(header::AUTHORIZATION, format!("Bearer {t}"));

@@ -19,6 +19,8 @@ use crate::host_api::{PREFIX, ROUTES};
 use crate::openapi_spec::{self, METHODS, resolve, validator};
 
 const SPEC: &str = include_str!("../../../../../openapi/host-api-v1.yaml");
+/// The approval the spec's examples name.
+const EXAMPLE_APPROVAL: &str = "general-plugin-grade-x7k2p";
 fn spec() -> Value {
     openapi_spec::parse(SPEC)
 }
@@ -53,10 +55,15 @@ fn operations(spec: &Value) -> Vec<Op> {
                     url = url.replace(&format!("{{{name}}}"), example);
                 }
             }
-            let rest = url
-                .strip_prefix(&format!("{PREFIX}/namespaces/{{namespace}}"))
-                .unwrap_or_else(|| panic!("{path} is not under {PREFIX}/namespaces/{{namespace}}"))
-                .to_string();
+            // A route of every namespace (`/approvals`) is sent as `//...` (see `Sender`).
+            let rest = match url.strip_prefix(&format!("{PREFIX}/namespaces/{{namespace}}")) {
+                Some(rest) => rest.to_string(),
+                None => format!(
+                    "//{}",
+                    url.strip_prefix(&format!("{PREFIX}/"))
+                        .unwrap_or_else(|| panic!("{path} is not under {PREFIX}"))
+                ),
+            };
             assert!(!rest.contains('{'), "{path}: a parameter has no definition");
             ops.push(Op {
                 method: m.to_uppercase(),
@@ -123,6 +130,9 @@ fn every_operation_states_its_time_limit_and_permission() {
             "/runs",
             "/settings",
             "/stop",
+            "/approvals",
+            "/approvals/watch",
+            "/approvals/{name}",
         ];
         if !host_state.iter().any(|end| op.path.ends_with(end)) {
             assert!(
@@ -164,7 +174,17 @@ async fn x_rbac_is_the_permission_asked_and_a_caller_without_it_gets_403() {
     let spec = spec();
     let asked: Arc<Mutex<Vec<Permission>>> = Arc::default();
     let w = World::with_reviewer(Arc::new(Recorder(asked.clone()))).await;
-    for op in operations(&spec) {
+    // An approval in the namespace: listing every namespace's asks RBAC about this one.
+    w.approval(EXAMPLE_APPROVAL, "general").await;
+    // The routes of every namespace go last: they ask about the namespace a route of its own
+    // asked about first, whose answer the server keeps.
+    let mut ops = operations(&spec);
+    ops.sort_by_key(|o| o.rest.starts_with("//"));
+    for op in ops {
+        if op.rest.starts_with("//") {
+            asked.lock().unwrap().clear();
+            w.state.auth.forget();
+        }
         let a = w.send(&op.method, &op.rest, Some("t"), "{}").await;
         let what = format!("{} {}", op.method, op.path);
         assert_eq!(a.status, StatusCode::FORBIDDEN, "{what}: {}", a.json);
@@ -218,6 +238,8 @@ async fn the_spec_examples_get_documented_answers() {
         .get_or_insert_default()
         .insert(gone.id.clone(), serde_json::to_string(&gone).unwrap());
     apply(&mut w.writers.config_maps, map);
+    // The approval the decision's example decides.
+    w.approval(EXAMPLE_APPROVAL, "general").await;
     for op in operations(&spec) {
         // A stream does not end: the live tests read it.
         if op
