@@ -194,6 +194,7 @@ fn switches() -> Vec<Vec<String>> {
             "networkPolicy.enabled=false",
             "hostConfig.create=false",
             "callerRole.create=false",
+            "approverRole.create=false",
             "projectRoles.create=false",
             "operatorRole.create=false",
             // Not rendered: a ClusterIP Service has no node port.
@@ -231,7 +232,7 @@ fn the_defaults_render_every_object() {
     let count = |k: &str| docs.iter().filter(|d| kind(d) == k).count();
     let expected = [
         ("ServiceAccount", 2),
-        ("ClusterRole", 7),
+        ("ClusterRole", 8),
         ("ClusterRoleBinding", 2),
         ("Role", 4),
         ("RoleBinding", 5),
@@ -479,7 +480,19 @@ fn the_caller_role_grants_every_host_api_permission_and_no_more() {
         }
     }
     assert!(asked.contains_key("channels/cards"), "{asked:?}");
+    // Deciding an agent's call is the approver role's, not a caller's: `approve` (with what
+    // lets a person see what waits) and nothing else.
+    let approving = asked
+        .get_mut("toolcallapprovals")
+        .expect("the approval routes ask about toolcallapprovals");
+    approving.retain(|v| v != "approve");
     let docs = render(&[]);
+    let approver = find(&docs, "ClusterRole", "loop-plugins-approver");
+    assert_eq!(
+        verbs_on(approver, "toolcallapprovals"),
+        ["approve", "get", "list", "watch"]
+    );
+    assert_eq!(approver["rules"].as_array().unwrap().len(), 1, "{approver}");
     let role = find(&docs, "ClusterRole", "loop-plugins-host-api-caller");
     let granted: BTreeMap<String, Vec<String>> = role["rules"]
         .as_array()

@@ -104,6 +104,15 @@ pub fn host_spec(enabled: bool) -> HostConfigSpec {
             ..Default::default()
         },
         api_url,
+        // The suite's agents call without waiting for a person; the approval tests
+        // (`approvals::`) set profiles of their own.
+        risk_profiles: std::collections::BTreeMap::from([(
+            "default".to_string(),
+            model::resources::RiskProfile {
+                auto_approve: vec!["*".into()],
+                ..Default::default()
+            },
+        )]),
         ..Default::default()
     }
 }
