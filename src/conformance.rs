@@ -13,8 +13,10 @@
 //!   as a command is, and its panels and cards drawn from the bundle it ships.
 //!
 //! The first two take `--bundle DIR [--chromium PATH]` to draw the panels and cards too. Each
-//! prints one line per finding and a summary (`--json`: the report as JSON); exit 1 on any
-//! problem, 2 when the check could not start. Wiring only: the check is `crates/conformance`.
+//! prints one line per finding and a summary (`--json`: the report as JSON); exit 1 when an
+//! answer broke a sentence of the reference (the FAIL line quotes it), 0 when it only missed
+//! this host's stricter conventions (WARN lines), 2 when the check could not start. Wiring
+//! only: the check is `crates/conformance`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -71,8 +73,8 @@ pub struct ConformanceArgs {
     command: Vec<String>,
 }
 
-/// Prints one line per check and a summary (or the JSON report); exits 1 on any failure, 2
-/// when the check could not start.
+/// Prints one line per check and a summary (or the JSON report); exits 1 on any failure (a
+/// warning is not one), 2 when the check could not start.
 pub fn run(args: ConformanceArgs) -> ExitCode {
     if args.image.is_none() && args.registry.given() {
         eprintln!(

@@ -41,6 +41,18 @@ pub async fn check_image(
         Ok(v) => v,
         Err(e) => return refused(reference, e),
     };
+    if let Some(stopped) = verified
+        .outcome
+        .stopped_at()
+        .filter(|_| verified.outcome.pending())
+    {
+        return Err(SetupError::Undecided {
+            reference: reference.into(),
+            stage: stopped.stage.name().into(),
+            reason: stopped.reason.clone(),
+            message: stopped.message.clone(),
+        });
+    }
     let mut findings = stages::findings(&verified.outcome);
     let admitted = verified.outcome.admitted();
     let (Some(status), Some(manifest), true) = (

@@ -10,6 +10,9 @@
 //! | the frame never loaded                                    | `load`                  |
 //! | no call over the bridge's port within the time limit      | `bridge port`           |
 //! | none of the above                                         | a pass: `drawn`         |
+//!
+//! Each problem is one of those the reference's `CheckUI` returns, and its line quotes them
+//! ([`crate::reference::CHECK_UI`]).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -17,6 +20,7 @@ use std::time::Duration;
 use browser::ConsoleEntry;
 use serde::Deserialize;
 
+use crate::reference;
 use crate::report::{Area, Finding, Outcome};
 
 /// A panel or a card.
@@ -117,7 +121,7 @@ pub fn judge(seen: &Seen<'_>) -> Vec<Finding> {
         area: Area::Ui,
         what: what.to_string(),
         at,
-        outcome: Outcome::Fail(why),
+        outcome: Outcome::fail(why, reference::CHECK_UI),
     };
     let mut found = Vec::new();
     if !seen.host.loaded {
@@ -230,8 +234,10 @@ mod tests {
         }
     }
 
+    /// The lines of what was seen (the suffix quoting the reference taken off each failure).
     fn lines(host: HostSeen, console: &[ConsoleEntry], missing: &[String]) -> Vec<String> {
         let page = page();
+        let suffix = format!("; {}", reference::CHECK_UI);
         judge(&Seen {
             page: &page,
             bundle_url: BUNDLE,
@@ -241,7 +247,17 @@ mod tests {
             limit: Duration::from_secs(10),
         })
         .iter()
-        .map(Finding::line)
+        .map(|f| {
+            let line = f.line();
+            if line.starts_with("FAIL ") {
+                // Every problem quotes what the reference's CheckUI returns.
+                line.strip_suffix(&suffix)
+                    .unwrap_or_else(|| panic!("{line}: no quote"))
+                    .to_string()
+            } else {
+                line
+            }
+        })
         .collect()
     }
 
