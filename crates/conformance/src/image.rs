@@ -88,10 +88,7 @@ pub async fn check_image(
         gid: status.group(),
     };
     let plugin = container::start(&engine, &image, run_as, host.url(), host.token()).await?;
-    let ui = draw.then(|| ui::Options {
-        bundle: unpacked.ui.clone(),
-        chromium: options.chromium.clone(),
-    });
+    let ui = draw.then(|| ui::Options::new(unpacked.ui.clone(), options.chromium.clone()));
     let report = crate::check_started(contract, &plugin, manifest, &host, ui.as_ref()).await?;
     drop(plugin);
     findings.extend(report.findings);

@@ -1,7 +1,8 @@
 //! `conformance --bundle`: the echo example's panel drawn in headless Chromium passes, and
 //! deliberately broken copies of it, each a panel of its own in one manifest, fail with the
 //! line that names their fault and where (an inline script, a throw, an unhandled rejection, a
-//! missing file, a page that never takes the bridge's port, a bridge call the host refuses). Without Chromium
+//! missing file, a page that never takes the bridge's port, a bridge call the host refuses);
+//! with `NoBridge`, a page that never takes the port passes. Without Chromium
 //! (`hack/chromium.sh` installs it; `$LOOP_PLUGINS_CHROMIUM` names another) the drawing tests
 //! say so and return; the skip itself is tested without one.
 
@@ -47,10 +48,7 @@ fn lines(findings: &[Finding]) -> Vec<String> {
 #[tokio::test]
 async fn the_echo_panel_is_drawn_connects_and_passes() {
     let Some(chromium) = chromium() else { return };
-    let options = Options {
-        bundle: Path::new(ECHO).join("ui"),
-        chromium,
-    };
+    let options = Options::new(Path::new(ECHO).join("ui"), chromium);
     let findings = ui::check(&options, &echo_manifest(), None).await.unwrap();
     assert_eq!(
         lines(&findings),
@@ -67,10 +65,7 @@ async fn the_quiz_panel_and_card_are_drawn_connect_and_pass() {
     let Some(chromium) = chromium() else { return };
     let text = std::fs::read_to_string(Path::new(QUIZ).join("plugin.json")).unwrap();
     let manifest = manifest::parse_str(&text).unwrap();
-    let options = Options {
-        bundle: Path::new(QUIZ).join("ui"),
-        chromium,
-    };
+    let options = Options::new(Path::new(QUIZ).join("ui"), chromium);
     let findings = ui::check(&options, &manifest, None).await.unwrap();
     assert_eq!(
         lines(&findings),
@@ -142,10 +137,7 @@ async fn each_broken_copy_of_the_echo_panel_fails_with_its_own_line() {
         ui_panels.join(",")
     ))
     .unwrap();
-    let options = Options {
-        bundle: dir.path().to_path_buf(),
-        chromium,
-    };
+    let options = Options::new(dir.path().to_path_buf(), chromium);
     let findings = ui::check(&options, &manifest, None).await.unwrap();
     let got = lines(&findings);
     let text = got.join("\n");
@@ -234,10 +226,7 @@ async fn api_request_reaches_the_plugin_and_a_dead_one_is_a_failed_call() {
             "ui": {"panels": [{"id": "calls", "label": "C", "entry": "ui/calls/index.html"}]}}"#,
     )
     .unwrap();
-    let options = Options {
-        bundle: dir.path().to_path_buf(),
-        chromium,
-    };
+    let options = Options::new(dir.path().to_path_buf(), chromium);
     let findings = ui::check(&options, &manifest, Some(plugin_with_x().await))
         .await
         .unwrap();
@@ -255,12 +244,51 @@ async fn api_request_reaches_the_plugin_and_a_dead_one_is_a_failed_call() {
     );
 }
 
+/// NoBridge ("NoBridge skips the bridge"): a page that draws without the bridge, which fails
+/// for never taking the port when the host offers one, passes when it offers none; a page that
+/// breaks otherwise still fails.
+#[tokio::test]
+async fn with_no_bridge_a_page_that_never_takes_the_port_passes() {
+    let Some(chromium) = chromium() else { return };
+    let panels: [Broken; 2] = [
+        ("plain", |_, app| {
+            *app = "document.body.append(\"drawn without the bridge\");\n".into();
+        }),
+        ("throws", |_, app| {
+            *app = "throw new Error(\"broken on purpose\");\n".into();
+        }),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    broken_bundle(dir.path(), &panels);
+    let manifest = manifest::parse_str(
+        r#"{"id": "plain", "name": "Plain", "version": "0.1.0", "api": "1",
+            "capabilities": ["ui.panel"],
+            "ui": {"panels": [{"id": "plain", "label": "P", "entry": "ui/plain/index.html"},
+                              {"id": "throws", "label": "T", "entry": "ui/throws/index.html"}]}}"#,
+    )
+    .unwrap();
+    let mut options = Options::new(dir.path().to_path_buf(), chromium);
+    let offered = lines(&ui::check(&options, &manifest, None).await.unwrap());
+    assert!(
+        offered
+            .iter()
+            .any(|l| l.starts_with("FAIL ui panel plain ui/plain/index.html (bridge port): ")),
+        "{offered:#?}"
+    );
+    options.no_bridge = true;
+    let got = lines(&ui::check(&options, &manifest, None).await.unwrap());
+    assert_eq!(got.len(), 2, "{got:#?}");
+    assert_eq!(got[0], "PASS ui panel plain ui/plain/index.html (drawn)");
+    assert!(
+        got[1].starts_with("FAIL ui panel throws ui/throws/app.js (uncaught error): ")
+            && got[1].contains("broken on purpose"),
+        "{got:#?}"
+    );
+}
+
 #[tokio::test]
 async fn without_chromium_the_drawing_is_one_skip() {
-    let options = Options {
-        bundle: Path::new(ECHO).join("ui"),
-        chromium: "/nonexistent/chromium".into(),
-    };
+    let options = Options::new(Path::new(ECHO).join("ui"), "/nonexistent/chromium".into());
     let findings = ui::check(&options, &echo_manifest(), None).await.unwrap();
     assert_eq!(
         lines(&findings),
