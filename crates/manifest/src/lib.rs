@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn a_manifest_without_resources_has_no_quantities() {
-        let m = parse_str(r#"{"id": "ab", "name": "A", "version": "1", "api": "1"}"#).unwrap();
+        let m = parse_str(r#"{"id": "ab", "name": "A", "version": "1", "api": "1", "capabilities": ["files.read"]}"#).unwrap();
         assert_eq!(m.resources_as_quantities(), (None, None));
         assert_eq!(m.thread_events, ThreadEvents::Thread);
     }

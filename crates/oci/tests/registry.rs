@@ -18,7 +18,8 @@ use loop_plugins_oci::{
 };
 
 const UID: u32 = 1000;
-const PLUGIN_JSON: &[u8] = br#"{ "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1", }"#;
+const PLUGIN_JSON: &[u8] =
+    br#"{ "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1", "capabilities": ["files.read"], }"#;
 
 fn start() -> TestRegistry {
     TestRegistry::start(TestRegistryOptions::default()).expect("start the test registry")
