@@ -304,7 +304,9 @@ fn the_stage_pipeline() {
             Case::new().with(|c| {
                 let mut v = view();
                 let mut bundle = (*v.bundle).clone();
-                bundle.insert("ui/mode.svg".into(), BundleEntry::File { size: 16_001 });
+                // 16 KB, as the reference's sizes count (16,384 bytes), and a byte.
+                let size = 16 * 1024 + 1;
+                bundle.insert("ui/mode.svg".into(), BundleEntry::File { size });
                 v.bundle = Arc::new(bundle);
                 c.image = Some(ImageFinding::Read(Arc::new(v)));
             }),
