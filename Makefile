@@ -24,9 +24,13 @@ crds:
 fmt:
 	$(CARGO) fmt --all
 
+# Import cycles and Markdown links (each lint's own test first: a lint that cannot fail
+# protects nothing), formatting and clippy.
 lint:
 	python3 hack/import_cycles_test.py
 	hack/import-cycles.py
+	python3 hack/markdown_links_test.py
+	hack/markdown-links.py
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p loop-plugins --test e2e -- -D warnings
