@@ -24,8 +24,8 @@ crds:
 fmt:
 	$(CARGO) fmt --all
 
-# Import cycles and Markdown links (each lint's own test first: a lint that cannot fail
-# protects nothing), formatting and clippy.
+# Import cycles, Markdown links (each lint's own test first: a lint that cannot fail protects
+# nothing), formatting, clippy, and rustdoc's intra-doc links.
 lint:
 	python3 hack/import_cycles_test.py
 	hack/import-cycles.py
@@ -34,6 +34,7 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p loop-plugins --test e2e -- -D warnings
+	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" $(CARGO) doc --workspace --no-deps
 
 unit:
 	$(CARGO) test --workspace --lib --bins

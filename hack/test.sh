@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test that needs no Docker: the control plane build (or reuse), lints (import cycles,
-# Markdown links, formatting, clippy), the bridge module's tests, unit tests and the
+# Markdown and rustdoc links, formatting, clippy), the bridge module's tests, unit tests and the
 # e2e suite against a real kube-apiserver and etcd (its browser tests in Debian's headless
 # Chromium). Prints how long each phase took.
 set -euo pipefail
@@ -40,6 +40,9 @@ clippy() {
   cargo clippy -p loop-plugins --test e2e -- -D warnings
 }
 phase "cargo clippy" clippy
+# rustdoc's links between items: a doc comment naming an item that is not there.
+rustdoc_links() { RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc --workspace --no-deps; }
+phase "rustdoc links" rustdoc_links
 # Headless Chromium for the browser tests (Debian's package; installed when missing), before
 # the unit tests: conformance's drawing tests need it too.
 chromium_binary() { LOOP_PLUGINS_CHROMIUM=$(hack/chromium.sh | tail -n 1); export LOOP_PLUGINS_CHROMIUM; }

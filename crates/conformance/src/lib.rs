@@ -10,9 +10,9 @@
 //! - [`sample`]: pure, a tool's input built from its `input_schema`;
 //! - [`probe`]: thin, one HTTP call per step with the route's time limit;
 //! - [`judge`]: pure, answer (or none) + expectation → pass, fail (naming the sentence of the
-//!   reference the answer breaks: [`reference`]) or warn (within the reference, not within this
+//!   reference the answer breaks: [`reference`](mod@reference)) or warn (within the reference, not within this
 //!   host's stricter conventions), with why;
-//! - [`reference`]: the sentences of the reference the failures quote;
+//! - [`reference`](mod@reference): the sentences of the reference the failures quote;
 //! - [`report`]: the findings as lines and a summary, or JSON; only a failure fails the check;
 //! - [`follow`]: with the SDK's fake host as the plugin's Plugin API, the end of each run the
 //!   plugin started and the calls of its the host refused ([`check_with_host`]);
