@@ -24,12 +24,17 @@ crds:
 fmt:
 	$(CARGO) fmt --all
 
+# Import cycles, Markdown links (each lint's own test first: a lint that cannot fail protects
+# nothing), formatting, clippy, and rustdoc's intra-doc links.
 lint:
 	python3 hack/import_cycles_test.py
 	hack/import-cycles.py
+	python3 hack/markdown_links_test.py
+	hack/markdown-links.py
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p loop-plugins --test e2e -- -D warnings
+	RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" $(CARGO) doc --workspace --no-deps
 
 unit:
 	$(CARGO) test --workspace --lib --bins

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Every test that needs no Docker: the control plane build (or reuse), lints, the bridge module's
-# tests, unit tests and the e2e suite against a real kube-apiserver and etcd (its browser tests
-# in Debian's headless Chromium). Prints how long each phase took.
+# Every test that needs no Docker: the control plane build (or reuse), lints (import cycles,
+# Markdown and rustdoc links, formatting, clippy), the bridge module's tests, unit tests and the
+# e2e suite against a real kube-apiserver and etcd (its browser tests in Debian's headless
+# Chromium). Prints how long each phase took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -21,6 +22,9 @@ controlplane_dir() { LOOP_PLUGINS_CONTROLPLANE=$(hack/controlplane/build.sh | ta
 phase "control plane binaries" controlplane_dir
 import_cycles() { python3 hack/import_cycles_test.py && hack/import-cycles.py; }
 phase "import cycles" import_cycles
+# Every Markdown file's links: paths that exist inside the repository, anchors its headings have.
+markdown_links() { python3 hack/markdown_links_test.py && hack/markdown-links.py; }
+phase "markdown links" markdown_links
 # The bridge module for panels and cards (packages/loop-plugin-ui) and the console's host end of
 # the bridge against it (crates/server/src/console/test): Node's own test runner, no
 # packages; then its type declarations, with TypeScript from npm (cached outside the repo).
@@ -36,6 +40,9 @@ clippy() {
   cargo clippy -p loop-plugins --test e2e -- -D warnings
 }
 phase "cargo clippy" clippy
+# rustdoc's links between items: a doc comment naming an item that is not there.
+rustdoc_links() { RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" cargo doc --workspace --no-deps; }
+phase "rustdoc links" rustdoc_links
 # Headless Chromium for the browser tests (Debian's package; installed when missing), before
 # the unit tests: conformance's drawing tests need it too.
 chromium_binary() { LOOP_PLUGINS_CHROMIUM=$(hack/chromium.sh | tail -n 1); export LOOP_PLUGINS_CHROMIUM; }

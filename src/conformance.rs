@@ -12,9 +12,11 @@
 //!   docker or podman (`$LOOP_PLUGINS_CONTAINER_ENGINE` chooses) as its Pod runs it, checked
 //!   as a command is, and its panels and cards drawn from the bundle it ships.
 //!
-//! The first two take `--bundle DIR [--chromium PATH]` to draw the panels and cards too. Each
-//! prints one line per finding and a summary (`--json`: the report as JSON); exit 1 on any
-//! problem, 2 when the check could not start. Wiring only: the check is `crates/conformance`.
+//! The first two take `--bundle DIR [--chromium PATH] [--no-bridge]` to draw the panels and
+//! cards too. Each prints one line per finding and a summary (`--json`: the report as JSON);
+//! exit 1 when an answer broke a sentence of the reference (the FAIL line quotes it), 0 when
+//! it only missed this host's stricter conventions (WARN lines), 2 when the check could not
+//! start. Wiring only: the check is `crates/conformance`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,6 +62,10 @@ pub struct ConformanceArgs {
     /// drawing is skipped, which is not a failure.
     #[arg(long, value_name = "PATH", requires = "ui_source")]
     chromium: Option<PathBuf>,
+    /// With --bundle: post the pages no bridge port and judge each once its frame has loaded
+    /// (the reference's NoBridge, for pages that draw without the bridge).
+    #[arg(long, requires = "bundle")]
+    no_bridge: bool,
     /// How IMAGE's registry is reached, as `plugin install` reaches it.
     #[command(flatten)]
     registry: RegistryFlags,
@@ -71,8 +77,8 @@ pub struct ConformanceArgs {
     command: Vec<String>,
 }
 
-/// Prints one line per check and a summary (or the JSON report); exits 1 on any failure, 2
-/// when the check could not start.
+/// Prints one line per check and a summary (or the JSON report); exits 1 on any failure (a
+/// warning is not one), 2 when the check could not start.
 pub fn run(args: ConformanceArgs) -> ExitCode {
     if args.image.is_none() && args.registry.given() {
         eprintln!(
@@ -104,6 +110,7 @@ pub fn run(args: ConformanceArgs) -> ExitCode {
         let ui = args.bundle.as_ref().map(|bundle| conformance::ui::Options {
             bundle: bundle.clone(),
             chromium: conformance::ui::chromium(args.chromium.as_deref()),
+            no_bridge: args.no_bridge,
         });
         match (&args.url, &args.secret_file) {
             (Some(url), Some(secret_file)) => {

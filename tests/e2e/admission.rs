@@ -47,7 +47,7 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(Duration::from_secs(300)),
         test(
-            "admission::tool_names_first_admitted_wins_and_double_underscore_is_reserved",
+            "admission::tool_names_go_by_package_name_order_and_double_underscore_is_reserved",
             name_conflicts,
         )
         .timeout(Duration::from_secs(180)),
@@ -329,10 +329,12 @@ async fn stages_refuse(ns: Ns) -> anyhow::Result<()> {
         (
             "bigicon",
             |c| {
-                c.files.insert("ui/mode.svg".into(), vec![b' '; 16_001]);
+                // 16 KB as the reference's sizes count them (16,384 bytes), and a byte.
+                c.files
+                    .insert("ui/mode.svg".into(), vec![b' '; 16 * 1024 + 1]);
             },
             "ImageBundleInvalid",
-            "16001 bytes",
+            "16385 bytes",
         ),
     ];
     let mut names = Vec::new();
@@ -703,12 +705,17 @@ async fn name_conflicts(ns: Ns) -> anyhow::Result<()> {
         );
         Ok(p)
     };
+    // The plugin last in name order comes first in time: it holds the name, for now.
+    install(&ns, &with_tool(&second, &tool)?).await?;
+    let p = admitted(&ns, &second).await?;
+    ensure!(p.status.unwrap().tools[0].mcp_name == format!("plugin_{tool}"));
+    // Created later, first in package-name order (zeroclaw: "Tool plugins register in
+    // package-name order"): it takes the name over, and the one that held it is refused,
+    // naming who holds it and why.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     install(&ns, &with_tool(&first, &tool)?).await?;
     let p = admitted(&ns, &first).await?;
     ensure!(p.status.unwrap().tools[0].mcp_name == format!("plugin_{tool}"));
-    // Created later: refused, naming who holds the name.
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    install(&ns, &with_tool(&second, &tool)?).await?;
     let p = refused_at(
         &ns,
         &second,
@@ -717,12 +724,19 @@ async fn name_conflicts(ns: Ns) -> anyhow::Result<()> {
     )
     .await?;
     let message = &p.stage_condition(AdmissionStage::Names).unwrap().message;
-    ensure!(message.contains(&first), "{message}");
+    ensure!(
+        message.contains(&format!(
+            "{first:?} comes before {second:?} in package-name order"
+        )),
+        "{message}"
+    );
     event_with(&ns, &second, "Warning", "plugin_tool_name_conflict", &first).await?;
-    // The first one is still the one admitted: creation time decides, not who changed last.
-    let mut edited = with_tool(&first, &tool)?;
-    edited.spec.approved_capabilities.pop();
-    install(&ns, &edited).await?;
+    // Who changed last does not matter either: edits of either leave the order as it is.
+    for id in [&second, &first] {
+        let mut edited = with_tool(id, &tool)?;
+        edited.spec.approved_capabilities.pop();
+        install(&ns, &edited).await?;
+    }
     admitted(&ns, &first).await?;
     refused_at(
         &ns,

@@ -39,7 +39,7 @@ const FULL: &str = include_str!("../../examples/manifests/full.json");
 /// A Plugin of the test's own with the full manifest under id `id`: every capability is
 /// declared; `approved` are those the owner approved (all of them when None). Its tools are
 /// `ask-<id>` and `score-<id>` ([`tool`]): tool names are registered across admitted plugins,
-/// first come first served, and the suite installs many of these.
+/// one plugin holding each, and the suite installs many of these.
 pub fn full_plugin(id: &str, approved: Option<&[&str]>) -> anyhow::Result<Plugin> {
     let text = FULL.replacen("\"id\": \"cogtest\"", &format!("\"id\": \"{id}\""), 1);
     let mut plugin = Plugin::from_manifest(&text, &unpublished(id), vec![], true)?;

@@ -292,8 +292,8 @@ pub async fn controller_incarnation(ns: &Ns) -> anyhow::Result<String> {
 }
 
 /// A Plugin for this test: the echo plugin's manifest under a name of its own, its tool
-/// renamed `<id>-echo`. Tool names are registered across admitted plugins, first come first
-/// served (admission's Names stage), so the suite's many plugins each need their own; the
+/// renamed `<id>-echo`. Tool names are registered across admitted plugins, the first in
+/// package-name order holding each (admission's Names stage), so the suite's many plugins each need their own; the
 /// tests that call the tool use [`echo_tool_plugin`]. Its image is made when it is installed
 /// ([`install`]), from its manifest as the test leaves it.
 pub fn echo_plugin(id: &str) -> anyhow::Result<Plugin> {

@@ -1,7 +1,11 @@
 //! The names stage of admission, zeroclaw's "Tool name conflicts" for plugins that run as
-//! pods: a plugin's package name (its id) and each of its tool names must be its own among the
-//! plugins admitted before it, in a deterministic order (creation time, then name), and a
-//! tool name holding `__` is refused outright (MCP names tools `<server>__<tool>`). Pure.
+//! pods: a plugin's package name (its id, the Plugin's name) and each of its tool names must
+//! be its own among the admitted plugins that come before it in package-name order, as
+//! zeroclaw's "Tool plugins register in package-name order", and a tool name holding `__` is
+//! refused outright (MCP names tools `<server>__<tool>`). The order is the names', not when
+//! each plugin was created or admitted: the same plugins hold the same names whatever the
+//! timing, and a plugin that comes first takes a name over from the one that held it (which
+//! is then refused, naming it). Pure.
 
 use std::collections::BTreeMap;
 
@@ -27,8 +31,10 @@ pub struct NameRefusal {
     pub message: String,
 }
 
-/// Registers `plugin`'s names after those of `earlier` (the plugins admitted before it, in
-/// order). The names already registered are every earlier plugin's tools and package name.
+/// Registers `plugin`'s names after those of `earlier` (the admitted plugins before it in
+/// package-name order, in that order). The names already registered are every earlier
+/// plugin's tools and package name; a refusal names the plugin holding the name and why it
+/// wins.
 pub fn register(
     plugin: &str,
     tools: &[String],
@@ -52,11 +58,18 @@ pub fn register(
                 .or_insert((holder.plugin.as_str(), "tool"));
         }
     }
+    let wins = |owner: &str| {
+        format!(
+            "which holds it: {owner:?} comes before {plugin:?} in package-name order, and plugins \
+             register in that order (zeroclaw: \"Tool plugins register in package-name order\")"
+        )
+    };
     if let Some((owner, kind)) = held.get(plugin) {
         return Err(NameRefusal {
             key: PACKAGE_NAME_CONFLICT,
             message: format!(
-                "plugin {plugin:?}: its package name is already registered as a {kind} of plugin {owner:?}, admitted first"
+                "plugin {plugin:?}: its package name is already registered as a {kind} of plugin {owner:?}, {}",
+                wins(owner)
             ),
         });
     }
@@ -68,7 +81,8 @@ pub fn register(
             return Err(NameRefusal {
                 key: TOOL_NAME_CONFLICT,
                 message: format!(
-                    "plugin {plugin:?}: tool {tool:?} is already registered as a {kind} of plugin {owner:?}, admitted first"
+                    "plugin {plugin:?}: tool {tool:?} is already registered as a {kind} of plugin {owner:?}, {}",
+                    wins(owner)
                 ),
             });
         }
@@ -102,9 +116,10 @@ pub fn declared_names(plugin: &model::resources::Plugin) -> Vec<String> {
     names
 }
 
-/// The order in which plugins are admitted: oldest first, then by name.
-pub fn order_key(created: Option<&str>, name: &str) -> (String, String) {
-    (created.unwrap_or("9999").to_string(), name.to_string())
+/// Whether plugin `first` registers before plugin `then`: package-name order (the Plugins'
+/// names, their manifest ids), as zeroclaw registers tool plugins.
+pub fn registers_before(first: &str, then: &str) -> bool {
+    first < then
 }
 
 #[cfg(test)]
@@ -164,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn messages_name_who_holds_the_name() {
+    fn messages_name_who_holds_the_name_and_why_it_wins() {
         let refusal = register("b", &tools(&["echo"]), &[holder("echo-2", &["echo"])]).unwrap_err();
         assert!(
             refusal.message.contains("\"echo-2\""),
@@ -172,18 +187,35 @@ mod tests {
             refusal.message
         );
         assert!(refusal.message.contains("tool"), "{}", refusal.message);
+        assert!(
+            refusal
+                .message
+                .contains("\"echo-2\" comes before \"b\" in package-name order"),
+            "{}",
+            refusal.message
+        );
+        let refusal = register("find", &tools(&["x"]), &[holder("a", &["find"])]).unwrap_err();
+        assert_eq!(
+            refusal.message,
+            "plugin \"find\": its package name is already registered as a tool of plugin \"a\", \
+             which holds it: \"a\" comes before \"find\" in package-name order, and plugins \
+             register in that order (zeroclaw: \"Tool plugins register in package-name order\")"
+        );
     }
 
+    /// The order is the names', whoever was created or admitted first.
     #[test]
-    fn older_plugins_come_first_then_names() {
-        let mut keys = [
-            order_key(Some("2026-01-02T00:00:00Z"), "a"),
-            order_key(Some("2026-01-01T00:00:00Z"), "z"),
-            order_key(Some("2026-01-01T00:00:00Z"), "b"),
-            order_key(None, "c"),
+    fn plugins_register_in_package_name_order() {
+        let cases: [(&str, &str, bool); 6] = [
+            ("a", "b", true),
+            ("b", "a", false),
+            ("echo", "echo-2", true),
+            ("echo-2", "echo2", true),
+            ("quiz", "quiz", false),
+            ("z9", "za", true),
         ];
-        keys.sort();
-        let names: Vec<&str> = keys.iter().map(|(_, n)| n.as_str()).collect();
-        assert_eq!(names, ["b", "z", "a", "c"]);
+        for (first, then, before) in cases {
+            assert_eq!(registers_before(first, then), before, "{first} {then}");
+        }
     }
 }

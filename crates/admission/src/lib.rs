@@ -9,7 +9,7 @@
 //! | Image | the image (pulled by digest) is not a plugin image, its plugin.json is not `spec.manifest`, its command is not `spec.command`, or its bundle lacks what the manifest names | oci's `Image*`/`Registry*`, `ManifestMismatch`, `CommandMismatch`, `ImageBundleInvalid` |
 //! | Signature | the signature policy refuses (or, permissive, warns) | oci's `Unsigned`, `UntrustedKey`, `InvalidSignature`, `SignatureDigestMismatch`, `SignatureManifestMismatch` |
 //! | Capabilities | an approved capability is unknown or not declared | `UnknownCapability`, `CapabilityNotDeclared` |
-//! | Names | its name or a tool name is held by a plugin admitted first, or a tool name has `__` | zeroclaw's error keys |
+//! | Names | its name or a tool name is held by an admitted plugin before it in package-name order, or a tool name has `__` | zeroclaw's error keys |
 //!
 //! This crate decides, over values: it never holds a client. Who gathers the facts and acts on
 //! the outcome: the controller's Plugin reconciler (its `images` pulls through the oci crate,
@@ -53,7 +53,7 @@ pub struct Facts<'a> {
     /// None when not read (an earlier stage refused, so nobody asked).
     pub image: Option<&'a ImageFinding>,
     pub signatures: &'a SignatureFinding,
-    /// The plugins admitted before this one, in admission order.
+    /// The admitted plugins before this one in package-name order, in that order.
     pub earlier: &'a [Holder],
 }
 

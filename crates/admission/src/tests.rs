@@ -304,7 +304,9 @@ fn the_stage_pipeline() {
             Case::new().with(|c| {
                 let mut v = view();
                 let mut bundle = (*v.bundle).clone();
-                bundle.insert("ui/mode.svg".into(), BundleEntry::File { size: 16_001 });
+                // 16 KB, as the reference's sizes count (16,384 bytes), and a byte.
+                let size = 16 * 1024 + 1;
+                bundle.insert("ui/mode.svg".into(), BundleEntry::File { size });
                 v.bundle = Arc::new(bundle);
                 c.image = Some(ImageFinding::Read(Arc::new(v)));
             }),
@@ -566,5 +568,83 @@ fn admit_reads_the_status_admission_wrote() {
     assert_eq!(
         admit(&off, &p).unwrap_err().stage,
         Some(AdmissionStage::Host)
+    );
+}
+
+/// Whose names a plugin is judged against: the admitted plugins before it in package-name
+/// order, whenever each was created, and not one being deleted.
+#[test]
+fn earlier_holders_are_the_admitted_plugins_before_it_by_name() {
+    use model::resources::{Condition, ConditionStatus, PluginStatus, RegisteredTool};
+    /// A Plugin `name`, created at `minute`, admitted holding `tools` (or not admitted).
+    fn installed(name: &str, minute: u8, admitted: bool, tools: &[&str]) -> Plugin {
+        let mut p = plugin();
+        p.metadata.name = Some(name.into());
+        let at = format!("2026-01-01T00:{minute:02}:00Z");
+        p.metadata.creation_timestamp = serde_json::from_value(serde_json::json!(at)).unwrap();
+        let status = if admitted {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        };
+        p.status = Some(PluginStatus {
+            observed_generation: Some(1),
+            digest: Some(image_digest()),
+            stage: Some(if admitted { "Admitted" } else { "Names" }.into()),
+            tools: tools
+                .iter()
+                .map(|t| RegisteredTool {
+                    name: t.to_string(),
+                    mcp_name: format!("plugin_{t}"),
+                })
+                .collect(),
+            conditions: vec![Condition {
+                r#type: model::resources::ADMITTED.into(),
+                status,
+                observed_generation: Some(1),
+                last_transition_time: "2026-01-01T00:00:00Z".into(),
+                reason: "Admitted".into(),
+                message: "ok".into(),
+            }],
+            ..Default::default()
+        });
+        p
+    }
+    let mut going = installed("aa-going", 0, true, &["t"]);
+    going.metadata.deletion_timestamp = going.metadata.creation_timestamp.clone();
+    let world = [
+        installed("mm", 0, true, &["t"]),
+        // Created last, first by name: it comes first.
+        installed("ab", 59, true, &["t", "u"]),
+        installed("ac", 30, false, &["t"]),
+        going,
+        installed("zz", 1, true, &["t"]),
+    ];
+    let names = |me: &Plugin| -> Vec<String> {
+        earlier_holders(me, &world)
+            .into_iter()
+            .map(|h| h.plugin)
+            .collect()
+    };
+    let cases: [(&str, u8, &[&str]); 5] = [
+        ("aa", 10, &[]),
+        ("ab", 59, &[]),
+        ("mm", 0, &["ab"]),
+        ("nn", 0, &["ab", "mm"]),
+        ("zz", 1, &["ab", "mm"]),
+    ];
+    for (name, minute, want) in cases {
+        let me = installed(name, minute, false, &[]);
+        assert_eq!(names(&me), want, "{name}");
+    }
+    // So the one later created holds the name: mm, created first, is refused naming ab.
+    let mm = &world[0];
+    let refusal =
+        conflicts::register("mm", &["t".into()], &earlier_holders(mm, &world)).unwrap_err();
+    assert_eq!(refusal.key, conflicts::TOOL_NAME_CONFLICT);
+    assert!(
+        refusal.message.contains("plugin \"ab\""),
+        "{}",
+        refusal.message
     );
 }

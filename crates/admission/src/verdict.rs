@@ -1,7 +1,7 @@
 //! Admission's verdict as the Plugin's status records it, for those who ask after the
 //! pipeline ran: whether a Plugin is admitted now ([`admit`], what the chat and instance
-//! reconcilers ask) and which names the admitted plugins hold, in admission order (what the
-//! Names stage of the next plugin is judged against).
+//! reconcilers ask) and which names the admitted plugins hold, in package-name order (what
+//! the Names stage of the plugins after them is judged against).
 
 use std::sync::Arc;
 
@@ -59,32 +59,23 @@ pub fn admit(
     })
 }
 
-/// The plugins of `installed` admitted before `plugin`, in admission order (creation time,
-/// then name; one not created yet comes after all), with the names they hold: the first
-/// admitted holds a name (zeroclaw's "Tool name conflicts").
+/// The admitted plugins of `installed` that come before `plugin` in package-name order (not
+/// one being deleted), in that order, with the names they hold: of two plugins wanting a
+/// name, the one first by name holds it, whenever each was created or admitted (zeroclaw's
+/// "Tool plugins register in package-name order").
 pub fn earlier_holders<'a>(
     plugin: &Plugin,
     installed: impl IntoIterator<Item = &'a Plugin>,
 ) -> Vec<Holder> {
-    let key = |p: &Plugin| {
-        let created = p
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string());
-        conflicts::order_key(created.as_deref(), &p.name_any())
-    };
-    let me = key(plugin);
-    let mut before: Vec<_> = installed
+    let me = plugin.name_any();
+    let mut before: Vec<Holder> = installed
         .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && p.name_any() != plugin.name_any())
-        .filter_map(|p| {
-            let key = key(p);
-            (key < me).then(|| holder(p).map(|h| (key, h)))?
-        })
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| conflicts::registers_before(&p.name_any(), &me))
+        .filter_map(holder)
         .collect();
-    before.sort_by(|a, b| a.0.cmp(&b.0));
-    before.into_iter().map(|(_, h)| h).collect()
+    before.sort_by(|a, b| a.plugin.cmp(&b.plugin));
+    before
 }
 
 /// The names an admitted plugin holds, from what its status recorded.

@@ -44,7 +44,7 @@ pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     Ok((utime + stime) / clock_ticks())
 }
 
-/// CPU seconds a set of processes spend between [`CpuMeter::start`] and [`CpuMeter::read`]:
+/// CPU seconds a set of processes spend between [`CpuMeter::start`] and [`CpuMeter::spent`]:
 /// where a phase's CPU went (the controller, the API server, etcd), to say what limits it on a
 /// machine whose cores they share.
 pub struct CpuMeter {

@@ -123,8 +123,8 @@ pub fn plugin(id: &str) -> anyhow::Result<Plugin> {
     );
     let image = format!("{UNPUBLISHED_IMAGE}@sha256:{}", digest(id));
     let mut plugin = Plugin::from_manifest(&text, &image, vec!["/echo-plugin".into()], true)?;
-    // Tool names are registered across plugins, first come first served (admission's Names
-    // stage): the first plugin keeps `echo` (the tool the echo binary serves, which the API
+    // Tool names are registered across plugins in package-name order (admission's Names
+    // stage): the first plugin (`scale-a`) keeps `echo` (the tool the echo binary serves, which the API
     // measure calls), the others get names of their own.
     if id != plugin_id(0) {
         testkit::plugins::rename_tools(&mut plugin, |t| format!("{id}-{t}"));

@@ -38,8 +38,8 @@ impl CallKind {
     }
 }
 
-/// One mebibyte: the reference's "1 MB" (the contract's `x-loop-max-answer-bytes`).
-pub const MB: usize = 1024 * 1024;
+/// The reference's megabyte: a MiB, as `model::manifest::sizes` counts every cap.
+pub const MB: usize = model::manifest::sizes::MB as usize;
 
 /// The reference's limits ("When a plugin stops answering").
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,8 +76,8 @@ impl Default for Limits {
             switch: Duration::from_secs(10),
             x: Duration::from_secs(30),
             workflow_tool_max: Duration::from_secs(3600),
-            tool_answer: MB,
-            x_body: 8 * MB,
+            tool_answer: model::manifest::sizes::TOOL_ANSWER_MAX_BYTES as usize,
+            x_body: model::manifest::sizes::X_BODY_MAX_BYTES as usize,
             body: MB,
         }
     }

@@ -87,8 +87,9 @@ impl Route {
 /// probe gives a container this long.
 pub const HEALTH_WAIT: Duration = Duration::from_secs(10);
 
-/// What a tool answer may weigh (`x-loop-max-answer-bytes` of `POST /tools/{tool}`).
-pub const DEFAULT_MAX_TOOL_ANSWER: usize = 1024 * 1024;
+/// What a tool answer may weigh when the spec does not say (`x-loop-max-answer-bytes` of
+/// `POST /tools/{tool}`): the reference's 1 MB, as `manifest::sizes` counts it.
+pub const DEFAULT_MAX_TOOL_ANSWER: usize = manifest::sizes::TOOL_ANSWER_MAX_BYTES as usize;
 
 /// The compiled contract.
 pub struct Contract {
@@ -203,7 +204,10 @@ mod tests {
         assert_eq!(c.time_limit(Route::Tool), Duration::from_secs(60));
         assert_eq!(c.time_limit(Route::X), Duration::from_secs(30));
         assert_eq!(c.time_limit(Route::Health), HEALTH_WAIT);
-        assert_eq!(c.max_tool_answer(), 1024 * 1024);
+        assert_eq!(
+            c.max_tool_answer() as u64,
+            manifest::sizes::TOOL_ANSWER_MAX_BYTES
+        );
     }
 
     #[test]

@@ -69,6 +69,15 @@ pub enum SetupError {
     NoChromium(PathBuf),
     #[error("drawing the panels and cards: {0}")]
     Browser(String),
+    #[error(
+        "admission could not decide on {reference} now, at its {stage} stage ({reason}): {message}"
+    )]
+    Undecided {
+        reference: String,
+        stage: String,
+        reason: String,
+        message: String,
+    },
     #[error("pulling {reference}: {source}")]
     Pull {
         reference: String,

@@ -4,12 +4,14 @@
 //! - each run it started is ended as the host ends it, and the plugin gets
 //!   `POST /runs/{run_id}/done`, which it must take (any 2xx within the route's limit): the
 //!   reference's "the end of each run it started";
-//! - each call the fake host refused for a reason that is the plugin's own (a capability
-//!   its manifest does not declare, an agent, card, switch, live subtype or secret setting it
-//!   does not list, a body that breaks the API's schema, a route that does not exist, no
-//!   token) is a problem; refusals that are answers a plugin must expect (a memory key never
-//!   written, a chat that is not live, a full memory, a secret setting the config references
-//!   no Secret for) are not.
+//! - each call the fake host refused for a reason that is the plugin's own is a problem: a
+//!   failure where the reference states the rule the call broke (no token, a capability its
+//!   manifest does not declare, an agent, card, switch or live subtype it does not list), a
+//!   warning where the rule is this host's Plugin API's (`openapi/plugin-api-v1.yaml`: a body
+//!   that breaks its schema, a route or method it does not have, a secret setting not
+//!   listed); refusals that are answers a plugin must expect (a memory key never written, a
+//!   chat that is not live, a full memory, a secret setting the config references no Secret
+//!   for) are not.
 
 use std::time::{Duration, Instant};
 
@@ -19,8 +21,9 @@ use serde_json::json;
 
 use crate::contract::{Contract, Route};
 use crate::judge;
-use crate::plan::{Body, Expect, Method, SecretUse, Step};
+use crate::plan::{Body, Expect, Method, SecretUse, Step, Taking};
 use crate::probe::Probe;
+use crate::reference::{self, Rule};
 use crate::report::{Area, Finding, Outcome};
 
 /// What the host answers `POST /runs/{run_id}/done` with, for a run the plugin started.
@@ -52,18 +55,44 @@ pub fn is_the_plugins_fault(code: ErrorCode) -> bool {
     }
 }
 
-/// A refusal that is the plugin's fault, as a failed finding.
+/// The sentence of the reference a call refused with `code` broke, when the reference states
+/// the rule; None when the rule is this host's Plugin API's.
+pub fn broken_rule(code: ErrorCode) -> Option<Rule> {
+    use ErrorCode::*;
+    match code {
+        MissingToken | MalformedToken | InvalidToken => Some(reference::TOKEN),
+        CapabilityNotApproved => Some(reference::CAPABILITY),
+        UnknownAgent => Some(reference::AGENTS),
+        UnknownCard => Some(reference::CARDS),
+        SubtypeNotDeclared => Some(reference::LIVE_CONTROL),
+        SwitchNotFound => Some(reference::SWITCHES),
+        _ => None,
+    }
+}
+
+/// A refusal that is the plugin's fault, as a finding: failed when it broke a sentence of the
+/// reference, else a warning.
 pub fn refusal_finding(refusal: &Refusal) -> Option<Finding> {
-    is_the_plugins_fault(refusal.code).then(|| Finding {
+    if !is_the_plugins_fault(refusal.code) {
+        return None;
+    }
+    let why = format!(
+        "the host refused it {} {}: {}",
+        refusal.code.status(),
+        refusal.code,
+        refusal.message
+    );
+    let outcome = match broken_rule(refusal.code) {
+        Some(rule) => Outcome::fail(why, rule),
+        None => Outcome::Warn(format!(
+            "{why}; within the reference, not this host's Plugin API (openapi/plugin-api-v1.yaml)"
+        )),
+    };
+    Some(Finding {
         area: Area::Api,
         what: "a call the plugin made".into(),
         at: refusal.route.clone(),
-        outcome: Outcome::Fail(format!(
-            "the host refused it {} {}: {}",
-            refusal.code.status(),
-            refusal.code,
-            refusal.message
-        )),
+        outcome,
     })
 }
 
@@ -77,7 +106,7 @@ pub fn run_end_step(run_id: &str) -> Step {
         secret: SecretUse::Right,
         body: Some(Body::Json(json!({"status": "done", "result": RUN_RESULT}))),
         route: Route::RunDone,
-        expect: Expect::Taken,
+        expect: Expect::Taken(Taking::OwnRun),
     }
 }
 
@@ -111,7 +140,7 @@ pub async fn follow(
         host.end_run(&started.run.id, true, RUN_RESULT);
         let step = run_end_step(&started.run.id);
         let got = probe.call(&step, contract.time_limit(step.route)).await;
-        let outcome = judge::judge(contract, &step.expect, got.as_ref());
+        let outcome = judge::judge(contract, &step.expect, step.route, got.as_ref());
         if outcome == Outcome::Pass {
             host.mark_done_delivered(&started.run.id);
         }
@@ -162,12 +191,27 @@ mod tests {
         };
         assert_eq!(
             refusal_finding(&refusal).unwrap().line(),
-            "FAIL api PUT /api/plugin/v1/memory/k (a call the plugin made): the host refused it 403 capability_not_approved: this route needs the capability memory.write"
+            "FAIL api PUT /api/plugin/v1/memory/k (a call the plugin made): the host refused it 403 capability_not_approved: this route needs the capability memory.write; the reference: \"A route needing a capability the owner didn’t approve answers 403.\""
+        );
+        let schema = Refusal {
+            code: ErrorCode::InvalidBody,
+            message: "value: missing".into(),
+            ..refusal.clone()
+        };
+        assert_eq!(
+            refusal_finding(&schema).unwrap().line(),
+            "WARN api PUT /api/plugin/v1/memory/k (a call the plugin made): the host refused it 400 invalid_body: value: missing; within the reference, not this host's Plugin API (openapi/plugin-api-v1.yaml)"
         );
         let expected = Refusal {
             code: ErrorCode::MemoryNotFound,
             ..refusal
         };
         assert_eq!(refusal_finding(&expected), None);
+        // A rule of the reference is only ever named for a refusal that is the plugin's fault.
+        for code in ErrorCode::ALL {
+            if broken_rule(*code).is_some() {
+                assert!(is_the_plugins_fault(*code), "{code}");
+            }
+        }
     }
 }

@@ -41,6 +41,18 @@ pub async fn check_image(
         Ok(v) => v,
         Err(e) => return refused(reference, e),
     };
+    if let Some(stopped) = verified
+        .outcome
+        .stopped_at()
+        .filter(|_| verified.outcome.pending())
+    {
+        return Err(SetupError::Undecided {
+            reference: reference.into(),
+            stage: stopped.stage.name().into(),
+            reason: stopped.reason.clone(),
+            message: stopped.message.clone(),
+        });
+    }
     let mut findings = stages::findings(&verified.outcome);
     let admitted = verified.outcome.admitted();
     let (Some(status), Some(manifest), true) = (
@@ -76,10 +88,7 @@ pub async fn check_image(
         gid: status.group(),
     };
     let plugin = container::start(&engine, &image, run_as, host.url(), host.token()).await?;
-    let ui = draw.then(|| ui::Options {
-        bundle: unpacked.ui.clone(),
-        chromium: options.chromium.clone(),
-    });
+    let ui = draw.then(|| ui::Options::new(unpacked.ui.clone(), options.chromium.clone()));
     let report = crate::check_started(contract, &plugin, manifest, &host, ui.as_ref()).await?;
     drop(plugin);
     findings.extend(report.findings);

@@ -1,13 +1,16 @@
 //! Whether an answer is the one the contract asks for: pure, over the answer the probe got
-//! (or why it got none) and the step's [`Expect`].
+//! (or why it got none) and the step's [`Expect`]. A failure is an answer that breaks a
+//! sentence of the reference, and names it; an answer within the reference that misses this
+//! host's stricter conventions ([`CONVENTIONS`]) warns (`plan`'s module doc has the table).
 
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::contract::{Contract, Shape};
-use crate::plan::Expect;
-use crate::report::Outcome;
+use crate::contract::{Contract, Route, Shape};
+use crate::plan::{Expect, Taking};
+use crate::reference::{self, Rule};
+use crate::report::{Breach, Outcome};
 
 /// What came back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,130 +28,244 @@ pub enum NoAnswer {
     Failed(String),
 }
 
-pub fn judge(contract: &Contract, expect: &Expect, got: Result<&Answer, &NoAnswer>) -> Outcome {
-    match verdict(contract, expect, got) {
-        Ok(()) => Outcome::Pass,
-        Err(why) => Outcome::Fail(why),
+/// Where this host's stricter conventions are written: a WARN line names it.
+pub const CONVENTIONS: &str = "openapi/plugin-contract-v1.yaml";
+
+/// The outcome of `expect` on what came back from a call on `route`: a failure names the
+/// sentence of the reference the answer breaks; an answer within the reference that misses
+/// this host's conventions warns, naming each miss.
+pub fn judge(
+    contract: &Contract,
+    expect: &Expect,
+    route: Route,
+    got: Result<&Answer, &NoAnswer>,
+) -> Outcome {
+    let answer = match got {
+        Ok(a) => a,
+        Err(NoAnswer::TimedOut(limit)) => {
+            let why = format!(
+                "no answer within {} s, the route's time limit",
+                limit.as_secs_f32()
+            );
+            // `/healthz` has no limit in the reference: the check's own wait stands for it.
+            let rule = if route == Route::Health {
+                reference::CHECK
+            } else {
+                reference::TIME_LIMITS
+            };
+            return Outcome::fail(why, rule);
+        }
+        Err(NoAnswer::Failed(why)) => {
+            return Outcome::fail(format!("no answer: {why}"), reference::UNANSWERED);
+        }
+    };
+    let mut misses = Misses::default();
+    match verdict(contract, expect, answer, &mut misses) {
+        Err(breach) => Outcome::Fail(breach),
+        Ok(()) if misses.0.is_empty() => Outcome::Pass,
+        Ok(()) => Outcome::Warn(format!(
+            "{}; within the reference, not this host's contract ({CONVENTIONS})",
+            misses.0.join("; ")
+        )),
     }
+}
+
+/// What an answer within the reference missed of this host's conventions, each said as
+/// `what came, what the host asks`.
+#[derive(Default)]
+struct Misses(Vec<String>);
+
+impl Misses {
+    fn add(&mut self, miss: String) {
+        self.0.push(miss);
+    }
+
+    /// A miss unless the answer's status is `status`.
+    fn status(&mut self, answer: &Answer, status: u16) {
+        if answer.status != status {
+            self.add(format!(
+                "answered {}{}, not {status}",
+                answer.status,
+                error_text(answer)
+            ));
+        }
+    }
+
+    /// A miss unless the body is the shape's JSON.
+    fn shape(&mut self, contract: &Contract, shape: Shape, body: Option<&Value>) {
+        let problem = match body {
+            None => format!("the body is not JSON, not a {}", shape.schema_name()),
+            Some(body) => match contract.conforms(shape, body) {
+                Ok(()) => return,
+                Err(problem) => problem,
+            },
+        };
+        self.add(problem);
+    }
+}
+
+fn fail(why: String, rule: Rule) -> Result<(), Breach> {
+    Err(Breach::new(why, rule))
+}
+
+fn success(answer: &Answer) -> bool {
+    (200..300).contains(&answer.status)
 }
 
 fn verdict(
     contract: &Contract,
     expect: &Expect,
-    got: Result<&Answer, &NoAnswer>,
-) -> Result<(), String> {
-    let answer = match got {
-        Ok(a) => a,
-        Err(NoAnswer::TimedOut(limit)) => {
-            return Err(format!(
-                "no answer within {} s, the route's time limit",
-                limit.as_secs_f32()
-            ));
-        }
-        Err(NoAnswer::Failed(why)) => return Err(format!("no answer: {why}")),
-    };
+    answer: &Answer,
+    misses: &mut Misses,
+) -> Result<(), Breach> {
+    let body: Option<Value> = serde_json::from_slice(&answer.body).ok();
+    let answered = || format!("answered {}{}", answer.status, error_text(answer));
     match expect {
         Expect::Health { id, version } => {
-            status_is(answer, 200)?;
-            let body = conforming(contract, Shape::Health, answer)?;
-            if body["version"] != version.as_str() {
-                return Err(format!(
-                    "version {}, the manifest's is {version:?}",
-                    body["version"]
-                ));
+            if !success(answer) {
+                return fail(answered(), reference::CHECK);
             }
-            match body.get("id") {
-                Some(got) if got != id.as_str() => {
-                    Err(format!("id {got}, the manifest's is {id:?}"))
-                }
-                _ => Ok(()),
+            match body.as_ref().and_then(|b| b.get("version")) {
+                None => fail("no version in its answer".into(), reference::HEALTH_VERSION)?,
+                Some(got) if got != version.as_str() => fail(
+                    format!("version {got}, the manifest's is {version:?}"),
+                    reference::HEALTH_VERSION,
+                )?,
+                Some(_) => {}
             }
+            misses.status(answer, 200);
+            misses.shape(contract, Shape::Health, body.as_ref());
+            if let Some(got) = body.as_ref().and_then(|b| b.get("id"))
+                && got != id.as_str()
+            {
+                misses.add(format!("id {got}, the manifest's is {id:?}"));
+            }
+            Ok(())
         }
         Expect::Refused => {
-            if answer.status != 401 {
-                return Err(format!(
-                    "answered {}: every route must refuse a call without the secret with 401",
-                    answer.status
-                ));
+            match answer.status {
+                200..=399 => fail(
+                    format!("{}: served without the plugin's secret", answered()),
+                    reference::SECRET,
+                )?,
+                401 => {}
+                400..=499 => misses.add(format!("{}: a refusal, but not 401", answered())),
+                _ => misses.add(format!("{}: an error, not a refusal with 401", answered())),
             }
-            conforming(contract, Shape::Error, answer).map(drop)
+            if body
+                .as_ref()
+                .is_none_or(|b| contract.conforms(Shape::Error, b).is_err())
+            {
+                misses.add("no {\"error\"} body with the refusal".into());
+            }
+            Ok(())
         }
         Expect::Accepted => {
-            if answer.status != 202 {
-                return Err(format!(
-                    "answered {}{}: an action answers 202 and does its work in the background",
-                    answer.status,
-                    error_text(answer)
-                ));
+            if !success(answer) {
+                return fail(format!("{}: not accepted", answered()), reference::CHECK);
             }
-            conforming(contract, Shape::ActionAccepted, answer).map(drop)
+            misses.status(answer, 202);
+            misses.shape(contract, Shape::ActionAccepted, body.as_ref());
+            Ok(())
         }
         Expect::ToolResult { output_schema } => {
-            if answer.status >= 500 {
-                return Err(format!(
-                    "answered {}: a tool's failure is a 200 answer with is_error, never a 5xx",
-                    answer.status
-                ));
+            if !success(answer) {
+                return fail(format!("{}: no tool result", answered()), reference::CHECK);
             }
-            status_is(answer, 200)?;
             if answer.body.len() > contract.max_tool_answer() {
-                return Err(format!(
-                    "answered {} bytes; the host refuses answers over {}",
-                    answer.body.len(),
-                    contract.max_tool_answer()
-                ));
+                return fail(
+                    format!(
+                        "answered {} bytes, over the cap of {}",
+                        answer.body.len(),
+                        contract.max_tool_answer()
+                    ),
+                    reference::CAPS,
+                );
             }
-            let result = conforming(contract, Shape::ToolResult, answer)?;
+            let Some(result) = body.as_ref().filter(|b| b["content"].is_array()) else {
+                return fail(
+                    "no tool result: not a JSON object with a content list".into(),
+                    reference::CHECK,
+                );
+            };
+            misses.status(answer, 200);
+            misses.shape(contract, Shape::ToolResult, Some(result));
+            let structured = result.get("structured_content").filter(|v| !v.is_null());
+            if let Some(structured) = structured
+                && !structured.is_object()
+            {
+                return fail(
+                    format!("structured_content is {structured}, not a JSON object"),
+                    reference::STRUCTURED_CONTENT,
+                );
+            }
             if result["is_error"] == true {
                 return Ok(());
             }
             let Some(schema) = output_schema else {
                 return Ok(());
             };
-            let structured = result
-                .get("structured_content")
-                .ok_or("no structured_content, though the tool declares an output_schema")?;
-            let validator = manifest::json_schema::compile(schema)
-                .map_err(|e| format!("its output_schema does not compile: {e}"))?;
-            manifest::json_schema::check(&validator, structured)
-                .map_err(|e| format!("structured_content breaks the output_schema: {e}"))
+            let Some(structured) = structured else {
+                return fail(
+                    "no structured_content, though the tool declares an output_schema".into(),
+                    reference::OUTPUT_SCHEMA,
+                );
+            };
+            let checked = manifest::json_schema::compile(schema)
+                .map_err(|e| format!("its output_schema does not compile: {e}"))
+                .and_then(|validator| {
+                    manifest::json_schema::check(&validator, structured)
+                        .map_err(|e| format!("structured_content breaks the output_schema: {e}"))
+                });
+            match checked {
+                Ok(()) => Ok(()),
+                Err(why) => fail(why, reference::OUTPUT_SCHEMA),
+            }
         }
-        Expect::Taken => {
-            if (200..300).contains(&answer.status) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "answered {}{}; the contract answers 204",
-                    answer.status,
-                    error_text(answer)
-                ))
+        Expect::Taken(taking) => {
+            if success(answer) {
+                return Ok(());
+            }
+            match taking {
+                Taking::OwnRun => fail(
+                    format!("{}: the end of its own run not taken", answered()),
+                    reference::CHECK,
+                ),
+                Taking::Event => {
+                    misses.add(format!(
+                        "{}, not a 2xx: the event is dropped (\"{}\")",
+                        answered(),
+                        reference::EVENTS_BEST_EFFORT.text
+                    ));
+                    Ok(())
+                }
+                Taking::UnknownRun => {
+                    misses.add(format!("{}, not a 2xx", answered()));
+                    Ok(())
+                }
             }
         }
         Expect::SwitchState => {
-            status_is(answer, 200)?;
-            conforming(contract, Shape::SwitchState, answer).map(drop)
+            if !success(answer) {
+                return fail(answered(), reference::CHECK);
+            }
+            if !body.as_ref().is_some_and(|b| b["on"].is_boolean()) {
+                return fail(
+                    "no state for the pill to show: not a JSON object with a boolean on".into(),
+                    reference::SWITCH_ANSWER,
+                );
+            }
+            misses.status(answer, 200);
+            misses.shape(contract, Shape::SwitchState, body.as_ref());
+            Ok(())
         }
         Expect::Error { status } => {
-            if answer.status != *status {
-                return Err(format!(
-                    "answered {}, the contract says {status}",
-                    answer.status
-                ));
+            misses.status(answer, *status);
+            if answer.status == *status {
+                misses.shape(contract, Shape::Error, body.as_ref());
             }
-            conforming(contract, Shape::Error, answer).map(drop)
+            Ok(())
         }
-    }
-}
-
-fn status_is(answer: &Answer, status: u16) -> Result<(), String> {
-    if answer.status == status {
-        Ok(())
-    } else {
-        Err(format!(
-            "answered {}{}, the contract says {status}",
-            answer.status,
-            error_text(answer)
-        ))
     }
 }
 
@@ -158,17 +275,6 @@ fn error_text(answer: &Answer) -> String {
         .ok()
         .and_then(|v| v.get("error")?.as_str().map(|e| format!(" ({e:?})")))
         .unwrap_or_default()
-}
-
-fn conforming(contract: &Contract, shape: Shape, answer: &Answer) -> Result<Value, String> {
-    let body: Value = serde_json::from_slice(&answer.body).map_err(|e| {
-        format!(
-            "the body is not JSON ({e}); the contract answers a {}",
-            shape.schema_name()
-        )
-    })?;
-    contract.conforms(shape, &body)?;
-    Ok(body)
 }
 
 #[cfg(test)]
@@ -184,21 +290,45 @@ mod tests {
         }
     }
 
-    fn fails(expect: Expect, a: Answer, says: &str) {
-        let c = Contract::load().unwrap();
-        match judge(&c, &expect, Ok(&a)) {
-            Outcome::Fail(why) => assert!(why.contains(says), "{why:?} should say {says:?}"),
+    fn empty(status: u16) -> Answer {
+        Answer {
+            status,
+            body: vec![],
+        }
+    }
+
+    fn outcome(expect: &Expect, a: &Answer) -> Outcome {
+        judge(&Contract::load().unwrap(), expect, Route::Action, Ok(a))
+    }
+
+    /// Fails, saying `says`, and naming `rule`.
+    #[track_caller]
+    fn fails(expect: Expect, a: Answer, says: &str, rule: Rule) {
+        match outcome(&expect, &a) {
+            Outcome::Fail(breach) => {
+                assert!(breach.why().contains(says), "{breach} should say {says:?}");
+                assert_eq!(breach.rule(), rule, "{breach}");
+                assert!(breach.to_string().ends_with(&format!("\"{}\"", rule.text)));
+            }
             other => panic!("{expect:?} on {a:?}: {other:?}"),
         }
     }
 
+    /// Warns, saying `says`.
+    #[track_caller]
+    fn warns(expect: Expect, a: Answer, says: &str) {
+        match outcome(&expect, &a) {
+            Outcome::Warn(why) => {
+                assert!(why.contains(says), "{why:?} should say {says:?}");
+                assert!(why.ends_with(&format!("not this host's contract ({CONVENTIONS})")));
+            }
+            other => panic!("{expect:?} on {a:?}: {other:?}"),
+        }
+    }
+
+    #[track_caller]
     fn passes(expect: Expect, a: Answer) {
-        let c = Contract::load().unwrap();
-        assert_eq!(
-            judge(&c, &expect, Ok(&a)),
-            Outcome::Pass,
-            "{expect:?} on {a:?}"
-        );
+        assert_eq!(outcome(&expect, &a), Outcome::Pass, "{expect:?} on {a:?}");
     }
 
     fn health() -> Expect {
@@ -209,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn health_carries_the_manifests_version() {
+    fn health_reports_the_manifests_version() {
         passes(
             health(),
             answer(
@@ -221,54 +351,90 @@ mod tests {
             health(),
             answer(200, json!({"status": "ok", "version": "0.1.0"})),
         );
+        let version = reference::HEALTH_VERSION;
         fails(
             health(),
             answer(200, json!({"status": "ok", "version": "0.2.0"})),
-            "version",
+            "version \"0.2.0\", the manifest's is \"0.1.0\"",
+            version,
         );
         fails(
+            health(),
+            answer(200, json!({"ok": true})),
+            "no version",
+            version,
+        );
+        fails(
+            health(),
+            answer(503, json!({"error": "starting"})),
+            "answered 503 (\"starting\")",
+            reference::CHECK,
+        );
+        // The reference asks a version; the rest is this host's.
+        warns(
             health(),
             answer(
                 200,
                 json!({"status": "ok", "id": "other", "version": "0.1.0"}),
             ),
-            "id",
+            "id \"other\"",
         );
-        fails(health(), answer(200, json!({"ok": true})), "Health");
-        fails(
+        warns(
             health(),
-            answer(503, json!({"error": "starting"})),
-            "answered 503 (\"starting\")",
+            answer(200, json!({"version": "0.1.0"})),
+            "not a Health",
+        );
+        warns(
+            health(),
+            answer(204, json!({"status": "ok", "version": "0.1.0"})),
+            "answered 204, not 200",
         );
     }
 
     #[test]
-    fn a_refusal_is_401_with_an_error() {
+    fn serving_without_the_secret_fails_and_any_refusal_is_within_the_reference() {
         passes(Expect::Refused, answer(401, json!({"error": "no"})));
-        fails(Expect::Refused, answer(200, json!({"status": "ok"})), "401");
-        fails(
+        for status in [200, 204, 302] {
+            fails(
+                Expect::Refused,
+                answer(status, json!({"status": "ok"})),
+                &format!("answered {status}: served without the plugin's secret"),
+                reference::SECRET,
+            );
+        }
+        warns(
             Expect::Refused,
-            Answer {
-                status: 401,
-                body: b"no".to_vec(),
-            },
-            "not JSON",
+            answer(404, json!({"error": "no such route"})),
+            "answered 404 (\"no such route\"): a refusal, but not 401",
+        );
+        warns(Expect::Refused, empty(403), "no {\"error\"} body");
+        warns(Expect::Refused, empty(401), "no {\"error\"} body");
+        warns(
+            Expect::Refused,
+            empty(500),
+            "an error, not a refusal with 401",
         );
     }
 
     #[test]
-    fn an_action_answers_202_not_any_2xx() {
+    fn an_action_must_be_accepted_and_202_is_this_hosts() {
         passes(Expect::Accepted, answer(202, json!({"accepted": true})));
-        fails(
+        warns(
             Expect::Accepted,
             answer(200, json!({"accepted": true})),
-            "answered 200",
+            "answered 200, not 202",
         );
-        fails(Expect::Accepted, answer(202, json!({})), "ActionAccepted");
+        warns(Expect::Accepted, answer(202, json!({})), "ActionAccepted");
+        fails(
+            Expect::Accepted,
+            answer(404, json!({"error": "no such action: pong"})),
+            "answered 404 (\"no such action: pong\"): not accepted",
+            reference::CHECK,
+        );
     }
 
     #[test]
-    fn a_tool_result_is_held_to_its_output_schema() {
+    fn a_tool_result_is_held_to_its_output_schema_and_cap() {
         let expect = Expect::ToolResult {
             output_schema: Some(json!({"type": "object", "required": ["echo"]})),
         };
@@ -284,10 +450,12 @@ mod tests {
             expect.clone(),
             answer(200, json!({"content": text, "is_error": true})),
         );
+        let schema = reference::OUTPUT_SCHEMA;
         fails(
             expect.clone(),
             answer(200, json!({"content": text})),
             "no structured_content",
+            schema,
         );
         fails(
             expect.clone(),
@@ -296,77 +464,153 @@ mod tests {
                 json!({"content": text, "structured_content": {"x": 1}}),
             ),
             "breaks the output_schema",
+            schema,
+        );
+        fails(
+            expect.clone(),
+            answer(200, json!({"content": text, "structured_content": [1]})),
+            "not a JSON object",
+            reference::STRUCTURED_CONTENT,
         );
         fails(
             expect.clone(),
             answer(500, json!({"error": "boom"})),
-            "never a 5xx",
+            "answered 500 (\"boom\"): no tool result",
+            reference::CHECK,
         );
-        fails(expect, answer(200, json!({"content": "hi"})), "ToolResult");
-        let big = Answer {
-            status: 200,
-            body: vec![b' '; 1024 * 1024 + 1],
-        };
         fails(
-            Expect::ToolResult {
-                output_schema: None,
+            expect,
+            answer(200, json!({"content": "hi"})),
+            "no tool result",
+            reference::CHECK,
+        );
+        let plain = Expect::ToolResult {
+            output_schema: None,
+        };
+        let mut big = serde_json::to_vec(&json!({"content": text})).unwrap();
+        big.resize(1024 * 1024 + 1, b' ');
+        fails(
+            plain.clone(),
+            Answer {
+                status: 200,
+                body: big,
             },
-            big,
-            "over 1048576",
+            "over the cap of 1048576",
+            reference::CAPS,
+        );
+        // A block of a type this host's contract does not list: MCP has more.
+        warns(
+            plain.clone(),
+            answer(
+                200,
+                json!({"content": [{"type": "image", "data": "", "mimeType": "image/png"}]}),
+            ),
+            "not a ToolResult",
+        );
+        warns(
+            plain,
+            answer(201, json!({"content": text})),
+            "answered 201, not 200",
         );
     }
 
     #[test]
-    fn taken_is_any_2xx_and_errors_name_their_status() {
-        passes(
-            Expect::Taken,
-            Answer {
-                status: 204,
-                body: vec![],
-            },
+    fn what_must_be_taken_depends_on_what_it_brings() {
+        for taking in [Taking::Event, Taking::UnknownRun, Taking::OwnRun] {
+            passes(Expect::Taken(taking), empty(204));
+            passes(Expect::Taken(taking), answer(200, json!({})));
+        }
+        warns(
+            Expect::Taken(Taking::Event),
+            answer(422, json!({"error": "not subscribed"})),
+            "the event is dropped (\"Delivery is best effort",
         );
-        passes(Expect::Taken, answer(200, json!({})));
+        warns(
+            Expect::Taken(Taking::UnknownRun),
+            answer(404, json!({"error": "no such run"})),
+            "answered 404 (\"no such run\"), not a 2xx",
+        );
         fails(
-            Expect::Taken,
-            answer(422, json!({"error": "no"})),
-            "answered 422",
+            Expect::Taken(Taking::OwnRun),
+            answer(404, json!({"error": "no such run"})),
+            "the end of its own run not taken",
+            reference::CHECK,
         );
+    }
+
+    #[test]
+    fn a_switch_answers_a_state_the_pill_can_show() {
+        passes(Expect::SwitchState, answer(200, json!({"on": true})));
+        fails(
+            Expect::SwitchState,
+            empty(404),
+            "answered 404",
+            reference::CHECK,
+        );
+        fails(
+            Expect::SwitchState,
+            empty(204),
+            "no state for the pill to show",
+            reference::SWITCH_ANSWER,
+        );
+        let long = "x".repeat(201);
+        warns(
+            Expect::SwitchState,
+            answer(200, json!({"on": true, "title": long})),
+            "not a SwitchState",
+        );
+    }
+
+    #[test]
+    fn error_answers_are_this_hosts_conventions() {
         passes(
             Expect::Error { status: 404 },
             answer(404, json!({"error": "no such tool"})),
         );
-        fails(
-            Expect::Error { status: 404 },
-            answer(200, json!({})),
-            "the contract says 404",
+        warns(
+            Expect::Error { status: 422 },
+            empty(204),
+            "answered 204, not 422",
         );
-        fails(
+        warns(
             Expect::Error { status: 400 },
-            Answer {
-                status: 400,
-                body: vec![],
-            },
-            "not JSON",
+            empty(400),
+            "the body is not JSON",
         );
     }
 
     #[test]
-    fn no_answer_in_time_is_a_failure() {
+    fn no_answer_in_time_is_a_failure_of_the_routes_limit() {
         let c = Contract::load().unwrap();
+        let late = NoAnswer::TimedOut(Duration::from_secs(10));
+        for (route, rule) in [
+            (Route::Switch, reference::TIME_LIMITS),
+            (Route::Event, reference::TIME_LIMITS),
+            (Route::Health, reference::CHECK),
+        ] {
+            // Even where the answer itself would only warn.
+            let outcome = judge(&c, &Expect::Error { status: 422 }, route, Err(&late));
+            match outcome {
+                Outcome::Fail(breach) => {
+                    assert_eq!(
+                        breach.why(),
+                        "no answer within 10 s, the route's time limit"
+                    );
+                    assert_eq!(breach.rule(), rule, "{route:?}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let refused = NoAnswer::Failed("connection refused".into());
         let outcome = judge(
             &c,
-            &Expect::SwitchState,
-            Err(&NoAnswer::TimedOut(Duration::from_secs(10))),
+            &Expect::Taken(Taking::Event),
+            Route::Event,
+            Err(&refused),
         );
-        assert_eq!(
-            outcome,
-            Outcome::Fail("no answer within 10 s, the route's time limit".into())
+        assert!(
+            matches!(&outcome, Outcome::Fail(b) if b.why().contains("refused") && b.rule() == reference::UNANSWERED),
+            "{outcome:?}"
         );
-        let outcome = judge(
-            &c,
-            &Expect::Taken,
-            Err(&NoAnswer::Failed("connection refused".into())),
-        );
-        assert!(matches!(outcome, Outcome::Fail(w) if w.contains("refused")));
     }
 }

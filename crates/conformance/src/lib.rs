@@ -9,8 +9,11 @@
 //!   doc has the table of what is checked);
 //! - [`sample`]: pure, a tool's input built from its `input_schema`;
 //! - [`probe`]: thin, one HTTP call per step with the route's time limit;
-//! - [`judge`]: pure, answer (or none) + expectation → pass or fail with why;
-//! - [`report`]: the findings as lines and a summary, or JSON;
+//! - [`judge`]: pure, answer (or none) + expectation → pass, fail (naming the sentence of the
+//!   reference the answer breaks: [`reference`](mod@reference)) or warn (within the reference, not within this
+//!   host's stricter conventions), with why;
+//! - [`reference`](mod@reference): the sentences of the reference the failures quote;
+//! - [`report`]: the findings as lines and a summary, or JSON; only a failure fails the check;
 //! - [`follow`]: with the SDK's fake host as the plugin's Plugin API, the end of each run the
 //!   plugin started and the calls of its the host refused ([`check_with_host`]);
 //! - [`started`]: what every way of starting a plugin shares (its files, the host's
@@ -36,6 +39,7 @@ pub mod judge;
 pub mod launch;
 pub mod plan;
 pub mod probe;
+pub mod reference;
 pub mod report;
 pub mod sample;
 pub mod stages;
@@ -48,7 +52,7 @@ use std::time::Duration;
 
 pub use contract::Contract;
 pub use error::{ContractError, SetupError};
-pub use report::{Area, Finding, Outcome, Report};
+pub use report::{Area, Breach, Finding, Outcome, Report};
 pub use started::Started;
 
 /// A running plugin to check.
@@ -175,7 +179,7 @@ async fn run(
             area: step.area,
             what: step.what.clone(),
             at: step.at(),
-            outcome: judge::judge(contract, &step.expect, got.as_ref()),
+            outcome: judge::judge(contract, &step.expect, step.route, got.as_ref()),
         });
     }
     if let Some(host) = host {

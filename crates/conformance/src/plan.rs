@@ -2,16 +2,31 @@
 //! be read and tested without a plugin. Each [`Step`] is one call and what its answer must be;
 //! a call the check cannot make (a tool whose input it cannot build) is a skipped finding.
 //!
-//! | area | calls |
-//! |---|---|
-//! | health | `GET /healthz` |
-//! | secret | every route (each declared action, tool and switch, `/runs`, `/events`, `/x`, `/healthz`, an unknown route) without a secret and with a wrong one |
-//! | actions | each action with each trigger (manual, schedule, workflow) |
-//! | tools | each tool as each agent's call that lists it, and as a workflow's call |
-//! | runs | the end of a run (`done`, `failed`) of a run id the plugin never saw, when it has agents |
-//! | events | each event it subscribes to |
-//! | switches | each composer switch on, then off |
-//! | errors | a body that does not parse, a schedule call without `task_id`, an unknown action, tool and switch, an event it does not take |
+//! An answer fails only where it breaks a sentence of the reference, which the line quotes
+//! ([`crate::reference`]); where it meets the reference but not this host's stricter contract
+//! (`openapi/plugin-contract-v1.yaml`: the exact status, the `{"error"}` body, the answer to a
+//! call the reference says nothing about) it warns. Any call not answered within its route's
+//! time limit fails ([`crate::reference::TIME_LIMITS`]), as does one not answered at all
+//! ([`crate::reference::UNANSWERED`]).
+//!
+//! | area | calls | fails (the reference) | warns (this host) |
+//! |---|---|---|---|
+//! | health | `GET /healthz` | not a 2xx ([`CHECK`]: "its health and version"); no version, or not the manifest's ([`HEALTH_VERSION`]) | not 200; not a `Health`; another id |
+//! | secret | every route (each declared action, tool and switch, `/runs`, `/events`, `/x`, `/healthz`, an unknown route) without a secret and with a wrong one | served: a 2xx or 3xx ([`SECRET`]) | refused with another 4xx than 401, or without `{"error"}`; a 5xx |
+//! | actions | each action with each trigger (manual, schedule, workflow) | not a 2xx ([`CHECK`]: "every action with each trigger") | not 202 `{"accepted": true}` |
+//! | tools | each tool as each agent's call that lists it, and as a workflow's call | not a 2xx, or no `content` list ([`CHECK`]); over the cap ([`CAPS`]); `structured_content` not an object ([`STRUCTURED_CONTENT`]), or missing or off its `output_schema` ([`OUTPUT_SCHEMA`]) | not 200; not a `ToolResult` in this host's detail |
+//! | runs | the end (`done`, `failed`) of a run id the plugin never saw, when it has agents | | not a 2xx |
+//! | events | each event it subscribes to | | not a 2xx (the reference drops an event a plugin doesn't take) |
+//! | switches | each composer switch on, then off | not a 2xx ([`CHECK`]); no `on` to show ([`SWITCH_ANSWER`]) | not 200; not a `SwitchState` |
+//! | errors | a body that does not parse, a schedule call without `task_id`, an unknown action, tool and switch, an event it does not take | | not 400, 400, 404, 404, 404, 422 with `{"error"}` |
+//!
+//! [`CHECK`]: crate::reference::CHECK
+//! [`HEALTH_VERSION`]: crate::reference::HEALTH_VERSION
+//! [`SECRET`]: crate::reference::SECRET
+//! [`CAPS`]: crate::reference::CAPS
+//! [`STRUCTURED_CONTENT`]: crate::reference::STRUCTURED_CONTENT
+//! [`OUTPUT_SCHEMA`]: crate::reference::OUTPUT_SCHEMA
+//! [`SWITCH_ANSWER`]: crate::reference::SWITCH_ANSWER
 
 use serde_json::{Value, json};
 
@@ -71,24 +86,36 @@ pub enum Body {
     Garbled(&'static str),
 }
 
-/// What the answer must be.
+/// What the answer must be (what fails and what only warns: the module's table).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expect {
     /// 200, a `Health` with the manifest's version (and id, when it says one).
     Health { id: String, version: String },
     /// 401 with an `Error`.
     Refused,
-    /// 202 with `{"accepted": true}`: the contract's answer to an action, not any 2xx.
+    /// 202 with `{"accepted": true}`: the contract's answer to an action.
     Accepted,
     /// 200 with a `ToolResult` within the size cap; `structured_content` valid against the
     /// tool's output schema unless it is an error result.
     ToolResult { output_schema: Option<Value> },
     /// Any 2xx (the spec documents 204; the host takes any 2xx the same way).
-    Taken,
+    Taken(Taking),
     /// 200 with a `SwitchState`.
     SwitchState,
     /// An error answer: this status with an `Error`.
     Error { status: u16 },
+}
+
+/// What a call whose answer must be taken brings, which says whether not taking it breaks the
+/// reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taking {
+    /// An event the plugin subscribes to: the reference drops one a plugin doesn't take.
+    Event,
+    /// The end of a run the plugin never started: the reference says nothing of one.
+    UnknownRun,
+    /// The end of a run the plugin started: the reference's `Check` drives it.
+    OwnRun,
 }
 
 /// Names the check uses where the contract wants an id the plugin never saw.
@@ -195,7 +222,7 @@ pub fn plan(m: &manifest::Manifest) -> (Vec<Step>, Vec<Finding>) {
                 &path,
                 body,
                 Route::RunDone,
-                Expect::Taken,
+                Expect::Taken(Taking::UnknownRun),
             ));
         }
     }
@@ -212,7 +239,7 @@ pub fn plan(m: &manifest::Manifest) -> (Vec<Step>, Vec<Finding>) {
             "/events",
             body,
             Route::Event,
-            Expect::Taken,
+            Expect::Taken(Taking::Event),
         ));
     }
     for switch in &m.ui.composer_switches {

@@ -1,7 +1,13 @@
-//! What a check found: one finding per call (pass, fail with why, or skipped with why), as
-//! text (one line each, then a summary) or as JSON for CI.
+//! What a check found: one finding per call, as text (one line each, then a summary) or as
+//! JSON for CI. A finding passes; fails, naming the sentence of the reference the plugin broke
+//! ([`Breach`]); warns, when the plugin meets the reference but not a stricter convention of
+//! this host (shown and counted, never a failure); or was skipped, with why.
 
-use serde::Serialize;
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+use crate::reference::Rule;
 
 /// The part of the contract a finding is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -45,9 +51,59 @@ impl Area {
 #[serde(tag = "outcome", content = "why", rename_all = "lowercase")]
 pub enum Outcome {
     Pass,
-    Fail(String),
+    /// The plugin broke a sentence of the reference: the check fails (exit 1).
+    Fail(Breach),
+    /// Within the reference, but not what this host asks (its contract's stricter
+    /// conventions, `openapi/plugin-contract-v1.yaml`): said and counted, not a failure.
+    Warn(String),
     /// Not checked, and why (not a problem, but the author should know).
     Skip(String),
+}
+
+impl Outcome {
+    /// A failure: what was seen, and the sentence of the reference it breaks.
+    pub fn fail(why: impl Into<String>, rule: Rule) -> Outcome {
+        Outcome::Fail(Breach::new(why, rule))
+    }
+}
+
+/// What broke the reference, and the sentence it broke: there is no failure without one.
+/// Written (and serialized) as `<why>; the reference: "<sentence>"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Breach {
+    why: String,
+    rule: Rule,
+}
+
+impl Breach {
+    pub fn new(why: impl Into<String>, rule: Rule) -> Breach {
+        Breach {
+            why: why.into(),
+            rule,
+        }
+    }
+
+    /// What was seen.
+    pub fn why(&self) -> &str {
+        &self.why
+    }
+
+    /// The sentence it breaks.
+    pub fn rule(&self) -> Rule {
+        self.rule
+    }
+}
+
+impl fmt::Display for Breach {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; {}", self.why, self.rule)
+    }
+}
+
+impl Serialize for Breach {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -67,7 +123,8 @@ impl Finding {
         let head = format!("{} {} ({})", self.area.as_str(), self.at, self.what);
         match &self.outcome {
             Outcome::Pass => format!("PASS {head}"),
-            Outcome::Fail(why) => format!("FAIL {head}: {why}"),
+            Outcome::Fail(breach) => format!("FAIL {head}: {breach}"),
+            Outcome::Warn(why) => format!("WARN {head}: {why}"),
             Outcome::Skip(why) => format!("SKIP {head}: {why}"),
         }
     }
@@ -88,19 +145,21 @@ impl Report {
             .filter(|f| matches!(f.outcome, Outcome::Fail(_)))
     }
 
+    /// Whether nothing failed: warnings and skips do not count against it.
     pub fn passed(&self) -> bool {
         self.failures().next().is_none()
     }
 
-    /// `echo 0.1.0: 40 checks, 38 passed, 1 failed, 1 skipped`.
+    /// `echo 0.1.0: 40 checks, 36 passed, 2 warned, 1 failed, 1 skipped`.
     pub fn summary(&self) -> String {
         let count =
             |f: fn(&Outcome) -> bool| self.findings.iter().filter(|x| f(&x.outcome)).count();
         format!(
-            "{}: {} checks, {} passed, {} failed, {} skipped",
+            "{}: {} checks, {} passed, {} warned, {} failed, {} skipped",
             self.plugin,
             self.findings.len(),
             count(|o| matches!(o, Outcome::Pass)),
+            count(|o| matches!(o, Outcome::Warn(_))),
             count(|o| matches!(o, Outcome::Fail(_))),
             count(|o| matches!(o, Outcome::Skip(_))),
         )
@@ -128,6 +187,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reference;
 
     fn finding(outcome: Outcome) -> Finding {
         Finding {
@@ -144,22 +204,49 @@ mod tests {
             plugin: "echo 0.1.0".into(),
             findings: vec![
                 finding(Outcome::Pass),
-                finding(Outcome::Fail("answered 200".into())),
+                finding(Outcome::fail("answered 404", reference::CHECK)),
+                finding(Outcome::Warn("answered 200, not 202".into())),
                 finding(Outcome::Skip("no input".into())),
             ],
         };
+        let quoted = format!("the reference: \"{}\"", reference::CHECK.text);
         assert_eq!(
             report.text(),
-            "PASS actions POST /actions/ping (trigger manual)\n\
-             FAIL actions POST /actions/ping (trigger manual): answered 200\n\
-             SKIP actions POST /actions/ping (trigger manual): no input\n\
-             echo 0.1.0: 3 checks, 1 passed, 1 failed, 1 skipped\n"
+            format!(
+                "PASS actions POST /actions/ping (trigger manual)\n\
+                 FAIL actions POST /actions/ping (trigger manual): answered 404; {quoted}\n\
+                 WARN actions POST /actions/ping (trigger manual): answered 200, not 202\n\
+                 SKIP actions POST /actions/ping (trigger manual): no input\n\
+                 echo 0.1.0: 4 checks, 1 passed, 1 warned, 1 failed, 1 skipped\n"
+            )
         );
         assert!(!report.passed());
         let json = report.json();
         assert_eq!(json["passed"], false);
         assert_eq!(json["findings"][1]["outcome"], "fail");
-        assert_eq!(json["findings"][1]["why"], "answered 200");
+        assert_eq!(
+            json["findings"][1]["why"],
+            format!("answered 404; {quoted}")
+        );
+        assert_eq!(json["findings"][2]["outcome"], "warn");
         assert_eq!(json["findings"][0]["area"], "actions");
+    }
+
+    #[test]
+    fn warnings_are_counted_but_pass() {
+        let report = Report {
+            plugin: "echo 0.1.0".into(),
+            findings: vec![
+                finding(Outcome::Pass),
+                finding(Outcome::Warn("answered 404, not 401".into())),
+            ],
+        };
+        assert!(report.passed());
+        assert_eq!(report.json()["passed"], true);
+        assert!(
+            report
+                .summary()
+                .ends_with(": 2 checks, 1 passed, 1 warned, 0 failed, 0 skipped")
+        );
     }
 }

@@ -1,10 +1,13 @@
 //! `conformance --bundle`: the echo example's panel drawn in headless Chromium passes, and
 //! deliberately broken copies of it, each a panel of its own in one manifest, fail with the
 //! line that names their fault and where (an inline script, a throw, an unhandled rejection, a
-//! missing file, a page that never takes the bridge's port, a bridge call the host refuses). Without Chromium
-//! (`hack/chromium.sh` installs it; `$LOOP_PLUGINS_CHROMIUM` names another) the drawing tests
-//! say so and return; the skip itself is tested without one.
+//! missing file, a page that never takes the bridge's port, a bridge call the host refuses);
+//! with `NoBridge`, a page that never takes the port passes. Under `make test`
+//! (`$LOOP_PLUGINS_CHROMIUM` set: hack/test.sh installs Chromium and names it) a drawing test
+//! fails when there is no Chromium; elsewhere, without one (`hack/chromium.sh` installs it), it
+//! is SKIPPED, said on the terminal; the check's own skip is tested without one.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use loop_plugins_conformance::ui::stand_in::PluginAt;
@@ -18,26 +21,65 @@ fn echo_manifest() -> manifest::Manifest {
     manifest::parse_str(&text).unwrap()
 }
 
-/// The Chromium to draw with, or None (said on stderr) when this machine has none. When
-/// `$LOOP_PLUGINS_CHROMIUM` names one (`make test` installs it first and sets it), it must be
-/// there: the drawing tests do not pass by skipping.
-fn chromium() -> Option<PathBuf> {
-    let binary = ui::chromium(None);
-    if binary.is_file() {
-        Some(binary)
-    } else if std::env::var_os(browser::CHROMIUM_ENV).is_some() {
-        panic!(
-            "${} names {}, which is not there",
+/// What a drawing test does on this machine.
+#[derive(Debug, PartialEq, Eq)]
+enum Drawing {
+    Draw(PathBuf),
+    /// No Chromium, and none asked for: the test is skipped, and says so.
+    Skip(String),
+    /// `$LOOP_PLUGINS_CHROMIUM` names a Chromium that is not there.
+    Fail(String),
+}
+
+/// `binary` is the Chromium found (`$LOOP_PLUGINS_CHROMIUM`, else /usr/bin/chromium);
+/// `named` whether `$LOOP_PLUGINS_CHROMIUM` is set, as `make test` sets it.
+fn drawing(binary: PathBuf, exists: bool, named: bool) -> Drawing {
+    match (exists, named) {
+        (true, _) => Drawing::Draw(binary),
+        (false, true) => Drawing::Fail(format!(
+            "${} names {}, which is not there: the drawing tests do not pass by skipping",
             browser::CHROMIUM_ENV,
             binary.display()
-        );
-    } else {
-        eprintln!(
-            "no Chromium at {}: run hack/chromium.sh; not drawn",
-            binary.display()
-        );
-        None
+        )),
+        (false, false) => Drawing::Skip(format!(
+            "no Chromium at {} (run hack/chromium.sh, or set ${}): nothing drawn",
+            binary.display(),
+            browser::CHROMIUM_ENV
+        )),
     }
+}
+
+/// The Chromium `test` draws with, or None when it is skipped: then `SKIPPED <test>: why` is
+/// written to the terminal past the harness's capture, so a skip is never a silent pass.
+fn chromium(test: &str) -> Option<PathBuf> {
+    let binary = ui::chromium(None);
+    let exists = binary.is_file();
+    match drawing(
+        binary,
+        exists,
+        std::env::var_os(browser::CHROMIUM_ENV).is_some(),
+    ) {
+        Drawing::Draw(binary) => Some(binary),
+        Drawing::Fail(why) => panic!("{why}"),
+        Drawing::Skip(why) => {
+            // Not eprintln!: the harness captures that, and shows it only for a failure.
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_drawing_test_draws_fails_or_says_it_skipped() {
+    let at = PathBuf::from("/usr/bin/chromium");
+    assert_eq!(drawing(at.clone(), true, true), Drawing::Draw(at.clone()));
+    assert_eq!(drawing(at.clone(), true, false), Drawing::Draw(at.clone()));
+    assert!(
+        matches!(drawing(at.clone(), false, true), Drawing::Fail(why) if why.contains("/usr/bin/chromium"))
+    );
+    assert!(
+        matches!(drawing(at, false, false), Drawing::Skip(why) if why.contains("hack/chromium.sh"))
+    );
 }
 
 fn lines(findings: &[Finding]) -> Vec<String> {
@@ -46,11 +88,10 @@ fn lines(findings: &[Finding]) -> Vec<String> {
 
 #[tokio::test]
 async fn the_echo_panel_is_drawn_connects_and_passes() {
-    let Some(chromium) = chromium() else { return };
-    let options = Options {
-        bundle: Path::new(ECHO).join("ui"),
-        chromium,
+    let Some(chromium) = chromium("the_echo_panel_is_drawn_connects_and_passes") else {
+        return;
     };
+    let options = Options::new(Path::new(ECHO).join("ui"), chromium);
     let findings = ui::check(&options, &echo_manifest(), None).await.unwrap();
     assert_eq!(
         lines(&findings),
@@ -64,13 +105,12 @@ const QUIZ: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/quiz-plu
 /// bridge's port (kind's `conformance IMAGE` found that neither did).
 #[tokio::test]
 async fn the_quiz_panel_and_card_are_drawn_connect_and_pass() {
-    let Some(chromium) = chromium() else { return };
+    let Some(chromium) = chromium("the_quiz_panel_and_card_are_drawn_connect_and_pass") else {
+        return;
+    };
     let text = std::fs::read_to_string(Path::new(QUIZ).join("plugin.json")).unwrap();
     let manifest = manifest::parse_str(&text).unwrap();
-    let options = Options {
-        bundle: Path::new(QUIZ).join("ui"),
-        chromium,
-    };
+    let options = Options::new(Path::new(QUIZ).join("ui"), chromium);
     let findings = ui::check(&options, &manifest, None).await.unwrap();
     assert_eq!(
         lines(&findings),
@@ -101,7 +141,10 @@ fn broken_bundle(dir: &Path, panels: &[Broken]) {
 
 #[tokio::test]
 async fn each_broken_copy_of_the_echo_panel_fails_with_its_own_line() {
-    let Some(chromium) = chromium() else { return };
+    let Some(chromium) = chromium("each_broken_copy_of_the_echo_panel_fails_with_its_own_line")
+    else {
+        return;
+    };
     let panels: [Broken; 7] = [
         ("whole", |_, _| {}),
         ("inline", |html, _| {
@@ -142,10 +185,7 @@ async fn each_broken_copy_of_the_echo_panel_fails_with_its_own_line() {
         ui_panels.join(",")
     ))
     .unwrap();
-    let options = Options {
-        bundle: dir.path().to_path_buf(),
-        chromium,
-    };
+    let options = Options::new(dir.path().to_path_buf(), chromium);
     let findings = ui::check(&options, &manifest, None).await.unwrap();
     let got = lines(&findings);
     let text = got.join("\n");
@@ -215,7 +255,10 @@ async fn plugin_with_x() -> PluginAt {
 
 #[tokio::test]
 async fn api_request_reaches_the_plugin_and_a_dead_one_is_a_failed_call() {
-    let Some(chromium) = chromium() else { return };
+    let Some(chromium) = chromium("api_request_reaches_the_plugin_and_a_dead_one_is_a_failed_call")
+    else {
+        return;
+    };
     // Echo's page, calling the plugin's /x once connected and throwing on any answer but the
     // plugin's (which it gives only with its secret, which the stand-in holds).
     let calls: [Broken; 1] = [("calls", |_, app| {
@@ -234,10 +277,7 @@ async fn api_request_reaches_the_plugin_and_a_dead_one_is_a_failed_call() {
             "ui": {"panels": [{"id": "calls", "label": "C", "entry": "ui/calls/index.html"}]}}"#,
     )
     .unwrap();
-    let options = Options {
-        bundle: dir.path().to_path_buf(),
-        chromium,
-    };
+    let options = Options::new(dir.path().to_path_buf(), chromium);
     let findings = ui::check(&options, &manifest, Some(plugin_with_x().await))
         .await
         .unwrap();
@@ -255,12 +295,53 @@ async fn api_request_reaches_the_plugin_and_a_dead_one_is_a_failed_call() {
     );
 }
 
+/// NoBridge ("NoBridge skips the bridge"): a page that draws without the bridge, which fails
+/// for never taking the port when the host offers one, passes when it offers none; a page that
+/// breaks otherwise still fails.
+#[tokio::test]
+async fn with_no_bridge_a_page_that_never_takes_the_port_passes() {
+    let Some(chromium) = chromium("with_no_bridge_a_page_that_never_takes_the_port_passes") else {
+        return;
+    };
+    let panels: [Broken; 2] = [
+        ("plain", |_, app| {
+            *app = "document.body.append(\"drawn without the bridge\");\n".into();
+        }),
+        ("throws", |_, app| {
+            *app = "throw new Error(\"broken on purpose\");\n".into();
+        }),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    broken_bundle(dir.path(), &panels);
+    let manifest = manifest::parse_str(
+        r#"{"id": "plain", "name": "Plain", "version": "0.1.0", "api": "1",
+            "capabilities": ["ui.panel"],
+            "ui": {"panels": [{"id": "plain", "label": "P", "entry": "ui/plain/index.html"},
+                              {"id": "throws", "label": "T", "entry": "ui/throws/index.html"}]}}"#,
+    )
+    .unwrap();
+    let mut options = Options::new(dir.path().to_path_buf(), chromium);
+    let offered = lines(&ui::check(&options, &manifest, None).await.unwrap());
+    assert!(
+        offered
+            .iter()
+            .any(|l| l.starts_with("FAIL ui panel plain ui/plain/index.html (bridge port): ")),
+        "{offered:#?}"
+    );
+    options.no_bridge = true;
+    let got = lines(&ui::check(&options, &manifest, None).await.unwrap());
+    assert_eq!(got.len(), 2, "{got:#?}");
+    assert_eq!(got[0], "PASS ui panel plain ui/plain/index.html (drawn)");
+    assert!(
+        got[1].starts_with("FAIL ui panel throws ui/throws/app.js (uncaught error): ")
+            && got[1].contains("broken on purpose"),
+        "{got:#?}"
+    );
+}
+
 #[tokio::test]
 async fn without_chromium_the_drawing_is_one_skip() {
-    let options = Options {
-        bundle: Path::new(ECHO).join("ui"),
-        chromium: "/nonexistent/chromium".into(),
-    };
+    let options = Options::new(Path::new(ECHO).join("ui"), "/nonexistent/chromium".into());
     let findings = ui::check(&options, &echo_manifest(), None).await.unwrap();
     assert_eq!(
         lines(&findings),

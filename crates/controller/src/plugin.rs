@@ -440,6 +440,7 @@ mod tests {
         ]);
         let manifest = serde_json::json!({
             "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1",
+            "capabilities": ["files.read"],
         });
         admitted.manifest = Some(model::manifest::from_value(&manifest).unwrap());
         admitted.image = Some(ImageStatus {

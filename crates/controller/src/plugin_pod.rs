@@ -174,6 +174,7 @@ mod tests {
     fn plugin() -> (Plugin, Manifest) {
         let json = serde_json::json!({
             "id": "echo", "name": "Echo", "version": "1", "api": "1",
+            "capabilities": ["files.read"],
             "gate": { "commands": [{ "commands": ["curl"], "decision": "deny" }] }
         });
         let manifest = model::manifest::from_value(&json).unwrap();

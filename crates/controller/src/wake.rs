@@ -213,8 +213,9 @@ where
     objects.into_iter().map(ObjectRef::from).collect()
 }
 
-/// The other Plugins whose admission a change of `changed` can change. Names are held first
-/// come, first served: those sharing a name with it, and those refused at the Names stage.
+/// The other Plugins whose admission a change of `changed` can change: those sharing a name
+/// with it (the first in package-name order holds a name, so one admitted takes a name over
+/// from a later one, and one going gives it back), and those refused at the Names stage.
 pub fn plugins_sharing_names<'a>(
     changed: &Plugin,
     plugins: impl IntoIterator<Item = &'a Plugin>,

@@ -309,19 +309,25 @@ mod tests {
         assert!(c.no_exec.contains(&PathBuf::from("/dev/shm")));
         let trapped = c.ops_needing_traps();
         assert!(trapped.contains(&Operation::Write) && trapped.contains(&Operation::Create));
-        let everywhere = Policy::from_rules(GateRules {
+        // Refused as a policy already (what admission checks), not only when compiled.
+        let everywhere = GateRules {
             files: vec![FileRule {
                 paths: vec!["/**".into()],
                 operations: vec![],
                 decision: Decision::Allow,
             }],
             commands: vec![],
-        })
-        .unwrap();
-        let err = CompiledPolicy::compile(&everywhere, same)
+        };
+        let err = Policy::from_rules(everywhere.clone())
             .unwrap_err()
             .to_string();
         assert!(err.contains("gate.files[0].paths[0]"), "{err}");
+        let mut unchecked = Policy::default();
+        unchecked.gate = everywhere;
+        let err = CompiledPolicy::compile(&unchecked, same)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("allows changing files anywhere"), "{err}");
     }
 
     #[test]

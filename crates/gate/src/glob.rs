@@ -8,11 +8,21 @@ use globset::{GlobBuilder, GlobMatcher};
 
 /// Compiles one rule path as a glob: `*` and `?` stay within a component, `**` spans them.
 pub fn glob(pattern: &str) -> Result<GlobMatcher, globset::Error> {
-    Ok(GlobBuilder::new(pattern)
+    Ok(parsed(pattern)?.compile_matcher())
+}
+
+/// Checks one rule path's glob syntax without compiling its matcher: what a policy's
+/// validation needs (the controller checks every Pod's policy; only the gate in the Pod
+/// compiles and matches).
+pub fn check(pattern: &str) -> Result<(), globset::Error> {
+    parsed(pattern).map(|_| ())
+}
+
+fn parsed(pattern: &str) -> Result<globset::Glob, globset::Error> {
+    GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
-        .build()?
-        .compile_matcher())
+        .build()
 }
 
 /// The leading components of a glob that hold no glob syntax: the dir everything it can

@@ -331,7 +331,26 @@ impl GateRules {
                 if p.contains('\0') {
                     return Err(field_error(f, "must not contain NUL"));
                 }
-                crate::glob::glob(p).map_err(|e| field_error(f, e.to_string()))?;
+                crate::glob::check(p).map_err(|e| field_error(f.clone(), e.to_string()))?;
+                // What the gate refuses at a Pod's start is refused here too, so admission
+                // never admits a rule the Pods could not run with (the compiled policy checks
+                // the canonical prefix again).
+                let changes = rule.operations.is_empty()
+                    || rule
+                        .operations
+                        .iter()
+                        .any(|o| crate::compiled::CHANGING.contains(o));
+                if rule.decision == Decision::Allow
+                    && changes
+                    && crate::glob::literal_prefix(p) == std::path::Path::new("/")
+                {
+                    return Err(field_error(
+                        f,
+                        format!(
+                            "{p:?} allows changing files anywhere: an allow rule that changes files must name a dir below /, which then becomes a no-exec dir"
+                        ),
+                    ));
+                }
             }
         }
         for (i, rule) in self.commands.iter().enumerate() {

@@ -7,6 +7,7 @@
 //! [`Target`] each:
 //!
 //! ```no_run
+//! # use loop_plugins_hostile as hostile;
 //! # use hostile::{Target, inputs};
 //! #[global_allocator]
 //! static ALLOC: hostile::Counting = hostile::Counting;

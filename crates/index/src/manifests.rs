@@ -124,6 +124,7 @@ mod tests {
     fn plugin(uid: &str, generation: i64, name: &str) -> Plugin {
         let manifest = json!({
             "id": "echo", "name": name, "version": "0.1.0", "api": "1",
+            "capabilities": ["files.read"],
             "tools": [
                 {"name": "say", "input_schema": {"type": "object"},
                  "output_schema": {"type": "object"}},

@@ -130,6 +130,7 @@ mod tests {
     fn plugin(generation: i64) -> (Plugin, Manifest) {
         let manifest = json!({
             "id": "quiz", "name": "Quiz", "version": "0.1.0", "api": "1",
+            "capabilities": ["files.read"],
             "settings": {"count": {"type": "integer", "minimum": 1, "default": 5}}
         });
         let mut plugin = Plugin::new(

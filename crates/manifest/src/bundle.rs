@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use super::Manifest;
 use super::error::Problem;
 
-/// A switch icon's cap: 16 KB, counted in decimal bytes as the 50 MB cap on /loop-plugin is.
-pub const MAX_ICON_BYTES: u64 = 16_000;
+/// A switch icon's cap: 16 KB, in the reference's binary units ([`crate::sizes`]).
+pub const MAX_ICON_BYTES: u64 = crate::sizes::SWITCH_ICON_MAX_BYTES;
 
 /// How many links a path may go through before it counts as a loop.
 const MAX_LINKS: usize = 16;
@@ -202,11 +202,19 @@ mod tests {
     #[test]
     fn an_icon_over_16_kb_is_refused() {
         let mut t = complete();
-        t.insert("ui/mode.svg".into(), file(MAX_ICON_BYTES + 1));
+        t.insert("ui/mode.svg".into(), file(16 * 1024 + 1));
         let problems = check(&manifest(), &t);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].path, "ui.composer_switches[0].icon");
-        assert!(problems[0].message.contains("16001 bytes"), "{problems:?}");
+        assert!(problems[0].message.contains("16385 bytes"), "{problems:?}");
+    }
+
+    /// 16 KB read the generous way: 16,384 bytes (over 16,000) pass.
+    #[test]
+    fn an_icon_of_16_kib_passes() {
+        let mut t = complete();
+        t.insert("ui/mode.svg".into(), file(16 * 1024));
+        assert_eq!(check(&manifest(), &t), vec![]);
     }
 
     #[test]

@@ -11,7 +11,12 @@ pub(crate) struct M(pub Value);
 
 impl M {
     pub(crate) fn new() -> Self {
-        Self(json!({ "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1" }))
+        // One capability: a manifest declares at least one, and files.read asks nothing of
+        // the rest of it.
+        Self(json!({
+            "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1",
+            "capabilities": ["files.read"],
+        }))
     }
 
     /// Sets a top-level member.

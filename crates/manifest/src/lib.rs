@@ -15,7 +15,8 @@
 //! - [`json_schema`]: compiling schemas and checking values against them;
 //! - [`quantity`]: `resources` as Kubernetes quantities;
 //! - [`bundle`]: what the manifest names in the image's /loop-plugin tree (panel and card
-//!   pages, switch icons of at most 16 KB).
+//!   pages, switch icons of at most 16 KB);
+//! - [`sizes`]: what the reference's "MB" and "KB" mean (binary units), and its caps.
 
 pub mod bundle;
 pub mod capability;
@@ -32,6 +33,7 @@ pub mod parse;
 pub mod quantity;
 mod rules;
 pub mod settings_schema;
+pub mod sizes;
 
 pub use capability::{Capability, UnknownCapability};
 
@@ -102,7 +104,7 @@ mod tests {
 
     #[test]
     fn a_manifest_without_resources_has_no_quantities() {
-        let m = parse_str(r#"{"id": "ab", "name": "A", "version": "1", "api": "1"}"#).unwrap();
+        let m = parse_str(r#"{"id": "ab", "name": "A", "version": "1", "api": "1", "capabilities": ["files.read"]}"#).unwrap();
         assert_eq!(m.resources_as_quantities(), (None, None));
         assert_eq!(m.thread_events, ThreadEvents::Thread);
     }

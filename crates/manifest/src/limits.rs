@@ -12,7 +12,7 @@
 //! the value afterwards (the manifest's rules, schema compilation and validation, dropping the
 //! value). A document nested 20,000 deep is 40 KB of `[` and overflows a thread's stack: that
 //! is not a panic but an abort of the whole process, which no `catch_unwind` stops. So every
-//! parse of untrusted JSON5 goes through [`json5_value`]'s reader ([`Bounded`]), which refuses
+//! parse of untrusted JSON5 goes through [`json5_value`](crate::parse::json5_value)'s reader ([`Bounded`]), which refuses
 //! a document at the first value deeper than [`MAX_DEPTH`], naming the limit and where it was
 //! passed, before anything recursed past it; a value already in memory (a Plugin's
 //! `spec.manifest`, read from the API server) is measured without recursion by [`depth_of`].

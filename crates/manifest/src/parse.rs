@@ -114,7 +114,7 @@ mod tests {
     #[test]
     fn comments_and_trailing_commas_are_fine() {
         let m = parse_str(
-            "\u{feff}{\n  // the id\n  \"id\": \"echo\", name: 'Echo',\n  /* block */ \"version\": \"0.1.0\", \"api\": \"1\",\n}\n",
+            "\u{feff}{\n  // the id\n  \"id\": \"echo\", name: 'Echo',\n  /* block */ \"version\": \"0.1.0\", \"api\": \"1\",\n  capabilities: ['files.read'],\n}\n",
         )
         .unwrap();
         assert_eq!(m.id, "echo");

@@ -1,10 +1,11 @@
 //! Size caps on what a registry sends us, so an image cannot make a pull use unbounded memory
-//! or time. The /loop-plugin cap is the reference's (50 MB); the others are ours. A pull holds
-//! at most a manifest, a config, /loop-plugin's bytes and the merged view's tree at once (the
-//! layers stream through).
+//! or time. The /loop-plugin cap is the reference's (50 MB, in the binary units of
+//! `manifest::sizes`); the others are ours. A pull holds at most a manifest, a config,
+//! /loop-plugin's bytes and the merged view's tree at once (the layers stream through).
 
-/// The reference's cap on /loop-plugin: "at most 50 MB; install refuses a bigger one".
-pub const LOOP_PLUGIN_MAX_BYTES: u64 = 50 * 1000 * 1000;
+/// The reference's cap on /loop-plugin: "at most 50 MB; install refuses a bigger one", as
+/// `manifest::sizes` counts a megabyte (50 MiB).
+pub const LOOP_PLUGIN_MAX_BYTES: u64 = ::manifest::sizes::LOOP_PLUGIN_MAX_BYTES;
 
 /// Caps applied while pulling and reading an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,5 +47,41 @@ impl Default for Limits {
             tree_bytes: 256 << 20,
             resolve_steps: 64_000_000,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+    use crate::rootfs::{EntryKind, Meta, PathError, RootFs};
+
+    fn add(fs: &mut RootFs, path: &str, size: u64) -> Result<(), PathError> {
+        let kind = EntryKind::File { size };
+        fs.apply(
+            path,
+            kind,
+            Meta::default(),
+            &mut std::io::repeat(0).take(size),
+        )
+    }
+
+    /// The reference's "/loop-plugin may hold at most 50 MB" read the generous way: 52,000,000
+    /// bytes (over 50 × 10^6, within 50 × 2^20) are taken; a byte past 50 MiB is not.
+    #[test]
+    fn loop_plugin_holds_fifty_mebibytes() {
+        let mut fs = RootFs::new(Limits::default().loop_plugin_bytes);
+        add(&mut fs, "loop-plugin/ui/blob.bin", 52_000_000).unwrap();
+        add(
+            &mut fs,
+            "loop-plugin/ui/rest.bin",
+            50 * 1024 * 1024 - 52_000_000,
+        )
+        .unwrap();
+        assert!(matches!(
+            add(&mut fs, "loop-plugin/ui/one-more.bin", 1),
+            Err(PathError::LoopPluginTooBig { .. })
+        ));
     }
 }

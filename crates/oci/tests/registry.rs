@@ -18,7 +18,8 @@ use loop_plugins_oci::{
 };
 
 const UID: u32 = 1000;
-const PLUGIN_JSON: &[u8] = br#"{ "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1", }"#;
+const PLUGIN_JSON: &[u8] =
+    br#"{ "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1", "capabilities": ["files.read"], }"#;
 
 fn start() -> TestRegistry {
     TestRegistry::start(TestRegistryOptions::default()).expect("start the test registry")
@@ -225,10 +226,16 @@ async fn each_check_refuses_a_broken_image_naming_what_is_wrong() {
             config: good_config(),
             layers: vec![
                 base_layer(),
-                plugin_layer().file("loop-plugin/ui/blob.bin", &vec![0; 51_000_000], 0, 0, 0o644),
+                plugin_layer().file(
+                    "loop-plugin/ui/blob.bin",
+                    &vec![0; 50 * 1024 * 1024 + 1],
+                    0,
+                    0,
+                    0o644,
+                ),
             ],
             reason: "ImageLoopPluginTooBig",
-            says: "over the 50000000-byte cap",
+            says: "over the 52428800-byte cap",
         },
         Broken {
             tag: "nodata",

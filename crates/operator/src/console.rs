@@ -82,7 +82,7 @@ pub struct User {
 pub enum Signin {
     /// A bearer token the kubeconfig holds.
     Token(String),
-    /// A token file the kubeconfig names (read by [`resolve_token_file`]).
+    /// A token file the kubeconfig names (read by [`resolve_token`]).
     TokenFile(PathBuf),
     /// None: the user signs in otherwise; the name is the kubeconfig's user.
     NoToken { user: String },

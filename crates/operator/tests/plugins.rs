@@ -278,18 +278,18 @@ async fn each_broken_image_is_refused_naming_what_is_wrong() {
         (
             "big-icon",
             Spec {
-                icon_bytes: 16_001,
+                icon_bytes: 16 * 1024 + 1,
                 ..Spec::good()
             },
-            &["ui.composer_switches[0].icon", "16001 bytes"],
+            &["ui.composer_switches[0].icon", "16385 bytes"],
         ),
         (
             "big-bundle",
             Spec {
-                loop_plugin_padding: 50_000_001,
+                loop_plugin_padding: 50 * 1024 * 1024 + 1,
                 ..Spec::good()
             },
-            &["/loop-plugin", "50000000"],
+            &["/loop-plugin", "52428800"],
         ),
     ];
     for (name, spec, words) in cases {

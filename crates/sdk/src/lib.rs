@@ -1,7 +1,7 @@
 //! The Loop plugin SDK for Rust: what a plugin needs to serve the host → plugin contract
 //! (`openapi/plugin-contract-v1.yaml`), so an author writes handlers, not HTTP.
 //!
-//! - [`env`]: the environment the host starts a plugin with (port, secret and token files,
+//! - [`env`](mod@env): the environment the host starts a plugin with (port, secret and token files,
 //!   the Plugin API's URL, `/data`, the manifest);
 //! - [`wire`]: the contract's request and answer bodies, hand-written with serde and held to
 //!   the spec by a drift test (`tests/wire_drift.rs`): a handful of small types read better

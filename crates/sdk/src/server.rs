@@ -47,9 +47,9 @@ use crate::wire::{
 
 /// How long shutdown waits for background actions after cancelling them.
 pub const BACKGROUND_GRACE: Duration = Duration::from_secs(5);
-/// The biggest body an `/x` route takes (the contract's `x-loop-max-body-bytes`); a bigger
-/// one is answered 413.
-pub const MAX_X_BODY: usize = 8 * 1024 * 1024;
+/// The biggest body an `/x` route takes (the contract's `x-loop-max-body-bytes`: the
+/// reference's 8 MB, in `manifest::sizes`' binary units); a bigger one is answered 413.
+pub const MAX_X_BODY: usize = manifest::sizes::X_BODY_MAX_BYTES as usize;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 type ActionFn = Arc<dyn Fn(ActionRequest, ActionContext) -> BoxFuture<()> + Send + Sync>;

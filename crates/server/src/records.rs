@@ -1,7 +1,7 @@
 //! The API replicas' shared records: ConfigMaps in the replicas' namespace (the chart's release
 //! namespace) through which replicas that each see the same cluster act as one:
 //! `plugins.daily_runs` ([`crate::plugin_api::shared_runs`]), and the fan-out's mark of what it
-//! sent ([`crate::fanout::sent`]; what is sent once for all, such as `settings.changed`, is sent
+//! sent ([`crate::fanout::sent_mark`]; what is sent once for all, such as `settings.changed`, is sent
 //! by the holder of the fan-out Lease: see [`crate::fanout`]).
 //!
 //! A record is written only under the resourceVersion just read: a replica reads it, decides

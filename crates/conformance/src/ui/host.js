@@ -6,7 +6,8 @@
 // api.request reaches the plugin's /x through the stand-in (/plugin/x/...), with its secret.
 //
 // What the check reads back (window.conformance): whether the frame loaded, whether it took
-// the port (made a call over it), the calls answered and those answered with an error.
+// the port (made a call over it), the calls answered and those answered with an error. With
+// `config.bridge` false (the reference's NoBridge) no port is posted: only the load is seen.
 
 import { INIT, answer } from "./bridge.js";
 import { frameHandlers, memoryState } from "./frames.js";
@@ -50,6 +51,7 @@ frame.sandbox = "allow-scripts";
 frame.title = config.title;
 frame.addEventListener("load", () => {
   seen.loaded = true;
+  if (config.bridge === false) return;
   const channel = new MessageChannel();
   const port = channel.port1;
   port.onmessage = async (event) => {

@@ -14,6 +14,11 @@
 //!   browser reported (the policy's refusals, uncaught errors), the files the stand-in did not
 //!   have, and the bridge calls answered with an error.
 //!
+//! Each problem fails, quoting the reference's list of what `CheckUI` reports
+//! ([`crate::reference::CHECK_UI`]). With [`Options::no_bridge`] (the reference's
+//! `NoBridge`, "NoBridge skips the bridge") the host posts no port and a page is judged once
+//! its frame has loaded: one that draws without the bridge passes.
+//!
 //! Where no Chromium is found the check is one skip that says so: not a failure.
 
 pub mod pages;
@@ -44,6 +49,20 @@ pub struct Options {
     pub bundle: PathBuf,
     /// The Chromium (or Chrome) binary.
     pub chromium: PathBuf,
+    /// The reference's `NoBridge`: no `loop-plugin:init` port is posted to the page, and a
+    /// page is not asked to take one (for pages that draw without the bridge).
+    pub no_bridge: bool,
+}
+
+impl Options {
+    /// The bundle drawn with `chromium`, the bridge offered to each page.
+    pub fn new(bundle: PathBuf, chromium: PathBuf) -> Self {
+        Self {
+            bundle,
+            chromium,
+            no_bridge: false,
+        }
+    }
 }
 
 /// Draws each panel and card of `manifest` from `options.bundle`; `plugin` is where the
@@ -76,9 +95,16 @@ pub async fn check(
         .iter()
         .map(|page| (page.clone(), context(manifest, page)))
         .collect();
-    let stand_in = StandIn::start(&options.bundle, &with_context, &settings(manifest), plugin)
-        .await
-        .map_err(|e| SetupError::Browser(format!("serving the bundle: {e}")))?;
+    let bridge = !options.no_bridge;
+    let stand_in = StandIn::start(
+        &options.bundle,
+        &with_context,
+        &settings(manifest),
+        bridge,
+        plugin,
+    )
+    .await
+    .map_err(|e| SetupError::Browser(format!("serving the bundle: {e}")))?;
     let dir = tempfile::tempdir().map_err(|source| SetupError::Read {
         path: std::env::temp_dir(),
         source,
@@ -89,16 +115,18 @@ pub async fn check(
             .map_err(|e| SetupError::Browser(e.to_string()))?;
     let mut findings = Vec::new();
     for page in &pages {
-        findings.extend(draw(&browser, &stand_in, page).await?);
+        findings.extend(draw(&browser, &stand_in, page, bridge).await?);
     }
     Ok(findings)
 }
 
-/// One page in a tab of its own.
+/// One page in a tab of its own; with `bridge`, offered the bridge's port and waited for until
+/// it takes it, else waited for until its frame loads.
 async fn draw(
     browser: &browser::Browser,
     stand_in: &StandIn,
     page: &Page,
+    bridge: bool,
 ) -> Result<Vec<Finding>, SetupError> {
     let broken = |e: browser::BrowserError| SetupError::Browser(e.to_string());
     let tab = browser.new_page().await.map_err(broken)?;
@@ -113,7 +141,8 @@ async fn draw(
         serde_json::from_value::<HostSeen>(value).unwrap_or_default()
     };
     let start = Instant::now();
-    while start.elapsed() < PAGE_LIMIT && !seen().await.took {
+    let ready = |seen: &HostSeen| if bridge { seen.took } else { seen.loaded };
+    while start.elapsed() < PAGE_LIMIT && !ready(&seen().await) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Then until nothing new happens: no call in flight, no new call, no new report.
@@ -148,6 +177,7 @@ async fn draw(
         console: &console,
         missing: &missing,
         limit: PAGE_LIMIT,
+        bridge,
     }))
 }
 

@@ -8,8 +8,11 @@
 //! | a request for a file the bundle does not have             | `file`                  |
 //! | a bridge call the host answered with an error             | `bridge call`           |
 //! | the frame never loaded                                    | `load`                  |
-//! | no call over the bridge's port within the time limit      | `bridge port`           |
+//! | no call over the bridge's port within the time limit (unless `NoBridge`) | `bridge port` |
 //! | none of the above                                         | a pass: `drawn`         |
+//!
+//! Each problem is one of those the reference's `CheckUI` returns, and its line quotes them
+//! ([`crate::reference::CHECK_UI`]).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -17,6 +20,7 @@ use std::time::Duration;
 use browser::ConsoleEntry;
 use serde::Deserialize;
 
+use crate::reference;
 use crate::report::{Area, Finding, Outcome};
 
 /// A panel or a card.
@@ -106,6 +110,8 @@ pub struct Seen<'a> {
     pub missing: &'a [String],
     /// How long the page had to load and take the port.
     pub limit: Duration,
+    /// Whether the host offered the bridge (no `NoBridge`): then the page must take its port.
+    pub bridge: bool,
 }
 
 /// One finding per problem seen, in the order: load, port, files, policy, errors, calls; a
@@ -117,7 +123,7 @@ pub fn judge(seen: &Seen<'_>) -> Vec<Finding> {
         area: Area::Ui,
         what: what.to_string(),
         at,
-        outcome: Outcome::Fail(why),
+        outcome: Outcome::fail(why, reference::CHECK_UI),
     };
     let mut found = Vec::new();
     if !seen.host.loaded {
@@ -126,7 +132,7 @@ pub fn judge(seen: &Seen<'_>) -> Vec<Finding> {
             "load",
             format!("the frame did not load within {:?}", seen.limit),
         ));
-    } else if !seen.host.took {
+    } else if seen.bridge && !seen.host.took {
         found.push(fail(
             entry.clone(),
             "bridge port",
@@ -230,8 +236,14 @@ mod tests {
         }
     }
 
-    fn lines(host: HostSeen, console: &[ConsoleEntry], missing: &[String]) -> Vec<String> {
+    fn judged(
+        host: HostSeen,
+        console: &[ConsoleEntry],
+        missing: &[String],
+        bridge: bool,
+    ) -> Vec<String> {
         let page = page();
+        let suffix = format!("; {}", reference::CHECK_UI);
         judge(&Seen {
             page: &page,
             bundle_url: BUNDLE,
@@ -239,10 +251,26 @@ mod tests {
             console,
             missing,
             limit: Duration::from_secs(10),
+            bridge,
         })
         .iter()
-        .map(Finding::line)
+        .map(|f| {
+            let line = f.line();
+            if line.starts_with("FAIL ") {
+                // Every problem quotes what the reference's CheckUI returns.
+                line.strip_suffix(&suffix)
+                    .unwrap_or_else(|| panic!("{line}: no quote"))
+                    .to_string()
+            } else {
+                line
+            }
+        })
         .collect()
+    }
+
+    /// The lines of what was seen (the suffix quoting the reference taken off each failure).
+    fn lines(host: HostSeen, console: &[ConsoleEntry], missing: &[String]) -> Vec<String> {
+        judged(host, console, missing, true)
     }
 
     fn connected() -> HostSeen {
@@ -324,6 +352,23 @@ mod tests {
         assert!(
             got[0].starts_with("FAIL ui panel main ui/main/index.html (bridge port): no call"),
             "{got:?}"
+        );
+    }
+
+    #[test]
+    fn without_the_bridge_a_loaded_page_passes_without_taking_a_port() {
+        let loaded = HostSeen {
+            loaded: true,
+            ..HostSeen::default()
+        };
+        assert_eq!(
+            judged(loaded, &[], &[], false),
+            ["PASS ui panel main ui/main/index.html (drawn)"]
+        );
+        // It still has to load.
+        assert_eq!(
+            judged(HostSeen::default(), &[], &[], false),
+            ["FAIL ui panel main ui/main/index.html (load): the frame did not load within 10s"]
         );
     }
 

@@ -80,11 +80,13 @@ impl Drop for StandIn {
 
 impl StandIn {
     /// Serves `bundle` and a host page for each of `pages` (`context` and `settings` are what
-    /// the bridge's `context.get` and `settings.get` answer, per page and for all).
+    /// the bridge's `context.get` and `settings.get` answer, per page and for all); without
+    /// `bridge` (`NoBridge`), the host pages post no port.
     pub async fn start(
         bundle: &Path,
         pages: &[(Page, serde_json::Value)],
         settings: &serde_json::Value,
+        bridge: bool,
         plugin: Option<PluginAt>,
     ) -> std::io::Result<StandIn> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -97,6 +99,7 @@ impl StandIn {
                     "title": page.name(),
                     "context": context,
                     "settings": settings,
+                    "bridge": bridge,
                 });
                 (page.link(), config.to_string())
             })

@@ -3,11 +3,11 @@
 //! the cluster's Project (with `--trust`, its ProjectTrust) or HostConfig's plugin defaults.
 //!
 //! The shape:
-//! - [`file`]: reads the text and takes its `plugins` object (json5, as manifests are read);
+//! - [`file`](mod@file): reads the text and takes its `plugins` object (json5, as manifests are read);
 //! - [`carry`]: pure; decides entry by entry what carries over, with the rules the controller
 //!   applies (`model::resolve`'s settings and schedules), so nothing is written that the
 //!   controller would leave out, and every value left behind is listed with why;
-//! - [`write`]: thin; applies the Project (then trusts exactly that version) or HostConfig's
+//! - [`write`](mod@write): thin; applies the Project (then trusts exactly that version) or HostConfig's
 //!   `plugins.defaults`, or prints them as YAML for `--dry-run`.
 
 pub mod carry;

@@ -284,7 +284,7 @@ mod tests {
 
     #[test]
     fn an_oversized_icon_refuses_the_install() {
-        let b = bundle(16_001);
+        let b = bundle(16 * 1024 + 1);
         let err = manifest_of(&says(&b)).unwrap_err().to_string();
         assert!(err.contains("ui.composer_switches[0].icon"), "{err}");
     }

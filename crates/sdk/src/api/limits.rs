@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-/// A request body: at most 1 MiB (413 `body_too_large`).
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// A request body: at most 1 MB (a MiB, as `manifest::sizes` counts; 413 `body_too_large`).
+pub const MAX_BODY_BYTES: usize = manifest::sizes::MB as usize;
 /// How long the host lets a request take (504 `timeout`).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// `POST /runs`: an agent id.
@@ -24,8 +24,9 @@ pub const MAX_NOTIFICATION_BODY: usize = 4000;
 pub const MAX_SUBTYPE: usize = 128;
 /// `GET /files/{path}`: the longest path taken, in bytes.
 pub const MAX_PATH: usize = 4096;
-/// `GET /files/{path}`: the largest file answered (413 `file_too_large`, never cut).
-pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+/// `GET /files/{path}`: the largest file answered (413 `file_too_large`, never cut): the
+/// reference's cap on an `/x` body.
+pub const MAX_FILE_BYTES: u64 = manifest::sizes::X_BODY_MAX_BYTES;
 /// A card or notification as stored, as JSON (413 `body_too_large`).
 pub const MAX_INBOX_ENTRY_BYTES: usize = 64 * 1024;
 /// A memory key, in characters.

@@ -9,7 +9,7 @@
 //! (the reference allows it for `settings.changed`: "the settings may be unchanged: a plugin
 //! compares them with the ones it acted on"; `plugins.changed` only asks to list again).
 //! What no running replica saw, or saw longer ago than the window, the holders' mark of what
-//! they sent covers ([`super::sent`]); the backlog also carries the containers' stops, which
+//! they sent covers ([`super::sent_mark`]); the backlog also carries the containers' stops, which
 //! the mark does not.
 
 use std::collections::VecDeque;

@@ -25,7 +25,7 @@ fn installed(calls: &Calls) -> BTreeMap<String, i64> {
 
 /// Sends the event for each change while leading; keeps the changes seen while not, and on
 /// taking over sends those and the changes since the plugins the mark says were last told of
-/// (see [`Handover`] and [`super::sent`]). The mark, when there is one, is written after each
+/// (see [`Handover`] and [`super::sent_mark`]). The mark, when there is one, is written after each
 /// change to the plugins is sent.
 pub async fn run(calls: Calls, leading: watch::Receiver<bool>, mark: Option<Arc<SentRecord>>) {
     let mut known = installed(&calls);

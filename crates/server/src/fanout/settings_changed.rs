@@ -38,7 +38,7 @@ pub fn chats_of<'a>(
 
 /// Sends the event for each write while leading; keeps the writes seen while not, and on
 /// taking over sends those and what the mark shows the last holder did not send (see
-/// [`Handover`] and [`super::sent`]). The mark, when there is one, is written after each send.
+/// [`Handover`] and [`super::sent_mark`]). The mark, when there is one, is written after each send.
 pub async fn run(
     calls: Calls,
     mut writes: mpsc::UnboundedReceiver<ConfigWrite>,

@@ -111,7 +111,8 @@ mod tests {
 
     fn manifest() -> Manifest {
         model::manifest::parse_str(
-            r#"{"id": "echo", "name": "E", "version": "1", "api": "1", "actions": [{"id": "ping"}]}"#,
+            r#"{"id": "echo", "name": "E", "version": "1", "api": "1", "capabilities": ["schedule"],
+                "actions": [{"id": "ping"}]}"#,
         )
         .unwrap()
     }

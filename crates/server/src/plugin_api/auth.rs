@@ -1,5 +1,5 @@
 //! Who is calling: the bearer token, held to one (plugin, chat). [`decide`] is the pure rule;
-//! [`resolve`] looks the token up and reads the stores for it, once per token while they do not
+//! [`resolve()`] looks the token up and reads the stores for it, once per token while they do not
 //! change (`callers`); the [`Caller`] extractor that routes take is in `routes`.
 //!
 //! In order:

@@ -6,7 +6,8 @@ import { BridgeError, Code } from "./bridge.js";
 import { HostError, hostError } from "./api.js";
 
 const METHODS = new Set(["GET", "POST", "PUT", "PATCH", "DELETE"]);
-/** Bodies, each way: the host API's cap on /x. */
+/** Bodies, each way: the host API's cap on /x, the reference's 8 MB in binary units
+ * (crates/manifest/src/sizes.rs). */
 export const MAX_BODY = 8 * 1024 * 1024;
 /** A frame's state, as JSON. */
 export const MAX_STATE = 1024 * 1024;
