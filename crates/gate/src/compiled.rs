@@ -322,8 +322,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("gate.files[0].paths[0]"), "{err}");
-        let mut unchecked = Policy::default();
-        unchecked.gate = everywhere;
+        let unchecked = Policy {
+            gate: everywhere,
+            ..Policy::default()
+        };
         let err = CompiledPolicy::compile(&unchecked, same)
             .unwrap_err()
             .to_string();
