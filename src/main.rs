@@ -1,6 +1,7 @@
 //! `loop-plugins`: one binary, its roles as subcommands. Argument parsing and wiring only:
 //! each role lives in its crate (controller, server, operator, model).
 
+mod approvals;
 mod conformance;
 mod console;
 mod gate_install;
@@ -85,6 +86,14 @@ enum Command {
     /// Print the console's URL (the API server's page that shows chats, plugins, panes and
     /// cards) for the current kubeconfig's user, signed in with its token when it has one.
     Console(console::ConsoleArgs),
+    /// Agents' tool calls waiting for a person (ToolCallApprovals), in every namespace the
+    /// token may list them in, or one (-n); --watch follows them as they are asked and decided.
+    Approvals(approvals::ApprovalsArgs),
+    /// Approve an agent's tool call (the approver role's `approve` verb): it runs with the
+    /// input the approval shows; --always approves the tool for the rest of the run too.
+    Approve(approvals::ApproveArgs),
+    /// Deny an agent's tool call: it does not run, and the agent reads why (--reason).
+    Deny(approvals::DecideArgs),
 }
 
 #[derive(clap::Args)]
@@ -180,6 +189,16 @@ fn main() -> ExitCode {
         Command::Gate(args) => gate::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Console(args) => console::run(args),
+        Command::Approvals(args) => approvals::list(args),
+        Command::Approve(args) => approvals::decide(
+            args.decide,
+            if args.always {
+                operator::approvals::Answer::Always
+            } else {
+                operator::approvals::Answer::Once
+            },
+        ),
+        Command::Deny(args) => approvals::decide(args, operator::approvals::Answer::Deny),
         Command::Manifest {
             command: ManifestCommand::Check { file },
         } => manifest_check::check_file_cli(&file),

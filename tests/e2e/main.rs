@@ -8,6 +8,7 @@
 
 mod admission;
 mod api;
+mod approvals;
 mod browser;
 mod browser_support;
 mod chart;
@@ -49,6 +50,7 @@ fn main() -> std::process::ExitCode {
             ),
         ],
         admission::tests(),
+        approvals::tests(),
         api::tests(),
         browser::tests(),
         chart::tests(),

@@ -470,13 +470,22 @@ async fn across_a_restart(ns: &Ns, id: &str) -> anyhow::Result<()> {
 /// An API server for the runs' MCP endpoints, and HostConfig's runner the real one against
 /// `model` ([`use_runner`]). Put HostConfig back with [`put_back`].
 async fn runner_for(ns: &Ns, model: &ScriptedModel) -> anyhow::Result<crate::host::HostServer> {
+    runner_host(ns, model, |h| h).await
+}
+
+/// [`runner_for`], HostConfig's spec changed by `adjust` too (the approval tests' profiles).
+pub(crate) async fn runner_host(
+    ns: &Ns,
+    model: &ScriptedModel,
+    adjust: impl FnOnce(model::resources::HostConfigSpec) -> model::resources::HostConfigSpec,
+) -> anyhow::Result<crate::host::HostServer> {
     let host = crate::host::host(ns).await?;
-    use_runner(ns, model, host.url_for_pods.clone()).await?;
+    use_runner_with(ns, model, host.url_for_pods.clone(), adjust).await?;
     Ok(host)
 }
 
 /// HostConfig as the other tests run under, whatever `result` a scenario had; then `result`.
-async fn put_back(ns: &Ns, result: anyhow::Result<()>) -> anyhow::Result<()> {
+pub(crate) async fn put_back(ns: &Ns, result: anyhow::Result<()>) -> anyhow::Result<()> {
     apply_host(ns.client(), host_spec(true)).await?;
     result
 }
@@ -494,7 +503,7 @@ fn no_objection(model: &ScriptedModel) -> anyhow::Result<()> {
 /// The scripted model, where the runner reaches it: on loopback for the kubelet stand-in's
 /// processes; on a kind cluster, on every address of this machine, named by the kind
 /// network's gateway (`LOOP_PLUGINS_E2E_HOST_FROM_PODS`, from `hack/kind-e2e.sh`).
-async fn start_model(steps: Vec<Step>) -> anyhow::Result<ScriptedModel> {
+pub(crate) async fn start_model(steps: Vec<Step>) -> anyhow::Result<ScriptedModel> {
     match std::env::var("LOOP_PLUGINS_E2E_HOST_FROM_PODS") {
         Ok(host) if !host.is_empty() => {
             let mut model =
@@ -508,7 +517,7 @@ async fn start_model(steps: Vec<Step>) -> anyhow::Result<ScriptedModel> {
 }
 
 /// The status of run `name` once it has ended (at most 120 s).
-async fn ended_status(
+pub(crate) async fn ended_status(
     runs: &kube::Api<AgentRun>,
     name: &str,
 ) -> anyhow::Result<model::resources::AgentRunStatus> {
@@ -532,6 +541,16 @@ async fn ended_status(
 /// `model` (its endpoint in the Secret `model-endpoint` of the test's namespace), with the
 /// Plugin API at `api_url` for plugin Pods. Put HostConfig back with `host_spec(true)`.
 async fn use_runner(ns: &Ns, model: &ScriptedModel, api_url: Option<String>) -> anyhow::Result<()> {
+    use_runner_with(ns, model, api_url, |h| h).await
+}
+
+/// [`use_runner`], HostConfig's spec changed by `adjust` before it is applied.
+async fn use_runner_with(
+    ns: &Ns,
+    model: &ScriptedModel,
+    api_url: Option<String>,
+    adjust: impl FnOnce(model::resources::HostConfigSpec) -> model::resources::HostConfigSpec,
+) -> anyhow::Result<()> {
     let endpoint = Secret {
         metadata: ObjectMeta {
             name: Some("model-endpoint".into()),
@@ -564,7 +583,7 @@ async fn use_runner(ns: &Ns, model: &ScriptedModel, api_url: Option<String>) -> 
         credentials_secret: Some("model-endpoint".into()),
         time_limit_seconds: 60,
     });
-    apply_host(ns.client(), host).await
+    apply_host(ns.client(), adjust(host)).await
 }
 
 /// A run of the plugin's `say` agent in chat `general`, as POST /runs makes it.

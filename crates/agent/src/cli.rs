@@ -37,7 +37,9 @@ pub async fn run(args: AgentArgs) -> Result<Ended, Error> {
         max_turns: args.max_turns,
     };
     let tools: Box<dyn Tools> = match &env.mcp {
-        Some((url, token_file)) => Box::new(McpTools::connect(url, token_file.clone()).await?),
+        Some((url, token_file)) => {
+            Box::new(McpTools::connect(url, token_file.clone(), env.time_limit).await?)
+        }
         None => Box::new(NoTools),
     };
     let ended = super::run(&env, &settings, tools.as_ref()).await?;

@@ -16,7 +16,10 @@ use super::tools::Tools;
 
 /// The protocol version the client asks for.
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
-/// The longest a request may take: a tool call's own limit is the host's 60 s.
+/// The longest a request may take when the run gives no longer: a tool call's own limit is
+/// the host's 60 s. A call that waits for a person's approval takes longer (HostConfig's
+/// `approval.wait`, 5 minutes by default, then the tool's 60 s): the runner lets each request
+/// run as long as the run may ([`McpTools::connect`]).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(75);
 
 /// Why the endpoint could not be used.
@@ -63,11 +66,17 @@ pub struct McpTools {
 }
 
 impl McpTools {
-    /// Initializes with the endpoint at `url` and lists its tools.
-    pub async fn connect(url: &str, token_file: PathBuf) -> Result<Self, McpError> {
+    /// Initializes with the endpoint at `url` and lists its tools. A request may take as long
+    /// as the run (`run_limit`, at least [`REQUEST_TIMEOUT`]): a tool call waiting for a
+    /// person's approval is held open until the person decides or the wait runs out.
+    pub async fn connect(
+        url: &str,
+        token_file: PathBuf,
+        run_limit: Duration,
+    ) -> Result<Self, McpError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
+            .timeout(run_limit.max(REQUEST_TIMEOUT))
             .build()
             .map_err(McpError::Client)?;
         let mut mcp = Self {

@@ -6,8 +6,11 @@
 //! - [`import`]: `project import` (a desktop `.loop/config.json` as a Project or HostConfig's
 //!   plugin defaults);
 //! - [`plugins`]: `plugin install|upgrade|remove|stop|list|info|verify|keygen|sign`;
-//! - [`console`]: `console`, the console's URL for the kubeconfig's user.
+//! - [`console`]: `console`, the console's URL for the kubeconfig's user;
+//! - [`approvals`]: `approvals`, `approve`, `deny`: agents' tool calls a person answers,
+//!   through the host API.
 
+pub mod approvals;
 pub mod console;
 pub mod explain;
 pub mod import;
