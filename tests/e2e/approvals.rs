@@ -11,7 +11,6 @@ use std::time::Duration;
 use anyhow::{Context, ensure};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use kube::ResourceExt;
 use kube::api::PostParams;
 use model::resources::{
@@ -68,29 +67,10 @@ fn with_profiles(
 /// A ServiceAccount bound to the chart's approver ClusterRole in the test's namespace, and a
 /// token for it.
 async fn approver_token(ns: &Ns) -> anyhow::Result<String> {
-    let role = match ns.cluster().existing() {
-        Some(existing) => format!("{}-approver", existing.fullname()),
-        None => format!("{RELEASE}-loop-plugins-approver"),
-    };
     let mut account = ServiceAccount::default();
     account.metadata.name = Some("approver".into());
     apply(ns, &account).await?;
-    let mut binding = RoleBinding {
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: role,
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "approver".into(),
-            namespace: Some(ns.name().into()),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    binding.metadata.name = Some("approver".into());
-    apply(ns, &binding).await?;
+    bind_approver(ns, "approver").await?;
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             expiration_seconds: Some(3600),
@@ -321,6 +301,8 @@ async fn profiles(ns: Ns) -> anyhow::Result<()> {
     let enabled = BTreeMap::from([(id.clone(), entry(true, &[]))]);
     apply_trusted(&ns, "proj", enabled.clone()).await?;
     apply(&ns, &channel("general", "proj", ChannelKind::Channel, None)).await?;
+    // The API server first: the first one the suite starts applies the suite's HostConfig.
+    let host = crate::host::host(&ns).await?;
     // `*` pre-approves every tool but the one `alwaysAsk` names; `lenient` pre-approves all.
     apply_host(
         ns.client(),
@@ -334,7 +316,7 @@ async fn profiles(ns: Ns) -> anyhow::Result<()> {
         ),
     )
     .await?;
-    let result = profiles_scenario(&ns, &id, enabled).await;
+    let result = profiles_scenario(&ns, &id, enabled, &host).await;
     apply_host(ns.client(), host_spec(true)).await?;
     result
 }
@@ -343,18 +325,35 @@ async fn profiles_scenario(
     ns: &Ns,
     id: &str,
     enabled: BTreeMap<String, model::config::PluginConfig>,
+    host: &crate::host::HostServer,
 ) -> anyhow::Result<()> {
-    let host = crate::host::host(ns).await?;
     let caller = Caller::new(
-        &host,
+        host,
         ns,
         Some(caller_token(ns, "caller", Grant::All).await?),
     );
     let tool = format!("/channels/general/plugins/{id}/tools/echo");
     let call = |text: &str| json!({"input": {"text": text}, "agent": "say", "thread_id": "", "run_id": "turn-1"});
-    // alwaysAsk beats `*`: it waits, and nobody answers in 3 s.
-    let asked = caller.send_ready("POST", &tool, Some(call("a"))).await?;
-    ensure!(asked.json["error_code"] == "approval_denied", "{asked:?}");
+    // alwaysAsk beats `*`: it waits, and nobody answers in 3 s. (A call the API server
+    // answers before it read the new HostConfig runs at once under the suite's: it is made
+    // again.)
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let asked = caller.send_ready("POST", &tool, Some(call("a"))).await?;
+        if asked.json["error_code"] == "approval_denied" {
+            break;
+        }
+        if asked.json["is_error"] != false || tokio::time::Instant::now() >= deadline {
+            let stored: model::resources::HostConfig = kube::Api::all(ns.client())
+                .get(model::resources::HOST_CONFIG_NAME)
+                .await?;
+            anyhow::bail!(
+                "alwaysAsk never asked: {asked:?}; the HostConfig's profiles: {:?}",
+                stored.spec.risk_profiles
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // The project names the lenient profile, not trusted yet: it does not count.
     let mut lenient = enabled.clone();
     lenient.get_mut(id).context("entry")?.risk_profile = Some("lenient".into());

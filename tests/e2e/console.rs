@@ -23,6 +23,12 @@
 //!   reaches a chat, the pane's frame and the drawer's buttons in that order, with a visible
 //!   focus ring; Enter chooses a chat, and the focus stays on it while the lists refresh.
 //!
+//! - `an_agents_tool_call_waits_in_the_drawer_until_a_person_approves_or_denies_it`: an
+//!   agent's call of the plugin's tool (the project's risk profile asks for every tool) shows
+//!   as a card in the drawer, with its input and the time left, and a count on the chat's row;
+//!   Approve once runs it with that input, and Deny with a reason refuses the next call with
+//!   that reason; the decisions are listed with who made them.
+//!
 //! The screenshots of the README (`docs/images/console-*.png`) are the first two tests'; set
 //! `LOOP_PLUGINS_CONSOLE_SHOTS=docs/images` to write them there.
 
@@ -37,7 +43,7 @@ use model::resources::Plugin;
 use serde_json::{Value, json};
 
 use crate::console_support::{ConsoleWorld, SHOW};
-use crate::controller_support::{apply_trusted, entry};
+use crate::controller_support::{apply_trusted, bind_approver, entry};
 use crate::support::{E2eTest, Ns, test};
 
 pub fn tests() -> Vec<E2eTest> {
@@ -61,6 +67,11 @@ pub fn tests() -> Vec<E2eTest> {
         test(
             "console::the_keyboard_reaches_the_chats_the_panes_and_the_drawer",
             the_keyboard_reaches_everything,
+        )
+        .timeout(timeout),
+        test(
+            "console::an_agents_tool_call_waits_in_the_drawer_until_a_person_approves_or_denies_it",
+            an_agents_call_waits_in_the_drawer,
         )
         .timeout(timeout),
     ]
@@ -537,5 +548,155 @@ async fn the_keyboard_reaches_everything(ns: Ns) -> anyhow::Result<()> {
         "the focus left the chat button: {}",
         page.evaluate("document.activeElement?.outerHTML").await?
     );
+    Ok(())
+}
+
+/// Starts an agent's call of the plugin's tool through the host API (as the app's agents
+/// call), as the person, that waits for a person: once the API server reads the project's new
+/// profile it does (a call made before that ran at once, and is made again). The task answers
+/// the status and body once someone decided.
+async fn waiting_call(
+    world: &ConsoleWorld,
+    ns: &Ns,
+    text: &str,
+) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<(reqwest::StatusCode, Value)>>> {
+    let until = std::time::Instant::now() + SHOW;
+    loop {
+        let (w, n, t) = (
+            world.host.url.clone(),
+            ns.name().to_string(),
+            text.to_string(),
+        );
+        let token = world.token.clone();
+        let plugin = world.plugin.clone();
+        let call = tokio::spawn(async move {
+            let http = reqwest::Client::builder().no_proxy().build()?;
+            let url = format!(
+                "{w}{}/namespaces/{n}/channels/general/plugins/{plugin}/tools/{plugin}-echo",
+                server::host_api::PREFIX,
+            );
+            let answer = http
+                .post(&url)
+                .bearer_auth(&token)
+                .json(&json!({
+                    "input": { "text": t }, "agent": "say", "thread_id": "th-console",
+                    "run_id": "run-console",
+                }))
+                .send()
+                .await?;
+            let status = answer.status();
+            Ok((status, answer.json().await.unwrap_or(Value::Null)))
+        });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        if !call.is_finished() {
+            return Ok(call);
+        }
+        let (status, body) = call.await??;
+        ensure!(
+            std::time::Instant::now() < until,
+            "the call never waited for a person: {status} {body}"
+        );
+    }
+}
+
+async fn an_agents_call_waits_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start(&ns).await?;
+    let page = &world.page;
+    // The person may approve here; the project's profile, which HostConfig does not define,
+    // asks for every tool of the plugin (the suite's default pre-approves every tool).
+    bind_approver(&ns, "person").await?;
+    let mut asks = entry(true, &[]);
+    asks.risk_profile = Some("console-asks".into());
+    apply_trusted(&ns, "proj", BTreeMap::from([(world.plugin.clone(), asks)])).await?;
+
+    let first = waiting_call(&world, &ns, "hi from an agent").await?;
+    let card = "#approvals .approval[data-approval]";
+    world
+        .wait(
+            "the waiting call as a card in the drawer, with its input and time left",
+            &format!(
+                "document.querySelector('{card} pre.input')?.textContent.includes('hi from an agent') \
+                 && /left$/.test(document.querySelector('{card} .left')?.textContent ?? '') \
+                 && document.querySelector('#approvals-count')?.textContent === '1'"
+            ),
+        )
+        .await?;
+    world
+        .wait(
+            "the chat's row counting the call that waits",
+            "document.querySelector('.chat-button[data-chat=general] .badge.waiting')\
+               ?.getAttribute('aria-label') === '1 waiting for approval'",
+        )
+        .await?;
+    let shot = world.screenshot(&ns, "approval").await?;
+    ensure!(shot.exists(), "no screenshot at {}", shot.display());
+
+    // Approve once: the call runs with the input shown.
+    page.click(&format!("{card} .decide[data-answer=once]"))
+        .await?;
+    let (status, body) = tokio::time::timeout(SHOW, first).await???;
+    // It ran: the plugin answered it (echo knows no tool of this name, and says so, a 404
+    // of its own), not the approval.
+    ensure!(
+        status.is_success()
+            && !body["error_code"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("approval")
+            && body.to_string().contains("the plugin answered"),
+        "the approved call: {status} {body}"
+    );
+    let person = format!("system:serviceaccount:{}:person", ns.name());
+    world
+        .wait(
+            "the decision listed with who made it, the card and the counts gone",
+            &format!(
+                "[...document.querySelectorAll('#decided li[data-decision=Approved]')]\
+                   .some(li => li.textContent.includes('{person}')) \
+                 && document.querySelector('{card}') === null \
+                 && document.querySelector('#approvals-count').hidden \
+                 && document.querySelector('.chat-button[data-chat=general] .badge.waiting') === null"
+            ),
+        )
+        .await?;
+
+    // Deny, with a reason: the next call is refused with it, and never reaches the plugin.
+    let second = waiting_call(&world, &ns, "and this one").await?;
+    world
+        .wait(
+            "the second call waiting",
+            &format!(
+                "document.querySelector('{card} pre.input')?.textContent.includes('and this one')"
+            ),
+        )
+        .await?;
+    page.click(&format!("{card} input.reason")).await?;
+    page.type_text("not this one").await?;
+    page.click(&format!("{card} .decide[data-answer=deny]"))
+        .await?;
+    let (status, body) = tokio::time::timeout(SHOW, second).await???;
+    // The agent's result says who denied it and why; the tool never ran.
+    ensure!(
+        body["is_error"] == true
+            && body["error_code"] == "approval_denied"
+            && body.to_string().contains("not this one"),
+        "the denied call: {status} {body}"
+    );
+    world
+        .wait(
+            "the denial listed with its reason",
+            "[...document.querySelectorAll('#decided li[data-decision=Denied]')]\
+               .some(li => li.textContent.includes('not this one'))",
+        )
+        .await?;
+    world.screenshot(&ns, "approval-decided").await?;
+    let listed = host_get(&world, &ns, "/approvals?chat=general").await?;
+    let decisions: Vec<&str> = listed["approvals"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["decision"].as_str())
+        .collect();
+    ensure!(decisions == ["Denied", "Approved"], "{listed}");
     Ok(())
 }

@@ -146,6 +146,9 @@ async fn the_readme_tour_works_as_written(run_dir: &Path) -> anyhow::Result<()> 
         "\"echo\":\"hi\"",
         "pod/echo-general-",
         "plugin.plugins.loop.dev/echo patched",
+        // The quiz's tool call waited for a person, and the demo's approver approved it.
+        "toolcallapproval.plugins.loop.dev/",
+        "by system:serviceaccount:demo:approver",
         // The quiz's run went through, with its tool call, and its end posted the score card.
         "agentrun.plugins.loop.dev/",
         "condition met",

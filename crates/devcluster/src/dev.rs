@@ -210,7 +210,7 @@ pub async fn run(args: DevArgs) -> Result<()> {
 /// Applies the ClusterRoles of the chart's rendering under `deploy` (its top-level *.yaml; the
 /// CRDs are installed apart): the roles the controller and the API server would run as, the
 /// trigger's, and the ones the chart makes for people and apps to be bound to
-/// (`loop-plugins-host-api-caller`, `loop-plugins-project-editor`, `-trustee`). Nothing else
+/// (`loop-plugins-host-api-caller`, `-approver`, `-project-editor`, `-trustee`). Nothing else
 /// of the chart: the dev cluster runs the controller and the API server itself.
 async fn apply_chart_roles(cluster: &DevCluster, deploy: &Path) -> Result<()> {
     let mut roles = Vec::new();
@@ -609,10 +609,12 @@ mod tests {
                     .find_map(|l| l.strip_prefix("  name: ").map(str::to_string))
             })
             .collect();
-        assert!(
-            names.iter().any(|n| n == "loop-plugins-host-api-caller"),
-            "the caller role the tour binds is in deploy/: {names:?}"
-        );
+        for bound in ["loop-plugins-host-api-caller", "loop-plugins-approver"] {
+            assert!(
+                names.iter().any(|n| n == bound),
+                "the role {bound} the tour binds is in deploy/: {names:?}"
+            );
+        }
     }
 
     #[test]

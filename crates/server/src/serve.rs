@@ -281,10 +281,13 @@ impl Server {
         });
         let leading = runtime::leader::leading(client.clone(), options.lease, stopped.clone());
         let fanout = tokio::spawn(crate::fanout::run(
-            host.calls.clone(),
-            host.status.clone(),
+            crate::fanout::Duties {
+                calls: host.calls.clone(),
+                status: host.status.clone(),
+                done: Arc::new(KubeDoneRecorder::new(client.clone())),
+                desk: host.tools.desk().clone(),
+            },
             started.config_writes,
-            Arc::new(KubeDoneRecorder::new(client.clone())),
             leading,
             mark,
             stopped,

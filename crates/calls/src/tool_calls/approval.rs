@@ -319,6 +319,41 @@ impl ApprovalDesk {
         }
     }
 
+    /// Expires the approvals still pending past their deadline whose waiting call went away
+    /// with its replica (a restart, a crash): denied, with an Event saying so, so that no
+    /// approval waits for an answer nobody can act on. A decision racing it stands (the write
+    /// carries the resourceVersion). Answers how many it expired. The fan-out leader runs it.
+    pub async fn expire_overdue(&self, now: jiff::Timestamp) -> usize {
+        let mut expired = 0;
+        for approval in overdue(&self.index, now) {
+            let status = expired_status();
+            match self.writer.decide(&approval, &status).await {
+                Ok(written) => {
+                    expired += 1;
+                    self.metrics.decided(Decision::Expired.as_str());
+                    self.writer
+                        .event(
+                            &written,
+                            "Expired",
+                            format!(
+                                "Nobody decided the call of {} by agent {} before {}, and the \
+                                 call that waited went away: denied",
+                                written.spec.tool, written.spec.agent, written.spec.deadline
+                            ),
+                        )
+                        .await;
+                }
+                Err(DecideError::Conflict | DecideError::Gone) => {}
+                Err(e) => tracing::warn!(
+                    approval = %approval.name_any(),
+                    error = %e,
+                    "could not expire an overdue approval"
+                ),
+            }
+        }
+        expired
+    }
+
     /// Writes that nobody decided in time, unless someone did meanwhile: the approval as
     /// decided.
     async fn expire(

@@ -180,6 +180,25 @@ pub enum AskReason {
     NotPreApproved,
 }
 
+impl Need {
+    /// What the call needs, as a person reads it (`explain`, the Events).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Need::Nothing(PreApproved::Listed) => "runs at once: autoApprove names it",
+            Need::Nothing(PreApproved::EveryTool) => "runs at once: autoApprove has *",
+            Need::Nothing(PreApproved::Full) => "runs at once: level full",
+            Need::Nothing(PreApproved::AlwaysEarlier) => {
+                "runs at once: a person answered Always earlier in the run"
+            }
+            Need::Person(AskReason::AlwaysAsk) => "waits for a person: alwaysAsk names it",
+            Need::Person(AskReason::NotPreApproved) => {
+                "waits for a person: nothing pre-approves it"
+            }
+            Need::Denied => "denied: it would wait for a person, and the profile is unattended",
+        }
+    }
+}
+
 /// What a call of `tool` (as the agent sees it) needs under `profile`; `always_earlier` when
 /// a person answered Always for this tool earlier in the run.
 pub fn need(profile: &RiskProfile, tool: &str, always_earlier: bool) -> Need {

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use model::config::ConfigLevel;
 use model::manifest::Manifest;
+use model::resolve::approval::{Need, need, profile_of};
 use model::resolve::{
     ProjectView, TrustState, approved_capabilities, approved_plugins, gets_schedules,
     plugin_enabled, resolve_schedules, resolve_settings, runs_plugins, secret_sources,
@@ -140,6 +141,41 @@ pub fn explain(world: &World) -> Vec<Fact> {
         capabilities.join(", "),
         "approved at install and declared",
     ));
+    // Which of the agents' calls of its tools wait for a person: the profile the approval
+    // desk asks, and what it decides for each tool.
+    let chosen = profile_of(world.host, view, world.plugin_name);
+    out.push(fact(
+        "risk profile",
+        &chosen.name,
+        format!(
+            "{}{}{}",
+            chosen.source.describe(),
+            if chosen.profile.is_none() {
+                "; HostConfig defines no such profile: every tool asks"
+            } else {
+                ""
+            },
+            if chosen.awaiting_trust {
+                "; the current config names another, awaiting trust"
+            } else {
+                ""
+            }
+        ),
+    ));
+    let profile = chosen.effective();
+    for tool in &manifest.tools {
+        let seen_as = format!("plugin_{}", tool.name);
+        let needs = need(&profile, &seen_as, false);
+        out.push(fact(
+            format!("tool {seen_as}"),
+            match needs {
+                Need::Nothing(_) => "runs",
+                Need::Person(_) => "asks",
+                Need::Denied => "denied",
+            },
+            format!("an agent's call {}", needs.describe()),
+        ));
+    }
     let global = world.host.plugins.defaults.get(world.plugin_name);
     let own = project.spec.plugins.get(world.plugin_name);
     let settings = resolve_settings(manifest, global, own);
@@ -334,6 +370,43 @@ mod tests {
         );
         assert_eq!(get(&facts, "instance").value, "none");
         assert!(text(&facts).starts_with("FACT"));
+        // No profile named anywhere: the built-in default, which asks for every tool.
+        assert_eq!(get(&facts, "risk profile").value, "default");
+        let tool = get(&facts, "tool plugin_echo");
+        assert_eq!(
+            (tool.value.as_str(), tool.why.as_str()),
+            (
+                "asks",
+                "an agent's call waits for a person: nothing pre-approves it"
+            )
+        );
+
+        // HostConfig's profile for echo pre-approves its tool; one it does not define asks.
+        let mut named = host.clone();
+        named.risk_profiles = serde_json::from_value(json!({
+            "demo": { "autoApprove": ["plugin_echo"] },
+        }))
+        .unwrap();
+        named.plugins.defaults =
+            plugins(json!({ "echo": { "enabled": true, "riskProfile": "demo" } }));
+        let facts = explain(&World {
+            host: &named,
+            ..world
+        });
+        let profile = get(&facts, "risk profile");
+        assert_eq!(
+            (profile.value.as_str(), profile.why.as_str()),
+            ("demo", "HostConfig's plugins.defaults.<id>.riskProfile")
+        );
+        assert_eq!(get(&facts, "tool plugin_echo").value, "runs");
+        named.plugins.defaults =
+            plugins(json!({ "echo": { "enabled": true, "riskProfile": "nobody-defined" } }));
+        let facts = explain(&World {
+            host: &named,
+            ..world
+        });
+        assert!(get(&facts, "risk profile").why.contains("every tool asks"));
+        assert_eq!(get(&facts, "tool plugin_echo").value, "asks");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! Plugin, the chat, its Project and ProjectTrust, the instance); [`facts`] is pure and asks
 //! the very functions the controller and the API server ask (`model::resolve`: whether the
 //! chat runs plugins, the trust state, whether the project enables the plugin, the settings
-//! layering, the schedules; admission's verdict as the Plugin's status records it), so there
+//! layering, the schedules, the risk profile and which tools wait for a person; admission's verdict as the Plugin's status records it), so there
 //! is no second implementation of any rule; [`facts::text`] prints them as a table.
 
 pub mod facts;

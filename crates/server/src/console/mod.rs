@@ -28,7 +28,7 @@ use axum::routing::get;
 pub const PREFIX: &str = "/console";
 
 /// Every file the console serves: its name under [`PREFIX`], its content type and its text.
-pub const ASSETS: [(&str, &str, &str); 9] = [
+pub const ASSETS: [(&str, &str, &str); 10] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -58,6 +58,11 @@ pub const ASSETS: [(&str, &str, &str); 9] = [
         "frames.js",
         "text/javascript; charset=utf-8",
         include_str!("assets/frames.js"),
+    ),
+    (
+        "approvals.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/approvals.js"),
     ),
     (
         "switches.js",

@@ -9,7 +9,9 @@
 //! - [`sweep`]: switch and live-hold state left over after the plugin stopped declaring the
 //!   switch or lost the capability is dropped;
 //! - [`plugins_changed`]: `plugins.changed` to running containers when a plugin is installed,
-//!   upgraded or removed, or a container stops.
+//!   upgraded or removed, or a container stops;
+//! - [`overdue_approvals`]: an approval still pending past its deadline, its waiting call gone
+//!   with its replica, expired (denied).
 //!
 //! A replica that does not lead reads the same events; the settings and plugins events it
 //! keeps for as long as a handover can take and sends them if it takes over ([`backlog`]), and
@@ -17,6 +19,7 @@
 //! event the last holder never sent is not lost, even one this replica did not see.
 
 pub mod backlog;
+pub mod overdue_approvals;
 pub mod plugins_changed;
 pub mod runs_done;
 pub mod sent_mark;
@@ -30,18 +33,34 @@ use tokio::sync::{mpsc, watch};
 use crate::calls::Calls;
 use crate::index::ConfigWrite;
 use crate::status::StatusWriter;
+use crate::tool_calls::approval::ApprovalDesk;
+
+/// What the leader works with: the one way to call plugins, the writers of what it decides.
+pub struct Duties {
+    pub calls: Calls,
+    /// Writes instances' status (what [`sweep`] drops).
+    pub status: Arc<dyn StatusWriter>,
+    /// Records that a run's `/done` went out ([`runs_done`]).
+    pub done: Arc<dyn runs_done::DoneRecorder>,
+    /// Expires approvals nobody waits on ([`overdue_approvals`]).
+    pub desk: ApprovalDesk,
+}
 
 /// Runs the fan-out until `stop` turns true; only while `leading` says so does it send. With
 /// a `mark` (there is one with a Lease), the holder records what it sent there.
 pub async fn run(
-    calls: Calls,
-    status: Arc<dyn StatusWriter>,
+    duties: Duties,
     config_writes: mpsc::UnboundedReceiver<ConfigWrite>,
-    done: Arc<dyn runs_done::DoneRecorder>,
     leading: watch::Receiver<bool>,
     mark: Option<sent_mark::SentRecord>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let Duties {
+        calls,
+        status,
+        done,
+        desk,
+    } = duties;
     let mark = mark.map(Arc::new);
     let tasks = async {
         tokio::join!(
@@ -49,6 +68,7 @@ pub async fn run(
             runs_done::run(calls.clone(), done, leading.clone()),
             sweep::run(calls.clone(), status, leading.clone()),
             plugins_changed::run(calls.clone(), leading.clone(), mark.clone()),
+            overdue_approvals::run(desk, leading.clone()),
         )
     };
     tokio::select! {

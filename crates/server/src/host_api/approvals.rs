@@ -190,7 +190,16 @@ fn stream(s: HostState, ns: String) -> impl Stream<Item = Result<Event, Infallib
         async move {
             loop {
                 changed.mark_unchanged();
-                for a in s.index().approvals.state() {
+                let now = s.index().approvals.state();
+                // What was seen of approvals gone since (their runs deleted) is forgotten: the
+                // stream holds no more than the namespace does.
+                let present: BTreeSet<String> = now
+                    .iter()
+                    .filter(|a| a.namespace().as_deref() == Some(ns.as_str()))
+                    .map(|a| a.name_any())
+                    .collect();
+                seen.retain(|name, _| present.contains(name));
+                for a in now {
                     if a.namespace().as_deref() != Some(&ns) {
                         continue;
                     }

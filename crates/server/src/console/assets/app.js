@@ -1,10 +1,14 @@
 // The console page: signs in with a Kubernetes token, lists a namespace's chats, and for the
 // chosen chat shows its plugins' instances (with Stop), the composer switches, the panes of the
 // plugins its project enables and the card drawer (sandboxed frames of the bundles' signed
-// links, each the far end of a bridge), and the chat's agent runs. It lists again on
-// plugins.changed. Everything goes through the host API with the user's token.
+// links, each the far end of a bridge), the agents' tool calls waiting for a person (approve
+// once, always, or deny), and the chat's agent runs. It lists again on plugins.changed and on
+// each approval asked or decided. Everything goes through the host API with the user's token.
 
 import { HostApi, HostError } from "./api.js";
+import {
+  ANSWERS, decisionText, forChat, inputText, pendingByChat, refusalText, timeLeft,
+} from "./approvals.js";
 import { bridgeFrame } from "./bridge.js";
 import { frameHandlers, memoryState, paneState } from "./frames.js";
 import { SwitchBook, switchKey } from "./switches.js";
@@ -47,6 +51,15 @@ const state = {
   switchBook: new SwitchBook(),
   /** switch key → the pill on the page now: {s, show, button} */
   switchPills: new Map(),
+  /** The namespace's approvals as the host API lists them (approvals.js reads them). */
+  approvals: [],
+  /** Why the approvals cannot be listed (RBAC), or null. */
+  approvalsRefused: null,
+  /** approval name → its card while it waits: {article, reason, left, buttons} */
+  approvalCards: new Map(),
+  followApprovals: null,
+  /** The countdown of the waiting calls (each second). */
+  tick: 0,
   ready: false,
 };
 window.loopConsole = state;
@@ -105,10 +118,14 @@ async function start() {
   const first = state.chats.find((c) => c.name === remembered)
     ?? state.chats.find((c) => !c.hidden && c.plugins.length > 0)
     ?? state.chats.find((c) => !c.hidden);
+  await loadApprovals();
   if (first) await selectChat(first.name);
   follow();
+  followApprovals();
   clearInterval(state.poll);
   state.poll = setInterval(poll, POLL_MS);
+  clearInterval(state.tick);
+  state.tick = setInterval(tickApprovals, 1000);
   state.ready = true;
 }
 
@@ -145,17 +162,27 @@ function render(container, model, build) {
 }
 
 function renderChatList() {
-  const model = [state.chat, state.chats.map((c) => [c.name, c.kind, c.hidden, c.unread])];
-  render($("chat-list"), model, () => fillChatList());
+  const waiting = pendingByChat(state.approvals);
+  const model = [state.chat,
+    state.chats.map((c) => [c.name, c.kind, c.hidden, c.unread, waiting.get(c.name) ?? 0])];
+  render($("chat-list"), model, () => fillChatList(waiting));
 }
 
-function fillChatList() {
+function fillChatList(waiting) {
   const items = state.chats
     .filter((c) => !c.hidden)
     .map((c) => {
       const label = c.kind === "channel" ? `# ${c.name}` : `↳ ${c.name}`;
       const unread = c.unread > 0
         ? h("span", { class: "badge", "aria-label": `${c.unread} unread` }, String(c.unread))
+        : null;
+      const asks = waiting.get(c.name) ?? 0;
+      const waits = asks > 0
+        ? h("span", {
+          class: "badge waiting",
+          title: `${asks} tool call${asks === 1 ? "" : "s"} waiting for approval`,
+          "aria-label": `${asks} waiting for approval`,
+        }, `${asks} waiting`)
         : null;
       return h("li", {},
         h("button", {
@@ -164,7 +191,7 @@ function fillChatList() {
           "aria-current": c.name === state.chat ? "page" : false,
           dataset: { chat: c.name, focusKey: `chat:${c.name}` },
           onclick: () => selectChat(c.name),
-        }, h("span", { class: "chat-name" }, label), unread));
+        }, h("span", { class: "chat-name" }, label), waits, unread));
     });
   fill($("chat-list"), items.length ? items : h("li", { class: "empty" }, "No chats"));
 }
@@ -180,6 +207,7 @@ async function selectChat(name) {
   const parent = chat.parent ? `, in # ${chat.parent}` : "";
   $("chat-meta").textContent = `${chat.kind}${parent} · project ${chat.project} · ${chat.app}`;
   renderInstances(chat);
+  renderApprovals();
   await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadRuns()]);
 }
 
@@ -189,7 +217,8 @@ function clearChat() {
   state.panes.clear();
   state.cards.clear();
   state.gone.clear();
-  for (const id of ["panes", "cards", "switches", "plugins", "runs"]) {
+  state.approvalCards.clear();
+  for (const id of ["panes", "cards", "switches", "plugins", "runs", "approvals", "decided"]) {
     fill($(id));
     delete $(id).dataset.model;
   }
@@ -501,6 +530,156 @@ async function markRead(ids) {
   await Promise.all([loadDrawer(), loadChats().catch(() => {})]);
 }
 
+// ---- approvals ------------------------------------------------------------------------------
+
+/** Lists the namespace's approvals; a token that may not is told so in the drawer. */
+async function loadApprovals() {
+  if (!state.api) return;
+  try {
+    const { approvals } = await state.api.get(state.api.ns("/approvals"));
+    state.approvals = Array.isArray(approvals) ? approvals : [];
+    state.approvalsRefused = null;
+  } catch (e) {
+    state.approvals = [];
+    state.approvalsRefused = e instanceof HostError && e.status === 403
+      ? "This token may not see the approvals here (list toolcallapprovals)."
+      : `The approvals: ${e.message}`;
+  }
+  renderChatList();
+  renderApprovals();
+}
+
+/** Takes in one approval as the stream or a decision answered it. */
+function approvalSeen(view) {
+  if (!view || typeof view.name !== "string") return;
+  const i = state.approvals.findIndex((a) => a.name === view.name);
+  if (i >= 0) state.approvals[i] = view;
+  else state.approvals.push(view);
+  renderChatList();
+  renderApprovals();
+}
+
+/** Follows the namespace's approvals as they are asked and decided. */
+function followApprovals() {
+  state.followApprovals?.abort();
+  if (state.approvalsRefused) return;
+  const control = new AbortController();
+  state.followApprovals = control;
+  const again = () => {
+    if (control.signal.aborted) return;
+    setTimeout(() => state.followApprovals === control && followApprovals(), 2000);
+  };
+  state.api.follow(state.api.ns("/approvals/watch"), {
+    signal: control.signal,
+    onEvent: ({ event, data }) => {
+      if (event !== "approval") return;
+      try { approvalSeen(JSON.parse(data)); } catch { /* not JSON: the next list has it */ }
+    },
+  }).then(again, again);
+}
+
+/** The chosen chat's approvals: a card for each waiting call, a line for each decided. */
+function renderApprovals() {
+  const chat = state.chat;
+  if (!chat) return;
+  const { pending, decided } = forChat(state.approvals, chat);
+  const count = $("approvals-count");
+  count.hidden = pending.length === 0;
+  count.textContent = String(pending.length);
+  count.setAttribute("aria-label", `${pending.length} waiting`);
+  const list = $("approvals");
+  const waiting = new Set(pending.map((a) => a.name));
+  for (const [name, card] of state.approvalCards) {
+    if (waiting.has(name)) continue;
+    card.article.remove();
+    state.approvalCards.delete(name);
+  }
+  let previous = null;
+  for (const a of pending) {
+    let card = state.approvalCards.get(a.name);
+    if (!card) {
+      card = approvalCard(chat, a);
+      state.approvalCards.set(a.name, card);
+    }
+    const want = previous ? previous.nextSibling : list.firstChild;
+    if (want !== card.article) list.insertBefore(card.article, want);
+    previous = card.article;
+  }
+  list.querySelector(":scope > .empty")?.remove();
+  if (!pending.length) {
+    list.append(h("p", { class: "empty" }, state.approvalsRefused ?? "No tool call waits."));
+  }
+  render($("decided"), decided.map((a) => [a.name, a.decision, a.decidedBy, a.reason]), () =>
+    fill($("decided"), decided.map((a) => h("li", {
+      class: `decided decision-${a.decision.toLowerCase()}`,
+      dataset: { approval: a.name, decision: a.decision },
+    },
+    h("span", { class: "decided-what" }, `${a.tool} · ${a.plugin}`),
+    h("span", { class: "decided-how" }, decisionText(a)),
+    h("span", { class: "muted" }, ago(a.decidedAt ?? a.requestedAt))))));
+  tickApprovals();
+}
+
+/** A waiting call's card: what would run, with what, until when, and the three answers. */
+function approvalCard(chat, a) {
+  const left = h("span", { class: "left", dataset: { deadline: a.deadline } });
+  const reason = h("input", {
+    class: "reason",
+    type: "text",
+    maxlength: "500",
+    placeholder: "Reason (optional)",
+    "aria-label": `Reason for deciding ${a.tool}`,
+    dataset: { focusKey: `reason:${a.name}` },
+  });
+  const buttons = ANSWERS.map(({ answer, label, kind }) => h("button", {
+    type: "button",
+    class: `decide ${kind}`,
+    dataset: { answer, focusKey: `decide:${a.name}:${answer}` },
+    "aria-label": `${label}: ${a.tool} of ${a.plugin}`,
+    onclick: () => decide(chat, a, answer, card),
+  }, label));
+  const article = h("article", { class: "approval", dataset: { approval: a.name, plugin: a.plugin } },
+    h("header", { class: "approval-head" },
+      h("h3", { class: "approval-tool" }, a.tool),
+      left),
+    h("p", { class: "meta" },
+      `Agent ${a.agent} of ${a.plugin} asks to call it, in run ${a.run} (risk profile ${a.profile}), with:`),
+    h("pre", { class: "input", "aria-label": "The input it would run with" }, inputText(a.input)),
+    reason,
+    h("div", { class: "answers" }, buttons));
+  const card = { article, reason, left, buttons };
+  return card;
+}
+
+async function decide(chat, a, answer, card) {
+  for (const b of card.buttons) b.disabled = true;
+  const reason = card.reason.value.trim();
+  const body = reason ? { answer, reason } : { answer };
+  try {
+    const decided = await state.api.post(
+      state.api.chat(chat, `/approvals/${encodeURIComponent(a.name)}`), body);
+    status(`${a.tool}: ${decisionText(decided)}`);
+    approvalSeen(decided);
+  } catch (e) {
+    status(`${a.tool}: ${refusalText(e)}`, true);
+    if (e instanceof HostError && ["approval_decided", "approval_expired"].includes(e.code)) {
+      await loadApprovals();
+    } else {
+      for (const b of card.buttons) b.disabled = false;
+    }
+  }
+}
+
+/** Counts the waiting calls' time down, each second. */
+function tickApprovals() {
+  const now = Date.now();
+  for (const card of state.approvalCards.values()) {
+    const text = timeLeft(card.left.dataset.deadline, now);
+    if (card.left.textContent !== text) card.left.textContent = text;
+    card.article.classList.toggle("overdue", text === "past its deadline");
+  }
+}
+
 // ---- agent runs -----------------------------------------------------------------------------
 
 async function loadRuns() {
@@ -529,7 +708,10 @@ async function loadRuns() {
 function stopFollowing() {
   state.follow?.abort();
   state.follow = null;
+  state.followApprovals?.abort();
+  state.followApprovals = null;
   clearInterval(state.poll);
+  clearInterval(state.tick);
 }
 
 function follow() {
@@ -579,7 +761,7 @@ async function poll() {
   const chat = current();
   if (chat && [...state.panes.values()].some((p) => due(p.expires))) loadPanes(chat);
   const chats = loadChats().catch((e) => e);
-  await Promise.all([loadDrawer(), loadRuns()]);
+  await Promise.all([loadDrawer(), loadRuns(), loadApprovals()]);
   const failed = await chats;
   if (failed instanceof HostError && failed.status === 401) {
     signOut(`The cluster no longer accepts the token (expired or revoked): ${failed.message}`);

@@ -391,3 +391,40 @@ async fn pre_approved_tools_unattended_profiles_and_workflows_do_not_wait() {
     assert_eq!(answer.json["is_error"], false, "{}", answer.json);
     assert!(w.state.index().approvals.state().is_empty());
 }
+
+/// An approval whose waiting call went away (its replica restarted) is expired by the fan-out
+/// leader's sweep once past its deadline and a grace, with an Event; one still in its grace,
+/// and one a person decided, are left as they are.
+#[tokio::test]
+async fn an_approval_nobody_waits_on_any_more_expires_after_its_deadline() {
+    let w = World::new().await;
+    w.approval("orphan", "general").await;
+    w.approval("decided", "general").await;
+    let decided = decide(&w, "general", "decided", TOKEN, json!({"answer": "deny"})).await;
+    assert_eq!(decided.status, StatusCode::OK, "{}", decided.json);
+    let desk = w.state.tools.desk();
+    let decision = |name: &str| {
+        let at = kube::runtime::reflector::ObjectRef::new(name).within(NS);
+        w.state.index().approvals.get(&at).unwrap().decision()
+    };
+
+    // Made with a five-minute wait: at its deadline, still in the grace, nothing expires.
+    let made = jiff::Timestamp::now();
+    let at_deadline = made + Duration::from_secs(300);
+    assert_eq!(desk.expire_overdue(at_deadline).await, 0);
+    assert_eq!(decision("orphan"), Decision::Pending);
+
+    let past = made + Duration::from_secs(300 + 60);
+    assert_eq!(desk.expire_overdue(past).await, 1);
+    assert_eq!(decision("orphan"), Decision::Expired);
+    assert_eq!(decision("decided"), Decision::Denied);
+    let events = w.approvals.events.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|(n, reason, note)| n == "orphan"
+            && reason == "Expired"
+            && note.contains("went away")),
+        "{events:?}"
+    );
+    // A second sweep finds nothing left.
+    assert_eq!(desk.expire_overdue(past).await, 0);
+}
