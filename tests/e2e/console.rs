@@ -24,10 +24,11 @@
 //!   focus ring; Enter chooses a chat, and the focus stays on it while the lists refresh.
 //!
 //! - `an_agents_tool_call_waits_in_the_drawer_until_a_person_approves_or_denies_it`: an
-//!   agent's call of the plugin's tool (the project's risk profile asks for every tool) shows
-//!   as a card in the drawer, with its input and the time left, and a count on the chat's row;
-//!   Approve once runs it with that input, and Deny with a reason refuses the next call with
-//!   that reason; the decisions are listed with who made them.
+//!   agent run's call of the plugin's tool (the project's risk profile asks for every tool)
+//!   shows as a card in the drawer, with its input and the time left, and a count on the
+//!   chat's row; Approve once runs it with that input and the run ends on its result; Deny
+//!   with a reason refuses the next run's call with that reason and the run ends on that; the
+//!   decisions are listed with who made them.
 //!
 //! The screenshots of the README (`docs/images/console-*.png`) are the first two tests'; set
 //! `LOOP_PLUGINS_CONSOLE_SHOTS=docs/images` to write them there.
@@ -41,9 +42,11 @@ use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use model::resources::Plugin;
 use serde_json::{Value, json};
+use testkit::chat_model::Step;
 
 use crate::console_support::{ConsoleWorld, SHOW};
 use crate::controller_support::{apply_trusted, bind_approver, entry};
+use crate::runs::{put_back, start_model, use_runner_with};
 use crate::support::{E2eTest, Ns, test};
 
 pub fn tests() -> Vec<E2eTest> {
@@ -551,65 +554,44 @@ async fn the_keyboard_reaches_everything(ns: Ns) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts an agent's call of the plugin's tool through the host API (as the app's agents
-/// call), as the person, that waits for a person: once the API server reads the project's new
-/// profile it does (a call made before that ran at once, and is made again). The task answers
-/// the status and body once someone decided.
-async fn waiting_call(
-    world: &ConsoleWorld,
-    ns: &Ns,
-    text: &str,
-) -> anyhow::Result<tokio::task::JoinHandle<anyhow::Result<(reqwest::StatusCode, Value)>>> {
-    let until = std::time::Instant::now() + SHOW;
-    loop {
-        let (w, n, t) = (
-            world.host.url.clone(),
-            ns.name().to_string(),
-            text.to_string(),
-        );
-        let token = world.token.clone();
-        let plugin = world.plugin.clone();
-        let call = tokio::spawn(async move {
-            let http = reqwest::Client::builder().no_proxy().build()?;
-            let url = format!(
-                "{w}{}/namespaces/{n}/channels/general/plugins/{plugin}/tools/{plugin}-echo",
-                server::host_api::PREFIX,
-            );
-            let answer = http
-                .post(&url)
-                .bearer_auth(&token)
-                .json(&json!({
-                    "input": { "text": t }, "agent": "say", "thread_id": "th-console",
-                    "run_id": "run-console",
-                }))
-                .send()
-                .await?;
-            let status = answer.status();
-            Ok((status, answer.json().await.unwrap_or(Value::Null)))
-        });
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        if !call.is_finished() {
-            return Ok(call);
-        }
-        let (status, body) = call.await??;
-        ensure!(
-            std::time::Instant::now() < until,
-            "the call never waited for a person: {status} {body}"
-        );
-    }
+/// Two runs of the plugin's agent, each calling the plugin's tool once through its run's MCP
+/// endpoint (the real runner against a scripted model): the person approves the first call
+/// in the console and denies the second with a reason, and each run ends as that made it end.
+async fn an_agents_call_waits_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start_exclusive(&ns).await?;
+    let tool = format!("plugin_{}-echo", world.plugin);
+    let model = start_model(vec![
+        Step::call(&tool, r#"{"text": "hi from an agent"}"#).after_message_containing("approve me"),
+        // The echo example knows no tool of this name and says so: the call reached it.
+        Step::answer("it ran").after_message_containing("no such tool"),
+        Step::call(&tool, r#"{"text": "and this one"}"#).after_message_containing("deny me"),
+        Step::answer("told no").after_message_containing("not this one"),
+    ])
+    .await?;
+    // The runs reach the console's own API server for their MCP endpoint.
+    use_runner_with(&ns, &model, world.host.url_for_pods.clone(), |h| h).await?;
+    let result = approve_and_deny(&world, &ns).await;
+    put_back(&ns, result).await?;
+    ensure!(
+        model.failures().is_empty(),
+        "the model objected to {:?}",
+        model.failures()
+    );
+    Ok(())
 }
 
-async fn an_agents_call_waits_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
-    let world = ConsoleWorld::start(&ns).await?;
+async fn approve_and_deny(world: &ConsoleWorld, ns: &Ns) -> anyhow::Result<()> {
     let page = &world.page;
     // The person may approve here; the project's profile, which HostConfig does not define,
     // asks for every tool of the plugin (the suite's default pre-approves every tool).
-    bind_approver(&ns, "person").await?;
+    bind_approver(ns, "person").await?;
     let mut asks = entry(true, &[]);
     asks.risk_profile = Some("console-asks".into());
-    apply_trusted(&ns, "proj", BTreeMap::from([(world.plugin.clone(), asks)])).await?;
+    apply_trusted(ns, "proj", BTreeMap::from([(world.plugin.clone(), asks)])).await?;
+    // The API server reads the project's new profile before the run calls.
+    tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let first = waiting_call(&world, &ns, "hi from an agent").await?;
+    world.post_run(ns, "approve me").await?;
     let card = "#approvals .approval[data-approval]";
     world
         .wait(
@@ -628,24 +610,12 @@ async fn an_agents_call_waits_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
                ?.getAttribute('aria-label') === '1 waiting for approval'",
         )
         .await?;
-    let shot = world.screenshot(&ns, "approval").await?;
+    let shot = world.screenshot(ns, "approval").await?;
     ensure!(shot.exists(), "no screenshot at {}", shot.display());
 
-    // Approve once: the call runs with the input shown.
+    // Approve once: the tool runs with the input shown, and the run goes on to its answer.
     page.click(&format!("{card} .decide[data-answer=once]"))
         .await?;
-    let (status, body) = tokio::time::timeout(SHOW, first).await???;
-    // It ran: the plugin answered it (echo knows no tool of this name, and says so, a 404
-    // of its own), not the approval.
-    ensure!(
-        status.is_success()
-            && !body["error_code"]
-                .as_str()
-                .unwrap_or_default()
-                .starts_with("approval")
-            && body.to_string().contains("the plugin answered"),
-        "the approved call: {status} {body}"
-    );
     let person = format!("system:serviceaccount:{}:person", ns.name());
     world
         .wait(
@@ -659,9 +629,17 @@ async fn an_agents_call_waits_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
             ),
         )
         .await?;
+    world
+        .wait(
+            "the approved run succeeded with the answer its tool's result led to",
+            "[...document.querySelectorAll('#runs li.run')].some(li => \
+               li.querySelector('.pill')?.textContent === 'Succeeded' \
+               && li.textContent.includes('it ran'))",
+        )
+        .await?;
 
-    // Deny, with a reason: the next call is refused with it, and never reaches the plugin.
-    let second = waiting_call(&world, &ns, "and this one").await?;
+    // Deny, with a reason: the tool never runs, and the run ends on what the agent made of it.
+    world.post_run(ns, "deny me").await?;
     world
         .wait(
             "the second call waiting",
@@ -674,23 +652,18 @@ async fn an_agents_call_waits_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
     page.type_text("not this one").await?;
     page.click(&format!("{card} .decide[data-answer=deny]"))
         .await?;
-    let (status, body) = tokio::time::timeout(SHOW, second).await???;
-    // The agent's result says who denied it and why; the tool never ran.
-    ensure!(
-        body["is_error"] == true
-            && body["error_code"] == "approval_denied"
-            && body.to_string().contains("not this one"),
-        "the denied call: {status} {body}"
-    );
     world
         .wait(
-            "the denial listed with its reason",
+            "the denial listed with its reason, and the run ended on it",
             "[...document.querySelectorAll('#decided li[data-decision=Denied]')]\
-               .some(li => li.textContent.includes('not this one'))",
+               .some(li => li.textContent.includes('not this one')) \
+             && [...document.querySelectorAll('#runs li.run')].some(li => \
+               li.querySelector('.pill')?.textContent === 'Succeeded' \
+               && li.textContent.includes('told no'))",
         )
         .await?;
-    world.screenshot(&ns, "approval-decided").await?;
-    let listed = host_get(&world, &ns, "/approvals?chat=general").await?;
+    world.screenshot(ns, "approval-decided").await?;
+    let listed = host_get(world, ns, "/approvals?chat=general").await?;
     let decisions: Vec<&str> = listed["approvals"]
         .as_array()
         .into_iter()

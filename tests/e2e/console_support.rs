@@ -21,7 +21,6 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use testkit::browser::{Browser, Page};
 use testkit::images::{ECHO_ENTRYPOINT, ImageContent};
-use tokio::sync::RwLockReadGuard;
 
 use crate::controller_support::*;
 use crate::host::{HostServer, host};
@@ -42,9 +41,10 @@ pub struct ConsoleWorld {
     /// Kept for as long as the page: dropping it ends the browser.
     _browser: Browser,
     pub page: Page,
-    /// The cluster's shared state, held for reading: a test that kills the release's leading
-    /// Pod or changes the HostConfig waits until the page is done (dropped last).
-    _shared: RwLockReadGuard<'static, ()>,
+    /// The cluster's shared state, held for reading (a test that kills the release's leading
+    /// Pod or changes the HostConfig waits until the page is done), or for writing by a test
+    /// that changes the HostConfig itself; dropped last.
+    _hold: Box<dyn std::any::Any + Send + Sync>,
 }
 
 /// The echo plugin under `id`, with a card `score` (`ui/card/score.html`), approved for
@@ -176,6 +176,20 @@ impl ConsoleWorld {
     /// beside), the person's token, the console open and signed in with `general` chosen.
     pub async fn start(ns: &Ns) -> anyhow::Result<ConsoleWorld> {
         let shared = shared().await;
+        Self::start_holding(ns, Box::new(shared)).await
+    }
+
+    /// [`ConsoleWorld::start`] for a test that changes the HostConfig: the cluster's state
+    /// held for writing until the page is done.
+    pub async fn start_exclusive(ns: &Ns) -> anyhow::Result<ConsoleWorld> {
+        let exclusive = exclusive().await;
+        Self::start_holding(ns, Box::new(exclusive)).await
+    }
+
+    async fn start_holding(
+        ns: &Ns,
+        hold: Box<dyn std::any::Any + Send + Sync>,
+    ) -> anyhow::Result<ConsoleWorld> {
         let host = host(ns).await?;
         let id = plugin_id(ns, "con");
         install_with_card(ns, console_plugin(&id)?).await?;
@@ -207,7 +221,7 @@ impl ConsoleWorld {
             token,
             _browser: browser,
             page,
-            _shared: shared,
+            _hold: hold,
         };
         world
             .wait(

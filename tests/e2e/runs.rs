@@ -545,7 +545,7 @@ async fn use_runner(ns: &Ns, model: &ScriptedModel, api_url: Option<String>) -> 
 }
 
 /// [`use_runner`], HostConfig's spec changed by `adjust` before it is applied.
-async fn use_runner_with(
+pub(crate) async fn use_runner_with(
     ns: &Ns,
     model: &ScriptedModel,
     api_url: Option<String>,

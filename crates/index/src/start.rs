@@ -147,9 +147,11 @@ impl Index {
         });
         start.watch(&plan.config_maps, config_maps, &feeds.config_maps, |w| w);
         start.watch(&plan.approvals, approvals, &feeds.approvals, |watch| {
-            // A call waiting for a person is woken by every change of an approval.
+            // A call waiting for a person is woken by every change of an approval, once the
+            // store holds it (woken before, it read the approval still pending and slept
+            // through the decision until its deadline).
             let changed = index.changed.clone();
-            watch.before(move |_| bump(&changed.approvals))
+            watch.wakes(move || bump(&changed.approvals))
         });
         start.watch(&plan.secrets, secrets, &feeds.secrets, |watch| {
             // The token index reads each token before the stored copy loses it.

@@ -74,6 +74,13 @@ where
         self
     }
 
+    /// Calls `wake` for each event once the store holds it: how a change counter is bumped, so
+    /// that whoever it wakes reads the event in the store. (Bumped before, a waiter could read
+    /// the store before it changed, then sleep through the change it was woken for.)
+    pub fn wakes(self, mut wake: impl FnMut() + Send + 'static) -> Self {
+        self.after(move |_| wake())
+    }
+
     /// Gives each event to `feed`'s subscribers once the store holds it.
     pub fn feeding(self, feed: &Feed<K>) -> Self {
         let feed = feed.clone();
@@ -83,34 +90,9 @@ where
     /// Starts the watch in the background, filling `writer`'s store until `stop` turns true or
     /// its sender goes.
     pub fn spawn(self, writer: Writer<K>, stop: &signal::Receiver<bool>) {
-        let Self {
-            api,
-            config,
-            unreadables,
-            trim,
-            mut before,
-            mut after,
-        } = self;
         let kind = K::kind(&Default::default()).to_string();
-        let mut guard = Guard::new(unreadables);
-        let stored = writer.as_reader();
-        let stream = watcher(api, config)
-            .default_backoff()
-            .filter_map(move |result| {
-                let event = match result {
-                    Ok(event) => guard.convert(event, |at| stored.get(at)).map(Ok),
-                    Err(err) => Some(Err(err)),
-                };
-                futures::future::ready(event)
-            })
-            .map_ok(move |event| {
-                for hook in &mut before {
-                    hook(&event);
-                }
-                event
-            })
-            .modify(trim)
-            .reflect(writer);
+        let events = watcher(self.api.clone(), self.config.clone()).default_backoff();
+        let (stream, mut after) = self.through(events, writer);
         let mut stop = stop.clone();
         tokio::spawn(async move {
             futures::pin_mut!(stream);
@@ -136,5 +118,117 @@ where
                 }
             }
         });
+    }
+
+    /// The watch's `events` made what the store takes: unreadable objects left out, shown to
+    /// the `before` hooks, trimmed, stored by `writer`. Each event the stream then yields is
+    /// held by the store: the `after` hooks (returned) see it so.
+    #[allow(clippy::type_complexity)]
+    fn through<S>(
+        self,
+        events: S,
+        writer: Writer<K>,
+    ) -> (
+        impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+        Vec<Hook<K>>,
+    )
+    where
+        S: futures::Stream<Item = Result<watcher::Event<Guarded<K>>, watcher::Error>>
+            + Send
+            + 'static,
+    {
+        let Self {
+            unreadables,
+            trim,
+            mut before,
+            after,
+            ..
+        } = self;
+        let mut guard = Guard::new(unreadables);
+        let stored = writer.as_reader();
+        let stream = events
+            .filter_map(move |result| {
+                let event = match result {
+                    Ok(event) => guard.convert(event, |at| stored.get(at)).map(Ok),
+                    Err(err) => Some(Err(err)),
+                };
+                futures::future::ready(event)
+            })
+            .map_ok(move |event| {
+                for hook in &mut before {
+                    hook(&event);
+                }
+                event
+            })
+            .modify(trim)
+            .reflect(writer);
+        (stream, after)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::reflector::{self, ObjectRef};
+
+    use super::*;
+
+    fn config_map(name: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("ns".into());
+        cm
+    }
+
+    /// Drives `watch` through `events` as `spawn` does; answers what each woken reader saw of
+    /// `cm` in the store.
+    async fn woken_reads(
+        hook_before: bool,
+        events: Vec<watcher::Event<Guarded<ConfigMap>>>,
+    ) -> Vec<bool> {
+        let client = kube::Client::try_from(kube::Config::new(
+            "http://127.0.0.1:9".parse().expect("a URL"),
+        ))
+        .expect("a client");
+        let (reader, writer) = reflector::store::<ConfigMap>();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let wake = {
+            let seen = seen.clone();
+            move || {
+                let held = reader.get(&ObjectRef::new("cm").within("ns")).is_some();
+                seen.lock().expect("seen").push(held);
+            }
+        };
+        let watch = Watch::new(
+            Api::all(client),
+            watcher::Config::default(),
+            &Arc::new(Default::default()),
+        );
+        let watch = if hook_before {
+            watch.before(move |_| wake())
+        } else {
+            watch.wakes(wake)
+        };
+        let (stream, mut after) =
+            watch.through(futures::stream::iter(events.into_iter().map(Ok)), writer);
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            let event = event.expect("no error");
+            for hook in &mut after {
+                hook(&event);
+            }
+        }
+        seen.lock().expect("seen").clone()
+    }
+
+    #[tokio::test]
+    async fn a_counter_wakes_its_waiters_once_the_store_holds_the_event() {
+        let applied = vec![watcher::Event::Apply(Guarded::Readable(config_map("cm")))];
+        assert_eq!(woken_reads(false, applied.clone()).await, vec![true]);
+        // The hook before the store (how the approvals' counter was bumped) wakes a reader
+        // who finds the store as it was: the waiter for a person's decision slept through it.
+        assert_eq!(woken_reads(true, applied).await, vec![false]);
     }
 }
