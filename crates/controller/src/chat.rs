@@ -14,7 +14,6 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::Context;
-use super::apply;
 use super::cronjob::{CronJobInputs, build_cronjob, existing_task};
 use super::error::{Error, Failures, Result};
 use super::plan::{ChatInputs, ChatPlan, ExistingTask, PluginFacts, PluginView, plan_chat};
@@ -37,7 +36,7 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
     let name = channel.name_any();
     if channel.meta().deletion_timestamp.is_some() {
         // Owner references take what hung from it.
-        ctx.forget_chat(&channel);
+        ctx.writes.forget_status(channel.as_ref());
         return Ok(Action::await_change());
     }
     let host = ctx.host();
@@ -69,7 +68,14 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         .collect::<Result<_, _>>()?;
     let existing: BTreeMap<(String, String), ExistingTask> =
         cronjobs.iter().filter_map(existing_task).collect();
-    let current_status = ctx.chat_status(&channel);
+    // What the cache holds, unless it still shows the very version this controller last wrote
+    // over: then what it wrote. Without this, a reconcile right after a status write could
+    // miss the schedule entries it just recorded and apply a CronJob someone deleted by hand
+    // again.
+    let current_status: ChannelStatus = ctx
+        .writes
+        .kept_status(channel.as_ref())
+        .unwrap_or_else(|| channel.status.clone().unwrap_or_default());
     let now = jiff::Timestamp::now();
     let plan = plan_chat(&ChatInputs {
         channel: &channel.spec,
@@ -110,9 +116,9 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         &rfc3339(now),
     );
     let api: Api<Channel> = Api::namespaced(ctx.client.clone(), &ns);
-    if apply::status(&ctx, &api, channel.as_ref(), Some(&current_status), &status).await? {
-        ctx.wrote_chat_status(&channel, status.clone());
-    }
+    ctx.writes
+        .status_kept(&api, channel.as_ref(), Some(&current_status), &status)
+        .await?;
     for (kind, warning, action) in [
         ("SchedulesValid", true, "ApplySchedules"),
         ("Applied", true, "Apply"),
@@ -169,9 +175,9 @@ async fn sync_instances(
             let (claim, wrote) = futures::join!(
                 async {
                     let live = compact::get(&ctx.stores.claims, &claim_name, ns)?;
-                    apply::apply(ctx, &claim, live.as_ref()).await
+                    ctx.writes.apply(&claim, live.as_ref()).await
                 },
-                apply::apply(ctx, &instance, live.map(|i| i.as_ref())),
+                ctx.writes.apply(&instance, live.map(|i| i.as_ref())),
             );
             (plugin.as_str(), claim, wrote.map(|w| w && live.is_none()))
         }
@@ -197,7 +203,7 @@ async fn sync_instances(
         if plan.enabled.contains(&instance.spec.plugin) {
             continue;
         }
-        if failures.check(apply::delete(ctx, instance.as_ref()).await) != Some(true) {
+        if failures.check(ctx.writes.delete(instance.as_ref()).await) != Some(true) {
             continue;
         }
         // Stop its container now rather than when garbage collection gets to it.
@@ -205,7 +211,7 @@ async fn sync_instances(
             if pod.metadata.namespace.as_deref() == Some(ns)
                 && pod.labels().get(names::LABEL_INSTANCE) == Some(&instance.name_any())
             {
-                failures.check(apply::delete(ctx, pod.as_ref()).await);
+                failures.check(ctx.writes.delete(pod.as_ref()).await);
             }
         }
         ctx.event(
@@ -259,7 +265,7 @@ async fn sync_tasks(
             .iter()
             .find(|c| c.metadata.name == desired.metadata.name);
         async move {
-            let result = apply::apply(ctx, &desired, live).await;
+            let result = ctx.writes.apply(&desired, live).await;
             (schedule, result)
         }
     });
@@ -274,7 +280,7 @@ async fn sync_tasks(
             .map(|(key, _)| key)
             .is_none_or(|key| !plan.keep.contains(&key))
         {
-            failures.check(apply::delete(ctx, cronjob).await);
+            failures.check(ctx.writes.delete(cronjob).await);
         }
     }
     let key = |r: &AppliedSchedule| (r.plugin.clone(), r.action.clone());

@@ -24,7 +24,7 @@ use super::context::Context;
 use super::error::Error;
 use super::queue::{self, Queue};
 use super::wake::{self, Fingerprint};
-use super::{apply, chat, instance, metrics, plugin, project, retry, runs};
+use super::{chat, instance, metrics, plugin, project, retry, runs};
 use index::Feeds;
 use model::resources::{AgentRun, Channel, Plugin, PluginInstance, Project, ProjectTrust};
 
@@ -128,7 +128,7 @@ pub fn instance(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + 
     let chats = stores.channels.clone();
     let own_echo = {
         let ctx = ctx.clone();
-        move |instance: &_| apply::is_status_echo(&ctx, instance)
+        move |instance: &_| ctx.writes.is_status_echo(instance)
     };
     let q = queue_of(&ctx, "instance");
     Controller::for_stream(

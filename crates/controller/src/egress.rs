@@ -258,7 +258,7 @@ pub async fn ensure(
         (Some(d), _) => {
             tracing::info!(plugin = %id, namespace, egress = ?allowed, "applying the plugin's egress policy");
             ctx.metrics.write("NetworkPolicy", "apply");
-            let _turn = ctx.write_permit().await;
+            let _turn = ctx.writes.permit().await;
             api.patch(
                 &name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
@@ -274,7 +274,7 @@ pub async fn ensure(
         (None, Some(l)) if ours(l) => {
             tracing::info!(plugin = %id, namespace, "removing the plugin's egress policy: it has no approved egress");
             ctx.metrics.write("NetworkPolicy", "delete");
-            let _turn = ctx.write_permit().await;
+            let _turn = ctx.writes.permit().await;
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}

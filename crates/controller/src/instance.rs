@@ -27,7 +27,6 @@ use kube::{Api, Resource, ResourceExt};
 use rand::Rng;
 
 use super::Context;
-use super::apply;
 use super::egress;
 use super::error::{Error, Result};
 use super::plugin_pod;
@@ -191,16 +190,16 @@ async fn ensure_secret(ctx: &Context, inputs: &PodInputs<'_>) -> Result<()> {
     match decide::secret_step(live.as_ref(), &inputs.owner) {
         SecretStep::Make => {
             let secret = build_secret(inputs, &random_token(), &random_token());
-            apply::create(ctx, &secret).await.map(|_| ())
+            ctx.writes.create(&secret).await.map(|_| ())
         }
-        SecretStep::ReplaceEarlier(live) => apply::delete(ctx, live).await.map(|_| ()),
+        SecretStep::ReplaceEarlier(live) => ctx.writes.delete(live).await.map(|_| ()),
         SecretStep::Keep {
             live,
             token,
             secret,
         } => {
             let desired = build_secret(inputs, &token, &secret);
-            apply::apply(ctx, &desired, Some(live)).await.map(|_| ())
+            ctx.writes.apply(&desired, Some(live)).await.map(|_| ())
         }
         SecretStep::Leave => Ok(()),
     }
@@ -218,17 +217,17 @@ async fn put_pods(
     for removal in steps.removals {
         match removal {
             Removal::Failed { pod, note } => {
-                if apply::delete(ctx, pod).await? {
+                if ctx.writes.delete(pod).await? {
                     ctx.event(instance, true, "PodFailed", "ReplacePod", note)
                         .await;
                 }
             }
-            Removal::Unwanted(pod) => stopped |= apply::delete(ctx, pod).await?,
+            Removal::Unwanted(pod) => stopped |= ctx.writes.delete(pod).await?,
         }
     }
     let running = match steps.start {
         Start::Create(pod) => {
-            if apply::create(ctx, pod).await? {
+            if ctx.writes.create(pod).await? {
                 let why = decide::started_because(demand);
                 let note = format!("started Pod {}: {why}", pod.name_any());
                 ctx.event(instance, false, "Started", "StartPod", note)
@@ -253,10 +252,10 @@ async fn put_pods(
 /// mutable fields can differ under the same name, as the name carries the spec's hash. Should
 /// the API server refuse it anyway, the Pod is replaced.
 async fn put_right(ctx: &Context, desired: &Pod, live: &Pod) -> Result<()> {
-    match apply::apply(ctx, desired, Some(live)).await {
+    match ctx.writes.apply(desired, Some(live)).await {
         Err(err) if err.is_permanent() => {
             tracing::warn!(pod = %live.name_any(), error = %err, "replacing a Pod that cannot be put right");
-            apply::delete(ctx, live).await.map(|_| ())
+            ctx.writes.delete(live).await.map(|_| ())
         }
         other => other.map(|_| ()),
     }
@@ -276,7 +275,10 @@ async fn write_status(
         .as_ref()
         .map(status::observed_part)
         .unwrap_or_default();
-    if apply::status(ctx, &api, instance, Some(&before), status).await?
+    if ctx
+        .writes
+        .status(&api, instance, Some(&before), status)
+        .await?
         && let Some(settings) = status::settings_news(&before, status)
     {
         let warning = settings.status == ConditionStatus::False;

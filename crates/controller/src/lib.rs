@@ -7,34 +7,31 @@
 //! thread: `runs`). `controllers` builds them, with what wakes each (`wake` maps a
 //! change to the objects it wakes). Deciding is pure (admission is a crate of its own,
 //! crates/admission; here `plan`, `pod_wanted`, `pod`, `cronjob`, `instance::decide`); writing is
-//! `apply`; `retry` decides when a failed reconcile looks again. `unreadable` names, with an
+//! `write`'s, the one door (apply, create, delete, status, and the memory of recent writes); `retry` decides when a failed reconcile looks again. `unreadable` names, with an
 //! Event and a gauge, each object the index leaves out because it does not parse.
 //! The controller never calls a plugin: that is the API server's (crates/server).
 
-mod apply;
 mod chat;
 mod context;
 mod controllers;
-mod drift;
 mod egress;
 mod egress_seen;
 mod error;
 mod images;
 mod instance;
-mod merge_patch;
 pub mod metrics;
 mod plugin;
 mod plugin_pod;
 mod pod_wanted;
 mod project;
 mod queue;
-mod recent_writes;
 mod retry;
 mod runs;
 #[cfg(test)]
 mod tests;
 mod unreadable;
 mod wake;
+mod write;
 
 // The pure builders the benchmarks measure against (crates/bench builds the controller's own
 // objects from its own plan for a bare client's baseline, and checks convergence with it).

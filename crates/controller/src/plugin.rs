@@ -13,7 +13,6 @@ use admission::conflicts::Holder;
 use admission::{Facts, ImageFinding, Outcome, SignatureFinding, StageState};
 
 use super::Context;
-use super::apply;
 use super::error::{Error, Result};
 use model::names;
 use model::resources::{
@@ -197,7 +196,10 @@ async fn admit(plugin: &Plugin, ctx: &Context) -> Result<Action> {
     let status = desired_status(plugin, &outcome, &now_rfc3339());
     let api: Api<Plugin> = Api::all(ctx.client.clone());
     let before = plugin.status.clone().unwrap_or_default();
-    let wrote = apply::status(ctx, &api, plugin, plugin.status.as_ref(), &status).await?;
+    let wrote = ctx
+        .writes
+        .status(&api, plugin, plugin.status.as_ref(), &status)
+        .await?;
     if wrote {
         announce(ctx, plugin, &before, &status, &outcome).await;
     }
@@ -271,12 +273,12 @@ async fn cleanup(plugin: &Plugin, ctx: &Context) -> Result<Action> {
         let name = plugin.name_any();
         for claim in ctx.stores.claims.state() {
             if claim.label(names::LABEL_PLUGIN).as_ref() == Some(&name) {
-                apply::delete(ctx, claim.as_ref()).await?;
+                ctx.writes.delete(claim.as_ref()).await?;
             }
         }
         for run in ctx.stores.runs.state() {
             if run.spec.plugin == name {
-                apply::delete(ctx, run.as_ref()).await?;
+                ctx.writes.delete(run.as_ref()).await?;
             }
         }
         ctx.event(

@@ -14,7 +14,6 @@ use admission::gate_policy;
 use oci::DOCKER_CONFIG_SECRET_KEY;
 
 use super::Context;
-use super::apply;
 use super::error::Result;
 use super::pod::{GateInputs, RunAs};
 use index::compact;
@@ -162,7 +161,7 @@ pub async fn ensure_pull_secret(
     let secret = build_pull_secret(instance, namespace, labels, owner, &credentials);
     let name = secret.name_any();
     let live = compact::get(&ctx.stores.secrets, &name, namespace)?;
-    apply::apply(ctx, &secret, live.as_ref()).await?;
+    ctx.writes.apply(&secret, live.as_ref()).await?;
     Ok(Some(name))
 }
 

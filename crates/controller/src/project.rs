@@ -8,7 +8,6 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::Context;
-use super::apply;
 use super::error::{Error, Result};
 use model::resolve::{ProjectView, TrustState, approved_plugins};
 use model::resources::{
@@ -27,14 +26,10 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Actio
     let status = desired_status(&project, trust.as_deref(), &now_rfc3339());
     let api: Api<Project> = Api::namespaced(ctx.client.clone(), &ns);
     let flipped = trusted(project.status.as_ref()) != trusted(Some(&status));
-    if apply::status(
-        &ctx,
-        &api,
-        project.as_ref(),
-        project.status.as_ref(),
-        &status,
-    )
-    .await?
+    if ctx
+        .writes
+        .status(&api, project.as_ref(), project.status.as_ref(), &status)
+        .await?
         && flipped
     {
         let condition = status

@@ -31,7 +31,6 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::Context;
-use super::apply;
 use super::error::{Error, Result};
 use model::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
 use plan::Step;
@@ -68,7 +67,7 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
                 .expect("the plan starts only with a runner");
             let token = crate::instance::random_token();
             let secret = job::build_secret(&run, &token);
-            let token = if apply::create(&ctx, &secret).await? {
+            let token = if ctx.writes.create(&secret).await? {
                 token
             } else {
                 // Made by an earlier try that ended before the status said so.
@@ -86,7 +85,9 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
             let tree = chat
                 .as_deref()
                 .and_then(|c| crate::instance::decide::working_tree(c, parent.as_deref()));
-            apply::create(&ctx, &job::build_job(&run, runner, &api_url, tree)).await?;
+            ctx.writes
+                .create(&job::build_job(&run, runner, &api_url, tree))
+                .await?;
             tracing::info!(run = %run.name_any(), thread = %run.spec.thread, "started the run");
             status.phase = Some(AgentRunPhase::Running);
             status.start_time = Some(now());
@@ -126,7 +127,10 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         }
     }
     let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &ns);
-    let wrote = apply::status_at_version(&ctx, &api, run.as_ref(), Some(&current), &status).await?;
+    let wrote = ctx
+        .writes
+        .status_at_version(&api, run.as_ref(), Some(&current), &status)
+        .await?;
     if wrote && let Some(outcome) = ended(current.phase, status.phase) {
         ctx.metrics.run_ended(outcome);
     }

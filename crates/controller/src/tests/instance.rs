@@ -38,7 +38,7 @@ fn record_status(world: &mut World, body: &Value) {
     let instance = &mut world.instances[0];
     let before = serde_json::to_value(instance.status.clone().unwrap_or_default())
         .expect("statuses serialize");
-    let after = crate::merge_patch::tests::apply(&before, &body["status"]);
+    let after = crate::write::merge_patch::tests::apply(&before, &body["status"]);
     let written: PluginInstanceStatus = serde_json::from_value(after).expect("an instance status");
     instance.status = Some(written);
 }
