@@ -3,6 +3,7 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use std::sync::Arc;
 
 use kube::Client;
@@ -40,6 +41,8 @@ pub struct Stores {
     /// The agent runs (the API server makes them), and their Jobs.
     pub runs: Store<AgentRun>,
     pub jobs: Store<Job>,
+    /// Every NetworkPolicy: the plugins' egress policies, and those that close plugin Pods.
+    pub network_policies: Store<NetworkPolicy>,
 }
 
 impl Stores {
@@ -59,6 +62,7 @@ impl Stores {
             registry_secrets: index.registry_secrets.clone(),
             runs: index.runs.clone(),
             jobs: index.jobs.clone(),
+            network_policies: index.network_policies.clone(),
         }
     }
 }
@@ -96,8 +100,6 @@ pub struct Context {
     pub manifests: Arc<Manifests>,
     /// The one door for writes (see `write`).
     pub writes: Writes,
-    /// Each plugin's egress policy, by namespace, as last made sure of.
-    pub egress: super::egress_seen::EgressSeen,
 }
 
 impl Context {
@@ -149,7 +151,6 @@ impl Context {
             images: Default::default(),
             manifests,
             writes,
-            egress: Default::default(),
             options,
         }
     }

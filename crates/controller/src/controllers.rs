@@ -1,12 +1,13 @@
-//! The five controllers, each a kube `Controller` over the index's feeds: what it reconciles,
+//! The six controllers, each a kube `Controller` over the index's feeds: what it reconciles,
 //! which changes wake it, and how its reconciles run (a span and metrics each, the backoff of
 //! a failing object). Which objects a change wakes is `wake`'s.
 //!
 //! | controller | reconciles | its children (woken on) | also woken by |
 //! |---|---|---|---|
 //! | plugin | Plugin | | HostConfig (every Plugin), a Secret of the controller's namespace (every Plugin), a Plugin (those sharing a name) |
+//! | egress | Plugin | its NetworkPolicies (any change, by their owner reference) | another NetworkPolicy (the plugins with instances in its namespace), an instance coming or going (its plugin), HostConfig (every Plugin) |
 //! | chat | Channel | instances, /data claims, CronJobs (a change of what it sets) | a Plugin or HostConfig (every chat), a Project or ProjectTrust (its chats) |
-//! | instance | PluginInstance, but the echo of its own status write | Pods, Secrets (any change) | a Plugin, a chat's spec, a Project (their instances), HostConfig (every instance) |
+//! | instance | PluginInstance, but the echo of its own status write | Pods, Secrets (any change) | a Plugin, a chat's spec, a Project, a NetworkPolicy (their instances), HostConfig (every instance) |
 //! | project | Project | | its ProjectTrust |
 //! | run | AgentRun | its Job and prompt Secret (any change) | a run (the others of its thread), HostConfig (every run) |
 
@@ -24,7 +25,7 @@ use super::context::Context;
 use super::error::Error;
 use super::queue::{self, Queue};
 use super::wake::{self, Fingerprint};
-use super::{chat, instance, metrics, plugin, project, retry, runs};
+use super::{chat, egress, instance, metrics, plugin, project, retry, runs};
 use index::Feeds;
 use model::resources::{AgentRun, Channel, Plugin, PluginInstance, Project, ProjectTrust};
 
@@ -56,6 +57,44 @@ pub fn plugin(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + us
             ctx.clone(),
         )
         .for_each(log_result("plugin", q))
+}
+
+/// Each Plugin's egress: its NetworkPolicy in each namespace where it runs and one is due.
+/// Its policies wake it by their owner reference (kube's `owns` looks for a cluster-wide owner
+/// in its child's namespace, so the mapping is `wake`'s); another policy wakes the plugins
+/// running in its namespace; an instance coming or going, its plugin.
+pub fn egress(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
+    let stores = &ctx.stores;
+    let instances = stores.instances.clone();
+    let q = queue_of(&ctx, "egress");
+    let plugin_of = |instance: &PluginInstance| {
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&instance.spec.plugin, &mut hasher);
+        std::hash::Hasher::finish(&hasher)
+    };
+    Controller::for_stream(q.objects(feeds.plugins.subscribe()), stores.plugins.clone())
+        .watches_stream(
+            feeds.network_policies.subscribe(),
+            q.mapped(move |policy| {
+                wake::plugins_of_policy(&policy, instances.state().iter().map(|i| i.as_ref()))
+            }),
+        )
+        .watches_stream(
+            feeds.instances.subscribe_on_change(plugin_of),
+            q.mapped(|instance: PluginInstance| Some(ObjectRef::new(&instance.spec.plugin))),
+        )
+        .watches_stream(
+            feeds.host.subscribe(),
+            q.mapped(waking_every(&stores.plugins)),
+        )
+        .with_config(config(&ctx))
+        .shutdown_on_signal()
+        .run(
+            traced("egress", q.clone(), egress::reconcile),
+            error_policy("egress"),
+            ctx.clone(),
+        )
+        .for_each(log_result("egress", q))
 }
 
 /// Each chat's instances, data volumes and CronJobs. A child wakes its chat only when
@@ -120,7 +159,8 @@ pub fn chat(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<
 /// the echo of its write wakes nothing.
 pub fn instance(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
     let stores = &ctx.stores;
-    let (on_plugin, on_chat, on_project) = (
+    let (on_plugin, on_chat, on_project, on_policy) = (
+        stores.instances.clone(),
         stores.instances.clone(),
         stores.instances.clone(),
         stores.instances.clone(),
@@ -157,6 +197,12 @@ pub fn instance(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + 
         feeds.projects.subscribe(),
         q.mapped(move |project: Project| {
             wake::instances_of_project(&project, on_project.state().iter().map(|i| i.as_ref()))
+        }),
+    )
+    .watches_stream(
+        feeds.network_policies.subscribe(),
+        q.mapped(move |policy| {
+            wake::instances_of_policy(&policy, on_policy.state().iter().map(|i| i.as_ref()))
         }),
     )
     .watches_stream(

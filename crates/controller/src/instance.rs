@@ -5,9 +5,11 @@
 //! the ones in this file read the stores or write:
 //!
 //! 1. [`gather`]: what the instance depends on, from the stores (its Plugin and manifest,
-//!    Channel, Project, HostConfig, Pods); nothing is written;
+//!    Channel, Project, HostConfig, Pods, the NetworkPolicies of its namespace); nothing is
+//!    written;
 //! 2. `decide::decide`: whether it can run (or why not), whether its container is wanted now,
-//!    what its Pod takes from the Plugin and HostConfig, and the settings that apply;
+//!    what its Pod takes from the Plugin and HostConfig, the settings that apply, and what its
+//!    plugin's egress policy opens here (the `egress` reconciler makes it);
 //! 3. [`make_secrets_and_pod`]: the pull Secret and the instance's Secret, made or put right
 //!    (`decide::secret_step`), and the Pod built (`decide::pod_inputs`, `pod::build_pod`);
 //! 4. [`put_pods`]: the Pods that go are deleted and the one wanted is made or put right
@@ -27,7 +29,6 @@ use kube::{Api, Resource, ResourceExt};
 use rand::Rng;
 
 use super::Context;
-use super::egress;
 use super::error::{Error, Result};
 use super::plugin_pod;
 use super::pod::{PodInputs, build_pod, build_secret};
@@ -50,18 +51,6 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
     let facts = gather(&ctx, &instance, &name, &ns);
     let now = jiff::Timestamp::now();
     let decision = decide::decide(&facts, now);
-    // Before its container runs: what the plugin may reach beyond the host.
-    let egress = match &decision.pod {
-        Ok((run, _)) => {
-            let shown = instance
-                .status
-                .as_ref()
-                .map(|s| s.egress.as_slice())
-                .unwrap_or_default();
-            Some(egress::ensure(&ctx, run.plugin, &run.manifest, &ns, shown).await?)
-        }
-        Err(_) => None,
-    };
     let desired = make_secrets_and_pod(&ctx, &facts, &decision).await?;
     let keep = desired.as_ref().ok().filter(|_| decision.demand.wanted());
     let steps = decide::pod_steps(keep, &facts.pods);
@@ -71,23 +60,12 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
         want_pod: keep.is_some(),
         problem: desired.as_ref().err().map(String::as_str),
         settings: decision.settings.as_ref(),
-        egress: egress.as_deref(),
+        egress: decision.egress.as_deref(),
         gated: decision.pod.as_ref().ok().map(|(_, p)| p.gate.is_some()),
     };
     let status = status::desired_status(&instance, &applied, &model::time::rfc3339(now));
     write_status(&ctx, &instance, &ns, &status).await?;
-    // A plugin whose egress names hosts looks their addresses up again now and then.
-    let refresh = decision
-        .pod
-        .as_ref()
-        .ok()
-        .filter(|(run, _)| egress::names_hosts(run.plugin, &run.manifest))
-        .map(|_| egress::REFRESH);
-    let after = [decision.demand.recheck_after(now), refresh]
-        .into_iter()
-        .flatten()
-        .min();
-    Ok(match after {
+    Ok(match decision.demand.recheck_after(now) {
         Some(after) => Action::requeue(after),
         None => Action::await_change(),
     })
@@ -95,7 +73,7 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
 
 /// Reads what the instance's reconcile decides from, from the stores: its Plugin and the
 /// manifest parsed from it, its Channel (and a thread's channel, for its working tree), its
-/// Project, HostConfig and its Pods.
+/// Project, HostConfig, its Pods and the NetworkPolicies of its namespace.
 fn gather<'a>(
     ctx: &'a Context,
     instance: &'a PluginInstance,
@@ -132,6 +110,12 @@ fn gather<'a>(
         .into_iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(ns) && decide::owned_by(p, instance))
         .collect();
+    let policies = stores
+        .network_policies
+        .state()
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+        .collect();
     let host = ctx.host();
     Facts {
         instance,
@@ -144,6 +128,7 @@ fn gather<'a>(
         parent_channel,
         project,
         pods,
+        policies,
         self_image: &ctx.options.self_image,
         started: ctx.started,
     }

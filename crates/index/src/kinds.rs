@@ -12,6 +12,7 @@
 //! | Secret of the controller's namespace | all | | typed (HostConfig's registry credentials) |
 //! | AgentRun | ours | ours | typed |
 //! | Job | runners' | | typed |
+//! | NetworkPolicy | all (ours, and those that close plugin Pods' egress) | | typed |
 //! | ConfigMap | | inbox, memory, live sessions (with their control requests) | typed |
 //!
 //! "ours" is [`MANAGED_SELECTOR`]: what we made. Every stored object loses its managedFields
@@ -22,7 +23,7 @@ use model::names::MANAGED_SELECTOR;
 
 /// Every kind a process may watch, as the API server names it (the metrics of unreadable
 /// objects have a series for each).
-pub const KINDS: [&str; 13] = [
+pub const KINDS: [&str; 14] = [
     "HostConfig",
     "Plugin",
     "Project",
@@ -35,6 +36,7 @@ pub const KINDS: [&str; 13] = [
     "PersistentVolumeClaim",
     "CronJob",
     "Job",
+    "NetworkPolicy",
     "ConfigMap",
 ];
 
@@ -150,6 +152,7 @@ pub struct Watches {
     pub cronjobs: Option<Selection>,
     pub registry_secrets: Option<Selection>,
     pub jobs: Option<Selection>,
+    pub network_policies: Option<Selection>,
     pub runs: Option<Selection>,
     pub config_maps: Option<Selection>,
     pub secrets: Option<Selection>,
@@ -181,6 +184,8 @@ pub fn watches(roles: &Roles) -> Watches {
         cronjobs: for_controller(ours()),
         registry_secrets: controller.map(|c| Selection::within(&c.namespace)),
         jobs: for_controller(Selection::labelled(&runner_jobs_selector())),
+        // Not only ours: the egress of a plugin opens where another policy closes it.
+        network_policies: for_controller(Selection::all()),
         runs: any.then(ours),
         config_maps: for_api(Selection::labelled(&config_maps_selector())),
         secrets: for_api(Selection::labelled(&token_secrets_selector())),
@@ -210,6 +215,7 @@ mod tests {
                 cronjobs: ours.clone(),
                 registry_secrets: Some(Selection::within("loop-plugins-system")),
                 jobs: Some(Selection::labelled(&runner_jobs_selector())),
+                network_policies: Some(Selection::all()),
                 runs: ours,
                 config_maps: None,
                 secrets: None,
@@ -238,6 +244,7 @@ mod tests {
                 cronjobs: None,
                 registry_secrets: None,
                 jobs: None,
+                network_policies: None,
                 runs: ours,
                 config_maps: Some(Selection::labelled(&config_maps_selector())),
                 secrets: Some(Selection::labelled(&token_secrets_selector())),
@@ -257,6 +264,7 @@ mod tests {
         assert_eq!(both.runs, api.runs);
         assert_eq!(both.runs, controller.runs, "both read the runs");
         assert_eq!(both.jobs, controller.jobs);
+        assert_eq!(both.network_policies, controller.network_policies);
         assert_eq!(both.registry_secrets, controller.registry_secrets);
         assert!(both.tells_changes);
     }

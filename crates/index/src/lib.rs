@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::ResourceExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 
@@ -98,6 +99,9 @@ pub struct Index {
     pub registry_secrets: Store<Secret>,
     /// Label-selected: the agent runs' Jobs.
     pub jobs: Store<Job>,
+    /// Every NetworkPolicy: each plugin's egress policy (ours), and the policies that close
+    /// plugin Pods' egress, where ours are made (see the controller's `egress`).
+    pub network_policies: Store<NetworkPolicy>,
 
     // The API server's.
     /// Label-selected: the runs the API server made (the controller runs them).
@@ -135,6 +139,7 @@ pub struct Feeds {
     pub cronjobs: Feed<Compact<CronJob>>,
     pub registry_secrets: Feed<Secret>,
     pub jobs: Feed<Job>,
+    pub network_policies: Feed<NetworkPolicy>,
     pub runs: Feed<AgentRun>,
     pub config_maps: Feed<ConfigMap>,
     pub secrets: Feed<Secret>,
@@ -154,6 +159,7 @@ pub struct Writers {
     pub cronjobs: Writer<Compact<CronJob>>,
     pub registry_secrets: Writer<Secret>,
     pub jobs: Writer<Job>,
+    pub network_policies: Writer<NetworkPolicy>,
     pub runs: Writer<AgentRun>,
     pub config_maps: Writer<ConfigMap>,
     pub secrets: Writer<Secret>,
@@ -180,6 +186,7 @@ impl Index {
         let (cronjobs, cronjobs_w) = reflector::store();
         let (registry_secrets, registry_secrets_w) = reflector::store();
         let (jobs, jobs_w) = reflector::store();
+        let (network_policies, network_policies_w) = reflector::store();
         let (runs, runs_w) = reflector::store();
         let (config_maps, config_maps_w) = reflector::store();
         let (secrets, secrets_w) = reflector::store();
@@ -196,6 +203,7 @@ impl Index {
             cronjobs: Feed::new(cronjobs.clone()),
             registry_secrets: Feed::new(registry_secrets.clone()),
             jobs: Feed::new(jobs.clone()),
+            network_policies: Feed::new(network_policies.clone()),
             runs: Feed::new(runs.clone()),
             config_maps: Feed::new(config_maps.clone()),
             secrets: Feed::new(secrets.clone()),
@@ -216,6 +224,7 @@ impl Index {
             cronjobs,
             registry_secrets,
             jobs,
+            network_policies,
             runs,
             config_maps,
             secrets,
@@ -239,6 +248,7 @@ impl Index {
             cronjobs: cronjobs_w,
             registry_secrets: registry_secrets_w,
             jobs: jobs_w,
+            network_policies: network_policies_w,
             runs: runs_w,
             config_maps: config_maps_w,
             secrets: secrets_w,
@@ -318,6 +328,7 @@ mod tests {
             cronjobs,
             registry_secrets,
             jobs,
+            network_policies,
             runs,
             config_maps,
             secrets,
@@ -335,6 +346,7 @@ mod tests {
             kind(&cronjobs),
             kind(&registry_secrets),
             kind(&jobs),
+            kind(&network_policies),
             kind(&runs),
             kind(&config_maps),
             kind(&secrets),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use http::{Request, Response};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::client::Body;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
@@ -46,6 +47,7 @@ pub struct World {
     pub registry_secrets: Vec<Secret>,
     pub runs: Vec<AgentRun>,
     pub jobs: Vec<Job>,
+    pub network_policies: Vec<NetworkPolicy>,
 }
 
 impl World {
@@ -86,6 +88,7 @@ impl World {
             registry_secrets: store(self.registry_secrets.iter().cloned()),
             runs: store(self.runs.iter().cloned()),
             jobs: store(self.jobs.iter().cloned()),
+            network_policies: store(self.network_policies.iter().cloned()),
         };
         let options = Options {
             self_image: format!("registry.local/loop-plugins@sha256:{}", "1".repeat(64)),
@@ -192,6 +195,36 @@ pub fn echo_plugin() -> Plugin {
     plugin_with(
         echo_manifest(),
         &["schedule", "ui.composer_switch", "live.control"],
+    )
+}
+
+/// The echo plugin declaring egress to `10.20.0.0/16:5432`, with `network.egress` approved
+/// (or not).
+pub fn egress_plugin(approved: bool) -> Plugin {
+    let mut manifest = echo_manifest();
+    manifest["capabilities"]
+        .as_array_mut()
+        .expect("a list")
+        .push("network.egress".into());
+    manifest["egress"] = json!([{ "cidr": "10.20.0.0/16", "ports": [5432] }]);
+    let mut approve = vec!["schedule", "ui.composer_switch", "live.control"];
+    if approved {
+        approve.push("network.egress");
+    }
+    plugin_with(manifest, &approve)
+}
+
+/// The chart's NetworkPolicy for plugin Pods in [`NS`]: their egress closed but for its rules.
+pub fn closing_policy() -> NetworkPolicy {
+    served(
+        serde_json::from_value(json!({
+            "metadata": { "name": "loop-plugins-plugins", "namespace": NS },
+            "spec": {
+                "podSelector": { "matchLabels": { "app.kubernetes.io/name": "loop-plugin" } },
+                "policyTypes": ["Ingress", "Egress"],
+            },
+        }))
+        .expect("a NetworkPolicy"),
     )
 }
 
@@ -310,6 +343,7 @@ pub fn path(resource: &str, name: &str) -> String {
 pub fn collection(resource: &str) -> String {
     let group = match resource {
         "cronjobs" => "/apis/batch/v1",
+        "networkpolicies" => "/apis/networking.k8s.io/v1",
         "agentruns" | "channels" | "plugininstances" | "projects" => {
             "/apis/plugins.loop.dev/v1alpha1"
         }

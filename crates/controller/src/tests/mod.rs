@@ -3,6 +3,7 @@
 
 mod chat;
 mod context;
+mod egress;
 pub(crate) mod fixtures;
 mod instance;
 mod plugin;

@@ -385,6 +385,7 @@ fn kind<K: Resource<DynamicType = ()>>() -> &'static str {
         "Project" => "Project",
         "AgentRun" => "AgentRun",
         "HostConfig" => "HostConfig",
+        "NetworkPolicy" => "NetworkPolicy",
         _ => "Other",
     }
 }
