@@ -3,12 +3,13 @@
 //! one is due), whether its container is wanted now (`pod_wanted`), the settings that apply,
 //! what its plugin's egress opens here, the inputs of its Pod, and what to do with its Secret
 //! and with each of its live Pods. Pure: nothing here takes a client or the
-//! Context; `instance` reads the stores into [`Facts`] and carries the steps out.
+//! Context; `instance` reads the stores into [`Facts`], `desired` builds the children, and
+//! `instance` carries the steps out.
 //!
 //! | step | decides | from |
 //! |---|---|---|
 //! | [`decide`] | runnable or why not, demand, the Pod's parts, settings, egress | [`Facts`], the time |
-//! | [`pod_inputs`] | what the Pod is built from (`pod::build_pod`) | the decision, the pull Secret's name |
+//! | [`pod_inputs`] | what the Pod is built from (`pod::build_pod`, in `desired`) | the decision, the pull Secret's name |
 //! | [`secret_step`] | make, replace, keep or leave the Secret | the live Secret, the owner |
 //! | [`pod_steps`] | which live Pods go, and whether the desired one is made or put right | the desired Pod, the live ones |
 
@@ -54,6 +55,14 @@ pub struct Facts<'a> {
     /// The NetworkPolicies of its namespace: its plugin's egress policy, and those that close
     /// plugin Pods' egress.
     pub policies: Vec<Arc<NetworkPolicy>>,
+    /// Its Secret, as the cache shows it.
+    pub secret: Option<Secret>,
+    /// Its pull Secret, as the cache shows it.
+    pub pull_secret: Option<Secret>,
+    /// HostConfig's registry credentials (`.dockerconfigjson`), which its Pod is pulled with;
+    /// `None` when HostConfig names none, or they cannot be read (the Plugin's Image stage says
+    /// why).
+    pub pull_credentials: Option<Vec<u8>>,
     /// Our own image: the gate's, unless HostConfig names another.
     pub self_image: &'a str,
     /// LOOP_API_URL as the plugin's Pod sees it.
@@ -449,6 +458,9 @@ mod tests {
             project: Some(Arc::new(fixtures::project(true))),
             pods: vec![],
             policies: vec![],
+            secret: None,
+            pull_secret: None,
+            pull_credentials: None,
             self_image: "registry.local/loop-plugins@sha256:1111",
             api_url: "http://api:8080".into(),
             started: at(STARTED),

@@ -138,6 +138,54 @@ async fn a_reconcile_before_the_cache_shows_the_secret_makes_it_no_second_time()
         .expect("no write, so nothing to fail");
 }
 
+/// With HostConfig naming registry credentials, the pull Secret is written first (the Pod
+/// names it), then the instance's Secret, then the Pod that names both.
+#[tokio::test]
+async fn the_pull_secret_goes_first_and_the_pod_names_it() {
+    let mut world = world_with_instance(true);
+    world
+        .host
+        .as_mut()
+        .unwrap()
+        .spec
+        .plugins
+        .registry
+        .credentials_secret = Some("regcred".into());
+    let mut credentials = Secret::default();
+    credentials.metadata.name = Some("regcred".into());
+    credentials.metadata.namespace = Some("loop-plugins-system".into());
+    credentials.data = Some(
+        [(
+            ".dockerconfigjson".to_string(),
+            k8s_openapi::ByteString(br#"{"auths":{}}"#.to_vec()),
+        )]
+        .into(),
+    );
+    world.registry_secrets = vec![credentials];
+    let instance = to_json(&world.instances[0]);
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::create(collection("secrets")).body(|b| {
+            assert_eq!(b["metadata"]["name"], "echo-general-pull");
+            assert_eq!(b["type"], "kubernetes.io/dockerconfigjson");
+        }),
+        Call::create(collection("secrets"))
+            .body(|b| assert_eq!(b["metadata"]["name"], "echo-general-token")),
+        Call::create(collection("pods")).body(|b| {
+            assert_eq!(
+                b["spec"]["imagePullSecrets"][0]["name"],
+                "echo-general-pull"
+            )
+        }),
+        Call::event(NS, "Started"),
+        Call::status(path("plugininstances", "echo-general"), instance),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
+}
+
 #[tokio::test]
 async fn demand_starts_a_pod_running_the_image_by_digest() {
     let world = world_with_instance(true);
