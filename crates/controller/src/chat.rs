@@ -32,7 +32,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use super::Context;
-use super::error::{Error, Failures, Result};
+use super::error::{Failures, GatherError, Result};
 use super::plan::PluginFacts;
 #[cfg(test)]
 pub(crate) use desired::desired_instance;
@@ -48,7 +48,7 @@ const WAIT_FOR_ADMISSION: std::time::Duration = std::time::Duration::from_secs(6
 pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Action> {
     let ns = channel
         .namespace()
-        .ok_or_else(|| Error::NoNamespace(channel.name_any()))?;
+        .ok_or_else(|| GatherError::NoNamespace(channel.name_any()))?;
     if channel.meta().deletion_timestamp.is_some() {
         // Owner references take what hung from it.
         ctx.writes.forget_status(channel.as_ref());

@@ -1,6 +1,7 @@
 //! The six controllers, each a kube `Controller` over the index's feeds: what it reconciles,
-//! which changes wake it, and how its reconciles run (a span and metrics each, the backoff of
-//! a failing object). Which objects a change wakes is `wake`'s.
+//! which changes wake it, and how its reconciles run (a span and metrics each; a failure
+//! counted by its category, told in a Warning Event whose reason is that category, and looked
+//! at again after a backoff). Which objects a change wakes is `wake`'s.
 //!
 //! | controller | reconciles | its children (woken on) | also woken by |
 //! |---|---|---|---|
@@ -299,7 +300,8 @@ fn config(ctx: &Context) -> Config {
 
 /// Wraps a reconciler: a span per reconcile naming the object, its count and duration in the
 /// metrics, the object out of the queue, and the object's backoff forgotten once it
-/// reconciles.
+/// reconciles. A failure is told on the object: a Warning Event whose reason is its category
+/// (the metric's label, see `error`), saying what failed.
 fn traced<K, F, Fut>(
     controller: &'static str,
     queue: Arc<Queue>,
@@ -316,6 +318,7 @@ where
             &object.name_any(),
         ));
         let key = retry::key(object.as_ref());
+        let reference = object.object_ref(&());
         let span = tracing::info_span!(
             "reconcile",
             controller,
@@ -334,8 +337,13 @@ where
                     .duration
                     .get_or_create(&metrics::ControllerLabels { controller })
                     .observe(start.elapsed().as_secs_f64());
-                if result.is_ok() {
-                    ctx.backoff.forget(&key);
+                match &result {
+                    Ok(_) => ctx.backoff.forget(&key),
+                    Err(err) => {
+                        let (reason, note) = (err.category(), err.summary());
+                        ctx.event_on(&reference, true, reason, "Reconcile", note)
+                            .await
+                    }
                 }
                 result
             }
@@ -384,5 +392,41 @@ fn log_result<T: std::fmt::Debug, E: std::error::Error, Q: std::error::Error>(
             }
         }
         futures::future::ready(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::tests::fixtures::{NS, World, path, to_json};
+    use crate::tests::verifier::{Answer, Call};
+
+    // The failure of a step is told on the object, its category as the Event's reason: the
+    // same name the failures metric counts it by.
+    #[tokio::test]
+    async fn a_failed_reconcile_is_told_in_an_event_named_by_its_category() {
+        let world = World::echo();
+        let (ctx, server) = world.context();
+        let verifier = server.expect(vec![
+            Call::status(path("projects", "proj"), to_json(&world.projects[0]))
+                .answer(Answer::Fail(409, "Conflict")),
+            Call::event(NS, "status").body(|b| {
+                assert_eq!(b["type"], "Warning");
+                assert_eq!(b["action"], "Reconcile");
+                assert_eq!(
+                    b["note"],
+                    "writing the status of Project proj: refused: Conflict (409)"
+                );
+            }),
+        ]);
+        let q = queue_of(&ctx, "project");
+        let mut reconcile = traced("project", q, project::reconcile);
+        let err = reconcile(Arc::new(world.projects[0].clone()), ctx)
+            .await
+            .expect_err("the status write was refused");
+        assert_eq!(err.category(), "status");
+        verifier.done().await;
     }
 }

@@ -38,7 +38,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::context::Context;
-use super::error::{Failures, Result};
+use super::error::{Failures, Result, WriteError};
 use model::manifest::{Egress as Destination, Manifest};
 use model::resources::Plugin;
 use policy::{Allowed, Step};
@@ -143,7 +143,7 @@ async fn resolve(approved: &[Destination]) -> Vec<Allowed> {
 
 /// Carries out `steps` through the write door: every one is tried, and the reconcile then
 /// fails with the one that decides when to look again.
-async fn sync(ctx: &Context, plugin: &Plugin, steps: Vec<Step>) -> Result<()> {
+async fn sync(ctx: &Context, plugin: &Plugin, steps: Vec<Step>) -> Result<(), WriteError> {
     let mut failures = Failures::default();
     for step in steps {
         match step {

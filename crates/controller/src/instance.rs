@@ -32,7 +32,7 @@ use kube::{Api, Resource, ResourceExt};
 use rand::Rng;
 
 use super::Context;
-use super::error::{Error, Result};
+use super::error::{GatherError, Result, WriteError};
 use super::images;
 use super::pod_wanted::Demand;
 use decide::{Facts, PodSteps, Removal, Start};
@@ -46,7 +46,7 @@ use model::resources::{
 pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Result<Action> {
     let ns = instance
         .namespace()
-        .ok_or_else(|| Error::NoNamespace(instance.name_any()))?;
+        .ok_or_else(|| GatherError::NoNamespace(instance.name_any()))?;
     if instance.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -226,7 +226,7 @@ async fn put_pods(
 /// Applies the desired Pod over a live one that differs in a field we set (a hand edit): only
 /// mutable fields can differ under the same name, as the name carries the spec's hash. Should
 /// the API server refuse it anyway, the Pod is replaced.
-async fn put_right(ctx: &Context, desired: &Pod, live: &Pod) -> Result<()> {
+async fn put_right(ctx: &Context, desired: &Pod, live: &Pod) -> Result<(), WriteError> {
     match ctx.writes.apply(desired, Some(live)).await {
         Err(err) if err.is_permanent() => {
             tracing::warn!(pod = %live.name_any(), error = %err, "replacing a Pod that cannot be put right");

@@ -13,7 +13,7 @@ use admission::conflicts::Holder;
 use admission::{Facts, ImageFinding, Outcome, SignatureFinding, StageState};
 
 use super::Context;
-use super::error::{Error, Result};
+use super::error::{AdmitError, Error, Result};
 use model::names;
 use model::resources::{
     ADMITTED, AdmissionStage, Condition, ConditionStatus, HostConfigSpec, Plugin, PluginStatus,
@@ -206,10 +206,11 @@ async fn admit(plugin: &Plugin, ctx: &Context) -> Result<Action> {
     if let Some(stopped) = outcome.stopped_at()
         && stopped.state == StageState::Pending
     {
-        return Err(Error::Pending {
+        return Err(AdmitError::Pending {
             name: plugin.name_any(),
             message: stopped.message.clone(),
-        });
+        }
+        .into());
     }
     Ok(Action::await_change())
 }

@@ -8,7 +8,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::Context;
-use super::error::{Error, Result};
+use super::error::{GatherError, Result};
 use model::resolve::{ProjectView, TrustState, approved_plugins};
 use model::resources::{
     Condition, ConditionStatus, Project, ProjectStatus, ProjectTrust, set_condition,
@@ -18,7 +18,7 @@ use model::time::now_rfc3339;
 pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Action> {
     let ns = project
         .namespace()
-        .ok_or_else(|| Error::NoNamespace(project.name_any()))?;
+        .ok_or_else(|| GatherError::NoNamespace(project.name_any()))?;
     let trust = ctx
         .stores
         .project_trusts

@@ -113,7 +113,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::error::Error;
+    use crate::error::WriteError;
     use crate::plan::{ChatInputs, PluginFacts, PluginView, plan_chat};
     use crate::tests::fixtures;
     use index::manifests::Manifests;
@@ -161,7 +161,7 @@ mod tests {
             &["ui.composer_switch"],
         ));
         let mut failures = Failures::default();
-        failures.check::<()>(Err(Error::Create {
+        failures.check::<()>(Err(WriteError::Create {
             kind: "PluginInstance",
             name: "echo-general".into(),
             source: kube::Error::Api(

@@ -31,7 +31,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::Context;
-use super::error::{Error, Result};
+use super::error::{GatherError, Result};
 use model::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
 use plan::Step;
 
@@ -41,7 +41,7 @@ const CACHE_BEHIND: Duration = Duration::from_secs(2);
 pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> {
     let ns = run
         .namespace()
-        .ok_or_else(|| Error::NoNamespace(run.name_any()))?;
+        .ok_or_else(|| GatherError::NoNamespace(run.name_any()))?;
     let runs = ctx.stores.runs.state();
     let thread: Vec<&AgentRun> = runs
         .iter()
@@ -104,11 +104,14 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         }
         Step::Lost => {
             let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-            let live = jobs.get_opt(&name).await.map_err(|source| Error::Read {
-                kind: "Job",
-                name: name.clone(),
-                source,
-            })?;
+            let live = jobs
+                .get_opt(&name)
+                .await
+                .map_err(|source| GatherError::Read {
+                    kind: "Job",
+                    name: name.clone(),
+                    source,
+                })?;
             if live.is_some() {
                 return Ok(Action::requeue(CACHE_BEHIND));
             }
@@ -145,7 +148,7 @@ async fn live_token(ctx: &Context, ns: &str, name: &str) -> Result<String> {
     let listed = secrets
         .list(&ListParams::default().fields(&format!("metadata.name={name}")))
         .await
-        .map_err(|source| Error::Read {
+        .map_err(|source| GatherError::Read {
             kind: "Secret",
             name: name.to_string(),
             source,
@@ -173,7 +176,7 @@ async fn final_message(ctx: &Context, ns: &str, run: &AgentRun) -> Result<Option
     let list = pods
         .list(&ListParams::default().labels(&selector))
         .await
-        .map_err(|source| Error::Read {
+        .map_err(|source| GatherError::Read {
             kind: "Pod",
             name: selector.clone(),
             source,

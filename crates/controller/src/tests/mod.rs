@@ -9,5 +9,5 @@ mod instance;
 mod plugin;
 mod project;
 mod runs;
-mod verifier;
+pub(crate) mod verifier;
 mod wake;

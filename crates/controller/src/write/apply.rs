@@ -10,11 +10,12 @@ use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::Writes;
 use super::drift;
 use super::merge_patch;
 use super::recent_writes::{Target, content_hash, status_hash};
-use crate::error::{Error, Result};
+use super::{WriteError, Writes};
+
+type Result<T> = std::result::Result<T, WriteError>;
 use model::names::FIELD_MANAGER;
 
 /// The first field we set whose live value differs; `None` when `live` already is what
@@ -49,9 +50,10 @@ impl Writes {
             return Ok(false);
         };
         let name = desired.name_any();
-        let ns = desired
-            .namespace()
-            .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+        let ns = desired.namespace().ok_or_else(|| WriteError::NoNamespace {
+            kind: kind::<K>(),
+            name: name.clone(),
+        })?;
         let target = Target {
             kind: kind::<K>(),
             part: "",
@@ -74,7 +76,7 @@ impl Writes {
             &Patch::Apply(desired),
         )
         .await
-        .map_err(|source| Error::Apply {
+        .map_err(|source| WriteError::Apply {
             kind: kind::<K>(),
             name: name.clone(),
             source,
@@ -99,9 +101,10 @@ impl Writes {
             + Debug,
     {
         let name = object.name_any();
-        let ns = object
-            .namespace()
-            .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+        let ns = object.namespace().ok_or_else(|| WriteError::NoNamespace {
+            kind: kind::<K>(),
+            name: name.clone(),
+        })?;
         let kind = kind::<K>();
         let target = Target {
             kind,
@@ -131,7 +134,7 @@ impl Writes {
             Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(false),
             Err(source) => {
                 self.recent.not_made(target);
-                Err(Error::Create {
+                Err(WriteError::Create {
                     kind,
                     name: name.clone(),
                     source,
@@ -153,9 +156,10 @@ impl Writes {
             return Ok(false);
         }
         let name = object.name_any();
-        let ns = object
-            .namespace()
-            .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+        let ns = object.namespace().ok_or_else(|| WriteError::NoNamespace {
+            kind: kind::<K>(),
+            name: name.clone(),
+        })?;
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         self.metrics.write(kind::<K>(), "delete");
         let _turn = self.permit().await;
@@ -172,7 +176,7 @@ impl Writes {
             Err(kube::Error::Api(status)) if status.is_not_found() || status.is_conflict() => {
                 Ok(false)
             }
-            Err(source) => Err(Error::Delete {
+            Err(source) => Err(WriteError::Delete {
                 kind: kind::<K>(),
                 name,
                 source,
@@ -319,7 +323,7 @@ impl Writes {
                 return Ok(false);
             }
             Err(source) => {
-                return Err(Error::Status {
+                return Err(WriteError::Status {
                     kind: kind::<K>(),
                     name: name.clone(),
                     source,
