@@ -31,9 +31,10 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::Context;
+use super::context::Context;
 use super::error::{Failures, GatherError, Result};
 use super::plan::PluginFacts;
+use super::write::StatusWrite;
 #[cfg(test)]
 pub(crate) use desired::desired_instance;
 use desired::{Desired, Facts};
@@ -238,7 +239,7 @@ async fn write_status(
 ) -> Result<()> {
     let api: Api<Channel> = Api::namespaced(ctx.client.clone(), ns);
     ctx.writes
-        .status_kept(&api, channel, Some(before), status)
+        .status(&api, channel, Some(before), status, StatusWrite::Kept)
         .await?;
     for (kind, warning, action) in [
         ("SchedulesValid", true, "ApplySchedules"),

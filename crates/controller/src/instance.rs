@@ -31,10 +31,11 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use rand::Rng;
 
-use super::Context;
+use super::context::Context;
 use super::error::{GatherError, Result, WriteError};
 use super::images;
 use super::pod_wanted::Demand;
+use super::write::StatusWrite;
 use decide::{Facts, PodSteps, Removal, Start};
 use desired::{Desired, Fresh, SecretWrite};
 use index::compact;
@@ -252,7 +253,7 @@ async fn write_status(
         .unwrap_or_default();
     if ctx
         .writes
-        .status(&api, instance, Some(&before), status)
+        .status(&api, instance, Some(&before), status, StatusWrite::Merge)
         .await?
         && let Some(settings) = status::settings_news(&before, status)
     {

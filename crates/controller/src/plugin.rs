@@ -12,8 +12,9 @@ use kube::{Api, ResourceExt};
 use admission::conflicts::Holder;
 use admission::{Facts, ImageFinding, Outcome, SignatureFinding, StageState};
 
-use super::Context;
+use super::context::Context;
 use super::error::{AdmitError, Error, Result};
+use super::write::StatusWrite;
 use model::names;
 use model::resources::{
     ADMITTED, AdmissionStage, Condition, ConditionStatus, HostConfigSpec, Plugin, PluginStatus,
@@ -198,7 +199,13 @@ async fn admit(plugin: &Plugin, ctx: &Context) -> Result<Action> {
     let before = plugin.status.clone().unwrap_or_default();
     let wrote = ctx
         .writes
-        .status(&api, plugin, plugin.status.as_ref(), &status)
+        .status(
+            &api,
+            plugin,
+            plugin.status.as_ref(),
+            &status,
+            StatusWrite::Merge,
+        )
         .await?;
     if wrote {
         announce(ctx, plugin, &before, &status, &outcome).await;

@@ -7,8 +7,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::Context;
+use super::context::Context;
 use super::error::{GatherError, Result};
+use super::write::StatusWrite;
 use model::resolve::{ProjectView, TrustState, approved_plugins};
 use model::resources::{
     Condition, ConditionStatus, Project, ProjectStatus, ProjectTrust, set_condition,
@@ -28,7 +29,13 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Actio
     let flipped = trusted(project.status.as_ref()) != trusted(Some(&status));
     if ctx
         .writes
-        .status(&api, project.as_ref(), project.status.as_ref(), &status)
+        .status(
+            &api,
+            project.as_ref(),
+            project.status.as_ref(),
+            &status,
+            StatusWrite::Merge,
+        )
         .await?
         && flipped
     {

@@ -428,8 +428,7 @@ mod tests {
     use model::resources::{ChannelKind, PluginInstanceStatus, SwitchState};
 
     use super::*;
-    use crate::tests::fixtures::{self, NS};
-    use index::manifests::Manifests;
+    use crate::tests::fixtures;
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -446,25 +445,7 @@ mod tests {
     }
 
     fn plugin_facts(instance: &PluginInstance, plugin: Plugin) -> Facts<'_> {
-        let manifest = Manifests::default().of(&plugin);
-        Facts {
-            instance,
-            name: "echo-general",
-            namespace: NS,
-            host: fixtures::host().spec,
-            plugin: Some((Arc::new(plugin), manifest)),
-            channel: Some(Arc::new(fixtures::channel("general"))),
-            parent_channel: None,
-            project: Some(Arc::new(fixtures::project(true))),
-            pods: vec![],
-            policies: vec![],
-            secret: None,
-            pull_secret: None,
-            pull_credentials: None,
-            self_image: "registry.local/loop-plugins@sha256:1111",
-            api_url: "http://api:8080".into(),
-            started: at(STARTED),
-        }
+        fixtures::instance_facts(instance, plugin, at(STARTED))
     }
 
     fn why_not(facts: &Facts) -> Option<String> {

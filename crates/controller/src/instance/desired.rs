@@ -110,11 +110,8 @@ pub fn desired<'a>(facts: &'a Facts, decision: &Decision, fresh: &Fresh) -> Desi
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::tests::fixtures::{self, NS};
-    use index::manifests::Manifests;
+    use crate::tests::fixtures;
     use model::resources::PluginInstance;
 
     const STARTED: &str = "2026-01-01T10:00:00Z";
@@ -129,26 +126,7 @@ mod tests {
     /// The facts of `instance` in [`fixtures::World::echo`]: echo installed and admitted, the
     /// channel and the project there, no Secret or Pod yet.
     fn facts(instance: &PluginInstance) -> Facts<'_> {
-        let plugin = fixtures::echo_plugin();
-        let manifest = Manifests::default().of(&plugin);
-        Facts {
-            instance,
-            name: "echo-general",
-            namespace: NS,
-            host: fixtures::host().spec,
-            plugin: Some((Arc::new(plugin), manifest)),
-            channel: Some(Arc::new(fixtures::channel("general"))),
-            parent_channel: None,
-            project: Some(Arc::new(fixtures::project(true))),
-            pods: vec![],
-            policies: vec![],
-            secret: None,
-            pull_secret: None,
-            pull_credentials: None,
-            self_image: "registry.local/loop-plugins@sha256:1111",
-            api_url: "http://api:8080".into(),
-            started: STARTED.parse().unwrap(),
-        }
+        fixtures::instance_facts(instance, fixtures::echo_plugin(), STARTED.parse().unwrap())
     }
 
     fn names(desired: &Desired) -> Vec<String> {
@@ -273,8 +251,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .run_as_user = 0;
-        let mut facts = facts(&instance);
-        facts.plugin = Some((Arc::new(plugin.clone()), Manifests::default().of(&plugin)));
+        let facts = fixtures::instance_facts(&instance, plugin, STARTED.parse().unwrap());
         let decision = decide::decide(&facts, STARTED.parse().unwrap());
         let desired = desired(&facts, &decision, &fresh());
         assert_eq!(names(&desired), ["put echo-general-token (live: false)"]);

@@ -30,8 +30,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::Context;
+use super::context::Context;
 use super::error::{GatherError, Result};
+use super::write::StatusWrite;
 use model::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
 use plan::Step;
 
@@ -132,7 +133,13 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
     let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &ns);
     let wrote = ctx
         .writes
-        .status_at_version(&api, run.as_ref(), Some(&current), &status)
+        .status(
+            &api,
+            run.as_ref(),
+            Some(&current),
+            &status,
+            StatusWrite::AtVersion,
+        )
         .await?;
     if wrote && let Some(outcome) = ended(current.phase, status.phase) {
         ctx.metrics.run_ended(outcome);

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::fixtures::{NS, World, path, to_json};
 use super::verifier::Call;
+use crate::write::StatusWrite;
 
 use model::resources::{Channel, ChannelStatus};
 
@@ -39,7 +40,10 @@ async fn a_chat_status_written_is_read_until_the_cache_moves_past_it_then_forgot
         to_json(&channel),
     )]);
     let api = kube::Api::<Channel>::namespaced(ctx.client.clone(), NS);
-    let written = ctx.writes.status_kept(&api, &channel, None, &wrote).await;
+    let written = ctx
+        .writes
+        .status(&api, &channel, None, &wrote, StatusWrite::Kept)
+        .await;
     assert!(written.expect("written"));
     verifier.done().await;
     assert_eq!(

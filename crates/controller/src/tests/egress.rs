@@ -29,6 +29,16 @@ fn plugin(world: &World) -> std::sync::Arc<model::resources::Plugin> {
     std::sync::Arc::new(world.plugins[0].clone())
 }
 
+/// Reconciles the plugin of `world`, expecting no call.
+async fn makes_no_write(world: &World) {
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![]);
+    reconcile(plugin(world), ctx)
+        .await
+        .expect("no write, so nothing to fail");
+    verifier.done().await;
+}
+
 /// The world after the egress reconciler made the policy.
 async fn converged() -> World {
     let mut world = world(true, true);
@@ -72,12 +82,7 @@ async fn the_policy_opens_the_approved_egress_where_the_plugins_pods_are_closed(
 #[tokio::test]
 async fn a_converged_egress_makes_no_write_and_a_hand_edit_is_undone() {
     let mut world = converged().await;
-    let (ctx, server) = world.context();
-    let verifier = server.expect(vec![]);
-    reconcile(plugin(&world), ctx)
-        .await
-        .expect("no write, so nothing to fail");
-    verifier.done().await;
+    makes_no_write(&world).await;
 
     let ours = world.network_policies.last_mut().unwrap();
     ours.spec.as_mut().unwrap().egress = Some(vec![]);
@@ -93,12 +98,7 @@ async fn a_converged_egress_makes_no_write_and_a_hand_edit_is_undone() {
 #[tokio::test]
 async fn no_policy_where_nothing_closes_the_pods_or_nothing_is_approved() {
     for world in [world(true, false), world(false, true)] {
-        let (ctx, server) = world.context();
-        let verifier = server.expect(vec![]);
-        reconcile(plugin(&world), ctx)
-            .await
-            .expect("no write, so nothing to fail");
-        verifier.done().await;
+        makes_no_write(&world).await;
     }
 }
 

@@ -334,6 +334,35 @@ pub fn instance() -> PluginInstance {
     served(instance)
 }
 
+/// The facts an instance's reconcile reads of [`instance`] in [`World::echo`], with `plugin`
+/// installed: the channel `general` and the project there, no Secret, Pod or policy yet,
+/// the controller started at `started`.
+pub fn instance_facts(
+    instance: &PluginInstance,
+    plugin: Plugin,
+    started: jiff::Timestamp,
+) -> crate::instance::decide::Facts<'_> {
+    let manifest = index::manifests::Manifests::default().of(&plugin);
+    crate::instance::decide::Facts {
+        instance,
+        name: "echo-general",
+        namespace: NS,
+        host: host().spec,
+        plugin: Some((Arc::new(plugin), manifest)),
+        channel: Some(Arc::new(channel("general"))),
+        parent_channel: None,
+        project: Some(Arc::new(project(true))),
+        pods: vec![],
+        policies: vec![],
+        secret: None,
+        pull_secret: None,
+        pull_credentials: None,
+        self_image: "registry.local/loop-plugins@sha256:1111",
+        api_url: "http://api:8080".into(),
+        started,
+    }
+}
+
 /// The API path of a namespaced object of ours.
 pub fn path(resource: &str, name: &str) -> String {
     format!("{}/{name}", collection(resource))

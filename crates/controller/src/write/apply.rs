@@ -184,71 +184,8 @@ impl Writes {
         }
     }
 
-    /// Writes `status` on `object` through `api`, unless it is already what we'd write
-    /// (`current`: the part of the live status we own), or we wrote it over the version the cache
-    /// still shows. The write is a merge patch of what differs from `current` (see `merge_patch`),
-    /// so fields others own in the same status are left as they are.
-    pub async fn status<K, S>(
-        &self,
-        api: &Api<K>,
-        object: &K,
-        current: Option<&S>,
-        status: &S,
-    ) -> Result<bool>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-        S: Serialize + PartialEq,
-    {
-        self.write_status(api, object, current, status, How::default())
-            .await
-    }
-
-    /// [`status`] for a status others write too, where a write decided on an old version must not
-    /// land over a newer one (an AgentRun's phase: the controller's `Queued` decided on a run the
-    /// API server or a test has since ended). The patch carries the resourceVersion the decision
-    /// read; a conflict writes nothing and answers `false`, and the newer version's event
-    /// reconciles again.
-    pub async fn status_at_version<K, S>(
-        &self,
-        api: &Api<K>,
-        object: &K,
-        current: Option<&S>,
-        status: &S,
-    ) -> Result<bool>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-        S: Serialize + PartialEq,
-    {
-        let how = How {
-            at_version: true,
-            ..Default::default()
-        };
-        self.write_status(api, object, current, status, how).await
-    }
-
-    /// [`status`] for a status its reconciler reads back: until the cache shows the write,
-    /// [`kept_status`] answers what was written (the chat's, whose recorded schedule entries
-    /// decide what it applies next).
-    pub async fn status_kept<K, S>(
-        &self,
-        api: &Api<K>,
-        object: &K,
-        current: Option<&S>,
-        status: &S,
-    ) -> Result<bool>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-        S: Serialize + PartialEq,
-    {
-        let how = How {
-            keep: true,
-            ..Default::default()
-        };
-        self.write_status(api, object, current, status, how).await
-    }
-
-    /// The status written by [`status_kept`] over the version of `object` the cache shows; `None`
-    /// once the cache moved past it (it shows the write, or something newer).
+    /// The status written with [`StatusWrite::Kept`] over the version of `object` the cache
+    /// shows; `None` once the cache moved past it (it shows the write, or something newer).
     pub fn kept_status<K, S>(&self, object: &K) -> Option<S>
     where
         K: Resource<DynamicType = ()>,
@@ -271,13 +208,18 @@ impl Writes {
         ));
     }
 
-    async fn write_status<K, S>(
+    /// Writes `status` on `object` through `api`, unless it is already what we'd write
+    /// (`current`: the part of the live status we own), or we wrote it over the version the cache
+    /// still shows. The write is a merge patch of what differs from `current` (see `merge_patch`),
+    /// so fields others own in the same status are left as they are; `how` says what more (see
+    /// [`StatusWrite`]).
+    pub async fn status<K, S>(
         &self,
         api: &Api<K>,
         object: &K,
         current: Option<&S>,
         status: &S,
-        how: How,
+        how: StatusWrite,
     ) -> Result<bool>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
@@ -301,7 +243,7 @@ impl Writes {
         };
         tracing::debug!(kind = kind::<K>(), %name, %changes, "writing the status");
         let mut patch = serde_json::json!({ "status": changes });
-        if how.at_version {
+        if how == StatusWrite::AtVersion {
             patch["metadata"] = serde_json::json!({ "resourceVersion": version });
         }
         self.metrics.write(kind::<K>(), "status");
@@ -318,7 +260,9 @@ impl Writes {
             .await
         {
             Ok(written) => written,
-            Err(kube::Error::Api(refused)) if how.at_version && refused.is_conflict() => {
+            Err(kube::Error::Api(refused))
+                if how == StatusWrite::AtVersion && refused.is_conflict() =>
+            {
                 tracing::debug!(kind = kind::<K>(), %name, "the object moved on; not writing");
                 return Ok(false);
             }
@@ -330,7 +274,7 @@ impl Writes {
                 });
             }
         };
-        if how.keep {
+        if how == StatusWrite::Kept {
             self.recent
                 .record_kept(target, version.as_deref(), content, status);
         } else {
@@ -354,13 +298,22 @@ impl Writes {
     }
 }
 
-/// How a status is written.
-#[derive(Clone, Copy, Default)]
-struct How {
-    /// Refused when the object moved on since it was read.
-    at_version: bool,
-    /// What was written is kept to read back.
-    keep: bool,
+/// How a status is written, beyond a merge patch of what changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StatusWrite {
+    /// Nothing more: the controller is the status's one writer, or writes fields of its own.
+    #[default]
+    Merge,
+    /// For a status others write too, where a write decided on an old version must not land
+    /// over a newer one (an AgentRun's phase: the controller's `Queued` decided on a run the
+    /// API server or a test has since ended). The patch carries the resourceVersion the
+    /// decision read; a conflict writes nothing and answers `false`, and the newer version's
+    /// event reconciles again.
+    AtVersion,
+    /// For a status its reconciler reads back: until the cache shows the write,
+    /// [`Writes::kept_status`] answers what was written (the chat's, whose recorded schedule
+    /// entries decide what it applies next).
+    Kept,
 }
 
 /// The status of the `K` named `namespace/name`, for `recent_writes`.

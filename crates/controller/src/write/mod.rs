@@ -6,10 +6,10 @@
 //!   already has its value in the live object (`drift`), so a steady state makes no write and a
 //!   hand edit of a field we set is undone; an absent object by a create ([`Writes::create`]);
 //! - deletions ([`Writes::delete`]), of what we made, by uid;
-//! - statuses by a merge patch of what changed in the part we own (`merge_patch`):
-//!   [`Writes::status`], [`Writes::status_at_version`] where another writer's newer version
-//!   must win, [`Writes::status_kept`] where the reconciler reads back what it wrote
-//!   ([`Writes::kept_status`]);
+//! - statuses by a merge patch of what changed in the part we own (`merge_patch`),
+//!   [`Writes::status`]: at the version read where another writer's newer version must win,
+//!   kept where the reconciler reads back what it wrote ([`Writes::kept_status`]): see
+//!   [`StatusWrite`];
 //! - `recent_writes`: the one memory of writes the cache does not show yet. A write is skipped
 //!   when the same write went over the version the cache still shows, a create when the object
 //!   was made and no watch has shown it yet, and the echo of a status write wakes nobody
@@ -17,6 +17,8 @@
 
 mod apply;
 mod drift;
+
+pub use apply::StatusWrite;
 pub mod merge_patch;
 mod recent_writes;
 
