@@ -49,11 +49,7 @@ impl Writes {
         let Some(field) = difference(desired, live) else {
             return Ok(false);
         };
-        let name = desired.name_any();
-        let ns = desired.namespace().ok_or_else(|| WriteError::NoNamespace {
-            kind: kind::<K>(),
-            name: name.clone(),
-        })?;
+        let (ns, name) = names_of(desired)?;
         let target = Target {
             kind: kind::<K>(),
             part: "",
@@ -100,11 +96,7 @@ impl Writes {
             + DeserializeOwned
             + Debug,
     {
-        let name = object.name_any();
-        let ns = object.namespace().ok_or_else(|| WriteError::NoNamespace {
-            kind: kind::<K>(),
-            name: name.clone(),
-        })?;
+        let (ns, name) = names_of(object)?;
         let kind = kind::<K>();
         let target = Target {
             kind,
@@ -155,11 +147,7 @@ impl Writes {
         if object.meta().deletion_timestamp.is_some() {
             return Ok(false);
         }
-        let name = object.name_any();
-        let ns = object.namespace().ok_or_else(|| WriteError::NoNamespace {
-            kind: kind::<K>(),
-            name: name.clone(),
-        })?;
+        let (ns, name) = names_of(object)?;
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         self.metrics.write(kind::<K>(), "delete");
         let _turn = self.permit().await;
@@ -314,6 +302,19 @@ pub enum StatusWrite {
     /// [`Writes::kept_status`] answers what was written (the chat's, whose recorded schedule
     /// entries decide what it applies next).
     Kept,
+}
+
+/// The namespace and name of a namespaced object we write; a built object without a namespace
+/// is a builder's mistake.
+fn names_of<K: Resource<DynamicType = ()>>(object: &K) -> Result<(String, String)> {
+    let name = object.name_any();
+    match object.namespace() {
+        Some(ns) => Ok((ns, name)),
+        None => Err(WriteError::NoNamespace {
+            kind: kind::<K>(),
+            name,
+        }),
+    }
 }
 
 /// The status of the `K` named `namespace/name`, for `recent_writes`.
