@@ -1,11 +1,10 @@
 //! A plugin's declared egress as the controller makes it (issue 30): the full plugin lists
 //! `api.github.com:443` and `10.20.0.0/16:5432`, with `network.egress`. The controller makes
 //! its NetworkPolicy only in a namespace where a policy already closes plugin Pods' egress
-//! (the chart's, applied here as the chart renders it in `projectNamespaces`), opening
-//! exactly the approved destinations, and takes it away when the approval goes. Whether the
+//! (the chart's, applied here as the chart renders it in `projectNamespaces`; made after the
+//! plugin, it is seen by the controller's watch), opening exactly the approved destinations,
+//! and takes it away when the approval goes. Whether the
 //! cluster enforces it is `host::`'s test on kind; here the objects are checked.
-
-use std::time::Duration;
 
 use anyhow::{Context, ensure};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -67,8 +66,8 @@ async fn approved_egress(ns: Ns) -> anyhow::Result<()> {
     let policies = ns.api::<NetworkPolicy>();
 
     // No policy closes plugin pods here: the plugin reaches everything already, and a policy
-    // of ours would close it off instead. The instance's Secret is made after the egress is
-    // looked at, so once it is there the controller has decided.
+    // of ours would close it off instead. Its instance's Secret is made once nothing of its
+    // egress is awaited, so once it is there the controller has decided.
     world(
         &ns,
         &[plugin],
@@ -80,14 +79,11 @@ async fn approved_egress(ns: Ns) -> anyhow::Result<()> {
         "a policy of ours where nothing closes plugin pods"
     );
 
-    // The chart's policy closes them; the approval comes again (the Plugin changed): ours
-    // opens the approved destinations.
+    // The chart's policy closes them: the controller sees it (it watches every policy), and
+    // ours opens the approved destinations, with nothing else changed.
     policies
         .create(&PostParams::default(), &closing_policy()?)
         .await?;
-    approve(&ns, &id, &without).await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    approve(&ns, &id, &all).await?;
     let made = wait::exists(&policies, &policy_name(&id), WAIT).await?;
     let spec = made.spec.clone().context("spec")?;
     ensure!(
@@ -118,11 +114,10 @@ async fn approved_egress(ns: Ns) -> anyhow::Result<()> {
         "{rules}"
     );
     let annotations = made.metadata.annotations.clone().unwrap_or_default();
+    let annotation = |key: &str| annotations.get(key).map(String::as_str);
     ensure!(
-        annotations
-            .get("plugins.loop.dev/egress")
-            .map(String::as_str)
-            == Some("api.github.com:443 10.20.0.0/16:5432"),
+        annotation("plugins.loop.dev/egress") == Some("api.github.com:443 10.20.0.0/16:5432")
+            && annotation("plugins.loop.dev/egress-open") == Some("10.20.0.0/16:5432"),
         "{annotations:?}"
     );
     let owner = made.metadata.owner_references.clone().unwrap_or_default();

@@ -376,6 +376,7 @@ async fn kill_mid_run(ns: &Ns, id: &str, model: &ScriptedModel) -> anyhow::Resul
             .context("a phase")?,
         told.status.as_ref().and_then(|s| s.result.as_deref()),
     );
+    // As the plugin reads it: the wire form.
     let done = serde_json::to_value(&done)?;
     ensure!(done["status"] == "failed", "the plugin was told {done}");
     Ok(())

@@ -1,9 +1,27 @@
 //! The Channel reconciler: keeps one PluginInstance (and its /data claim) per plugin the chat's
 //! project enables, and the CronJobs of a desktop channel's scheduled actions.
 //!
+//! A reconcile is a pipeline of named steps, as the instance's is; the deciding and building
+//! ones are pure (`desired`, `status`, and `plan` beneath them), the ones in this file read the
+//! stores or write:
+//!
+//! 1. [`gather`]: what the chat depends on, from the stores (HostConfig, its Project and trust,
+//!    the installed plugins, its instances, claims, CronJobs and their Pods, and its status as
+//!    last written); nothing is written;
+//! 2. `desired::plan`: the plugins enabled here, the tasks to apply and keep, the entries to
+//!    record; a chat whose enabled plugins await admission's verdict waits for it;
+//! 3. `desired::desired`: its children, built, each beside what the cache shows;
+//! 4. [`sync`]: the claims and instances written, those of plugins no longer enabled deleted
+//!    (with their Pods), the CronJobs written and those not kept deleted, each with its Event;
+//! 5. [`write_status`]: the status `status::desired_status` derives from the plan and what the
+//!    writes did, written when it changed, with an Event for a condition that turned False.
+//!
 //! Every write is tried: one that fails (a CronJob the API server refuses, a conflict) does not
 //! stop the others or the status, which names it; the reconcile then fails with it, so it is
 //! tried again (see `error::Failures`).
+
+mod desired;
+mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,18 +31,16 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
-use super::Context;
-use super::apply;
-use super::cronjob::{CronJobInputs, build_cronjob, existing_task};
-use super::error::{Error, Failures, Result};
-use super::plan::{ChatInputs, ChatPlan, ExistingTask, PluginFacts, PluginView, plan_chat};
-use super::pod::build_data_claim;
+use super::context::Context;
+use super::error::{Failures, GatherError, Result};
+use super::plan::PluginFacts;
+use super::write::StatusWrite;
+#[cfg(test)]
+pub(crate) use desired::desired_instance;
+use desired::{Desired, Facts};
 use index::compact;
 use model::names;
-use model::resources::{
-    AppliedSchedule, Channel, ChannelStatus, Condition, ConditionStatus, PluginInstance,
-    PluginInstanceSpec, Project, ProjectTrust, set_condition,
-};
+use model::resources::{Channel, ChannelStatus, Project, ProjectTrust};
 use model::time::rfc3339;
 
 /// How long a chat waiting for admission's verdict waits before it looks again anyway.
@@ -33,148 +49,137 @@ const WAIT_FOR_ADMISSION: std::time::Duration = std::time::Duration::from_secs(6
 pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Action> {
     let ns = channel
         .namespace()
-        .ok_or_else(|| Error::NoNamespace(channel.name_any()))?;
-    let name = channel.name_any();
+        .ok_or_else(|| GatherError::NoNamespace(channel.name_any()))?;
     if channel.meta().deletion_timestamp.is_some() {
         // Owner references take what hung from it.
-        ctx.forget_chat(&channel);
+        ctx.writes.forget_status(channel.as_ref());
         return Ok(Action::await_change());
     }
+    let facts = gather(&ctx, &channel, &ns)?;
+    let now = jiff::Timestamp::now();
+    let plan = desired::plan(&facts, now);
+    if plan.waits() {
+        tracing::debug!(awaiting = ?plan.awaiting, "waiting for admission's verdict on enabled plugins");
+        // The verdict brings the chat back; the requeue is for a verdict that never comes.
+        return Ok(Action::requeue(WAIT_FOR_ADMISSION));
+    }
+    let desired = desired::desired(&facts, &plan);
+    let mut failures = Failures::default();
+    let not_applied = sync(&ctx, &channel, &desired, &mut failures).await;
+    let applied = status::applied(&plan, &facts.status.applied_schedules, &not_applied);
+    let status = status::desired_status(
+        &channel,
+        &facts.status,
+        &plan,
+        applied,
+        &failures,
+        &rfc3339(now),
+    );
+    write_status(&ctx, &channel, &ns, &facts.status, &status).await?;
+    failures.into_result()?;
+    Ok(Action::await_change())
+}
+
+/// Reads what the chat's reconcile decides from, from the stores.
+fn gather<'a>(ctx: &'a Context, channel: &'a Channel, ns: &'a str) -> Result<Facts<'a>> {
+    let stores = &ctx.stores;
+    let name = channel.name_any();
     let host = ctx.host();
-    let project = ctx
-        .stores
+    let project = stores
         .projects
-        .get(&ObjectRef::<Project>::new(&channel.spec.project).within(&ns));
-    let trust = ctx
-        .stores
+        .get(&ObjectRef::<Project>::new(&channel.spec.project).within(ns));
+    let trust = stores
         .project_trusts
-        .get(&ObjectRef::<ProjectTrust>::new(&channel.spec.project).within(&ns));
-
-    let plugins = ctx.stores.plugins.state();
-    let facts = PluginFacts::installed(&host, plugins.iter().map(|p| p.as_ref()), &ctx.manifests);
-    let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
-
-    let cronjobs: Vec<CronJob> = ctx
-        .stores
+        .get(&ObjectRef::<ProjectTrust>::new(&channel.spec.project).within(ns));
+    let installed = stores.plugins.state();
+    let plugins =
+        PluginFacts::installed(&host, installed.iter().map(|p| p.as_ref()), &ctx.manifests);
+    let instances: Vec<_> = stores
+        .instances
+        .state()
+        .into_iter()
+        .filter(|i| i.metadata.namespace.as_deref() == Some(ns) && i.spec.channel == name)
+        .collect();
+    // By name: a claim whose owner was edited away is still found, and put right.
+    let mut claims = BTreeMap::new();
+    for plugin in &plugins {
+        let claim_name = names::data_claim_name(&plugin.name, &name);
+        if let Some(claim) = compact::get(&stores.claims, &claim_name, ns)? {
+            claims.insert(claim_name, claim);
+        }
+    }
+    let cronjobs: Vec<CronJob> = stores
         .cronjobs
         .state()
         .into_iter()
         .filter(|c| {
-            c.meta().namespace.as_deref() == Some(ns.as_str())
+            c.meta().namespace.as_deref() == Some(ns)
                 && c.owner_references()
                     .iter()
                     .any(|o| o.controller == Some(true) && o.kind == "Channel" && o.name == name)
         })
         .map(|c| c.typed())
         .collect::<Result<_, _>>()?;
-    let existing: BTreeMap<(String, String), ExistingTask> =
-        cronjobs.iter().filter_map(existing_task).collect();
-    let current_status = ctx.chat_status(&channel);
-    let now = jiff::Timestamp::now();
-    let plan = plan_chat(&ChatInputs {
-        channel: &channel.spec,
-        project: project
-            .as_deref()
-            .map(|p| model::resolve::ProjectView::new(p, trust.as_deref())),
-        host: &host,
-        plugins: &views,
-        existing_cronjobs: &existing,
-        applied: &current_status.applied_schedules,
-        now,
-    });
-
-    if plan.waits() {
-        tracing::debug!(awaiting = ?plan.awaiting, "waiting for admission's verdict on enabled plugins");
-        // The verdict brings the chat back; the requeue is for a verdict that never comes.
-        return Ok(Action::requeue(WAIT_FOR_ADMISSION));
-    }
-    let mut failures = Failures::default();
-    sync_instances(&ctx, &channel, &ns, &plan, &mut failures).await;
-    let applied = sync_tasks(
-        &ctx,
-        &channel,
-        &ns,
-        &plan,
-        &cronjobs,
-        &current_status.applied_schedules,
-        &mut failures,
-    )
-    .await;
-
-    let status = desired_status(
-        &channel,
-        &current_status,
-        &plan,
-        applied,
-        &failures,
-        &rfc3339(now),
-    );
-    let api: Api<Channel> = Api::namespaced(ctx.client.clone(), &ns);
-    if apply::status(&ctx, &api, channel.as_ref(), Some(&current_status), &status).await? {
-        ctx.wrote_chat_status(&channel, status.clone());
-    }
-    for (kind, warning, action) in [
-        ("SchedulesValid", true, "ApplySchedules"),
-        ("Applied", true, "Apply"),
-    ] {
-        if let Some(condition) = turned_false(&current_status, &status, kind) {
-            ctx.event(
-                channel.as_ref(),
-                warning,
-                &condition.reason,
-                action,
-                condition.message.clone(),
-            )
-            .await;
-        }
-    }
-    failures.into_result()?;
-    Ok(Action::await_change())
-}
-
-/// One PluginInstance and one /data claim per enabled plugin; instances of plugins no longer
-/// enabled go, with their containers.
-async fn sync_instances(
-    ctx: &Context,
-    channel: &Channel,
-    ns: &str,
-    plan: &ChatPlan,
-    failures: &mut Failures,
-) {
-    let name = channel.name_any();
-    let owner = channel
-        .controller_owner_ref(&())
-        .expect("channels have a uid");
-    let project = &channel.spec.project;
-    let instances: Vec<Arc<PluginInstance>> = ctx
-        .stores
-        .instances
+    let instance_names: BTreeSet<String> = instances.iter().map(|i| i.name_any()).collect();
+    let pods = stores
+        .pods
         .state()
         .into_iter()
-        .filter(|i| i.metadata.namespace.as_deref() == Some(ns) && i.spec.channel == name)
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(ns)
+                && p.labels()
+                    .get(names::LABEL_INSTANCE)
+                    .is_some_and(|i| instance_names.contains(i))
+        })
         .collect();
+    // What the cache holds, unless it still shows the very version this controller last wrote
+    // over: then what it wrote. Without this, a reconcile right after a status write could
+    // miss the schedule entries it just recorded and apply a CronJob someone deleted by hand
+    // again.
+    let status: ChannelStatus = ctx
+        .writes
+        .kept_status(channel)
+        .unwrap_or_else(|| channel.status.clone().unwrap_or_default());
+    let api_url = ctx.api_url(&host);
+    Ok(Facts {
+        channel,
+        namespace: ns,
+        host,
+        project,
+        trust,
+        plugins,
+        instances,
+        claims,
+        cronjobs,
+        pods,
+        status,
+        self_image: &ctx.options.self_image,
+        api_url,
+    })
+}
+
+/// Writes the chat's children: each enabled plugin's claim and instance, the instances of
+/// plugins no longer enabled deleted (their Pods too), the CronJobs applied and those not kept
+/// deleted. A failed write is kept in `failures` and the others go on. Returns the (plugin,
+/// action) of the CronJobs that could not be applied.
+async fn sync(
+    ctx: &Context,
+    channel: &Channel,
+    desired: &Desired<'_>,
+    failures: &mut Failures,
+) -> BTreeSet<(String, String)> {
     // Each plugin's claim and instance are independent of the others': they are written at
-    // once (the controller's write limit still bounds what is in flight, see `Context`).
-    let writes = plan.enabled.iter().map(|plugin| {
-        let owner = owner.clone();
-        let name = &name;
-        let instances = &instances;
-        async move {
-            let claim = build_data_claim(plugin, project, name, ns, owner.clone());
-            let claim_name = names::data_claim_name(plugin, name);
-            let instance = desired_instance(plugin, project, name, ns, owner);
-            let live = instances
-                .iter()
-                .find(|i| i.name_any() == instance.name_any());
-            let (claim, wrote) = futures::join!(
-                async {
-                    let live = compact::get(&ctx.stores.claims, &claim_name, ns)?;
-                    apply::apply(ctx, &claim, live.as_ref()).await
-                },
-                apply::apply(ctx, &instance, live.map(|i| i.as_ref())),
-            );
-            (plugin.as_str(), claim, wrote.map(|w| w && live.is_none()))
-        }
+    // once (the write door's turns still bound what is in flight).
+    let writes = desired.plugins.iter().map(|p| async move {
+        let (claim, instance) = futures::join!(
+            ctx.writes.apply(&p.claim, p.live_claim),
+            ctx.writes.apply(&p.instance, p.live_instance),
+        );
+        (
+            p.plugin,
+            claim,
+            instance.map(|w| w && p.live_instance.is_none()),
+        )
     });
     let mut made = Vec::new();
     for (plugin, claim, made_instance) in futures::future::join_all(writes).await {
@@ -193,272 +198,63 @@ async fn sync_instances(
         ctx.event(channel, false, "PluginEnabled", "CreateInstance", note)
             .await;
     }
-    for instance in &instances {
-        if plan.enabled.contains(&instance.spec.plugin) {
+    for (instance, pods) in &desired.gone {
+        if failures.check(ctx.writes.delete(*instance).await) != Some(true) {
             continue;
         }
-        if failures.check(apply::delete(ctx, instance.as_ref()).await) != Some(true) {
-            continue;
+        for pod in pods {
+            failures.check(ctx.writes.delete(*pod).await);
         }
-        // Stop its container now rather than when garbage collection gets to it.
-        for pod in ctx.stores.pods.state() {
-            if pod.metadata.namespace.as_deref() == Some(ns)
-                && pod.labels().get(names::LABEL_INSTANCE) == Some(&instance.name_any())
-            {
-                failures.check(apply::delete(ctx, pod.as_ref()).await);
-            }
-        }
-        ctx.event(
-            channel,
-            false,
-            "PluginDisabled",
-            "DeleteInstance",
-            format!(
-                "plugin {} no longer runs in this chat",
-                instance.spec.plugin
-            ),
-        )
-        .await;
+        let note = format!(
+            "plugin {} no longer runs in this chat",
+            instance.spec.plugin
+        );
+        ctx.event(channel, false, "PluginDisabled", "DeleteInstance", note)
+            .await;
     }
+    let writes = desired
+        .tasks
+        .iter()
+        .map(|task| async move { (&task.key, ctx.writes.apply(&task.desired, task.live).await) });
+    let mut not_applied = BTreeSet::new();
+    for (key, result) in futures::future::join_all(writes).await {
+        if failures.check(result).is_none() {
+            not_applied.insert(key.clone());
+        }
+    }
+    for cronjob in &desired.stale {
+        failures.check(ctx.writes.delete(*cronjob).await);
+    }
+    not_applied
 }
 
-/// Applies the planned CronJobs and deletes those not kept. Returns the entries to record as
-/// applied: the plan's, except that an entry whose CronJob could not be applied keeps the
-/// record it had, so it is applied again rather than counted as done.
-async fn sync_tasks(
+/// Writes `status` unless the part of the live status we own already is it (`before`); an
+/// Event for each condition that turned False (or changed its message while False).
+async fn write_status(
     ctx: &Context,
     channel: &Channel,
     ns: &str,
-    plan: &ChatPlan,
-    cronjobs: &[CronJob],
-    applied_before: &[AppliedSchedule],
-    failures: &mut Failures,
-) -> Vec<AppliedSchedule> {
-    let name = channel.name_any();
-    let owner = channel
-        .controller_owner_ref(&())
-        .expect("channels have a uid");
-    let host = ctx.host();
-    let api_url = ctx.api_url(&host);
-    let writes = plan.schedules.iter().map(|schedule| {
-        let desired = build_cronjob(&CronJobInputs {
-            plugin: &schedule.plugin,
-            project: &channel.spec.project,
-            channel: &name,
-            namespace: ns,
-            action: &schedule.action,
-            timing: &schedule.timing,
-            suspend: schedule.suspend,
-            entry_hash: &schedule.entry_hash,
-            entry_enabled: schedule.entry_enabled,
-            self_image: &ctx.options.self_image,
-            api_url: &api_url,
-            owner: owner.clone(),
-        });
-        let live = cronjobs
-            .iter()
-            .find(|c| c.metadata.name == desired.metadata.name);
-        async move {
-            let result = apply::apply(ctx, &desired, live).await;
-            (schedule, result)
-        }
-    });
-    let mut not_applied = BTreeSet::new();
-    for (schedule, result) in futures::future::join_all(writes).await {
-        if failures.check(result).is_none() {
-            not_applied.insert((schedule.plugin.clone(), schedule.action.clone()));
-        }
-    }
-    for cronjob in cronjobs {
-        if existing_task(cronjob)
-            .map(|(key, _)| key)
-            .is_none_or(|key| !plan.keep.contains(&key))
-        {
-            failures.check(apply::delete(ctx, cronjob).await);
-        }
-    }
-    let key = |r: &AppliedSchedule| (r.plugin.clone(), r.action.clone());
-    let mut applied: Vec<AppliedSchedule> = plan
-        .applied
-        .iter()
-        .filter(|r| !not_applied.contains(&key(r)))
-        .chain(
-            applied_before
-                .iter()
-                .filter(|r| not_applied.contains(&key(r))),
-        )
-        .cloned()
-        .collect();
-    applied.sort();
-    applied.dedup();
-    applied
-}
-
-/// The chat's status: the plugins that run in it, the entries applied, whether every entry
-/// is valid, and whether every write went through.
-fn desired_status(
-    channel: &Channel,
-    current: &ChannelStatus,
-    plan: &ChatPlan,
-    applied: Vec<AppliedSchedule>,
-    failures: &Failures,
-    now: &str,
-) -> ChannelStatus {
-    let mut conditions = current.conditions.clone();
-    let condition = |r#type: &str, ok: bool, reason: &str, message: String| Condition {
-        r#type: r#type.into(),
-        status: if ok {
-            ConditionStatus::True
-        } else {
-            ConditionStatus::False
-        },
-        observed_generation: channel.metadata.generation,
-        last_transition_time: now.into(),
-        reason: reason.into(),
-        message,
-    };
-    set_condition(
-        &mut conditions,
-        if plan.problems.is_empty() {
-            condition(
-                "SchedulesValid",
-                true,
-                "SchedulesApplied",
-                "every schedule entry is applied".into(),
-            )
-        } else {
-            condition(
-                "SchedulesValid",
-                false,
-                "InvalidSchedule",
-                plan.problems.join("; "),
-            )
-        },
-    );
-    set_condition(
-        &mut conditions,
-        if failures.is_empty() {
-            condition(
-                "Applied",
-                true,
-                "Applied",
-                "every instance, data volume and task of this chat is as planned".into(),
-            )
-        } else {
-            condition("Applied", false, "ApplyFailed", failures.to_string())
-        },
-    );
-    ChannelStatus {
-        observed_generation: channel.metadata.generation,
-        plugins: plan.enabled.clone(),
-        applied_schedules: applied,
-        conditions,
-    }
-}
-
-/// The condition of type `kind` when it turned False or its message changed while False.
-fn turned_false<'a>(
     before: &ChannelStatus,
-    after: &'a ChannelStatus,
-    kind: &str,
-) -> Option<&'a Condition> {
-    let find = |s: &ChannelStatus| s.conditions.iter().find(|c| c.r#type == kind).cloned();
-    let now = after.conditions.iter().find(|c| c.r#type == kind)?;
-    let was = find(before);
-    (now.status == ConditionStatus::False
-        && was.is_none_or(|w| w.status != ConditionStatus::False || w.message != now.message))
-    .then_some(now)
-}
-
-pub(crate) fn desired_instance(
-    plugin: &str,
-    project: &str,
-    channel: &str,
-    ns: &str,
-    owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
-) -> PluginInstance {
-    let mut instance = PluginInstance::new(
-        &names::instance_name(plugin, channel),
-        PluginInstanceSpec {
-            plugin: plugin.into(),
-            channel: channel.into(),
-            project: project.into(),
-        },
-    );
-    instance.metadata.namespace = Some(ns.into());
-    instance.metadata.labels = Some(names::labels(plugin, project, channel, "instance"));
-    instance.metadata.owner_references = Some(vec![owner]);
-    instance
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tests::fixtures;
-    use index::manifests::Manifests;
-    use model::resources::Plugin;
-
-    const T1: &str = "2026-01-01T10:00:00Z";
-
-    /// The plan of `general` in [`fixtures::World::echo`], with `plugin` installed.
-    fn plan(plugin: Plugin) -> ChatPlan {
-        let host = fixtures::host().spec;
-        let (project, trust) = (fixtures::project(true), fixtures::trust(true));
-        let channel = fixtures::channel("general");
-        let facts = PluginFacts::installed(&host, [&plugin], &Manifests::default());
-        let views: Vec<PluginView> = facts.iter().map(PluginFacts::view).collect();
-        plan_chat(&ChatInputs {
-            channel: &channel.spec,
-            project: Some(model::resolve::ProjectView::new(&project, Some(&trust))),
-            host: &host,
-            plugins: &views,
-            existing_cronjobs: &BTreeMap::new(),
-            applied: &[],
-            now: T1.parse().expect("a timestamp"),
-        })
-    }
-
-    /// The chat's status, whole, as a reviewer reads it (`src/snapshots/`): echo running with
-    /// its task applied; then echo without its `schedule` capability approved, and a write
-    /// the API server refused.
-    #[test]
-    fn the_status_snapshot() {
-        let channel = fixtures::channel("general");
-        let applied = plan(fixtures::echo_plugin());
-        let status = desired_status(
-            &channel,
-            &ChannelStatus::default(),
-            &applied,
-            applied.applied.clone(),
-            &Failures::default(),
-            T1,
-        );
-        insta::assert_yaml_snapshot!("channel_status_applied", status);
-
-        let unscheduled = plan(fixtures::plugin_with(
-            fixtures::echo_manifest(),
-            &["ui.composer_switch"],
-        ));
-        let mut failures = Failures::default();
-        failures.check::<()>(Err(Error::Create {
-            kind: "PluginInstance",
-            name: "echo-general".into(),
-            source: kube::Error::Api(
-                kube::core::Status::failure("refused: Invalid", "Invalid")
-                    .with_code(422)
-                    .boxed(),
-            ),
-        }));
-        insta::assert_yaml_snapshot!(
-            "channel_status_not_applied",
-            desired_status(
-                &channel,
-                &status,
-                &unscheduled,
-                unscheduled.applied.clone(),
-                &failures,
-                "2026-01-01T11:00:00Z",
+    status: &ChannelStatus,
+) -> Result<()> {
+    let api: Api<Channel> = Api::namespaced(ctx.client.clone(), ns);
+    ctx.writes
+        .status(&api, channel, Some(before), status, StatusWrite::Kept)
+        .await?;
+    for (kind, warning, action) in [
+        ("SchedulesValid", true, "ApplySchedules"),
+        ("Applied", true, "Apply"),
+    ] {
+        if let Some(condition) = status::turned_false(before, status, kind) {
+            ctx.event(
+                channel,
+                warning,
+                &condition.reason,
+                action,
+                condition.message.clone(),
             )
-        );
+            .await;
+        }
     }
+    Ok(())
 }

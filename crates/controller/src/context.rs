@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod, Secret};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use std::sync::Arc;
 
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -12,12 +12,13 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use super::metrics::Metrics;
+use super::write::Writes;
 use index::compact::Compact;
 use index::manifests::Manifests;
 use index::{Awaited, Index};
 use model::resources::{
-    AgentRun, Channel, ChannelStatus, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin,
-    PluginInstance, Project, ProjectTrust,
+    AgentRun, Channel, HOST_CONFIG_NAME, HostConfig, HostConfigSpec, Plugin, PluginInstance,
+    Project, ProjectTrust,
 };
 
 /// The reflector stores: the declared resources, and (label-selected) the children we own. The
@@ -40,6 +41,8 @@ pub struct Stores {
     /// The agent runs (the API server makes them), and their Jobs.
     pub runs: Store<AgentRun>,
     pub jobs: Store<Job>,
+    /// Every NetworkPolicy: the plugins' egress policies, and those that close plugin Pods.
+    pub network_policies: Store<NetworkPolicy>,
 }
 
 impl Stores {
@@ -59,6 +62,7 @@ impl Stores {
             registry_secrets: index.registry_secrets.clone(),
             runs: index.runs.clone(),
             jobs: index.jobs.clone(),
+            network_policies: index.network_policies.clone(),
         }
     }
 }
@@ -74,7 +78,7 @@ pub struct Options {
     pub namespace: String,
     /// Reconciles each controller (chat, instance, plugin, project) runs at once.
     pub concurrency: u16,
-    /// Writes in flight at once, across every reconcile (see [`Context::write_permit`]).
+    /// Writes in flight at once, across every reconcile (see `write::Writes::permit`).
     pub writes_in_flight: u16,
 }
 
@@ -94,27 +98,49 @@ pub struct Context {
     pub images: super::images::Images,
     /// Each Plugin's manifest, parsed once per version.
     pub manifests: Arc<Manifests>,
-    /// The chat statuses this controller wrote, until the cache shows them: see
-    /// [`Context::chat_status`].
-    written_chat_status: Mutex<HashMap<String, (Option<String>, ChannelStatus)>>,
-    /// Every write, until the cache shows it (see `recent_writes`).
-    pub recent_writes: super::recent_writes::RecentWrites,
-    /// Every object made, until the cache shows it (see `index::awaited`): the index's, which
-    /// its watches tell.
-    pub awaited: Arc<Awaited>,
-    /// Bounds the writes in flight: `Options::writes_in_flight` permits.
-    writes: tokio::sync::Semaphore,
-    /// Each plugin's egress policy, by namespace, as last made sure of.
-    pub egress: super::egress_seen::EgressSeen,
+    /// The one door for writes (see `write`).
+    pub writes: Writes,
 }
 
 impl Context {
-    /// A context over `stores`, with a manifest cache of its own.
+    /// A context over `stores`, with a manifest cache and a memory of objects made of its own
+    /// (tests).
+    #[cfg(test)]
     pub fn new(client: Client, metrics: Metrics, stores: Stores, options: Options) -> Self {
+        Self::built(
+            client,
+            metrics,
+            stores,
+            Default::default(),
+            Default::default(),
+            options,
+        )
+    }
+
+    /// A context over `index`: its stores, its manifest cache and what it awaits.
+    pub fn over(client: Client, metrics: Metrics, index: &Index, options: Options) -> Self {
+        let (manifests, made) = (index.manifests.clone(), index.awaited.clone());
+        Self::built(client, metrics, Stores::of(index), manifests, made, options)
+    }
+
+    fn built(
+        client: Client,
+        metrics: Metrics,
+        stores: Stores,
+        manifests: Arc<Manifests>,
+        made: Arc<Awaited>,
+        options: Options,
+    ) -> Self {
         let reporter = Reporter {
             controller: "loop-plugins-controller".into(),
             instance: std::env::var(runtime::pod_env::POD_NAME).ok(),
         };
+        let writes = Writes::new(
+            client.clone(),
+            metrics.clone(),
+            options.writes_in_flight,
+            made,
+        );
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
@@ -123,32 +149,10 @@ impl Context {
             backoff: Default::default(),
             started: jiff::Timestamp::now(),
             images: Default::default(),
-            manifests: Default::default(),
-            written_chat_status: Mutex::default(),
-            recent_writes: Default::default(),
-            awaited: Default::default(),
-            writes: tokio::sync::Semaphore::new(usize::from(options.writes_in_flight.max(1))),
-            egress: Default::default(),
+            manifests,
+            writes,
             options,
         }
-    }
-
-    /// A context over `index`: its stores, its manifest cache and what it awaits.
-    pub fn over(client: Client, metrics: Metrics, index: &Index, options: Options) -> Self {
-        Self {
-            manifests: index.manifests.clone(),
-            awaited: index.awaited.clone(),
-            ..Self::new(client, metrics, Stores::of(index), options)
-        }
-    }
-
-    /// Waits for a turn to write: every write to the API server holds one while in flight,
-    /// and there are `Options::writes_in_flight` of them.
-    pub async fn write_permit(&self) -> tokio::sync::SemaphorePermit<'_> {
-        self.writes
-            .acquire()
-            .await
-            .expect("the write semaphore is never closed")
     }
 
     /// The global config; its defaults while no HostConfig exists.
@@ -160,40 +164,6 @@ impl Context {
             .find(|h| h.name_any() == HOST_CONFIG_NAME)
             .map(|h| h.spec.clone())
             .unwrap_or_default()
-    }
-
-    /// The status a chat's reconcile starts from: what the cache holds, unless the cache still
-    /// shows the very version this controller last wrote over, in which case what it wrote.
-    /// Without this, a reconcile right after a status write could miss the schedule entries
-    /// it just recorded and apply a CronJob someone deleted by hand again.
-    pub fn chat_status(&self, channel: &Channel) -> ChannelStatus {
-        let uid = channel.uid().unwrap_or_default();
-        let mut written = self.written_chat_status.lock().expect("not poisoned");
-        match written.get(&uid) {
-            Some((over, status)) if *over == channel.resource_version() => status.clone(),
-            Some(_) => {
-                // The cache moved past our write: it shows it, or something newer.
-                written.remove(&uid);
-                channel.status.clone().unwrap_or_default()
-            }
-            None => channel.status.clone().unwrap_or_default(),
-        }
-    }
-
-    /// Records a chat status written over `channel` as the cache showed it.
-    pub fn wrote_chat_status(&self, channel: &Channel, status: ChannelStatus) {
-        let uid = channel.uid().unwrap_or_default();
-        let mut written = self.written_chat_status.lock().expect("not poisoned");
-        written.insert(uid, (channel.resource_version(), status));
-    }
-
-    /// Forgets what was written for a chat that is gone.
-    pub fn forget_chat(&self, channel: &Channel) {
-        let uid = channel.uid().unwrap_or_default();
-        self.written_chat_status
-            .lock()
-            .expect("not poisoned")
-            .remove(&uid);
     }
 
     /// LOOP_API_URL as plugin pods see it.
@@ -237,7 +207,7 @@ impl Context {
             secondary: None,
         };
         self.metrics.write("Event", "create");
-        let _turn = self.write_permit().await;
+        let _turn = self.writes.permit().await;
         if let Err(err) = self.recorder.publish(&event, regarding).await {
             tracing::warn!(%err, reason, "could not publish an Event");
         }

@@ -1,12 +1,14 @@
-//! The five controllers, each a kube `Controller` over the index's feeds: what it reconciles,
-//! which changes wake it, and how its reconciles run (a span and metrics each, the backoff of
-//! a failing object). Which objects a change wakes is `wake`'s.
+//! The six controllers, each a kube `Controller` over the index's feeds: what it reconciles,
+//! which changes wake it, and how its reconciles run (a span and metrics each; a failure
+//! counted by its category, told in a Warning Event whose reason is that category, and looked
+//! at again after a backoff). Which objects a change wakes is `wake`'s.
 //!
 //! | controller | reconciles | its children (woken on) | also woken by |
 //! |---|---|---|---|
 //! | plugin | Plugin | | HostConfig (every Plugin), a Secret of the controller's namespace (every Plugin), a Plugin (those sharing a name) |
+//! | egress | Plugin | its NetworkPolicies (any change, by their owner reference) | another NetworkPolicy (the plugins with instances in its namespace), an instance coming or going (its plugin), HostConfig (every Plugin) |
 //! | chat | Channel | instances, /data claims, CronJobs (a change of what it sets) | a Plugin or HostConfig (every chat), a Project or ProjectTrust (its chats) |
-//! | instance | PluginInstance, but the echo of its own status write | Pods, Secrets (any change) | a Plugin, a chat's spec, a Project (their instances), HostConfig (every instance) |
+//! | instance | PluginInstance, but the echo of its own status write | Pods, Secrets (any change) | a Plugin, a chat's spec, a Project, a NetworkPolicy (their instances), HostConfig (every instance) |
 //! | project | Project | | its ProjectTrust |
 //! | run | AgentRun | its Job and prompt Secret (any change) | a run (the others of its thread), HostConfig (every run) |
 
@@ -24,7 +26,7 @@ use super::context::Context;
 use super::error::Error;
 use super::queue::{self, Queue};
 use super::wake::{self, Fingerprint};
-use super::{apply, chat, instance, metrics, plugin, project, retry, runs};
+use super::{chat, egress, instance, metrics, plugin, project, retry, runs};
 use index::Feeds;
 use model::resources::{AgentRun, Channel, Plugin, PluginInstance, Project, ProjectTrust};
 
@@ -56,6 +58,44 @@ pub fn plugin(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + us
             ctx.clone(),
         )
         .for_each(log_result("plugin", q))
+}
+
+/// Each Plugin's egress: its NetworkPolicy in each namespace where it runs and one is due.
+/// Its policies wake it by their owner reference (kube's `owns` looks for a cluster-wide owner
+/// in its child's namespace, so the mapping is `wake`'s); another policy wakes the plugins
+/// running in its namespace; an instance coming or going, its plugin.
+pub fn egress(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
+    let stores = &ctx.stores;
+    let instances = stores.instances.clone();
+    let q = queue_of(&ctx, "egress");
+    let plugin_of = |instance: &PluginInstance| {
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&instance.spec.plugin, &mut hasher);
+        std::hash::Hasher::finish(&hasher)
+    };
+    Controller::for_stream(q.objects(feeds.plugins.subscribe()), stores.plugins.clone())
+        .watches_stream(
+            feeds.network_policies.subscribe(),
+            q.mapped(move |policy| {
+                wake::plugins_of_policy(&policy, instances.state().iter().map(|i| i.as_ref()))
+            }),
+        )
+        .watches_stream(
+            feeds.instances.subscribe_on_change(plugin_of),
+            q.mapped(|instance: PluginInstance| Some(ObjectRef::new(&instance.spec.plugin))),
+        )
+        .watches_stream(
+            feeds.host.subscribe(),
+            q.mapped(waking_every(&stores.plugins)),
+        )
+        .with_config(config(&ctx))
+        .shutdown_on_signal()
+        .run(
+            traced("egress", q.clone(), egress::reconcile),
+            error_policy("egress"),
+            ctx.clone(),
+        )
+        .for_each(log_result("egress", q))
 }
 
 /// Each chat's instances, data volumes and CronJobs. A child wakes its chat only when
@@ -120,7 +160,8 @@ pub fn chat(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<
 /// the echo of its write wakes nothing.
 pub fn instance(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + use<> {
     let stores = &ctx.stores;
-    let (on_plugin, on_chat, on_project) = (
+    let (on_plugin, on_chat, on_project, on_policy) = (
+        stores.instances.clone(),
         stores.instances.clone(),
         stores.instances.clone(),
         stores.instances.clone(),
@@ -128,7 +169,7 @@ pub fn instance(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + 
     let chats = stores.channels.clone();
     let own_echo = {
         let ctx = ctx.clone();
-        move |instance: &_| apply::is_status_echo(&ctx, instance)
+        move |instance: &_| ctx.writes.is_status_echo(instance)
     };
     let q = queue_of(&ctx, "instance");
     Controller::for_stream(
@@ -157,6 +198,12 @@ pub fn instance(feeds: &Feeds, ctx: Arc<Context>) -> impl Future<Output = ()> + 
         feeds.projects.subscribe(),
         q.mapped(move |project: Project| {
             wake::instances_of_project(&project, on_project.state().iter().map(|i| i.as_ref()))
+        }),
+    )
+    .watches_stream(
+        feeds.network_policies.subscribe(),
+        q.mapped(move |policy| {
+            wake::instances_of_policy(&policy, on_policy.state().iter().map(|i| i.as_ref()))
         }),
     )
     .watches_stream(
@@ -253,7 +300,8 @@ fn config(ctx: &Context) -> Config {
 
 /// Wraps a reconciler: a span per reconcile naming the object, its count and duration in the
 /// metrics, the object out of the queue, and the object's backoff forgotten once it
-/// reconciles.
+/// reconciles. A failure is told on the object: a Warning Event whose reason is its category
+/// (the metric's label, see `error`), saying what failed.
 fn traced<K, F, Fut>(
     controller: &'static str,
     queue: Arc<Queue>,
@@ -270,6 +318,7 @@ where
             &object.name_any(),
         ));
         let key = retry::key(object.as_ref());
+        let reference = object.object_ref(&());
         let span = tracing::info_span!(
             "reconcile",
             controller,
@@ -288,8 +337,13 @@ where
                     .duration
                     .get_or_create(&metrics::ControllerLabels { controller })
                     .observe(start.elapsed().as_secs_f64());
-                if result.is_ok() {
-                    ctx.backoff.forget(&key);
+                match &result {
+                    Ok(_) => ctx.backoff.forget(&key),
+                    Err(err) => {
+                        let (reason, note) = (err.category(), err.summary());
+                        ctx.event_on(&reference, true, reason, "Reconcile", note)
+                            .await
+                    }
                 }
                 result
             }
@@ -338,5 +392,41 @@ fn log_result<T: std::fmt::Debug, E: std::error::Error, Q: std::error::Error>(
             }
         }
         futures::future::ready(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::tests::fixtures::{NS, World, path, to_json};
+    use crate::tests::verifier::{Answer, Call};
+
+    // The failure of a step is told on the object, its category as the Event's reason: the
+    // same name the failures metric counts it by.
+    #[tokio::test]
+    async fn a_failed_reconcile_is_told_in_an_event_named_by_its_category() {
+        let world = World::echo();
+        let (ctx, server) = world.context();
+        let verifier = server.expect(vec![
+            Call::status(path("projects", "proj"), to_json(&world.projects[0]))
+                .answer(Answer::Fail(409, "Conflict")),
+            Call::event(NS, "status").body(|b| {
+                assert_eq!(b["type"], "Warning");
+                assert_eq!(b["action"], "Reconcile");
+                assert_eq!(
+                    b["note"],
+                    "writing the status of Project proj: refused: Conflict (409)"
+                );
+            }),
+        ]);
+        let q = queue_of(&ctx, "project");
+        let mut reconcile = traced("project", q, project::reconcile);
+        let err = reconcile(Arc::new(world.projects[0].clone()), ctx)
+            .await
+            .expect_err("the status write was refused");
+        assert_eq!(err.category(), "status");
+        verifier.done().await;
     }
 }

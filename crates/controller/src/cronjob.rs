@@ -272,7 +272,7 @@ mod tests {
         }
     }
 
-    /// `apply::apply` makes an absent CronJob with a create, whose fields an apply later
+    /// `Writes::apply` makes an absent CronJob with a create, whose fields an apply later
     /// takes only where it sets them: so whatever the inputs, the builder sets the same fields.
     #[test]
     fn sets_the_same_fields_whatever_the_inputs() {

@@ -1,39 +1,30 @@
-//! The controller's errors: one variant per step, each with a stable category used as the
-//! metric label and the Event reason.
+//! The controller's errors: one enum per step of a reconcile, each variant with a stable
+//! category, which is the metric label of a failed reconcile
+//! (`loop_plugins_controller_reconcile_failures_total{controller, category}`) and the reason of
+//! the Warning Event on the object that failed (see `controllers`).
+//!
+//! | step | enum | categories |
+//! |---|---|---|
+//! | gather: reading what a reconcile decides from (the index, a live read) | [`GatherError`] | `invalid`, `stored`, `read` |
+//! | admit: admission's verdict on a Plugin | [`AdmitError`] | `registry` |
+//! | sync and status: every write, through the door (`write`) | [`WriteError`] | `apply`, `create`, `delete`, `status`, `invalid` |
+//! | the finalizer helper around a Plugin's reconcile | [`Error::Finalizer`] | what failed inside it, else `finalizer` |
+//!
+//! [`Error`] is what a reconcile returns: the error of the step that failed. Deciding and
+//! building are pure and cannot fail: what they refuse (a Pod that would run as root, a
+//! schedule no cron can mean) is shown in status, not returned.
 
-use super::pod::PodError;
 use index::compact::NotParsed;
 
+pub use super::write::WriteError;
+
+/// Reading what a reconcile decides from.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("applying {kind} {name}: {source}")]
-    Apply {
-        kind: &'static str,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("creating {kind} {name}: {source}")]
-    Create {
-        kind: &'static str,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("deleting {kind} {name}: {source}")]
-    Delete {
-        kind: &'static str,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("writing the status of {kind} {name}: {source}")]
-    Status {
-        kind: &'static str,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
+pub enum GatherError {
+    #[error("{0} has no namespace")]
+    NoNamespace(String),
+    #[error(transparent)]
+    Stored(#[from] NotParsed),
     #[error("reading {kind} {name}: {source}")]
     Read {
         kind: &'static str,
@@ -41,16 +32,59 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    #[error("finalizing Plugin: {0}")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
-    #[error("building the Pod: {0}")]
-    Pod(#[from] PodError),
-    #[error("{0} has no namespace")]
-    NoNamespace(String),
+}
+
+impl GatherError {
+    /// The object itself is wrong (no namespace, a stored copy that does not parse): only a
+    /// change of it can help. A live read that failed is tried again.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            GatherError::NoNamespace(_) | GatherError::Stored(_) => true,
+            GatherError::Read { .. } => false,
+        }
+    }
+
+    pub fn category(&self) -> &'static str {
+        match self {
+            GatherError::NoNamespace(_) => "invalid",
+            GatherError::Stored(_) => "stored",
+            GatherError::Read { .. } => "read",
+        }
+    }
+}
+
+/// Admission's verdict on a Plugin, when it waits on something that may pass by itself.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
     #[error("admitting Plugin {name}: {message} (looking again soon)")]
     Pending { name: String, message: String },
+}
+
+impl AdmitError {
+    pub fn category(&self) -> &'static str {
+        match self {
+            AdmitError::Pending { .. } => "registry",
+        }
+    }
+}
+
+/// What a reconcile returns: the error of the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
     #[error(transparent)]
-    Stored(#[from] NotParsed),
+    Gather(#[from] GatherError),
+    #[error(transparent)]
+    Admit(#[from] AdmitError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error("finalizing Plugin: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+}
+
+impl From<NotParsed> for Error {
+    fn from(err: NotParsed) -> Self {
+        Error::Gather(err.into())
+    }
 }
 
 impl Error {
@@ -66,22 +100,15 @@ impl Error {
         }
     }
 
-    /// Whether looking again without a change cannot help: the object itself is wrong. A
-    /// deletion is never refused for what the object is, only by the cluster's policy
-    /// (admission), which can be lifted without a change we watch: it is tried again.
+    /// Whether looking again without a change cannot help: the object itself is wrong.
     pub fn is_permanent(&self) -> bool {
         if let Some(inner) = self.within_finalizer() {
             return inner.is_permanent();
         }
         match self {
-            Error::Pod(_) | Error::NoNamespace(_) | Error::Stored(_) => true,
-            Error::Apply { source, .. }
-            | Error::Create { source, .. }
-            | Error::Status { source, .. } => is_invalid(source),
-            Error::Delete { .. }
-            | Error::Read { .. }
-            | Error::Finalizer(_)
-            | Error::Pending { .. } => false,
+            Error::Gather(err) => err.is_permanent(),
+            Error::Write(err) => err.is_permanent(),
+            Error::Admit(_) | Error::Finalizer(_) => false,
         }
     }
 
@@ -92,41 +119,21 @@ impl Error {
             return inner.category();
         }
         match self {
-            Error::Apply { .. } => "apply",
-            Error::Create { .. } => "create",
-            Error::Delete { .. } => "delete",
-            Error::Read { .. } => "read",
-            Error::Status { .. } => "status",
+            Error::Gather(err) => err.category(),
+            Error::Admit(err) => err.category(),
+            Error::Write(err) => err.category(),
             Error::Finalizer(_) => "finalizer",
-            Error::Pod(_) => "pod",
-            Error::NoNamespace(_) => "invalid",
-            Error::Pending { .. } => "registry",
-            Error::Stored(_) => "stored",
         }
     }
-}
 
-impl Error {
-    /// One line for a status message: the API server's own message rather than its whole
-    /// answer.
+    /// One line for a status message or an Event: the API server's own message rather than
+    /// its whole answer.
     pub fn summary(&self) -> String {
-        let brief = |source: &kube::Error| match source {
-            kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
-            other => other.to_string(),
-        };
+        if let Some(inner) = self.within_finalizer() {
+            return inner.summary();
+        }
         match self {
-            Error::Apply { kind, name, source } => {
-                format!("applying {kind} {name}: {}", brief(source))
-            }
-            Error::Create { kind, name, source } => {
-                format!("creating {kind} {name}: {}", brief(source))
-            }
-            Error::Delete { kind, name, source } => {
-                format!("deleting {kind} {name}: {}", brief(source))
-            }
-            Error::Status { kind, name, source } => {
-                format!("writing the status of {kind} {name}: {}", brief(source))
-            }
+            Error::Write(err) => err.summary(),
             other => other.to_string(),
         }
     }
@@ -137,11 +144,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// The writes of one reconcile that failed, while the others went on: the status names them,
 /// then the reconcile fails with the one that decides when to look again.
 #[derive(Debug, Default)]
-pub struct Failures(Vec<Error>);
+pub struct Failures(Vec<WriteError>);
 
 impl Failures {
     /// The value of a write that worked; a failed one is kept.
-    pub fn check<T>(&mut self, result: Result<T>) -> Option<T> {
+    pub fn check<T>(&mut self, result: Result<T, WriteError>) -> Option<T> {
         match result {
             Ok(value) => Some(value),
             Err(err) => {
@@ -158,7 +165,7 @@ impl Failures {
     /// Ok when every write worked. Otherwise the first failure that may pass by itself, so
     /// the reconcile backs off and tries again; only when every one is permanent, the first,
     /// so it waits for a change.
-    pub fn into_result(self) -> Result<()> {
+    pub fn into_result(self) -> Result<(), WriteError> {
         let mut all = self.0.into_iter();
         let Some(first) = all.next() else {
             return Ok(());
@@ -185,12 +192,6 @@ impl std::fmt::Display for Failures {
     }
 }
 
-/// The API server refused the object itself (422 Invalid, 400 Bad Request): only a change of
-/// what we build from can help.
-fn is_invalid(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(s) if s.code == 422 || s.code == 400)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,8 +205,8 @@ mod tests {
         )
     }
 
-    fn refused(code: u16) -> Error {
-        Error::Apply {
+    fn refused(code: u16) -> WriteError {
+        WriteError::Apply {
             kind: "CronJob",
             name: "echo-general-tick".into(),
             source: api_refusal("refused", code),
@@ -215,8 +216,13 @@ mod tests {
     #[test]
     fn a_failure_that_may_pass_decides_over_a_permanent_one() {
         let mut failures = Failures::default();
-        assert_eq!(failures.check(Ok::<_, Error>(1)), Some(1));
+        assert_eq!(failures.check(Ok::<_, WriteError>(1)), Some(1));
         assert!(failures.is_empty() && Failures::default().into_result().is_ok());
+        let wrapped = Error::from(refused(409));
+        assert_eq!(
+            (wrapped.category(), wrapped.is_permanent()),
+            ("apply", false)
+        );
         failures.check::<()>(Err(refused(422)));
         failures.check::<()>(Err(refused(409)));
         assert_eq!(
@@ -242,7 +248,7 @@ mod tests {
     #[test]
     fn a_refused_deletion_is_tried_again() {
         for code in [400, 403, 422] {
-            let err = Error::Delete {
+            let err = WriteError::Delete {
                 kind: "PluginInstance",
                 name: "echo-general".into(),
                 source: api_refusal("refused by a policy", code),
@@ -257,13 +263,15 @@ mod tests {
     #[test]
     fn a_failure_inside_the_finalizer_is_named_for_itself() {
         use kube::runtime::finalizer::Error as Finalizing;
-        let pending = || Error::Pending {
-            name: "echo".into(),
-            message: "the registry does not answer".into(),
+        let pending = || {
+            Error::from(AdmitError::Pending {
+                name: "echo".into(),
+                message: "the registry does not answer".into(),
+            })
         };
         let applying = Error::Finalizer(Box::new(Finalizing::ApplyFailed(pending())));
         assert_eq!(applying.category(), "registry");
-        let cleaning = Error::Finalizer(Box::new(Finalizing::CleanupFailed(refused(422))));
+        let cleaning = Error::Finalizer(Box::new(Finalizing::CleanupFailed(refused(422).into())));
         assert_eq!(cleaning.category(), "apply");
         assert!(cleaning.is_permanent(), "what is wrong inside stays wrong");
         let adding = Error::Finalizer(Box::new(Finalizing::AddFinalizer(api_refusal(
@@ -271,5 +279,49 @@ mod tests {
         ))));
         assert_eq!(adding.category(), "finalizer");
         assert!(!adding.is_permanent());
+    }
+
+    // The table in the module doc, held against the code: each step's failures by the
+    // category the metric and the Event name, and whether they wait for a change.
+    #[test]
+    fn each_step_names_its_failures() {
+        let read = GatherError::Read {
+            kind: "Job",
+            name: "run-1".into(),
+            source: api_refusal("unavailable", 503),
+        };
+        let no_namespace = GatherError::NoNamespace("general".into());
+        let deleting = WriteError::Delete {
+            kind: "Pod",
+            name: "p".into(),
+            source: api_refusal("refused", 422),
+        };
+        let rows: [(Error, &str, bool); 5] = [
+            (no_namespace.into(), "invalid", true),
+            (read.into(), "read", false),
+            (refused(422).into(), "apply", true),
+            (deleting.into(), "delete", false),
+            (
+                AdmitError::Pending {
+                    name: "echo".into(),
+                    message: "the registry does not answer".into(),
+                }
+                .into(),
+                "registry",
+                false,
+            ),
+        ];
+        for (err, category, permanent) in rows {
+            assert_eq!(
+                (err.category(), err.is_permanent()),
+                (category, permanent),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            Error::from(refused(409)).summary(),
+            "applying CronJob echo-general-tick: refused (409)",
+            "the API server's message, not its whole answer"
+        );
     }
 }

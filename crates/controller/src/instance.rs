@@ -1,21 +1,26 @@
 //! The PluginInstance reconciler: the instance's Secret, its Pod while it is wanted, and the
 //! container's observed state in status.
 //!
-//! A reconcile is a pipeline of named steps; the deciding ones are pure (`decide`, `status`),
-//! the ones in this file read the stores or write:
+//! A reconcile is a pipeline of named steps; the deciding and building ones are pure
+//! (`decide`, `desired`, `status`), the ones in this file read the stores or write:
 //!
 //! 1. [`gather`]: what the instance depends on, from the stores (its Plugin and manifest,
-//!    Channel, Project, HostConfig, Pods); nothing is written;
+//!    Channel, Project, HostConfig, its Secrets and Pods, HostConfig's registry credentials,
+//!    the NetworkPolicies of its namespace); nothing is written;
 //! 2. `decide::decide`: whether it can run (or why not), whether its container is wanted now,
-//!    what its Pod takes from the Plugin and HostConfig, and the settings that apply;
-//! 3. [`make_secrets_and_pod`]: the pull Secret and the instance's Secret, made or put right
-//!    (`decide::secret_step`), and the Pod built (`decide::pod_inputs`, `pod::build_pod`);
-//! 4. [`put_pods`]: the Pods that go are deleted and the one wanted is made or put right
-//!    (`decide::pod_steps`), each with its Event;
+//!    what its Pod takes from the Plugin and HostConfig, the settings that apply, and what its
+//!    plugin's egress policy opens here (the `egress` reconciler makes it);
+//! 3. `desired::desired`: its children, built: the pull Secret and its Secret (made, kept or
+//!    replaced: `decide::secret_step`) in the order they are written, and the Pod (or why none
+//!    can run); then `decide::pod_steps`: which live Pods go, and whether the desired one is
+//!    made or put right;
+//! 4. [`sync`]: the Secrets written in order, then the Pods that go deleted and the one wanted
+//!    made or put right, each with its Event, all through the write door;
 //! 5. [`write_status`]: the status `status::desired_status` derives from what was applied,
 //!    written when it changed.
 
 pub(crate) mod decide;
+mod desired;
 mod status;
 
 use std::sync::Arc;
@@ -26,14 +31,13 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use rand::Rng;
 
-use super::Context;
-use super::apply;
-use super::egress;
-use super::error::{Error, Result};
-use super::plugin_pod;
-use super::pod::{PodInputs, build_pod, build_secret};
+use super::context::Context;
+use super::error::{GatherError, Result, WriteError};
+use super::images;
 use super::pod_wanted::Demand;
-use decide::{Decision, Facts, PodSteps, Removal, SecretStep, Start};
+use super::write::StatusWrite;
+use decide::{Facts, PodSteps, Removal, Start};
+use desired::{Desired, Fresh, SecretWrite};
 use index::compact;
 use model::names;
 use model::resources::{
@@ -43,52 +47,37 @@ use model::resources::{
 pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Result<Action> {
     let ns = instance
         .namespace()
-        .ok_or_else(|| Error::NoNamespace(instance.name_any()))?;
+        .ok_or_else(|| GatherError::NoNamespace(instance.name_any()))?;
     if instance.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
     let name = instance.name_any();
-    let facts = gather(&ctx, &instance, &name, &ns);
+    let facts = gather(&ctx, &instance, &name, &ns)?;
     let now = jiff::Timestamp::now();
     let decision = decide::decide(&facts, now);
-    // Before its container runs: what the plugin may reach beyond the host.
-    let egress = match &decision.pod {
-        Ok((run, _)) => {
-            let shown = instance
-                .status
-                .as_ref()
-                .map(|s| s.egress.as_slice())
-                .unwrap_or_default();
-            Some(egress::ensure(&ctx, run.plugin, &run.manifest, &ns, shown).await?)
-        }
-        Err(_) => None,
+    let fresh = Fresh {
+        token: random_token(),
+        secret: random_token(),
     };
-    let desired = make_secrets_and_pod(&ctx, &facts, &decision).await?;
-    let keep = desired.as_ref().ok().filter(|_| decision.demand.wanted());
+    let desired = desired::desired(&facts, &decision, &fresh);
+    let keep = desired
+        .pod
+        .as_ref()
+        .ok()
+        .filter(|_| decision.demand.wanted());
     let steps = decide::pod_steps(keep, &facts.pods);
-    let running = put_pods(&ctx, &instance, steps, decision.demand).await?;
+    let running = sync(&ctx, &instance, &desired, steps, decision.demand).await?;
     let applied = status::Applied {
         pod: running.as_deref(),
         want_pod: keep.is_some(),
-        problem: desired.as_ref().err().map(String::as_str),
+        problem: desired.pod.as_ref().err().map(String::as_str),
         settings: decision.settings.as_ref(),
-        egress: egress.as_deref(),
+        egress: decision.egress.as_deref(),
         gated: decision.pod.as_ref().ok().map(|(_, p)| p.gate.is_some()),
     };
     let status = status::desired_status(&instance, &applied, &model::time::rfc3339(now));
     write_status(&ctx, &instance, &ns, &status).await?;
-    // A plugin whose egress names hosts looks their addresses up again now and then.
-    let refresh = decision
-        .pod
-        .as_ref()
-        .ok()
-        .filter(|(run, _)| egress::names_hosts(run.plugin, &run.manifest))
-        .map(|_| egress::REFRESH);
-    let after = [decision.demand.recheck_after(now), refresh]
-        .into_iter()
-        .flatten()
-        .min();
-    Ok(match after {
+    Ok(match decision.demand.recheck_after(now) {
         Some(after) => Action::requeue(after),
         None => Action::await_change(),
     })
@@ -96,13 +85,14 @@ pub async fn reconcile(instance: Arc<PluginInstance>, ctx: Arc<Context>) -> Resu
 
 /// Reads what the instance's reconcile decides from, from the stores: its Plugin and the
 /// manifest parsed from it, its Channel (and a thread's channel, for its working tree), its
-/// Project, HostConfig and its Pods.
+/// Project, HostConfig, its Secrets and Pods, HostConfig's registry credentials and the
+/// NetworkPolicies of its namespace.
 fn gather<'a>(
     ctx: &'a Context,
     instance: &'a PluginInstance,
     name: &'a str,
     ns: &'a str,
-) -> Facts<'a> {
+) -> Result<Facts<'a>> {
     let stores = &ctx.stores;
     let spec = &instance.spec;
     let plugin = stores
@@ -133,8 +123,27 @@ fn gather<'a>(
         .into_iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(ns) && decide::owned_by(p, instance))
         .collect();
+    let policies = stores
+        .network_policies
+        .state()
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+        .collect();
     let host = ctx.host();
-    Facts {
+    let secret = compact::get(&stores.secrets, &names::secret_name(name), ns)?;
+    let pull_secret = compact::get(&stores.secrets, &names::pull_secret_name(name), ns)?;
+    // Credentials that cannot be read leave the Pod without a pull Secret (the Plugin's Image
+    // stage says why).
+    let pull_credentials = images::credentials(
+        &host.plugins.registry,
+        &ctx.options.namespace,
+        &stores.registry_secrets,
+    )
+    .unwrap_or_else(|e| {
+        tracing::warn!(instance = name, error = %e, "no pull secret for the plugin's Pod");
+        None
+    });
+    Ok(Facts {
         instance,
         name,
         namespace: ns,
@@ -145,65 +154,31 @@ fn gather<'a>(
         parent_channel,
         project,
         pods,
+        policies,
+        secret,
+        pull_secret,
+        pull_credentials,
         self_image: &ctx.options.self_image,
         started: ctx.started,
-    }
+    })
 }
 
-/// Makes or puts right the instance's Secrets and builds the Pod it would run; or says why
-/// no Pod can run. The pull Secret goes first (the Pod names it), then the instance's Secret,
-/// which is made even when `build_pod` then refuses the inputs (a root user, a gate without
-/// a command).
-async fn make_secrets_and_pod(
+/// Writes the instance's children: its Secrets in order (the pull Secret first: the Pod names
+/// it), then `steps` for its Pods. Returns the live Pod that runs on, if one does.
+async fn sync(
     ctx: &Context,
-    facts: &Facts<'_>,
-    decision: &Decision<'_>,
-) -> Result<Result<Pod, String>> {
-    let (run, parts) = match &decision.pod {
-        Ok((run, parts)) => (run, parts),
-        Err(why) => return Ok(Err(why.clone())),
-    };
-    let spec = &facts.instance.spec;
-    let owner = facts
-        .instance
-        .controller_owner_ref(&())
-        .expect("instances have a uid");
-    let labels = names::labels(&spec.plugin, &spec.project, &spec.channel, "pull");
-    let pull_secret = plugin_pod::ensure_pull_secret(
-        ctx,
-        &facts.host,
-        facts.name,
-        facts.namespace,
-        labels,
-        owner.clone(),
-    )
-    .await?;
-    let inputs = decide::pod_inputs(facts, run, parts, owner, pull_secret.as_deref());
-    ensure_secret(ctx, &inputs).await?;
-    Ok(build_pod(&inputs).map_err(|e| e.to_string()))
-}
-
-/// Makes the instance's Secret once, with a fresh random token and secret; afterwards puts
-/// right a hand edit of what we set, keeping its token and secret (see `decide::secret_step`).
-async fn ensure_secret(ctx: &Context, inputs: &PodInputs<'_>) -> Result<()> {
-    let name = names::secret_name(inputs.instance);
-    let live = compact::get(&ctx.stores.secrets, &name, inputs.namespace)?;
-    match decide::secret_step(live.as_ref(), &inputs.owner) {
-        SecretStep::Make => {
-            let secret = build_secret(inputs, &random_token(), &random_token());
-            apply::create(ctx, &secret).await.map(|_| ())
-        }
-        SecretStep::ReplaceEarlier(live) => apply::delete(ctx, live).await.map(|_| ()),
-        SecretStep::Keep {
-            live,
-            token,
-            secret,
-        } => {
-            let desired = build_secret(inputs, &token, &secret);
-            apply::apply(ctx, &desired, Some(live)).await.map(|_| ())
-        }
-        SecretStep::Leave => Ok(()),
+    instance: &PluginInstance,
+    desired: &Desired<'_>,
+    steps: PodSteps<'_>,
+    demand: Demand,
+) -> Result<Option<Arc<Pod>>> {
+    for write in &desired.secrets {
+        match write {
+            SecretWrite::Put { desired, live } => ctx.writes.apply(desired.as_ref(), *live).await?,
+            SecretWrite::Replace(live) => ctx.writes.delete(*live).await?,
+        };
     }
+    put_pods(ctx, instance, steps, demand).await
 }
 
 /// Carries out `steps`: deletes the Pods that go, then makes or puts right the one wanted,
@@ -218,17 +193,17 @@ async fn put_pods(
     for removal in steps.removals {
         match removal {
             Removal::Failed { pod, note } => {
-                if apply::delete(ctx, pod).await? {
+                if ctx.writes.delete(pod).await? {
                     ctx.event(instance, true, "PodFailed", "ReplacePod", note)
                         .await;
                 }
             }
-            Removal::Unwanted(pod) => stopped |= apply::delete(ctx, pod).await?,
+            Removal::Unwanted(pod) => stopped |= ctx.writes.delete(pod).await?,
         }
     }
     let running = match steps.start {
         Start::Create(pod) => {
-            if apply::create(ctx, pod).await? {
+            if ctx.writes.create(pod).await? {
                 let why = decide::started_because(demand);
                 let note = format!("started Pod {}: {why}", pod.name_any());
                 ctx.event(instance, false, "Started", "StartPod", note)
@@ -252,11 +227,11 @@ async fn put_pods(
 /// Applies the desired Pod over a live one that differs in a field we set (a hand edit): only
 /// mutable fields can differ under the same name, as the name carries the spec's hash. Should
 /// the API server refuse it anyway, the Pod is replaced.
-async fn put_right(ctx: &Context, desired: &Pod, live: &Pod) -> Result<()> {
-    match apply::apply(ctx, desired, Some(live)).await {
+async fn put_right(ctx: &Context, desired: &Pod, live: &Pod) -> Result<(), WriteError> {
+    match ctx.writes.apply(desired, Some(live)).await {
         Err(err) if err.is_permanent() => {
             tracing::warn!(pod = %live.name_any(), error = %err, "replacing a Pod that cannot be put right");
-            apply::delete(ctx, live).await.map(|_| ())
+            ctx.writes.delete(live).await.map(|_| ())
         }
         other => other.map(|_| ()),
     }
@@ -276,7 +251,10 @@ async fn write_status(
         .as_ref()
         .map(status::observed_part)
         .unwrap_or_default();
-    if apply::status(ctx, &api, instance, Some(&before), status).await?
+    if ctx
+        .writes
+        .status(&api, instance, Some(&before), status, StatusWrite::Merge)
+        .await?
         && let Some(settings) = status::settings_news(&before, status)
     {
         let warning = settings.status == ConditionStatus::False;

@@ -1,40 +1,37 @@
 //! The controller: makes the cluster match what is installed and what each project enables.
 //!
-//! Five reconcilers share one index of the cluster (crates/index, started for the controller's
-//! role): Plugin (admission, purge), Channel (the chat's instances, data volumes and CronJobs),
+//! Six reconcilers share one index of the cluster (crates/index, started for the controller's
+//! role): Plugin (admission, purge), the Plugin's egress (its NetworkPolicy in each namespace
+//! where it runs: `egress`), Channel (the chat's instances, data volumes and CronJobs),
 //! PluginInstance (Secret, Pod on demand, status), Project (trust in status, from the
 //! same-named ProjectTrust) and AgentRun (each run a Job of the runner, one at a time per
 //! thread: `runs`). `controllers` builds them, with what wakes each (`wake` maps a
 //! change to the objects it wakes). Deciding is pure (admission is a crate of its own,
 //! crates/admission; here `plan`, `pod_wanted`, `pod`, `cronjob`, `instance::decide`); writing is
-//! `apply`; `retry` decides when a failed reconcile looks again. `unreadable` names, with an
+//! `write`'s, the one door (apply, create, delete, status, and the memory of recent writes); `retry` decides when a failed reconcile looks again. `unreadable` names, with an
 //! Event and a gauge, each object the index leaves out because it does not parse.
 //! The controller never calls a plugin: that is the API server's (crates/server).
 
-mod apply;
 mod chat;
 mod context;
 mod controllers;
-mod drift;
 mod egress;
-mod egress_seen;
 mod error;
 mod images;
 mod instance;
-mod merge_patch;
 pub mod metrics;
 mod plugin;
 mod plugin_pod;
 mod pod_wanted;
 mod project;
 mod queue;
-mod recent_writes;
 mod retry;
 mod runs;
 #[cfg(test)]
 mod tests;
 mod unreadable;
 mod wake;
+mod write;
 
 // The pure builders the benchmarks measure against (crates/bench builds the controller's own
 // objects from its own plan for a bare client's baseline, and checks convergence with it).
@@ -96,7 +93,7 @@ pub async fn run(
 }
 
 /// Runs the reconcilers until SIGTERM or Ctrl-C, over an index of their own: the index
-/// started, a context over it, the four controllers built, then run.
+/// started, a context over it, the controllers built, then run.
 async fn reconcile_all(
     client: Client,
     options: Options,
@@ -116,6 +113,7 @@ pub async fn reconcile(client: Client, index: &Index, options: Options, metrics:
     let ctx = Arc::new(Context::over(client, metrics, index, options));
     let feeds = &index.feeds;
     let plugins = controllers::plugin(feeds, ctx.clone());
+    let egress = controllers::egress(feeds, ctx.clone());
     let chats = controllers::chat(feeds, ctx.clone());
     let instances = controllers::instance(feeds, ctx.clone());
     let projects = controllers::project(feeds, ctx.clone());
@@ -123,6 +121,6 @@ pub async fn reconcile(client: Client, index: &Index, options: Options, metrics:
     // Names what the index leaves out, for as long as the reconcilers run.
     let named = tokio::spawn(unreadable::report(index.unreadable.clone(), ctx));
     tracing::info!("reconciling");
-    futures::future::join5(plugins, chats, instances, projects, runs).await;
+    futures::join!(plugins, egress, chats, instances, projects, runs);
     named.abort();
 }

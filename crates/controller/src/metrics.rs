@@ -47,7 +47,7 @@ pub struct OutcomeLabels {
 }
 
 /// The controllers, as the `controller` label names them.
-pub const CONTROLLERS: [&str; 5] = ["plugin", "chat", "instance", "project", "run"];
+pub const CONTROLLERS: [&str; 6] = ["plugin", "egress", "chat", "instance", "project", "run"];
 
 /// Every metric the controller keeps.
 #[derive(Clone)]

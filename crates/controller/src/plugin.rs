@@ -12,9 +12,9 @@ use kube::{Api, ResourceExt};
 use admission::conflicts::Holder;
 use admission::{Facts, ImageFinding, Outcome, SignatureFinding, StageState};
 
-use super::Context;
-use super::apply;
-use super::error::{Error, Result};
+use super::context::Context;
+use super::error::{AdmitError, Error, Result};
+use super::write::StatusWrite;
 use model::names;
 use model::resources::{
     ADMITTED, AdmissionStage, Condition, ConditionStatus, HostConfigSpec, Plugin, PluginStatus,
@@ -197,17 +197,27 @@ async fn admit(plugin: &Plugin, ctx: &Context) -> Result<Action> {
     let status = desired_status(plugin, &outcome, &now_rfc3339());
     let api: Api<Plugin> = Api::all(ctx.client.clone());
     let before = plugin.status.clone().unwrap_or_default();
-    let wrote = apply::status(ctx, &api, plugin, plugin.status.as_ref(), &status).await?;
+    let wrote = ctx
+        .writes
+        .status(
+            &api,
+            plugin,
+            plugin.status.as_ref(),
+            &status,
+            StatusWrite::Merge,
+        )
+        .await?;
     if wrote {
         announce(ctx, plugin, &before, &status, &outcome).await;
     }
     if let Some(stopped) = outcome.stopped_at()
         && stopped.state == StageState::Pending
     {
-        return Err(Error::Pending {
+        return Err(AdmitError::Pending {
             name: plugin.name_any(),
             message: stopped.message.clone(),
-        });
+        }
+        .into());
     }
     Ok(Action::await_change())
 }
@@ -271,12 +281,12 @@ async fn cleanup(plugin: &Plugin, ctx: &Context) -> Result<Action> {
         let name = plugin.name_any();
         for claim in ctx.stores.claims.state() {
             if claim.label(names::LABEL_PLUGIN).as_ref() == Some(&name) {
-                apply::delete(ctx, claim.as_ref()).await?;
+                ctx.writes.delete(claim.as_ref()).await?;
             }
         }
         for run in ctx.stores.runs.state() {
             if run.spec.plugin == name {
-                apply::delete(ctx, run.as_ref()).await?;
+                ctx.writes.delete(run.as_ref()).await?;
             }
         }
         ctx.event(

@@ -1,7 +1,8 @@
 //! What a plugin's Pod takes from its admitted Plugin and from HostConfig, beyond the chat:
 //! the image's command and USER as admission read them, the registry credentials it is
 //! pulled with (a copy of HostConfig's Secret beside the Pod, owned by the instance), and the
-//! gate's policy when the gate is on. Pure builders, and the one write of the pull Secret.
+//! gate's policy when the gate is on. Pure builders (the instance's `desired` builds the pull
+//! Secret with them).
 
 use std::collections::BTreeMap;
 
@@ -13,11 +14,7 @@ use kube::ResourceExt;
 use admission::gate_policy;
 use oci::DOCKER_CONFIG_SECRET_KEY;
 
-use super::Context;
-use super::apply;
-use super::error::Result;
 use super::pod::{GateInputs, RunAs};
-use index::compact;
 use model::manifest::Manifest;
 use model::names;
 use model::resources::{HostConfigSpec, Plugin};
@@ -134,36 +131,6 @@ pub fn build_pull_secret(
         )])),
         ..Default::default()
     }
-}
-
-/// Applies the instance's pull Secret when HostConfig names registry credentials; returns
-/// its name for the Pod. Credentials that cannot be read leave the Pod without one (the
-/// Plugin's Image stage says why).
-pub async fn ensure_pull_secret(
-    ctx: &Context,
-    host: &HostConfigSpec,
-    instance: &str,
-    namespace: &str,
-    labels: BTreeMap<String, String>,
-    owner: OwnerReference,
-) -> Result<Option<String>> {
-    let credentials = match super::images::credentials(
-        &host.plugins.registry,
-        &ctx.options.namespace,
-        &ctx.stores.registry_secrets,
-    ) {
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => return Ok(None),
-        Err(e) => {
-            tracing::warn!(instance, error = %e, "no pull secret for the plugin's Pod");
-            return Ok(None);
-        }
-    };
-    let secret = build_pull_secret(instance, namespace, labels, owner, &credentials);
-    let name = secret.name_any();
-    let live = compact::get(&ctx.stores.secrets, &name, namespace)?;
-    apply::apply(ctx, &secret, live.as_ref()).await?;
-    Ok(Some(name))
 }
 
 #[cfg(test)]

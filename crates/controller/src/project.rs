@@ -7,9 +7,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::Context;
-use super::apply;
-use super::error::{Error, Result};
+use super::context::Context;
+use super::error::{GatherError, Result};
+use super::write::StatusWrite;
 use model::resolve::{ProjectView, TrustState, approved_plugins};
 use model::resources::{
     Condition, ConditionStatus, Project, ProjectStatus, ProjectTrust, set_condition,
@@ -19,7 +19,7 @@ use model::time::now_rfc3339;
 pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Action> {
     let ns = project
         .namespace()
-        .ok_or_else(|| Error::NoNamespace(project.name_any()))?;
+        .ok_or_else(|| GatherError::NoNamespace(project.name_any()))?;
     let trust = ctx
         .stores
         .project_trusts
@@ -27,14 +27,16 @@ pub async fn reconcile(project: Arc<Project>, ctx: Arc<Context>) -> Result<Actio
     let status = desired_status(&project, trust.as_deref(), &now_rfc3339());
     let api: Api<Project> = Api::namespaced(ctx.client.clone(), &ns);
     let flipped = trusted(project.status.as_ref()) != trusted(Some(&status));
-    if apply::status(
-        &ctx,
-        &api,
-        project.as_ref(),
-        project.status.as_ref(),
-        &status,
-    )
-    .await?
+    if ctx
+        .writes
+        .status(
+            &api,
+            project.as_ref(),
+            project.status.as_ref(),
+            &status,
+            StatusWrite::Merge,
+        )
+        .await?
         && flipped
     {
         let condition = status

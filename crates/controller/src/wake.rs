@@ -6,7 +6,9 @@
 //! Plugins sharing a name with a changed one ([`plugins_sharing_names`]), the chats of a
 //! project ([`chats_of_project`]), the instances of a plugin, a chat or a project
 //! ([`instances_of_plugin`], [`instances_of_chat`], [`instances_of_project`]), the Project of
-//! a ProjectTrust ([`project_of_trust`]). `controllers` says which controller takes which.
+//! a ProjectTrust ([`project_of_trust`]), the Plugins and instances a NetworkPolicy concerns
+//! ([`plugins_of_policy`], [`instances_of_policy`]). `controllers` says which controller takes
+//! which.
 //!
 //! A change wakes only when the reconciler could act on it. Each is a fingerprint, a hash of
 //! the parts that reconciler reads or writes; an event whose fingerprint is the one last seen
@@ -26,15 +28,17 @@
 //! (its status; a claim's binding and Bound phase), and each of those woke a chat reconcile
 //! that found nothing to do; each chat's status write woke its three instances the same way.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::egress;
 use admission::conflicts::declared_names;
 use index::compact::Compact;
 use model::resources::{Channel, Plugin, PluginInstance, Project, ProjectTrust};
@@ -269,6 +273,63 @@ pub fn instances_of_project<'a>(
     instances
         .into_iter()
         .filter(|i| i.metadata.namespace == *namespace && Some(&i.spec.project) == name)
+        .map(ObjectRef::from)
+        .collect()
+}
+
+/// The Plugin owning `policy`, when it is a plugin's egress policy (ours): by its owner
+/// reference, as kube's `owns` wakes an owner (which it cannot for a cluster-wide owner of a
+/// namespaced child: it looks for the owner in the child's namespace).
+fn owning_plugin(policy: &NetworkPolicy) -> Option<String> {
+    if !egress::ours(policy) {
+        return None;
+    }
+    let (kind, api_version) = (Plugin::kind(&()), Plugin::api_version(&()));
+    policy
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == kind && o.api_version == api_version)
+        .map(|o| o.name.clone())
+}
+
+/// The Plugins a change of a NetworkPolicy wakes (their egress): its owner, when it is a
+/// plugin's egress policy; otherwise every plugin with an instance in its namespace, as it may
+/// close (or no longer close) their Pods' egress.
+pub fn plugins_of_policy<'a>(
+    policy: &NetworkPolicy,
+    instances: impl IntoIterator<Item = &'a PluginInstance>,
+) -> Vec<ObjectRef<Plugin>> {
+    if let Some(owner) = owning_plugin(policy) {
+        return vec![ObjectRef::new(&owner)];
+    }
+    if egress::ours(policy) {
+        return Vec::new();
+    }
+    let namespace = &policy.metadata.namespace;
+    let plugins: BTreeSet<&str> = instances
+        .into_iter()
+        .filter(|i| i.metadata.namespace == *namespace)
+        .map(|i| i.spec.plugin.as_str())
+        .collect();
+    plugins.into_iter().map(ObjectRef::new).collect()
+}
+
+/// The instances a change of a NetworkPolicy wakes (their status shows their egress, and their
+/// Pods wait for a policy that is due): those of its plugin in its namespace, when it is a
+/// plugin's egress policy; otherwise every instance in its namespace.
+pub fn instances_of_policy<'a>(
+    policy: &NetworkPolicy,
+    instances: impl IntoIterator<Item = &'a PluginInstance>,
+) -> Vec<ObjectRef<PluginInstance>> {
+    let namespace = &policy.metadata.namespace;
+    let plugin = owning_plugin(policy);
+    if plugin.is_none() && egress::ours(policy) {
+        return Vec::new();
+    }
+    instances
+        .into_iter()
+        .filter(|i| i.metadata.namespace == *namespace)
+        .filter(|i| plugin.as_ref().is_none_or(|p| i.spec.plugin == *p))
         .map(ObjectRef::from)
         .collect()
 }

@@ -12,6 +12,7 @@
 //! | Secret of the controller's namespace | all | | typed (HostConfig's registry credentials) |
 //! | AgentRun | ours | ours | typed |
 //! | Job | runners' | | typed |
+//! | NetworkPolicy | all (ours, and those that close plugin Pods' egress) | | typed |
 //! | ConfigMap | | inbox, memory, live sessions (with their control requests) | typed |
 //! | ToolCallApproval | | ours | typed |
 //!
@@ -23,7 +24,7 @@ use model::names::MANAGED_SELECTOR;
 
 /// Every kind a process may watch, as the API server names it (the metrics of unreadable
 /// objects have a series for each).
-pub const KINDS: [&str; 14] = [
+pub const KINDS: [&str; 15] = [
     "HostConfig",
     "Plugin",
     "Project",
@@ -36,6 +37,7 @@ pub const KINDS: [&str; 14] = [
     "PersistentVolumeClaim",
     "CronJob",
     "Job",
+    "NetworkPolicy",
     "ConfigMap",
     "ToolCallApproval",
 ];
@@ -152,6 +154,7 @@ pub struct Watches {
     pub cronjobs: Option<Selection>,
     pub registry_secrets: Option<Selection>,
     pub jobs: Option<Selection>,
+    pub network_policies: Option<Selection>,
     pub runs: Option<Selection>,
     pub config_maps: Option<Selection>,
     pub approvals: Option<Selection>,
@@ -184,6 +187,8 @@ pub fn watches(roles: &Roles) -> Watches {
         cronjobs: for_controller(ours()),
         registry_secrets: controller.map(|c| Selection::within(&c.namespace)),
         jobs: for_controller(Selection::labelled(&runner_jobs_selector())),
+        // Not only ours: the egress of a plugin opens where another policy closes it.
+        network_policies: for_controller(Selection::all()),
         runs: any.then(ours),
         config_maps: for_api(Selection::labelled(&config_maps_selector())),
         approvals: for_api(ours()),
@@ -214,6 +219,7 @@ mod tests {
                 cronjobs: ours.clone(),
                 registry_secrets: Some(Selection::within("loop-plugins-system")),
                 jobs: Some(Selection::labelled(&runner_jobs_selector())),
+                network_policies: Some(Selection::all()),
                 runs: ours,
                 config_maps: None,
                 approvals: None,
@@ -243,6 +249,7 @@ mod tests {
                 cronjobs: None,
                 registry_secrets: None,
                 jobs: None,
+                network_policies: None,
                 runs: ours.clone(),
                 config_maps: Some(Selection::labelled(&config_maps_selector())),
                 approvals: ours,
@@ -263,6 +270,7 @@ mod tests {
         assert_eq!(both.runs, api.runs);
         assert_eq!(both.runs, controller.runs, "both read the runs");
         assert_eq!(both.jobs, controller.jobs);
+        assert_eq!(both.network_policies, controller.network_policies);
         assert_eq!(both.registry_secrets, controller.registry_secrets);
         assert!(both.tells_changes);
     }

@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::ResourceExt;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 
@@ -98,6 +99,9 @@ pub struct Index {
     pub registry_secrets: Store<Secret>,
     /// Label-selected: the agent runs' Jobs.
     pub jobs: Store<Job>,
+    /// Every NetworkPolicy: each plugin's egress policy (ours), and the policies that close
+    /// plugin Pods' egress, where ours are made (see the controller's `egress`).
+    pub network_policies: Store<NetworkPolicy>,
 
     // The API server's.
     /// Label-selected: the runs the API server made (the controller runs them).
@@ -137,6 +141,7 @@ pub struct Feeds {
     pub cronjobs: Feed<Compact<CronJob>>,
     pub registry_secrets: Feed<Secret>,
     pub jobs: Feed<Job>,
+    pub network_policies: Feed<NetworkPolicy>,
     pub runs: Feed<AgentRun>,
     pub config_maps: Feed<ConfigMap>,
     pub approvals: Feed<ToolCallApproval>,
@@ -157,6 +162,7 @@ pub struct Writers {
     pub cronjobs: Writer<Compact<CronJob>>,
     pub registry_secrets: Writer<Secret>,
     pub jobs: Writer<Job>,
+    pub network_policies: Writer<NetworkPolicy>,
     pub runs: Writer<AgentRun>,
     pub config_maps: Writer<ConfigMap>,
     pub approvals: Writer<ToolCallApproval>,
@@ -184,6 +190,7 @@ impl Index {
         let (cronjobs, cronjobs_w) = reflector::store();
         let (registry_secrets, registry_secrets_w) = reflector::store();
         let (jobs, jobs_w) = reflector::store();
+        let (network_policies, network_policies_w) = reflector::store();
         let (runs, runs_w) = reflector::store();
         let (config_maps, config_maps_w) = reflector::store();
         let (approvals, approvals_w) = reflector::store();
@@ -201,6 +208,7 @@ impl Index {
             cronjobs: Feed::new(cronjobs.clone()),
             registry_secrets: Feed::new(registry_secrets.clone()),
             jobs: Feed::new(jobs.clone()),
+            network_policies: Feed::new(network_policies.clone()),
             runs: Feed::new(runs.clone()),
             config_maps: Feed::new(config_maps.clone()),
             approvals: Feed::new(approvals.clone()),
@@ -222,6 +230,7 @@ impl Index {
             cronjobs,
             registry_secrets,
             jobs,
+            network_policies,
             runs,
             config_maps,
             approvals,
@@ -246,6 +255,7 @@ impl Index {
             cronjobs: cronjobs_w,
             registry_secrets: registry_secrets_w,
             jobs: jobs_w,
+            network_policies: network_policies_w,
             runs: runs_w,
             config_maps: config_maps_w,
             approvals: approvals_w,
@@ -326,6 +336,7 @@ mod tests {
             cronjobs,
             registry_secrets,
             jobs,
+            network_policies,
             runs,
             config_maps,
             approvals,
@@ -344,6 +355,7 @@ mod tests {
             kind(&cronjobs),
             kind(&registry_secrets),
             kind(&jobs),
+            kind(&network_policies),
             kind(&runs),
             kind(&config_maps),
             kind(&approvals),

@@ -67,6 +67,7 @@ impl Index {
             cronjobs,
             registry_secrets,
             jobs,
+            network_policies,
             runs,
             config_maps,
             approvals,
@@ -141,6 +142,12 @@ impl Index {
             |watch| watch,
         );
         start.watch(&plan.jobs, jobs, &feeds.jobs, |watch| watch);
+        start.watch(
+            &plan.network_policies,
+            network_policies,
+            &feeds.network_policies,
+            |watch| watch,
+        );
         start.watch(&plan.runs, runs, &feeds.runs, |watch| {
             let changed = index.changed.clone();
             when(tells, watch, move |_| bump(&changed.runs))

@@ -1,13 +1,15 @@
 //! What a PluginInstance should have, decided from values the reconciler gathered: whether it
-//! can run (its Plugin installed and admitted, its Channel there), whether its container is
-//! wanted now (`pod_wanted`), the settings that apply, the inputs of its Pod, and what to do with
-//! its Secret and with each of its live Pods. Pure: nothing here takes a client or the
-//! Context; `instance` reads the stores into [`Facts`] and carries the steps out.
+//! can run (its Plugin installed and admitted, its Channel there, its egress policy there when
+//! one is due), whether its container is wanted now (`pod_wanted`), the settings that apply,
+//! what its plugin's egress opens here, the inputs of its Pod, and what to do with its Secret
+//! and with each of its live Pods. Pure: nothing here takes a client or the
+//! Context; `instance` reads the stores into [`Facts`], `desired` builds the children, and
+//! `instance` carries the steps out.
 //!
 //! | step | decides | from |
 //! |---|---|---|
-//! | [`decide`] | runnable or why not, demand, the Pod's parts, settings | [`Facts`], the time |
-//! | [`pod_inputs`] | what the Pod is built from (`pod::build_pod`) | the decision, the pull Secret's name |
+//! | [`decide`] | runnable or why not, demand, the Pod's parts, settings, egress | [`Facts`], the time |
+//! | [`pod_inputs`] | what the Pod is built from (`pod::build_pod`, in `desired`) | the decision, the pull Secret's name |
 //! | [`secret_step`] | make, replace, keep or leave the Secret | the live Secret, the owner |
 //! | [`pod_steps`] | which live Pods go, and whether the desired one is made or put right | the desired Pod, the live ones |
 
@@ -16,9 +18,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 
+use crate::egress::{self, Here};
 use crate::plugin_pod::{self, PluginParts};
 use crate::pod::PodInputs;
 use crate::pod_wanted::{self, Demand, DemandInputs};
@@ -48,6 +52,17 @@ pub struct Facts<'a> {
     pub project: Option<Arc<Project>>,
     /// The instance's Pods (see [`owned_by`]).
     pub pods: Vec<Arc<Pod>>,
+    /// The NetworkPolicies of its namespace: its plugin's egress policy, and those that close
+    /// plugin Pods' egress.
+    pub policies: Vec<Arc<NetworkPolicy>>,
+    /// Its Secret, as the cache shows it.
+    pub secret: Option<Secret>,
+    /// Its pull Secret, as the cache shows it.
+    pub pull_secret: Option<Secret>,
+    /// HostConfig's registry credentials (`.dockerconfigjson`), which its Pod is pulled with;
+    /// `None` when HostConfig names none, or they cannot be read (the Plugin's Image stage says
+    /// why).
+    pub pull_credentials: Option<Vec<u8>>,
     /// Our own image: the gate's, unless HostConfig names another.
     pub self_image: &'a str,
     /// LOOP_API_URL as the plugin's Pod sees it.
@@ -74,6 +89,9 @@ pub struct Decision<'a> {
     /// The settings the plugin sees here, and the values left out (shown, never dropped
     /// silently); `None` without a manifest to check them against.
     pub settings: Option<ResolvedSettings>,
+    /// The destinations the plugin's egress policy opens here; `None` while it cannot run or
+    /// its policy is awaited.
+    pub egress: Option<Vec<String>>,
 }
 
 /// Decides what the instance should have now.
@@ -96,7 +114,18 @@ pub fn decide<'a>(facts: &'a Facts, now: Timestamp) -> Decision<'a> {
                 .and_then(|p| p.spec.plugins.get(plugin)),
         )
     });
+    // Before its container runs: what the plugin may reach beyond the host.
+    let here = runnable
+        .as_ref()
+        .ok()
+        .map(|run| egress::here(run.plugin, &run.manifest, &facts.policies));
     let pod = runnable.and_then(|run| {
+        if here == Some(Here::Awaited) {
+            return Err(format!(
+                "waiting for NetworkPolicy {}: plugin Pods' egress is closed here, and it opens the plugin's approved egress",
+                egress::name(&instance.spec.plugin)
+            ));
+        }
         let parts = plugin_pod::parts(
             &facts.host,
             facts.self_image,
@@ -107,10 +136,15 @@ pub fn decide<'a>(facts: &'a Facts, now: Timestamp) -> Decision<'a> {
         )?;
         Ok((run, parts))
     });
+    let egress = match here {
+        Some(Here::Open(open)) => Some(open),
+        Some(Here::Awaited) | None => None,
+    };
     Decision {
         pod,
         demand,
         settings,
+        egress,
     }
 }
 
@@ -394,8 +428,7 @@ mod tests {
     use model::resources::{ChannelKind, PluginInstanceStatus, SwitchState};
 
     use super::*;
-    use crate::tests::fixtures::{self, NS};
-    use index::manifests::Manifests;
+    use crate::tests::fixtures;
 
     fn at(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -412,21 +445,7 @@ mod tests {
     }
 
     fn plugin_facts(instance: &PluginInstance, plugin: Plugin) -> Facts<'_> {
-        let manifest = Manifests::default().of(&plugin);
-        Facts {
-            instance,
-            name: "echo-general",
-            namespace: NS,
-            host: fixtures::host().spec,
-            plugin: Some((Arc::new(plugin), manifest)),
-            channel: Some(Arc::new(fixtures::channel("general"))),
-            parent_channel: None,
-            project: Some(Arc::new(fixtures::project(true))),
-            pods: vec![],
-            self_image: "registry.local/loop-plugins@sha256:1111",
-            api_url: "http://api:8080".into(),
-            started: at(STARTED),
-        }
+        fixtures::instance_facts(instance, plugin, at(STARTED))
     }
 
     fn why_not(facts: &Facts) -> Option<String> {

@@ -30,9 +30,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::Context;
-use super::apply;
-use super::error::{Error, Result};
+use super::context::Context;
+use super::error::{GatherError, Result};
+use super::write::StatusWrite;
 use model::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
 use plan::Step;
 
@@ -42,7 +42,7 @@ const CACHE_BEHIND: Duration = Duration::from_secs(2);
 pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> {
     let ns = run
         .namespace()
-        .ok_or_else(|| Error::NoNamespace(run.name_any()))?;
+        .ok_or_else(|| GatherError::NoNamespace(run.name_any()))?;
     let runs = ctx.stores.runs.state();
     let thread: Vec<&AgentRun> = runs
         .iter()
@@ -68,7 +68,7 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
                 .expect("the plan starts only with a runner");
             let token = crate::instance::random_token();
             let secret = job::build_secret(&run, &token);
-            let token = if apply::create(&ctx, &secret).await? {
+            let token = if ctx.writes.create(&secret).await? {
                 token
             } else {
                 // Made by an earlier try that ended before the status said so.
@@ -86,7 +86,9 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
             let tree = chat
                 .as_deref()
                 .and_then(|c| crate::instance::decide::working_tree(c, parent.as_deref()));
-            apply::create(&ctx, &job::build_job(&run, runner, &api_url, tree)).await?;
+            ctx.writes
+                .create(&job::build_job(&run, runner, &api_url, tree))
+                .await?;
             tracing::info!(run = %run.name_any(), thread = %run.spec.thread, "started the run");
             status.phase = Some(AgentRunPhase::Running);
             status.start_time = Some(now());
@@ -103,11 +105,14 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         }
         Step::Lost => {
             let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-            let live = jobs.get_opt(&name).await.map_err(|source| Error::Read {
-                kind: "Job",
-                name: name.clone(),
-                source,
-            })?;
+            let live = jobs
+                .get_opt(&name)
+                .await
+                .map_err(|source| GatherError::Read {
+                    kind: "Job",
+                    name: name.clone(),
+                    source,
+                })?;
             if live.is_some() {
                 return Ok(Action::requeue(CACHE_BEHIND));
             }
@@ -126,7 +131,16 @@ pub async fn reconcile(run: Arc<AgentRun>, ctx: Arc<Context>) -> Result<Action> 
         }
     }
     let api: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &ns);
-    let wrote = apply::status_at_version(&ctx, &api, run.as_ref(), Some(&current), &status).await?;
+    let wrote = ctx
+        .writes
+        .status(
+            &api,
+            run.as_ref(),
+            Some(&current),
+            &status,
+            StatusWrite::AtVersion,
+        )
+        .await?;
     if wrote && let Some(outcome) = ended(current.phase, status.phase) {
         ctx.metrics.run_ended(outcome);
     }
@@ -141,7 +155,7 @@ async fn live_token(ctx: &Context, ns: &str, name: &str) -> Result<String> {
     let listed = secrets
         .list(&ListParams::default().fields(&format!("metadata.name={name}")))
         .await
-        .map_err(|source| Error::Read {
+        .map_err(|source| GatherError::Read {
             kind: "Secret",
             name: name.to_string(),
             source,
@@ -169,7 +183,7 @@ async fn final_message(ctx: &Context, ns: &str, run: &AgentRun) -> Result<Option
     let list = pods
         .list(&ListParams::default().labels(&selector))
         .await
-        .map_err(|source| Error::Read {
+        .map_err(|source| GatherError::Read {
             kind: "Pod",
             name: selector.clone(),
             source,

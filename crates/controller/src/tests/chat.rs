@@ -228,7 +228,7 @@ async fn step(world: &mut World, calls: Vec<Call>) {
             ("PATCH", p) if p.contains("/cronjobs/") => world.cronjobs = vec![from_body(&body)],
             ("PATCH", p) if p.ends_with("/status") => {
                 let before = to_json(&world.channels[0].status);
-                let after = crate::merge_patch::tests::apply(&before, &body["status"]);
+                let after = crate::write::merge_patch::tests::apply(&before, &body["status"]);
                 world.channels[0].status = Some(serde_json::from_value(after).expect("a status"));
             }
             _ => {}

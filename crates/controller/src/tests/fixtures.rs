@@ -7,6 +7,7 @@ use std::sync::Arc;
 use http::{Request, Response};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::client::Body;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
@@ -46,6 +47,7 @@ pub struct World {
     pub registry_secrets: Vec<Secret>,
     pub runs: Vec<AgentRun>,
     pub jobs: Vec<Job>,
+    pub network_policies: Vec<NetworkPolicy>,
 }
 
 impl World {
@@ -86,6 +88,7 @@ impl World {
             registry_secrets: store(self.registry_secrets.iter().cloned()),
             runs: store(self.runs.iter().cloned()),
             jobs: store(self.jobs.iter().cloned()),
+            network_policies: store(self.network_policies.iter().cloned()),
         };
         let options = Options {
             self_image: format!("registry.local/loop-plugins@sha256:{}", "1".repeat(64)),
@@ -195,6 +198,36 @@ pub fn echo_plugin() -> Plugin {
     )
 }
 
+/// The echo plugin declaring egress to `10.20.0.0/16:5432`, with `network.egress` approved
+/// (or not).
+pub fn egress_plugin(approved: bool) -> Plugin {
+    let mut manifest = echo_manifest();
+    manifest["capabilities"]
+        .as_array_mut()
+        .expect("a list")
+        .push("network.egress".into());
+    manifest["egress"] = json!([{ "cidr": "10.20.0.0/16", "ports": [5432] }]);
+    let mut approve = vec!["schedule", "ui.composer_switch", "live.control"];
+    if approved {
+        approve.push("network.egress");
+    }
+    plugin_with(manifest, &approve)
+}
+
+/// The chart's NetworkPolicy for plugin Pods in [`NS`]: their egress closed but for its rules.
+pub fn closing_policy() -> NetworkPolicy {
+    served(
+        serde_json::from_value(json!({
+            "metadata": { "name": "loop-plugins-plugins", "namespace": NS },
+            "spec": {
+                "podSelector": { "matchLabels": { "app.kubernetes.io/name": "loop-plugin" } },
+                "policyTypes": ["Ingress", "Egress"],
+            },
+        }))
+        .expect("a NetworkPolicy"),
+    )
+}
+
 pub fn plugin_with(manifest: Value, approved: &[&str]) -> Plugin {
     let mut plugin = Plugin::from_manifest(
         &manifest.to_string(),
@@ -301,6 +334,35 @@ pub fn instance() -> PluginInstance {
     served(instance)
 }
 
+/// The facts an instance's reconcile reads of [`instance`] in [`World::echo`], with `plugin`
+/// installed: the channel `general` and the project there, no Secret, Pod or policy yet,
+/// the controller started at `started`.
+pub fn instance_facts(
+    instance: &PluginInstance,
+    plugin: Plugin,
+    started: jiff::Timestamp,
+) -> crate::instance::decide::Facts<'_> {
+    let manifest = index::manifests::Manifests::default().of(&plugin);
+    crate::instance::decide::Facts {
+        instance,
+        name: "echo-general",
+        namespace: NS,
+        host: host().spec,
+        plugin: Some((Arc::new(plugin), manifest)),
+        channel: Some(Arc::new(channel("general"))),
+        parent_channel: None,
+        project: Some(Arc::new(project(true))),
+        pods: vec![],
+        policies: vec![],
+        secret: None,
+        pull_secret: None,
+        pull_credentials: None,
+        self_image: "registry.local/loop-plugins@sha256:1111",
+        api_url: "http://api:8080".into(),
+        started,
+    }
+}
+
 /// The API path of a namespaced object of ours.
 pub fn path(resource: &str, name: &str) -> String {
     format!("{}/{name}", collection(resource))
@@ -310,6 +372,7 @@ pub fn path(resource: &str, name: &str) -> String {
 pub fn collection(resource: &str) -> String {
     let group = match resource {
         "cronjobs" => "/apis/batch/v1",
+        "networkpolicies" => "/apis/networking.k8s.io/v1",
         "agentruns" | "channels" | "plugininstances" | "projects" => {
             "/apis/plugins.loop.dev/v1alpha1"
         }

@@ -38,7 +38,7 @@ fn record_status(world: &mut World, body: &Value) {
     let instance = &mut world.instances[0];
     let before = serde_json::to_value(instance.status.clone().unwrap_or_default())
         .expect("statuses serialize");
-    let after = crate::merge_patch::tests::apply(&before, &body["status"]);
+    let after = crate::write::merge_patch::tests::apply(&before, &body["status"]);
     let written: PluginInstanceStatus = serde_json::from_value(after).expect("an instance status");
     instance.status = Some(written);
 }
@@ -136,6 +136,54 @@ async fn a_reconcile_before_the_cache_shows_the_secret_makes_it_no_second_time()
     reconcile(world.instance("echo-general"), ctx)
         .await
         .expect("no write, so nothing to fail");
+}
+
+/// With HostConfig naming registry credentials, the pull Secret is written first (the Pod
+/// names it), then the instance's Secret, then the Pod that names both.
+#[tokio::test]
+async fn the_pull_secret_goes_first_and_the_pod_names_it() {
+    let mut world = world_with_instance(true);
+    world
+        .host
+        .as_mut()
+        .unwrap()
+        .spec
+        .plugins
+        .registry
+        .credentials_secret = Some("regcred".into());
+    let mut credentials = Secret::default();
+    credentials.metadata.name = Some("regcred".into());
+    credentials.metadata.namespace = Some("loop-plugins-system".into());
+    credentials.data = Some(
+        [(
+            ".dockerconfigjson".to_string(),
+            k8s_openapi::ByteString(br#"{"auths":{}}"#.to_vec()),
+        )]
+        .into(),
+    );
+    world.registry_secrets = vec![credentials];
+    let instance = to_json(&world.instances[0]);
+    let (ctx, server) = world.context();
+    let verifier = server.expect(vec![
+        Call::create(collection("secrets")).body(|b| {
+            assert_eq!(b["metadata"]["name"], "echo-general-pull");
+            assert_eq!(b["type"], "kubernetes.io/dockerconfigjson");
+        }),
+        Call::create(collection("secrets"))
+            .body(|b| assert_eq!(b["metadata"]["name"], "echo-general-token")),
+        Call::create(collection("pods")).body(|b| {
+            assert_eq!(
+                b["spec"]["imagePullSecrets"][0]["name"],
+                "echo-general-pull"
+            )
+        }),
+        Call::event(NS, "Started"),
+        Call::status(path("plugininstances", "echo-general"), instance),
+    ]);
+    reconcile(world.instance("echo-general"), ctx)
+        .await
+        .unwrap();
+    verifier.done().await;
 }
 
 #[tokio::test]

@@ -3,10 +3,11 @@
 
 mod chat;
 mod context;
+mod egress;
 pub(crate) mod fixtures;
 mod instance;
 mod plugin;
 mod project;
 mod runs;
-mod verifier;
+pub(crate) mod verifier;
 mod wake;

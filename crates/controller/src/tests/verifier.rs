@@ -177,8 +177,10 @@ impl ApiServer {
                     Answer::Echo => (200, body.clone()),
                     Answer::Object(object) => (200, object),
                     Answer::WithStatus(mut object) => {
-                        object["status"] =
-                            crate::merge_patch::tests::apply(&object["status"], &body["status"]);
+                        object["status"] = crate::write::merge_patch::tests::apply(
+                            &object["status"],
+                            &body["status"],
+                        );
                         (200, object)
                     }
                     Answer::Deleted => (

@@ -8,13 +8,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
-use super::fixtures::{NS, channel, echo_plugin, instance, project, served, trust};
+use super::fixtures::{
+    NS, channel, closing_policy, echo_plugin, egress_plugin, instance, project, served, trust,
+};
 use crate::chat::desired_instance;
 use crate::cronjob::{CronJobInputs, build_cronjob};
 use crate::pod::build_data_claim;
 use crate::wake::{
     Fingerprint, chats_of_project, clusters_annotation, every, instances_of_chat,
-    instances_of_plugin, instances_of_project, plugins_sharing_names, project_of_trust,
+    instances_of_plugin, instances_of_policy, instances_of_project, plugins_of_policy,
+    plugins_sharing_names, project_of_trust,
 };
 use index::compact::Compact;
 use model::resources::{
@@ -383,4 +386,46 @@ fn a_trusts_change_wakes_its_project() {
         project_of_trust(&trust(true)),
         ObjectRef::<Project>::new("proj").within(NS)
     );
+}
+
+/// A plugin's egress policy wakes its owner and that plugin's instances in its namespace;
+/// another policy (one that may close plugin Pods' egress) the plugins running in its namespace
+/// and every instance there.
+#[test]
+fn a_policys_change_wakes_its_plugin_or_those_running_in_its_namespace() {
+    let instances = [
+        instance_of("echo", "general", "proj", NS),
+        instance_of("quiz", "general", "proj", NS),
+        instance_of("echo", "general", "proj", "elsewhere"),
+    ];
+    let names = |woken: Vec<ObjectRef<PluginInstance>>| -> Vec<String> {
+        woken
+            .iter()
+            .map(|i| format!("{}/{}", i.namespace.as_deref().unwrap_or_default(), i.name))
+            .collect()
+    };
+    let plugin = egress_plugin(true);
+    let ours = crate::egress::policy::policy(&plugin, NS, &[]);
+    assert_eq!(
+        plugins_of_policy(&ours, &instances),
+        [ObjectRef::<Plugin>::new("echo")]
+    );
+    assert_eq!(
+        names(instances_of_policy(&ours, &instances)),
+        [format!("{NS}/echo-general")]
+    );
+    let closing = closing_policy();
+    assert_eq!(
+        plugins_of_policy(&closing, &instances),
+        [ObjectRef::<Plugin>::new("echo"), ObjectRef::new("quiz")]
+    );
+    assert_eq!(
+        names(instances_of_policy(&closing, &instances)),
+        [format!("{NS}/echo-general"), format!("{NS}/quiz-general")]
+    );
+    // Ours without its owner (edited away): it wakes nobody, and is no other policy either.
+    let mut orphan = ours.clone();
+    orphan.metadata.owner_references = None;
+    assert!(plugins_of_policy(&orphan, &instances).is_empty());
+    assert!(instances_of_policy(&orphan, &instances).is_empty());
 }

@@ -1,4 +1,5 @@
-//! Writes this controller made that its cache may not show yet.
+//! Writes this controller made that its cache may not show yet: the one memory of "my write,
+//! until the cache shows it", for every write the `write` door makes.
 //!
 //! A reconcile reads the watch cache, which lags the API server: an object written a moment
 //! ago can still show the version the write went over. A second reconcile in that moment (the
@@ -6,31 +7,52 @@
 //! and write the same content again: one more request per object on every fan-out, and twice
 //! the status writes of a cold start (measured by `make bench-scale`).
 //!
-//! So each write is remembered as (the version it went over, a hash of what it wrote). While
-//! the cache still shows that very version, writing the same content again is skipped: the
-//! server has it already, and whatever changes the object after it brings a new version and
-//! with it a new look. Only writes over an object the cache shows are remembered here; making
-//! an absent one is remembered by the index (`index::awaited`), whose watches say when the
-//! store shows the object: the version to compare with comes only then (an object made and
-//! deleted before the cache saw either would otherwise never be made again).
+//! Four things are remembered, each until the cache shows the write:
+//!
+//! | what | remembered as | until | asked by |
+//! |---|---|---|---|
+//! | a write over an object the cache shows | the version it went over, a hash of what it wrote | the cache shows another version | [`RecentWrites::on_its_way`] |
+//! | a status kept (the chat's) | the same, and the status itself | the same | [`RecentWrites::kept`] |
+//! | the version a status write produced | that version | its watch event (the echo) comes, or another | [`RecentWrites::is_echo`] |
+//! | an object made | its kind, namespace and name | a watch event of it | [`RecentWrites::making`] |
+//!
+//! While the cache still shows the version a write went over, writing the same content again
+//! is skipped: the server has it already, and whatever changes the object after it brings a
+//! new version and with it a new look. A status that a reconcile reads back (the chat's: the
+//! schedule entries it recorded decide what it applies next) is kept whole, so a reconcile in
+//! that moment starts from what was written, not from the version before it (it would apply a
+//! CronJob someone deleted by hand again).
 //!
 //! A status write also brings the watch event of the object as the write left it (its echo),
 //! which would wake the reconciler that wrote it to find what it has just written. So the
 //! version a status write produced is remembered too, and the event that carries exactly that
 //! version is the echo ([`RecentWrites::is_echo`]): nobody else wrote in between, or the version
 //! would differ and that write's own event wake the reconciler.
+//!
+//! Making an absent object is the same idea with one difference: there is no version to
+//! compare with until the cache shows the object, and an object made and deleted before the
+//! cache saw either would never be made again if the memory waited for a version. So it is
+//! cleared by the watches themselves, which live in the index: that part is the index's
+//! `index::awaited` (every watch tells it each object its store shows), and a `RecentWrites`
+//! holds the index's as its "made" part, so the writer asks one memory about every write.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use index::Awaited;
 
 /// What one object (or its status) had written over which version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 struct Entry {
     over: u64,
     content: u64,
+    /// What was written, when the writer reads it back ([`RecentWrites::kept`]).
+    kept: Option<serde_json::Value>,
 }
 
 /// The writes whose effect the cache may not show yet, by object.
@@ -39,6 +61,8 @@ pub struct RecentWrites {
     entries: Mutex<HashMap<u64, Entry>>,
     /// The version each status write produced, until its echo (or another version) comes.
     produced: Mutex<HashMap<u64, u64>>,
+    /// The objects made, until a watch shows them: the index's, which its watches clear.
+    made: Arc<Awaited>,
 }
 
 /// Names one object, or its status, for [`RecentWrites`].
@@ -83,28 +107,78 @@ fn forget_times(value: &mut serde_json::Value) {
 }
 
 impl RecentWrites {
+    /// A memory whose "made" part is `made`: the index's, which its watches clear.
+    pub fn over(made: Arc<Awaited>) -> Self {
+        Self {
+            made,
+            ..Default::default()
+        }
+    }
+
     /// Whether `content` was written over `version` of `target`, which the cache still shows:
     /// the write is on its way. A remembered write over another version is forgotten (the
     /// cache moved on).
     pub fn on_its_way(&self, target: Target, version: Option<&str>, content: u64) -> bool {
-        let Some(version) = version else {
-            return false;
-        };
+        self.over_version(target, version, |entry| entry.content == content)
+            .unwrap_or(false)
+    }
+
+    /// What was kept of the write over `version` of `target`, while the cache still shows
+    /// that version (see [`RecentWrites::record_kept`]).
+    pub fn kept<T: DeserializeOwned>(&self, target: Target, version: Option<&str>) -> Option<T> {
+        self.over_version(target, version, |entry| {
+            let kept = entry.kept.clone()?;
+            serde_json::from_value(kept).ok()
+        })
+        .flatten()
+    }
+
+    /// `read` of the entry of `target` written over `version`, if there is one; an entry over
+    /// another version is forgotten.
+    fn over_version<T>(
+        &self,
+        target: Target,
+        version: Option<&str>,
+        read: impl FnOnce(&Entry) -> T,
+    ) -> Option<T> {
+        let version = version?;
         let key = hash_of(target);
         let mut entries = self.entries.lock().expect("not poisoned");
         match entries.get(&key) {
-            Some(entry) if entry.over == hash_of(version) => entry.content == content,
+            Some(entry) if entry.over == hash_of(version) => Some(read(entry)),
             Some(_) => {
                 entries.remove(&key);
-                false
+                None
             }
-            None => false,
+            None => None,
         }
     }
 
     /// Remembers that `content` was written over `version` of `target` (nothing when the
     /// object was absent).
     pub fn record(&self, target: Target, version: Option<&str>, content: u64) {
+        self.insert(target, version, content, None);
+    }
+
+    /// [`RecentWrites::record`], keeping what was written to read back.
+    pub fn record_kept<T: Serialize>(
+        &self,
+        target: Target,
+        version: Option<&str>,
+        content: u64,
+        written: &T,
+    ) {
+        let kept = serde_json::to_value(written).expect("what is written serializes");
+        self.insert(target, version, content, Some(kept));
+    }
+
+    fn insert(
+        &self,
+        target: Target,
+        version: Option<&str>,
+        content: u64,
+        kept: Option<serde_json::Value>,
+    ) {
         let Some(version) = version else {
             return;
         };
@@ -113,6 +187,7 @@ impl RecentWrites {
             Entry {
                 over: hash_of(version),
                 content,
+                kept,
             },
         );
     }
@@ -138,6 +213,31 @@ impl RecentWrites {
             (Some(ours), Some(version)) => ours == hash_of(version),
             _ => false,
         }
+    }
+
+    /// Forgets every write to `target`: its object is gone.
+    pub fn forget(&self, target: Target) {
+        let key = hash_of(target);
+        self.entries.lock().expect("not poisoned").remove(&key);
+        self.produced.lock().expect("not poisoned").remove(&key);
+    }
+
+    /// Whether `target` may be made now: false while it was made and no watch has shown it
+    /// yet. Otherwise it is remembered as made from `now` (before the create is sent, so the
+    /// watch event it brings always finds it), until a watch shows it or [`RecentWrites::not_made`].
+    pub fn making(&self, target: Target, now: Instant) -> bool {
+        let namespace = Some(target.namespace).filter(|ns| !ns.is_empty());
+        if self.made.awaited(target.kind, namespace, target.name, now) {
+            return false;
+        }
+        self.made.made(target.kind, namespace, target.name, now);
+        true
+    }
+
+    /// Making `target` failed: it is not awaited.
+    pub fn not_made(&self, target: Target) {
+        let namespace = Some(target.namespace).filter(|ns| !ns.is_empty());
+        self.made.forget(target.kind, namespace, target.name);
     }
 
     /// How many writes are remembered.
@@ -200,6 +300,60 @@ mod tests {
             status_hash(&at("t1", "True")),
             status_hash(&at("t1", "False"))
         );
+    }
+
+    #[test]
+    fn a_status_kept_is_read_until_the_cache_moves_past_it_then_forgotten() {
+        let written = RecentWrites::default();
+        let status = Target {
+            kind: "Channel",
+            part: "status",
+            namespace: "ns",
+            name: "general",
+        };
+        let wrote = serde_json::json!({ "plugins": ["echo"] });
+        written.record_kept(status, Some("10"), status_hash(&wrote), &wrote);
+        assert_eq!(
+            written.kept::<serde_json::Value>(status, Some("10")),
+            Some(wrote.clone()),
+            "the cache still shows version 10"
+        );
+        assert!(written.on_its_way(status, Some("10"), status_hash(&wrote)));
+        // Only what was kept is read back: a write remembered by its hash alone has nothing.
+        written.record(POD, Some("7"), 1);
+        assert_eq!(written.kept::<serde_json::Value>(POD, Some("7")), None);
+        // The cache shows our write (version 11): the status is read from the cache again.
+        assert_eq!(written.kept::<serde_json::Value>(status, Some("11")), None);
+        // Forgotten: a cache that went back to version 10 (a relist) is read as it is.
+        assert_eq!(written.kept::<serde_json::Value>(status, Some("10")), None);
+    }
+
+    #[test]
+    fn a_gone_objects_writes_are_forgotten() {
+        let written = RecentWrites::default();
+        let status = Target {
+            part: "status",
+            ..POD
+        };
+        written.record_kept(status, Some("3"), 1, &serde_json::json!({}));
+        written.produced(status, Some("4"));
+        written.forget(status);
+        assert_eq!(written.len(), 0);
+    }
+
+    #[test]
+    fn an_object_made_is_not_made_again_until_a_watch_shows_it() {
+        let made = Arc::new(Awaited::default());
+        let written = RecentWrites::over(made.clone());
+        let now = Instant::now();
+        assert!(written.making(POD, now));
+        assert!(!written.making(POD, now), "made, and not shown yet");
+        // A watch shows it (the index's hook): it may be made again should it go.
+        made.forget(POD.kind, Some(POD.namespace), POD.name);
+        assert!(written.making(POD, now));
+        // A create that failed is not awaited.
+        written.not_made(POD);
+        assert!(written.making(POD, now));
     }
 
     #[test]
