@@ -21,14 +21,12 @@
 //! - [`gate_policy`]: the manifest's `gate` rules compiled for the gate (the Manifest stage
 //!   checks them; the controller writes them into each Pod);
 //! - [`conflicts`]: the Names stage's rules;
-//! - [`registry_options`]: the registry client's options from HostConfig (the pulls' setup);
 //! - [`verdict`]: what the status this pipeline wrote says now ([`admit`], what the other
 //!   reconcilers ask), and the names admitted plugins hold.
 
 pub mod conflicts;
 pub mod findings;
 pub mod gate_policy;
-pub mod registry_options;
 pub mod verdict;
 
 pub use findings::{ImageFinding, ImageView, SignatureFinding, view_of};

@@ -6,12 +6,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-pub use admission::registry_options::{RegistrySetupError, options};
 use admission::{ImageFinding, SignatureFinding, view_of};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use model::resources::{HostConfigSpec, ImageStatus, Plugin, RegistryConfig, SignatureMode};
+use oci::registry_options::{RegistrySetupError, options};
 use oci::signing::publish;
 use oci::signing::record::SignatureRecord;
 use oci::{DOCKER_CONFIG_SECRET_KEY, ImageRef, InspectError, Registry, inspect};
