@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use model::contract::{DATA_DIR, SECRET_DIR, SECRET_KEY, TOKEN_KEY};
+use model::contract::{DATA_DIR, RunAs, SECRET_DIR, SECRET_KEY, TOKEN_KEY};
 
 use crate::engine::Engine;
 use crate::error::SetupError;
@@ -159,13 +159,6 @@ impl Drop for Container {
     }
 }
 
-/// Who the container runs as: the image's USER (uid, and gid or the uid's own).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunAs {
-    pub uid: i64,
-    pub gid: i64,
-}
-
 /// Pulls `image` (pinned by digest) into the engine, runs it as `run_as` with the Plugin API
 /// at `api_url` with `token`, and waits until it answers.
 pub async fn start(
@@ -185,7 +178,7 @@ pub async fn start(
         name: format!("{NAME_PREFIX}{}-{:x}", std::process::id(), started::nanos()),
         image: image.into(),
         uid: run_as.uid,
-        gid: run_as.gid,
+        gid: run_as.group(),
         port: started::free_port()?,
         api_url: api_url.into(),
         secret_file: files.secret_file.clone(),

@@ -229,6 +229,7 @@ fn refused(e: &InspectError) -> ImageFinding {
 mod tests {
     use super::*;
     use admission::ImageView;
+    use model::contract::RunAs;
 
     #[test]
     fn the_cache_keeps_the_newest() {
@@ -237,8 +238,7 @@ mod tests {
             ImageFinding::Read(Arc::new(ImageView {
                 digest: d.into(),
                 repository: String::new(),
-                run_as_user: 1,
-                run_as_group: None,
+                run_as: RunAs { uid: 1, gid: None },
                 command: vec![],
                 plugin_json: Arc::default(),
                 plugin_json_sha256: String::new(),

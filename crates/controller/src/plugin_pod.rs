@@ -16,8 +16,9 @@ use oci::DOCKER_CONFIG_SECRET_KEY;
 use super::Context;
 use super::apply;
 use super::error::Result;
-use super::pod::{GateInputs, RunAs};
+use super::pod::GateInputs;
 use index::compact;
+use model::contract::RunAs;
 use model::manifest::Manifest;
 use model::names;
 use model::resources::{HostConfigSpec, Plugin};
@@ -102,10 +103,7 @@ pub fn parts(
     };
     Ok(PluginParts {
         command: image.command.clone(),
-        run_as: RunAs {
-            user: image.run_as_user,
-            group: image.group(),
-        },
+        run_as: image.run_as(),
         gate,
     })
 }
@@ -224,8 +222,8 @@ mod tests {
         assert_eq!(
             parts.run_as,
             RunAs {
-                user: 1000,
-                group: 1000
+                uid: 1000,
+                gid: None
             }
         );
         assert!(parts.gate.is_none(), "the gate is off");

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use model::contract::{
-    API_URL_ENV, DATA_DIR, GATE_DIR, GATE_POLICY_ENV, PLUGIN_PORT, SECRET_DIR, SECRET_KEY,
+    API_URL_ENV, DATA_DIR, GATE_DIR, GATE_POLICY_ENV, PLUGIN_PORT, RunAs, SECRET_DIR, SECRET_KEY,
     SELF_IMAGE_BINARY, TOKEN_KEY, WORKTREE_DIR,
 };
 use model::names;
@@ -52,13 +52,6 @@ pub struct PodInputs<'a> {
     pub gate: Option<GateInputs<'a>>,
 }
 
-/// Who the plugin runs as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunAs {
-    pub user: i64,
-    pub group: i64,
-}
-
 /// What the gate needs in the Pod.
 #[derive(Clone, Debug)]
 pub struct GateInputs<'a> {
@@ -86,7 +79,7 @@ pub enum PodError {
 
 /// The plugin's Pod. Its name carries a hash of its spec, so a changed spec makes a new Pod.
 pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
-    if input.run_as.user == 0 {
+    if input.run_as.uid == 0 {
         return Err(PodError::RunsAsRoot(input.plugin.into()));
     }
     let mut volumes = vec![
@@ -266,9 +259,9 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
         }),
         security_context: Some(PodSecurityContext {
             run_as_non_root: Some(true),
-            run_as_user: Some(input.run_as.user),
-            run_as_group: Some(input.run_as.group),
-            fs_group: Some(input.run_as.group),
+            run_as_user: Some(input.run_as.uid),
+            run_as_group: Some(input.run_as.group()),
+            fs_group: Some(input.run_as.group()),
             seccomp_profile: Some(SeccompProfile {
                 type_: "RuntimeDefault".into(),
                 ..Default::default()
@@ -356,8 +349,8 @@ pub fn build_data_claim(
 /// image decides it.
 fn container_security(run_as: RunAs) -> SecurityContext {
     SecurityContext {
-        run_as_user: Some(run_as.user),
-        run_as_group: Some(run_as.group),
+        run_as_user: Some(run_as.uid),
+        run_as_group: Some(run_as.group()),
         seccomp_profile: Some(SeccompProfile {
             type_: "RuntimeDefault".into(),
             ..Default::default()
@@ -430,8 +423,8 @@ mod tests {
             api_url: "http://api:8080",
             working_tree: None,
             run_as: RunAs {
-                user: 1234,
-                group: 2345,
+                uid: 1234,
+                gid: Some(2345),
             },
             image_pull_secret: None,
             gate: None,
@@ -485,7 +478,10 @@ mod tests {
             );
         }
         // Never root, whatever the image says.
-        input.run_as = RunAs { user: 0, group: 0 };
+        input.run_as = RunAs {
+            uid: 0,
+            gid: Some(0),
+        };
         assert_eq!(build_pod(&input), Err(PodError::RunsAsRoot("echo".into())));
     }
 

@@ -33,7 +33,7 @@ pub mod tarstream;
 #[cfg(feature = "test-support")]
 pub mod testing;
 
-pub use checks::{CheckError, ConfigFacts, PluginEntry, RunAs, TreeFacts};
+pub use checks::{CheckError, ConfigFacts, PluginEntry, TreeFacts};
 pub use credentials::{Credential, CredentialsError, DOCKER_CONFIG_SECRET_KEY, DockerConfig};
 pub use digest::Digest;
 pub use inspect::{ImageFacts, InspectError, inspect};
