@@ -4,11 +4,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    LocalObjectReference, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe,
-    ResourceRequirements, SeccompProfile, Secret, SecretVolumeSource, SecurityContext,
-    TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
+    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, LocalObjectReference,
+    ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe, ResourceRequirements, Secret,
+    SecretVolumeSource, TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -20,6 +19,7 @@ use model::contract::{
 };
 use model::names;
 use model::resources::WorkingTree;
+use model::security::{restricted_container, restricted_pod};
 
 /// The size each /data claim asks for.
 pub const DATA_SIZE: &str = "1Gi";
@@ -179,7 +179,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
                 ]),
                 env: Some(vec![env_value(GATE_POLICY_ENV, &gate.policy_json)]),
                 volume_mounts: Some(vec![mount("gate", GATE_DIR, false, None)]),
-                security_context: Some(container_security(input.run_as)),
+                security_context: Some(restricted_container(Some(input.run_as))),
                 ..Default::default()
             };
             // The policy file holds the rules and the audit's retention; the dirs are said
@@ -243,7 +243,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
             ..Default::default()
         }),
         resources,
-        security_context: Some(container_security(input.run_as)),
+        security_context: Some(restricted_container(Some(input.run_as))),
         volume_mounts: Some(mounts),
         ..Default::default()
     };
@@ -257,17 +257,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
                 name: name.to_string(),
             }]
         }),
-        security_context: Some(PodSecurityContext {
-            run_as_non_root: Some(true),
-            run_as_user: Some(input.run_as.uid),
-            run_as_group: Some(input.run_as.group()),
-            fs_group: Some(input.run_as.group()),
-            seccomp_profile: Some(SeccompProfile {
-                type_: "RuntimeDefault".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        security_context: Some(restricted_pod(Some(input.run_as))),
         init_containers,
         containers: vec![container],
         volumes: Some(volumes),
@@ -341,37 +331,6 @@ pub fn build_data_claim(
             ..Default::default()
         }),
         status: None,
-    }
-}
-
-/// What each container of a plugin's Pod runs under: the restricted Pod Security level and
-/// more (a read-only root filesystem), said per container so no default of the runtime or the
-/// image decides it.
-fn container_security(run_as: RunAs) -> SecurityContext {
-    SecurityContext {
-        run_as_user: Some(run_as.uid),
-        run_as_group: Some(run_as.group()),
-        seccomp_profile: Some(SeccompProfile {
-            type_: "RuntimeDefault".into(),
-            ..Default::default()
-        }),
-        ..restricted_container()
-    }
-}
-
-/// The container lock-down every Pod the controller makes shares (plugin Pods, the trigger's
-/// CronJobs, the runner's Jobs): no privilege escalation, a read-only root filesystem, never
-/// root, no capabilities.
-pub fn restricted_container() -> SecurityContext {
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        read_only_root_filesystem: Some(true),
-        run_as_non_root: Some(true),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".into()]),
-            ..Default::default()
-        }),
-        ..Default::default()
     }
 }
 
