@@ -65,7 +65,6 @@ pub struct McpTools {
 impl McpTools {
     /// Initializes with the endpoint at `url` and lists its tools.
     pub async fn connect(url: &str, token_file: PathBuf) -> Result<Self, McpError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
             .build()

@@ -468,6 +468,9 @@ impl World {
 
         let pods = index.pods.clone();
         let recorded = Arc::new(RecordingWriter::default());
+        // The test binary's TLS provider for reqwest, before Calls builds its client (the API
+        // server's main installs it).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let calls = Calls::new(
             settings,
             index,
