@@ -1,19 +1,12 @@
-//! Rule paths as globs: how the manifest's `gate.files[].paths` match, shared by the policy's
-//! validation ([`crate::policy`]) and its compiled form ([`crate::compiled`]). Pure: no file
-//! system, no policy types.
+//! Rule paths as globs: how the manifest's `gate.files[].paths` match, for the policy's
+//! compiled form ([`crate::compiled`]). Each path compiles in the manifest crate's one dialect
+//! ([`manifest::gate::glob`], which the rules' checks compile with too). Pure: no file system,
+//! no policy types.
 
 use std::path::{Component, Path, PathBuf};
 
-use globset::{GlobBuilder, GlobMatcher};
-
-/// Compiles one rule path as a glob: `*` and `?` stay within a component, `**` spans them.
-pub fn glob(pattern: &str) -> Result<GlobMatcher, globset::Error> {
-    Ok(GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .backslash_escape(true)
-        .build()?
-        .compile_matcher())
-}
+use globset::GlobMatcher;
+use manifest::gate::glob;
 
 /// The leading components of a glob that hold no glob syntax: the dir everything it can
 /// match lies under.
@@ -117,18 +110,6 @@ impl Glob {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn globs_keep_stars_within_a_component() {
-        let g = glob("/data/*/x").unwrap();
-        assert!(g.is_match("/data/a/x"));
-        assert!(!g.is_match("/data/a/b/x"));
-        let g = glob("/data/cache/**").unwrap();
-        assert!(g.is_match("/data/cache/a"));
-        assert!(g.is_match("/data/cache/a/b/c"));
-        assert!(!g.is_match("/data/cachex/a"));
-        assert!(!g.is_match("/data/cache"));
-    }
 
     #[test]
     fn what_may_match_below_a_dir() {
