@@ -90,7 +90,7 @@ bench-kind:
 # publish would (make test checks the packages without building them: tests/publish.rs).
 .PHONY: publish-check
 publish-check:
-	$(CARGO) package --offline -p loop-plugins-gate -p loop-plugins-manifest -p loop-plugin-sdk \
+	$(CARGO) package --offline -p loop-plugins-manifest -p loop-plugins-gate -p loop-plugin-sdk \
 		--target-dir $(CARGO_TARGET_DIR)-publish
 
 # The controller and the API at a team's size (1,000 chats, 3,000 instances), each figure with a

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Finds import cycles in the workspace's Rust code: between files, between top-level modules and
-between crates.
+between crates; and checks the crates' order that the root Cargo.toml's tour claims.
 
 For the root package (src/) and each crate under crates/ (and examples/), every `.rs` file is a module (`a/mod.rs` and
 `a.rs` are module `a`; `lib.rs`/`main.rs` the crate root). An edge A -> B is a path A names
@@ -14,12 +14,18 @@ Between crates, an edge A -> B is a `[dependencies]`, `[build-dependencies]` or
 `[dev-dependencies]` entry of A naming workspace crate B (Cargo refuses the first two kinds of
 cycle; a dev-dependency cycle builds, and is still a circle a reader has to untangle).
 
+The crates' order: the root Cargo.toml's tour (its comment lines `#   crates/NAME  what`)
+lists every crate under crates/ and examples/, and each crate imports (an edge as above) only
+crates listed above it; the root package may import any. README.md's table of the crates
+(rows starting `| `crates/NAME` |`) lists the same crates in the same order. Checked where the
+root has a Cargo.toml (and the table where it has a README.md).
+
 Comments, strings and char literals are blanked by a small lexer before paths are read (see
 `strip_comments`): a glob such as "/data/**" in a string is not a block comment.
 hack/import_cycles_test.py feeds it the cases it must catch.
 
-Usage: import-cycles.py [ROOT]. Exit status 1 and the cycles printed when there is one; 0 and
-a summary otherwise.
+Usage: import-cycles.py [ROOT]. Exit status 1 and the cycles (or the order's breaks) printed
+when there is one; 0 and a summary otherwise.
 """
 import os
 import re
@@ -52,14 +58,23 @@ def crates(root):
 
 
 def crate_graph(root):
-    """Package name -> the workspace packages it depends on, of every dependency kind."""
-    manifests = {}
+    """Package name -> the workspace packages it depends on, of every dependency kind; and how
+    many packages there are."""
+    graph, folders = crate_graph_and_folders(root)
+    return graph, len(folders)
+
+
+def crate_graph_and_folders(root):
+    """Package name -> the workspace packages it depends on, of every dependency kind; and
+    package name -> its folder's label (`crates/oci`, `.` for the root package)."""
+    manifests, folders = {}, {}
     for label, d in crate_dirs(root):
         path = os.path.join(d, "Cargo.toml")
         with open(path, "rb") as f:
             data = tomllib.load(f)
         if "package" in data:
             manifests[data["package"]["name"]] = data
+            folders[data["package"]["name"]] = label
     workspace_aliases = {}
     top = os.path.join(root, "Cargo.toml")
     if os.path.isfile(top):
@@ -77,7 +92,52 @@ def crate_graph(root):
                     target = spec.get("package", workspace_aliases.get(alias, alias))
                 if target in manifests and target != name:
                     graph[name].add(target)
-    return graph, len(manifests)
+    return graph, folders
+
+
+TOUR_LINE = re.compile(r"^#\s+((?:crates|examples)/[\w.-]+)(?:\s|$)")
+TABLE_ROW = re.compile(r"^\|\s*`((?:crates|examples)/[\w.-]+)`\s*\|")
+
+
+def listed(path, pattern):
+    """The crate folders the lines of `path` name, in order (None when there is no file)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return [m.group(1) for m in map(pattern.match, f) if m]
+
+
+def order_problems(root):
+    """Where the tour's order (the root Cargo.toml) or README's table of the crates does not
+    hold, as printable lines."""
+    tour = listed(os.path.join(root, "Cargo.toml"), TOUR_LINE)
+    if tour is None:
+        return []
+    graph, folders = crate_graph_and_folders(root)
+    crates_here = sorted(label for label in folders.values() if label != ".")
+    lines = []
+    for label in crates_here:
+        if tour.count(label) != 1:
+            lines.append(f"Cargo.toml tour: lists {label} {tour.count(label)} times, not once")
+    for label in sorted(set(tour) - set(crates_here)):
+        lines.append(f"Cargo.toml tour: lists {label}, which is not a crate here")
+    table = listed(os.path.join(root, "README.md"), TABLE_ROW)
+    if table is not None and table != tour:
+        lines.append(
+            "README.md: its table of the crates is not the Cargo.toml tour: "
+            f"{', '.join(table)} against {', '.join(tour)}"
+        )
+    place = {label: i for i, label in enumerate(tour)}
+    for name, label in sorted(folders.items(), key=lambda item: item[1]):
+        if label not in place:
+            continue
+        for target in sorted(graph.get(name, ()), key=lambda t: folders[t]):
+            below = folders[target]
+            if place.get(below, len(tour)) > place[label]:
+                lines.append(
+                    f"Cargo.toml tour: {label} imports {below}, which is not above it"
+                )
+    return lines
 
 
 def module_of(src, path):
@@ -268,12 +328,13 @@ def find_cycles(root):
 def main(argv):
     root = argv[1] if len(argv) > 1 else ROOT
     lines, (files, mods, crate_count) = find_cycles(root)
+    lines += order_problems(root)
     if lines:
         print("\n".join(lines))
         return 1
     print(
         f"import-cycles: no cycle between {files} files, {mods} top-level modules or "
-        f"{crate_count} crates"
+        f"{crate_count} crates, and each crate imports only those above it in the tour"
     )
     return 0
 

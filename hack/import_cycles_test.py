@@ -4,7 +4,9 @@
 
 Run: python3 hack/import_cycles_test.py (make test and make lint run it).
 """
+import contextlib
 import importlib.util
+import io
 import os
 import shutil
 import tempfile
@@ -173,6 +175,65 @@ class Cycles(unittest.TestCase):
         lines, _ = lint.find_cycles(workspace(files))
         self.assertIn(".: cycle between files: a <-> b", lines)
         self.assertIn("workspace: cycle between crates: the-lib <-> top", lines)
+
+
+
+def toured(crates, tour, readme=None):
+    """A workspace of `crates` (name -> dependency lines) whose root Cargo.toml's tour lists
+    `tour`, with a README.md whose table lists `readme` when given."""
+    files = {}
+    for name, deps in crates.items():
+        files.update(crate(name, {"lib.rs": ""}, deps=deps))
+    lines = "".join(f"#   crates/{name}  what it does\n" for name in tour)
+    files["Cargo.toml"] = f"# The tour:\n{lines}[workspace]\nmembers = []\n"
+    if readme is not None:
+        rows = "".join(f"| `crates/{name}` | what it does |\n" for name in readme)
+        files["README.md"] = f"| crate | what |\n|---|---|\n{rows}| `examples/` | samples |\n"
+    return workspace(files)
+
+
+class Order(unittest.TestCase):
+    def test_a_crate_importing_one_below_it_in_the_tour_fails(self):
+        root = toured({"low": 'high = { path = "../high" }', "high": ""}, ["low", "high"])
+        self.assertIn(
+            "Cargo.toml tour: crates/low imports crates/high, which is not above it",
+            lint.order_problems(root),
+        )
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            self.assertEqual(lint.main(["import-cycles.py", root]), 1)
+        self.assertIn("crates/low imports crates/high", out.getvalue())
+
+    def test_a_dev_dependency_counts(self):
+        files = {}
+        files.update(crate("low", {"lib.rs": ""}))
+        files["crates/low/Cargo.toml"] += '\n[dev-dependencies]\nhigh = { path = "../high" }\n'
+        files.update(crate("high", {"lib.rs": ""}))
+        files["Cargo.toml"] = "#   crates/low  l\n#   crates/high  h\n[workspace]\n"
+        self.assertIn(
+            "Cargo.toml tour: crates/low imports crates/high, which is not above it",
+            lint.order_problems(workspace(files)),
+        )
+
+    def test_an_order_that_holds_passes(self):
+        root = toured(
+            {"low": 'high = { path = "../high" }', "high": ""},
+            ["high", "low"],
+            readme=["high", "low"],
+        )
+        self.assertEqual(lint.order_problems(root), [])
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(lint.main(["import-cycles.py", root]), 0)
+
+    def test_the_tour_lists_every_crate_once_and_the_readme_agrees(self):
+        root = toured({"a": "", "b": ""}, ["a", "a", "gone"], readme=["b", "a"])
+        problems = lint.order_problems(root)
+        self.assertIn("Cargo.toml tour: lists crates/a 2 times, not once", problems)
+        self.assertIn("Cargo.toml tour: lists crates/b 0 times, not once", problems)
+        self.assertIn("Cargo.toml tour: lists crates/gone, which is not a crate here", problems)
+        self.assertTrue(
+            any(p.startswith("README.md: its table of the crates is not the Cargo.toml tour") for p in problems),
+            problems,
+        )
 
 
 if __name__ == "__main__":

@@ -144,6 +144,9 @@ enum ManifestCommand {
 }
 
 fn main() -> ExitCode {
+    // reqwest is built without a TLS provider of its own (the workspace's Cargo.toml): ring's,
+    // for the whole process, before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
         Command::Trigger(args) => run_async(trigger::run(args)),

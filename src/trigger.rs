@@ -18,7 +18,6 @@ use model::schedule::ticks::{JOB_ENV, scheduled_tick};
 use model::schedule::{AnchoredInterval, Due};
 use serde_json::json;
 
-use server::calls::client::install_crypto_provider;
 use server::host_api::PREFIX;
 
 /// Flags of `loop-plugins trigger`.
@@ -153,7 +152,6 @@ pub async fn run(args: TriggerArgs) -> anyhow::Result<()> {
     if !decision.calls() {
         return Ok(());
     }
-    install_crypto_provider();
     let token = std::fs::read_to_string(&args.token_file)
         .with_context(|| format!("reading the token from {}", args.token_file.display()))?;
     let token = token.trim();

@@ -1,8 +1,8 @@
-//! The crates a plugin author depends on are ready for crates.io: the SDK, the manifest
-//! reader it shares with the controller, and the gate the manifest names. `cargo package`
-//! takes the three together, offline (each later one resolving the earlier from the packages
-//! just made, as a publish in that order would), every dependency versioned, and each crate
-//! carries the files it builds from. `make publish-check` also builds each packaged crate
+//! The crates a plugin author depends on are ready for crates.io: the manifest reader (which
+//! the SDK shares with the controller, and whose `gate` rules the gate enforces), the gate,
+//! and the SDK. `cargo package` takes the three together, offline (each later one resolving
+//! the earlier from the packages just made, as a publish in that order would), every
+//! dependency versioned, and each crate carries the files it builds from. `make publish-check` also builds each packaged crate
 //! alone, which is too slow for every test run.
 
 use std::path::Path;
@@ -10,8 +10,8 @@ use std::process::Command;
 
 /// In the order they would be published.
 const CRATES: [&str; 3] = [
-    "loop-plugins-gate",
     "loop-plugins-manifest",
+    "loop-plugins-gate",
     "loop-plugin-sdk",
 ];
 
@@ -103,6 +103,16 @@ fn the_sdk_and_what_it_depends_on_package_for_crates_io() {
             "{name}:\n{manifest}"
         );
     }
+    // The gate reads the manifest's rules, and an author's build of the SDK never builds it.
+    let gate = target
+        .path()
+        .join("package")
+        .join(format!("loop-plugins-gate-{version}.crate"));
+    let manifest = read(&gate, "loop-plugins-gate", version, "Cargo.toml");
+    assert!(
+        manifest.contains("package = \"loop-plugins-manifest\""),
+        "{manifest}"
+    );
     let sdk = target
         .path()
         .join("package")
@@ -111,7 +121,8 @@ fn the_sdk_and_what_it_depends_on_package_for_crates_io() {
     let manifest = read(&sdk, "loop-plugin-sdk", version, "Cargo.toml");
     assert!(
         manifest.contains("[dependencies.manifest]")
-            && manifest.contains("package = \"loop-plugins-manifest\""),
+            && manifest.contains("package = \"loop-plugins-manifest\"")
+            && !manifest.contains("loop-plugins-gate"),
         "{manifest}"
     );
 }

@@ -337,7 +337,6 @@ impl Answer {
 
 impl Caller {
     pub fn new(host: &HostServer, ns: &Ns, token: Option<String>) -> Self {
-        server::calls::client::install_crypto_provider();
         Self {
             http: reqwest::Client::builder()
                 .no_proxy()

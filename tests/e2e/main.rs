@@ -38,6 +38,8 @@ mod versions;
 mod watch;
 
 fn main() -> std::process::ExitCode {
+    // reqwest's TLS provider (it is built without one): ring's, before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let modules = [
         vec![
             support::plain(

@@ -369,15 +369,13 @@ async fn kill_mid_run(ns: &Ns, id: &str, model: &ScriptedModel) -> anyhow::Resul
         |r: &AgentRun| r.status.as_ref().is_some_and(|s| s.done_delivered),
     )
     .await?;
-    let done = server::fanout::runs_done::done_body(
+    let done = serde_json::to_value(server::fanout::runs_done::done_body(
         told.status
             .as_ref()
             .and_then(|s| s.phase)
             .context("a phase")?,
         told.status.as_ref().and_then(|s| s.result.as_deref()),
-    );
-    // As the plugin reads it: the wire form.
-    let done = serde_json::to_value(&done)?;
+    ))?;
     ensure!(done["status"] == "failed", "the plugin was told {done}");
     Ok(())
 }

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use model::contract::RunAs;
 use model::manifest::bundle::BundleEntry;
 use model::resources::ImageStatus;
 use oci::checks::PluginEntry;
@@ -19,8 +20,8 @@ pub struct ImageView {
     pub digest: String,
     /// `registry/repository`, as signature payloads name it.
     pub repository: String,
-    pub run_as_user: u32,
-    pub run_as_group: Option<u32>,
+    /// The image's USER.
+    pub run_as: RunAs,
     /// Entrypoint followed by cmd.
     pub command: Vec<String>,
     /// /loop-plugin/plugin.json as shipped.
@@ -79,8 +80,7 @@ pub fn view_of(facts: &oci::ImageFacts) -> ImageView {
     ImageView {
         digest: facts.manifest_digest.to_string(),
         repository: facts.repository(),
-        run_as_user: facts.config.run_as.uid,
-        run_as_group: facts.config.run_as.gid,
+        run_as: facts.config.run_as,
         command: facts.command(),
         plugin_json: facts.tree.plugin_json.clone(),
         plugin_json_sha256: facts.tree.plugin_json_sha256.clone(),

@@ -4,56 +4,16 @@
 
 use std::path::PathBuf;
 
-use gate::{
-    AuditDestination, AuditSettings, CommandRule, Decision, FileRule, GateRules, Operation, Policy,
-    PolicyError, Retention,
-};
-use model::manifest::{Gate, GateDecision};
+use gate::{AuditDestination, AuditSettings, Policy, PolicyError, Retention};
+use model::manifest::gate::GateRules;
 use model::resources::GateAudit;
 
-/// The manifest's rules as the gate reads them, checked as the gate checks them; an operation
-/// the gate does not know is an error naming its field (`gate.files[0].operations[1]`).
-pub fn rules(gate: Option<&Gate>) -> Result<GateRules, PolicyError> {
-    let rules = convert(gate)?;
+/// The manifest's rules (the gate reads the same type), checked as the gate checks them: a
+/// rule the gate would refuse is an error naming its field (`gate.files[0].paths[1]`).
+pub fn rules(gate: Option<&GateRules>) -> Result<GateRules, PolicyError> {
+    let rules = gate.cloned().unwrap_or_default();
     rules.validate("gate")?;
     Ok(rules)
-}
-
-/// The manifest's rules as the gate reads them, not yet checked: each glob compiles when they
-/// are, so the one check is left to the caller.
-fn convert(gate: Option<&Gate>) -> Result<GateRules, PolicyError> {
-    let Some(gate) = gate else {
-        return Ok(GateRules::default());
-    };
-    let decision = |d: GateDecision| match d {
-        GateDecision::Allow => Decision::Allow,
-        GateDecision::Deny => Decision::Deny,
-    };
-    let mut files = Vec::with_capacity(gate.files.len());
-    for (i, rule) in gate.files.iter().enumerate() {
-        let mut operations = Vec::with_capacity(rule.operations.len());
-        for (j, op) in rule.operations.iter().enumerate() {
-            let op: Operation = op.parse().map_err(|reason| PolicyError::Field {
-                field: format!("gate.files[{i}].operations[{j}]"),
-                reason,
-            })?;
-            operations.push(op);
-        }
-        files.push(FileRule {
-            paths: rule.paths.clone(),
-            operations,
-            decision: decision(rule.decision),
-        });
-    }
-    let commands = gate
-        .commands
-        .iter()
-        .map(|rule| CommandRule {
-            commands: rule.commands.clone(),
-            decision: decision(rule.decision),
-        })
-        .collect();
-    Ok(GateRules { files, commands })
 }
 
 /// The audit settings HostConfig asks for.
@@ -75,13 +35,13 @@ pub fn audit(audit: &GateAudit) -> AuditSettings {
 /// The policy of one Pod: the manifest's rules, a pod's writable and no-exec dirs, the
 /// audit, and the labels every audit line carries; checked once (each glob compiled once).
 pub fn policy(
-    gate: Option<&Gate>,
+    gate: Option<&GateRules>,
     host_audit: &GateAudit,
     plugin: &str,
     chat: &str,
 ) -> Result<Policy, PolicyError> {
     let policy = Policy {
-        gate: convert(gate)?,
+        gate: gate.cloned().unwrap_or_default(),
         plugin: Some(plugin.into()),
         chat: Some(chat.into()),
         audit: audit(host_audit),
@@ -94,25 +54,25 @@ pub fn policy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use model::manifest::{GateCommandRule, GateFileRule};
+    use model::manifest::gate::{CommandRule, Decision, FileRule, Operation};
 
-    fn gate(ops: &[&str], paths: &[&str]) -> Gate {
-        Gate {
-            files: vec![GateFileRule {
+    fn gate(ops: &[Operation], paths: &[&str]) -> GateRules {
+        GateRules {
+            files: vec![FileRule {
                 paths: paths.iter().map(|p| p.to_string()).collect(),
-                operations: ops.iter().map(|o| o.to_string()).collect(),
-                decision: GateDecision::Deny,
+                operations: ops.to_vec(),
+                decision: Decision::Deny,
             }],
-            commands: vec![GateCommandRule {
+            commands: vec![CommandRule {
                 commands: vec!["curl".into(), "wget".into()],
-                decision: GateDecision::Deny,
+                decision: Decision::Deny,
             }],
         }
     }
 
     #[test]
     fn rules_compile_into_the_pods_policy() {
-        let g = gate(&["delete"], &["/data/cache/**"]);
+        let g = gate(&[Operation::Delete], &["/data/cache/**"]);
         let p = policy(Some(&g), &GateAudit::default(), "echo", "team/general").unwrap();
         assert_eq!(p.gate.files[0].operations, vec![Operation::Delete]);
         assert_eq!(p.gate.commands[0].decision, Decision::Deny);
@@ -130,10 +90,10 @@ mod tests {
 
     #[test]
     fn what_the_gate_refuses_is_named() {
-        let err = rules(Some(&gate(&["delete", "remove"], &["/data/**"])))
+        let err = rules(Some(&gate(&[], &["/data/**", "data/x"])))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("gate.files[0].operations[1]"), "{err}");
+        assert!(err.contains("gate.files[0].paths[1]"), "{err}");
         let err = rules(Some(&gate(&[], &["/data/[x"])))
             .unwrap_err()
             .to_string();

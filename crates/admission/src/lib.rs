@@ -21,14 +21,12 @@
 //! - [`gate_policy`]: the manifest's `gate` rules compiled for the gate (the Manifest stage
 //!   checks them; the controller writes them into each Pod);
 //! - [`conflicts`]: the Names stage's rules;
-//! - [`registry_options`]: the registry client's options from HostConfig (the pulls' setup);
 //! - [`verdict`]: what the status this pipeline wrote says now ([`admit`], what the other
 //!   reconcilers ask), and the names admitted plugins hold.
 
 pub mod conflicts;
 pub mod findings;
 pub mod gate_policy;
-pub mod registry_options;
 pub mod verdict;
 
 pub use findings::{ImageFinding, ImageView, SignatureFinding, view_of};
@@ -345,8 +343,8 @@ fn image_stage(facts: &Facts, manifest: &Manifest) -> Step<ImageStatus> {
             (
                 ImageStatus {
                     digest: view.digest.clone(),
-                    run_as_user: i64::from(view.run_as_user),
-                    run_as_group: view.run_as_group.map(i64::from),
+                    run_as_user: view.run_as.uid,
+                    run_as_group: view.run_as.gid,
                     command: view.command.clone(),
                     plugin_json_sha256: view.plugin_json_sha256.clone(),
                     manifest_hash: image_hash,
@@ -388,13 +386,9 @@ fn image_stage(facts: &Facts, manifest: &Manifest) -> Step<ImageStatus> {
         );
     }
     let message = format!(
-        "{} checked: a plugin image, USER {}{}, plugin.json is spec.manifest{note}",
+        "{} checked: a plugin image, USER {}, plugin.json is spec.manifest{note}",
         spec.image,
-        facts_seen.run_as_user,
-        facts_seen
-            .run_as_group
-            .map(|g| format!(":{g}"))
-            .unwrap_or_default(),
+        facts_seen.run_as(),
     );
     Step::Go(
         facts_seen,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
+use model::contract::RunAs;
 use model::manifest::bundle::BundleEntry;
 use model::resources::{HostPlugins, PluginManifestSpec, PluginSpec};
 use oci::signing::keys::PublisherKey;
@@ -69,8 +70,10 @@ fn view() -> ImageView {
     ImageView {
         digest: image_digest(),
         repository: REPO.into(),
-        run_as_user: 1000,
-        run_as_group: Some(1000),
+        run_as: RunAs {
+            uid: 1000,
+            gid: Some(1000),
+        },
         command: vec!["/echo-plugin".into()],
         plugin_json_sha256: sha256_hex(&json),
         plugin_json: Arc::new(json),

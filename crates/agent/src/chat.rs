@@ -135,7 +135,6 @@ pub struct ChatClient {
 
 impl ChatClient {
     pub fn new(base: &str, model: &str, api_key: Option<String>) -> Result<Self, ChatError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(CALL_TIMEOUT)
             .build()

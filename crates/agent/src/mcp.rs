@@ -74,7 +74,6 @@ impl McpTools {
         token_file: PathBuf,
         run_limit: Duration,
     ) -> Result<Self, McpError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(run_limit.max(REQUEST_TIMEOUT))
             .build()

@@ -23,7 +23,10 @@ fn env(read_only: bool, limit: Duration) -> RunEnv {
     }
 }
 
+/// What each test runs the model with; first, this test binary's TLS provider for reqwest
+/// (ring's, as `loop-plugins`' main installs it), before the runner builds its client.
 fn settings(model: &ScriptedModel, max_turns: usize) -> ModelSettings {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     ModelSettings {
         url: model.url.clone(),
         model: "scripted".into(),

@@ -56,6 +56,8 @@ struct Knobs {
 }
 
 fn main() -> anyhow::Result<()> {
+    // reqwest's TLS provider (it is built without one): ring's, before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let knobs = Knobs {
         seconds: env_or("BENCH_SECONDS", 4),
         rounds: env_or("BENCH_ROUNDS", 3).max(1),

@@ -84,6 +84,8 @@ impl Knobs {
 }
 
 fn main() -> anyhow::Result<()> {
+    // reqwest's TLS provider (it is built without one): ring's, before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let sizes = Sizes::from_env();
     let knobs = Knobs::from_env();
     let runtime = tokio::runtime::Runtime::new()?;

@@ -95,6 +95,8 @@ impl Setup {
 }
 
 fn main() -> anyhow::Result<()> {
+    // reqwest's TLS provider (it is built without one): ring's, before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let setup = Setup::from_env()?;
     tokio::runtime::Runtime::new()?.block_on(bench(&setup))
 }
@@ -102,7 +104,6 @@ fn main() -> anyhow::Result<()> {
 async fn bench(setup: &Setup) -> anyhow::Result<()> {
     let mut phases = Phases::new();
     phases.next("the echo plugin installed and enabled in one chat");
-    server::calls::client::install_crypto_provider();
     let client = Client::try_default().await?;
     world(&client, setup).await?;
     let instance = names::instance_name(PLUGIN, CHAT);

@@ -80,6 +80,8 @@ struct Knobs {
 }
 
 fn main() -> anyhow::Result<()> {
+    // reqwest's TLS provider (it is built without one): ring's, before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     if let Some(served) = forwarder::serve_if_asked() {
         return served;
     }
@@ -150,7 +152,6 @@ async fn bench(cluster: &DevCluster, registry: &Images, knobs: &Knobs) -> anyhow
     let host_path = format!("{PREFIX}/namespaces/{NS}/channels/{CHAT}/plugins/{PLUGIN}");
     let base = format!("http://{}{host_path}", api.listen);
     let token = caller_token(&client, NS).await?;
-    server::calls::client::install_crypto_provider();
     let http = reqwest::Client::builder()
         .no_proxy()
         .pool_max_idle_per_host(4)

@@ -45,6 +45,8 @@ use serde_json::json;
 use testkit::images::Images;
 
 fn main() -> anyhow::Result<()> {
+    // reqwest's TLS provider (it is built without one): ring's, before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let sizes = Sizes::from_env();
     let knobs = BenchKnobs::from_env(&sizes);
     let runtime = tokio::runtime::Runtime::new()?;

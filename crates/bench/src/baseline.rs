@@ -34,7 +34,8 @@ use serde_json::json;
 
 use controller::cronjob::{CronJobInputs, build_cronjob};
 use controller::plan::{ChatInputs, ChatPlan, PluginView, plan_chat};
-use controller::pod::{PodInputs, RunAs, build_data_claim, build_secret};
+use controller::pod::{PodInputs, build_data_claim, build_secret};
+use model::contract::RunAs;
 use model::names;
 use model::resources::{
     Channel, HostConfigSpec, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectTrust,
@@ -397,8 +398,8 @@ async fn chat(
             image: "",
             command: &[],
             run_as: RunAs {
-                user: 65532,
-                group: 65532,
+                uid: 65532,
+                gid: Some(65532),
             },
             image_pull_secret: None,
             memory: None,

@@ -5,7 +5,6 @@
 //! the loader down); latencies and percentiles. Plus a reqwest client for single calls.
 
 use std::net::SocketAddr;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
@@ -14,10 +13,6 @@ use tokio::net::TcpStream;
 
 /// A client for single calls (plain HTTP on loopback; no proxy).
 pub fn http_client() -> anyhow::Result<reqwest::Client> {
-    static PROVIDER: OnceLock<()> = OnceLock::new();
-    PROVIDER.get_or_init(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
     Ok(reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(120))

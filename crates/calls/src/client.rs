@@ -119,15 +119,8 @@ pub struct PluginClient {
     http: reqwest::Client,
 }
 
-/// reqwest is built without a crypto provider of its own (`rustls-no-provider`); this
-/// installs ring's as the process default. Calling it again does nothing.
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 impl PluginClient {
     pub fn new() -> Self {
-        install_crypto_provider();
         let http = reqwest::Client::builder()
             .no_proxy()
             .pool_idle_timeout(Duration::from_secs(30))

@@ -1,6 +1,7 @@
 //! Starts a plugin from its image with a container engine ([`crate::engine`]) as the host's
-//! Pod runs it (crates/controller's `pod.rs`): the image by digest, as the image's USER, a
-//! read-only root with a tmpfs `/tmp`, no capabilities, no privilege escalation, the secret and
+//! Pod runs it (crates/controller's `pod.rs`): the image by digest, under the security settings
+//! of a plugin's container ([`model::security`]: as the image's USER, a read-only root, no
+//! capabilities, no privilege escalation) with a tmpfs `/tmp`, the secret and
 //! token read-only under `/var/run/loop-plugin`, an empty `/data`, the manifest it ships. Its
 //! network is this machine's (`--network host`), so it listens on a free loopback port and
 //! reaches the fake host there. Removed (`rm -f`) when dropped. The argument list is pure
@@ -12,7 +13,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use model::contract::{DATA_DIR, SECRET_DIR, SECRET_KEY, TOKEN_KEY};
+use k8s_openapi::api::core::v1::SecurityContext;
+
+use model::contract::{DATA_DIR, RunAs, SECRET_DIR, SECRET_KEY, TOKEN_KEY};
+use model::security::restricted_container;
 
 use crate::engine::Engine;
 use crate::error::SetupError;
@@ -29,8 +33,8 @@ pub struct Plan {
     pub name: String,
     /// `registry/repository@sha256:...`: what ran is what was checked.
     pub image: String,
-    pub uid: i64,
-    pub gid: i64,
+    /// The image's USER.
+    pub run_as: RunAs,
     pub port: u16,
     pub api_url: String,
     /// On this machine, mounted read-only.
@@ -51,15 +55,8 @@ pub fn run_args(plan: &Plan) -> Vec<String> {
         &plan.name,
         "--network",
         "host",
-        "--user",
-        &format!("{}:{}", plan.uid, plan.gid),
-        "--read-only",
         "--tmpfs",
         "/tmp",
-        "--cap-drop",
-        "ALL",
-        "--security-opt",
-        "no-new-privileges",
         "--volume",
         &format!("{}:{secret}:ro", plan.secret_file.display()),
         "--volume",
@@ -70,6 +67,7 @@ pub fn run_args(plan: &Plan) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    args.extend(security_flags(&restricted_container(Some(plan.run_as))));
     let env = started::plugin_env(
         &PluginPaths {
             secret_file: Path::new(&secret),
@@ -86,6 +84,40 @@ pub fn run_args(plan: &Plan) -> Vec<String> {
     }
     args.push(plan.image.clone());
     args
+}
+
+/// The engine's flags for a container under `security`, a Pod's per-container settings: its
+/// user, a read-only root, the capabilities dropped and added, no privilege escalation. The
+/// seccomp profile needs none: RuntimeDefault is the engine's default profile, as it is the
+/// kubelet's runtime's.
+fn security_flags(security: &SecurityContext) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(uid) = security.run_as_user {
+        flags.push("--user".into());
+        flags.push(match security.run_as_group {
+            Some(gid) => format!("{uid}:{gid}"),
+            None => uid.to_string(),
+        });
+    }
+    if security.read_only_root_filesystem == Some(true) {
+        flags.push("--read-only".into());
+    }
+    if let Some(capabilities) = &security.capabilities {
+        for (flag, names) in [
+            ("--cap-drop", &capabilities.drop),
+            ("--cap-add", &capabilities.add),
+        ] {
+            for name in names.iter().flatten() {
+                flags.push(flag.into());
+                flags.push(name.clone());
+            }
+        }
+    }
+    if security.allow_privilege_escalation == Some(false) {
+        flags.push("--security-opt".into());
+        flags.push("no-new-privileges".into());
+    }
+    flags
 }
 
 /// A running container, removed when dropped.
@@ -159,13 +191,6 @@ impl Drop for Container {
     }
 }
 
-/// Who the container runs as: the image's USER (uid, and gid or the uid's own).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunAs {
-    pub uid: i64,
-    pub gid: i64,
-}
-
 /// Pulls `image` (pinned by digest) into the engine, runs it as `run_as` with the Plugin API
 /// at `api_url` with `token`, and waits until it answers.
 pub async fn start(
@@ -184,8 +209,7 @@ pub async fn start(
     let plan = Plan {
         name: format!("{NAME_PREFIX}{}-{:x}", std::process::id(), started::nanos()),
         image: image.into(),
-        uid: run_as.uid,
-        gid: run_as.gid,
+        run_as,
         port: started::free_port()?,
         api_url: api_url.into(),
         secret_file: files.secret_file.clone(),
@@ -255,8 +279,10 @@ mod tests {
         let plan = Plan {
             name: "loop-plugins-conformance-1-a".into(),
             image: format!("localhost:5001/e2e/echo@sha256:{}", "a".repeat(64)),
-            uid: 65532,
-            gid: 65532,
+            run_as: RunAs {
+                uid: 65532,
+                gid: None,
+            },
             port: 41000,
             api_url: "http://127.0.0.1:40000".into(),
             secret_file: "/tmp/x/secret".into(),
@@ -268,11 +294,12 @@ mod tests {
             args,
             format!(
                 "run --detach --name loop-plugins-conformance-1-a --network host \
-                 --user 65532:65532 --read-only --tmpfs /tmp --cap-drop ALL \
-                 --security-opt no-new-privileges \
+                 --tmpfs /tmp \
                  --volume /tmp/x/secret:/var/run/loop-plugin/secret:ro \
                  --volume /tmp/x/token:/var/run/loop-plugin/token:ro \
                  --volume /tmp/x/data:/data \
+                 --user 65532:65532 --read-only --cap-drop ALL \
+                 --security-opt no-new-privileges \
                  --env LOOP_PLUGIN_HOST=127.0.0.1 --env LOOP_PLUGIN_PORT=41000 \
                  --env LOOP_PLUGIN_SECRET_FILE=/var/run/loop-plugin/secret \
                  --env LOOP_PLUGIN_TOKEN_FILE=/var/run/loop-plugin/token \
@@ -282,6 +309,29 @@ mod tests {
                  localhost:5001/e2e/echo@sha256:{}",
                 "a".repeat(64)
             )
+        );
+    }
+
+    #[test]
+    fn the_flags_follow_the_containers_security_settings() {
+        let run_as = RunAs {
+            uid: 1000,
+            gid: Some(1001),
+        };
+        let mut security = restricted_container(Some(run_as));
+        assert_eq!(
+            security_flags(&security).join(" "),
+            "--user 1000:1001 --read-only --cap-drop ALL --security-opt no-new-privileges"
+        );
+        security.read_only_root_filesystem = Some(false);
+        security.allow_privilege_escalation = None;
+        security.run_as_group = None;
+        if let Some(capabilities) = &mut security.capabilities {
+            capabilities.add = Some(vec!["NET_BIND_SERVICE".into()]);
+        }
+        assert_eq!(
+            security_flags(&security).join(" "),
+            "--user 1000 --cap-drop ALL --cap-add NET_BIND_SERVICE"
         );
     }
 }

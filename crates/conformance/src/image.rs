@@ -14,7 +14,7 @@ use operator::plugins::PluginError;
 use operator::plugins::registry::RegistryArgs;
 use operator::plugins::verify::{self, Verified};
 
-use crate::container::{self, RunAs};
+use crate::container;
 use crate::error::SetupError;
 use crate::report::Report;
 use crate::{Contract, engine, stages, ui, unpack};
@@ -83,11 +83,8 @@ pub async fn check_image(
         .reference
         .by_digest(facts.manifest_digest.clone())
         .to_string();
-    let run_as = RunAs {
-        uid: status.run_as_user,
-        gid: status.group(),
-    };
-    let plugin = container::start(&engine, &image, run_as, host.url(), host.token()).await?;
+    let plugin =
+        container::start(&engine, &image, status.run_as(), host.url(), host.token()).await?;
     let ui = draw.then(|| ui::Options::new(unpacked.ui.clone(), options.chromium.clone()));
     let report = crate::check_started(contract, &plugin, manifest, &host, ui.as_ref()).await?;
     drop(plugin);

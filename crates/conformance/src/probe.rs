@@ -12,6 +12,16 @@ use crate::plan::{Body, Method, SecretUse, Step};
 /// The secret a wrong-secret call carries.
 const WRONG_SECRET: &str = "conformance-wrong-secret";
 
+/// Every HTTP client conformance makes (the probe's, the wait until a plugin answers, the UI
+/// stand-in's), built after installing reqwest's TLS provider (ring's; reqwest is built
+/// without one). A guard on the library's side, because this library cannot know its binary:
+/// besides `loop-plugins conformance` (whose main installs it), plugin authors' own test
+/// binaries run it in-process, as the examples' tests do.
+pub fn client(builder: reqwest::ClientBuilder) -> reqwest::Result<reqwest::Client> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    builder.build()
+}
+
 pub struct Probe {
     client: reqwest::Client,
     base: reqwest::Url,
@@ -21,7 +31,6 @@ pub struct Probe {
 impl Probe {
     /// A probe of the plugin at `base` (`http://127.0.0.1:8080`; a path is kept as a prefix).
     pub fn new(base: &str, secret: String) -> Result<Self, SetupError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut base = reqwest::Url::parse(base).map_err(|e| SetupError::Url {
             url: base.into(),
             message: e.to_string(),
@@ -36,9 +45,7 @@ impl Probe {
             let path = format!("{}/", base.path());
             base.set_path(&path);
         }
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
+        let client = client(reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()))
             .map_err(SetupError::Client)?;
         Ok(Self {
             client,

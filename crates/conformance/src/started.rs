@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::SetupError;
+use crate::probe;
 
 /// How long a started plugin has to answer its first request.
 pub const START_LIMIT: Duration = Duration::from_secs(30);
@@ -100,8 +101,7 @@ pub fn plugin_env(paths: &PluginPaths, port: u16, api_url: &str) -> Vec<(&'stati
 /// Waits until `started` answers `/healthz` (any answer), it ends, or [`START_LIMIT`] passes;
 /// the last two are errors with its log's last lines.
 pub async fn wait_until_up(started: &mut dyn Started) -> Result<(), SetupError> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::new();
+    let client = probe::client(reqwest::Client::builder()).map_err(SetupError::Client)?;
     let start = Instant::now();
     let health = format!("{}/healthz", started.url());
     loop {

@@ -9,8 +9,7 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSecurityContext, PodSpec,
-    PodTemplateSpec, SeccompProfile,
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -18,6 +17,7 @@ use model::contract::{SELF_IMAGE_BINARY, SERVICE_ACCOUNT_TOKEN};
 use model::names;
 use model::schedule::ticks::{JOB_ENV, JOB_NAME_LABEL};
 use model::schedule::{AnchoredInterval, Timing, format_interval, parse_interval};
+use model::security::{restricted_container, restricted_pod};
 
 use crate::plan::ExistingTask;
 
@@ -149,7 +149,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
             }),
             ..Default::default()
         }]),
-        security_context: Some(crate::pod::restricted_container()),
+        security_context: Some(restricted_container(None)),
         ..Default::default()
     };
     CronJob {
@@ -192,15 +192,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
                         spec: Some(PodSpec {
                             service_account_name: Some(names::TRIGGER_SERVICE_ACCOUNT.into()),
                             restart_policy: Some("Never".into()),
-                            security_context: Some(PodSecurityContext {
-                                run_as_non_root: Some(true),
-                                run_as_user: Some(65532),
-                                seccomp_profile: Some(SeccompProfile {
-                                    type_: "RuntimeDefault".into(),
-                                    ..Default::default()
-                                }),
-                                ..Default::default()
-                            }),
+                            security_context: Some(restricted_pod(None)),
                             containers: vec![container],
                             ..Default::default()
                         }),

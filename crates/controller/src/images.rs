@@ -6,12 +6,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-pub use admission::registry_options::{RegistrySetupError, options};
 use admission::{ImageFinding, SignatureFinding, view_of};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use model::resources::{HostConfigSpec, ImageStatus, Plugin, RegistryConfig, SignatureMode};
+use oci::registry_options::{RegistrySetupError, options};
 use oci::signing::publish;
 use oci::signing::record::SignatureRecord;
 use oci::{DOCKER_CONFIG_SECRET_KEY, ImageRef, InspectError, Registry, inspect};
@@ -229,6 +229,7 @@ fn refused(e: &InspectError) -> ImageFinding {
 mod tests {
     use super::*;
     use admission::ImageView;
+    use model::contract::RunAs;
 
     #[test]
     fn the_cache_keeps_the_newest() {
@@ -237,8 +238,7 @@ mod tests {
             ImageFinding::Read(Arc::new(ImageView {
                 digest: d.into(),
                 repository: String::new(),
-                run_as_user: 1,
-                run_as_group: None,
+                run_as: RunAs { uid: 1, gid: None },
                 command: vec![],
                 plugin_json: Arc::default(),
                 plugin_json_sha256: String::new(),

@@ -14,7 +14,8 @@ use kube::ResourceExt;
 use admission::gate_policy;
 use oci::DOCKER_CONFIG_SECRET_KEY;
 
-use super::pod::{GateInputs, RunAs};
+use super::pod::GateInputs;
+use model::contract::RunAs;
 use model::manifest::Manifest;
 use model::names;
 use model::resources::{HostConfigSpec, Plugin};
@@ -99,10 +100,7 @@ pub fn parts(
     };
     Ok(PluginParts {
         command: image.command.clone(),
-        run_as: RunAs {
-            user: image.run_as_user,
-            group: image.group(),
-        },
+        run_as: image.run_as(),
         gate,
     })
 }
@@ -192,8 +190,8 @@ mod tests {
         assert_eq!(
             parts.run_as,
             RunAs {
-                user: 1000,
-                group: 1000
+                uid: 1000,
+                gid: None
             }
         );
         assert!(parts.gate.is_none(), "the gate is off");

@@ -4,22 +4,22 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    LocalObjectReference, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, Probe,
-    ResourceRequirements, SeccompProfile, Secret, SecretVolumeSource, SecurityContext,
-    TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
+    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, LocalObjectReference,
+    ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, Pod, PodSpec, Probe, ResourceRequirements, Secret,
+    SecretVolumeSource, TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use model::contract::{
-    API_URL_ENV, DATA_DIR, GATE_DIR, GATE_POLICY_ENV, PLUGIN_PORT, SECRET_DIR, SECRET_KEY,
+    API_URL_ENV, DATA_DIR, GATE_DIR, GATE_POLICY_ENV, PLUGIN_PORT, RunAs, SECRET_DIR, SECRET_KEY,
     SELF_IMAGE_BINARY, TOKEN_KEY, WORKTREE_DIR,
 };
 use model::names;
 use model::resources::WorkingTree;
+use model::security::{restricted_container, restricted_pod};
 
 /// The size each /data claim asks for.
 pub const DATA_SIZE: &str = "1Gi";
@@ -52,13 +52,6 @@ pub struct PodInputs<'a> {
     pub gate: Option<GateInputs<'a>>,
 }
 
-/// Who the plugin runs as.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunAs {
-    pub user: i64,
-    pub group: i64,
-}
-
 /// What the gate needs in the Pod.
 #[derive(Clone, Debug)]
 pub struct GateInputs<'a> {
@@ -86,7 +79,7 @@ pub enum PodError {
 
 /// The plugin's Pod. Its name carries a hash of its spec, so a changed spec makes a new Pod.
 pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
-    if input.run_as.user == 0 {
+    if input.run_as.uid == 0 {
         return Err(PodError::RunsAsRoot(input.plugin.into()));
     }
     let mut volumes = vec![
@@ -186,7 +179,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
                 ]),
                 env: Some(vec![env_value(GATE_POLICY_ENV, &gate.policy_json)]),
                 volume_mounts: Some(vec![mount("gate", GATE_DIR, false, None)]),
-                security_context: Some(container_security(input.run_as)),
+                security_context: Some(restricted_container(Some(input.run_as))),
                 ..Default::default()
             };
             // The policy file holds the rules and the audit's retention; the dirs are said
@@ -250,7 +243,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
             ..Default::default()
         }),
         resources,
-        security_context: Some(container_security(input.run_as)),
+        security_context: Some(restricted_container(Some(input.run_as))),
         volume_mounts: Some(mounts),
         ..Default::default()
     };
@@ -264,17 +257,7 @@ pub fn build_pod(input: &PodInputs) -> Result<Pod, PodError> {
                 name: name.to_string(),
             }]
         }),
-        security_context: Some(PodSecurityContext {
-            run_as_non_root: Some(true),
-            run_as_user: Some(input.run_as.user),
-            run_as_group: Some(input.run_as.group),
-            fs_group: Some(input.run_as.group),
-            seccomp_profile: Some(SeccompProfile {
-                type_: "RuntimeDefault".into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        security_context: Some(restricted_pod(Some(input.run_as))),
         init_containers,
         containers: vec![container],
         volumes: Some(volumes),
@@ -351,37 +334,6 @@ pub fn build_data_claim(
     }
 }
 
-/// What each container of a plugin's Pod runs under: the restricted Pod Security level and
-/// more (a read-only root filesystem), said per container so no default of the runtime or the
-/// image decides it.
-fn container_security(run_as: RunAs) -> SecurityContext {
-    SecurityContext {
-        run_as_user: Some(run_as.user),
-        run_as_group: Some(run_as.group),
-        seccomp_profile: Some(SeccompProfile {
-            type_: "RuntimeDefault".into(),
-            ..Default::default()
-        }),
-        ..restricted_container()
-    }
-}
-
-/// The container lock-down every Pod the controller makes shares (plugin Pods, the trigger's
-/// CronJobs, the runner's Jobs): no privilege escalation, a read-only root filesystem, never
-/// root, no capabilities.
-pub fn restricted_container() -> SecurityContext {
-    SecurityContext {
-        allow_privilege_escalation: Some(false),
-        read_only_root_filesystem: Some(true),
-        run_as_non_root: Some(true),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".into()]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 fn mount(name: &str, path: &str, read_only: bool, sub_path: Option<String>) -> VolumeMount {
     VolumeMount {
         name: name.into(),
@@ -430,8 +382,8 @@ mod tests {
             api_url: "http://api:8080",
             working_tree: None,
             run_as: RunAs {
-                user: 1234,
-                group: 2345,
+                uid: 1234,
+                gid: Some(2345),
             },
             image_pull_secret: None,
             gate: None,
@@ -485,7 +437,10 @@ mod tests {
             );
         }
         // Never root, whatever the image says.
-        input.run_as = RunAs { user: 0, group: 0 };
+        input.run_as = RunAs {
+            uid: 0,
+            gid: Some(0),
+        };
         assert_eq!(build_pod(&input), Err(PodError::RunsAsRoot("echo".into())));
     }
 

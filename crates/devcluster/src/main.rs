@@ -16,5 +16,7 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
+    // reqwest's TLS provider (it is built without one): ring's, before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     loop_plugins_devcluster::dev::main(Cli::parse().args)
 }

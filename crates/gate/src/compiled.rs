@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use crate::glob::{Glob, literal_prefix, under};
+use crate::glob::{Components, Glob, literal_prefix, under};
 use crate::policy::{AuditDestination, Decision, Operation, Policy, PolicyError};
 
 /// The usual `/dev` files: every file op on them is in the baseline. With them the
@@ -30,18 +30,7 @@ pub const DEVICE_FILES: &[&str] = &[
 /// (which is also a no-exec dir).
 pub const DEVICE_DIRS: &[&str] = &["/dev/pts", "/dev/shm"];
 
-/// Operations that change what is on disk outside `exec` and `read`.
-pub const CHANGING: &[Operation] = &[
-    Operation::Write,
-    Operation::Create,
-    Operation::Delete,
-    Operation::Rename,
-    Operation::Link,
-    Operation::Symlink,
-    Operation::Chmod,
-    Operation::Chown,
-    Operation::Setattr,
-];
+pub use manifest::gate::CHANGING;
 
 /// The canonical form of `path` on this host: the longest existing ancestor resolved with
 /// realpath, the rest appended as written (normalised, `..` refused by keeping it literal).
@@ -134,6 +123,7 @@ impl CompiledPolicy {
         no_exec.extend(device_dirs.iter().cloned());
 
         let mut files = Vec::new();
+        let mut components = Components::default();
         for (index, rule) in policy.gate.files.iter().enumerate() {
             let ops: BTreeSet<Operation> = if rule.operations.is_empty() {
                 Operation::ALL.into_iter().collect()
@@ -158,11 +148,10 @@ impl CompiledPolicy {
                         format!("/{rest}")
                     }
                 );
-                let compiled = Glob::new(text.clone(), prefix.clone(), &pattern).map_err(|e| {
-                    PolicyError::Field {
-                        field: format!("gate.files[{index}].paths[{j}]"),
-                        reason: e.to_string(),
-                    }
+                let compiled = Glob::new(text.clone(), prefix.clone(), &pattern, &mut components)
+                    .map_err(|e| PolicyError::Field {
+                    field: format!("gate.files[{index}].paths[{j}]"),
+                    reason: e.to_string(),
                 })?;
                 if rule.decision == Decision::Allow && CHANGING.iter().any(|o| ops.contains(o)) {
                     if prefix == Path::new("/") {

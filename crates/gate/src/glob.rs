@@ -1,42 +1,17 @@
-//! Rule paths as globs: how the manifest's `gate.files[].paths` match, shared by the policy's
-//! validation ([`crate::policy`]) and its compiled form ([`crate::compiled`]). Pure: no file
-//! system, no policy types.
+//! Rule paths as globs: how the manifest's `gate.files[].paths` match, for the policy's
+//! compiled form ([`crate::compiled`]). Each path compiles in the manifest crate's one dialect
+//! ([`manifest::gate::glob`], which the rules' checks compile with too). Pure: no file system,
+//! no policy types.
 
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
-use globset::{GlobBuilder, GlobMatcher};
+use globset::GlobMatcher;
+use manifest::gate::glob;
 
-/// Compiles one rule path as a glob: `*` and `?` stay within a component, `**` spans them.
-pub fn glob(pattern: &str) -> Result<GlobMatcher, globset::Error> {
-    Ok(parsed(pattern)?.compile_matcher())
-}
-
-/// Checks one rule path's glob syntax without compiling its matcher: what a policy's
-/// validation needs (the controller checks every Pod's policy; only the gate in the Pod
-/// compiles and matches).
-pub fn check(pattern: &str) -> Result<(), globset::Error> {
-    parsed(pattern).map(|_| ())
-}
-
-fn parsed(pattern: &str) -> Result<globset::Glob, globset::Error> {
-    GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .backslash_escape(true)
-        .build()
-}
-
-/// The leading components of a glob that hold no glob syntax: the dir everything it can
-/// match lies under.
-pub fn literal_prefix(pattern: &str) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for part in pattern.split('/').filter(|p| !p.is_empty()) {
-        if part.contains(['*', '?', '[', '{', '\\']) {
-            break;
-        }
-        out.push(part);
-    }
-    out
-}
+pub use manifest::gate::literal_prefix;
 
 /// `path` is `dir` or lies beneath it (component by component).
 pub fn under(path: &Path, dir: &Path) -> bool {
@@ -48,7 +23,61 @@ pub fn under(path: &Path, dir: &Path) -> bool {
 enum Part {
     /// `**`: any number of components.
     Any,
-    One(GlobMatcher),
+    /// `*`, or a component past [`COMPILED_COMPONENTS`]: any one name.
+    AnyName,
+    /// A name without glob syntax, compared as it is.
+    Name(OsString),
+    /// Any other component, compiled once per policy however many rules repeat it.
+    One(Arc<GlobMatcher>),
+}
+
+impl Part {
+    fn matches(&self, name: &OsStr) -> bool {
+        match self {
+            Part::Any | Part::AnyName => true,
+            Part::Name(n) => n == name,
+            Part::One(m) => m.is_match(name),
+        }
+    }
+}
+
+/// The most distinct components one policy compiles matchers for.
+pub const COMPILED_COMPONENTS: usize = 512;
+
+/// The component matchers compiled so far for one policy. A compiled matcher costs memory
+/// (around 10 KiB when the regex engine builds a DFA for it), and a policy within the
+/// manifest's limits can name 256 paths of 32 wildcards each, 8,192 components: a repeated
+/// component is compiled once, literal names and `*` not at all, and past
+/// [`COMPILED_COMPONENTS`] distinct ones a component is taken to match any name. Components
+/// only judge what may lie below a dir, which only a deny of a moved dir asks, so taking one
+/// wider than written denies more, never less.
+#[derive(Debug, Default)]
+pub struct Components {
+    compiled: HashMap<String, Arc<GlobMatcher>>,
+}
+
+impl Components {
+    fn part(&mut self, component: &str) -> Result<Part, globset::Error> {
+        if component == "**" {
+            return Ok(Part::Any);
+        }
+        if component == "*" {
+            return Ok(Part::AnyName);
+        }
+        if !component.contains(['*', '?', '[', ']', '{', '}', '\\']) {
+            return Ok(Part::Name(component.into()));
+        }
+        if let Some(m) = self.compiled.get(component) {
+            return Ok(Part::One(m.clone()));
+        }
+        if self.compiled.len() >= COMPILED_COMPONENTS {
+            // The whole path was compiled (and so checked) already: this one is wider.
+            return Ok(Part::AnyName);
+        }
+        let m = Arc::new(glob(component)?);
+        self.compiled.insert(component.to_string(), m.clone());
+        Ok(Part::One(m))
+    }
 }
 
 /// One compiled rule path.
@@ -69,24 +98,17 @@ impl Glob {
         text: String,
         prefix: PathBuf,
         pattern: &str,
+        compiled: &mut Components,
     ) -> Result<Glob, globset::Error> {
         let matcher = glob(pattern)?;
-        let spans = pattern
-            .split('{')
-            .skip(1)
-            .any(|alt| alt.split('}').next().is_some_and(|a| a.contains('/')));
-        let parts = if spans {
-            None
-        } else {
-            let mut parts = Vec::new();
-            for c in pattern.split('/').filter(|c| !c.is_empty()) {
-                parts.push(if c == "**" {
-                    Part::Any
-                } else {
-                    Part::One(glob(c)?)
-                });
-            }
-            Some(parts)
+        let parts = match manifest::gate::components(pattern) {
+            None => None,
+            Some(components) => Some(
+                components
+                    .into_iter()
+                    .map(|c| compiled.part(c))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
         };
         Ok(Glob {
             text,
@@ -105,7 +127,7 @@ impl Glob {
         let Some(parts) = &self.parts else {
             return under(&self.prefix, dir) || under(dir, &self.prefix);
         };
-        let names: Vec<&std::ffi::OsStr> = dir
+        let names: Vec<&OsStr> = dir
             .components()
             .filter_map(|c| match c {
                 Component::Normal(n) => Some(n),
@@ -116,8 +138,8 @@ impl Glob {
             match parts.get(i) {
                 None => return false,
                 Some(Part::Any) => return true,
-                Some(Part::One(m)) if m.is_match(name) => {}
-                Some(Part::One(_)) => return false,
+                Some(part) if part.matches(name) => {}
+                Some(_) => return false,
             }
         }
         parts.len() > names.len()
@@ -129,20 +151,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn globs_keep_stars_within_a_component() {
-        let g = glob("/data/*/x").unwrap();
-        assert!(g.is_match("/data/a/x"));
-        assert!(!g.is_match("/data/a/b/x"));
-        let g = glob("/data/cache/**").unwrap();
-        assert!(g.is_match("/data/cache/a"));
-        assert!(g.is_match("/data/cache/a/b/c"));
-        assert!(!g.is_match("/data/cachex/a"));
-        assert!(!g.is_match("/data/cache"));
-    }
-
-    #[test]
     fn what_may_match_below_a_dir() {
-        let g = Glob::new("".into(), "/data/cache".into(), "/data/cache/**").unwrap();
+        let mut c = Components::default();
+        let g = Glob::new("".into(), "/data/cache".into(), "/data/cache/**", &mut c).unwrap();
         for (dir, below) in [
             ("/", true),
             ("/data", true),
@@ -153,16 +164,56 @@ mod tests {
         ] {
             assert_eq!(g.may_match_below(Path::new(dir)), below, "{dir}");
         }
-        let g = Glob::new("".into(), "/data".into(), "/data/*.log").unwrap();
+        let g = Glob::new("".into(), "/data".into(), "/data/*.log", &mut c).unwrap();
         assert!(g.may_match_below(Path::new("/data")));
         assert!(!g.may_match_below(Path::new("/data/x")));
-        let g = Glob::new("".into(), "/data".into(), "/data/*/secret/**").unwrap();
+        let g = Glob::new("".into(), "/data".into(), "/data/*/secret/**", &mut c).unwrap();
         assert!(g.may_match_below(Path::new("/data/x")));
         assert!(g.may_match_below(Path::new("/data/x/secret")));
         assert!(!g.may_match_below(Path::new("/data/x/public")));
-        let g = Glob::new("".into(), "/data".into(), "/data/{a/b,c}/x").unwrap();
+        let g = Glob::new("".into(), "/data".into(), "/data/{a/b,c}/x", &mut c).unwrap();
         assert!(g.may_match_below(Path::new("/data/zzz")));
         assert!(!g.may_match_below(Path::new("/etc")));
+    }
+
+    #[test]
+    fn names_and_stars_match_as_compiled_components_would() {
+        let mut c = Components::default();
+        let names = ["x", ".hidden", "a.log", "secret", "[x]", "a*b"];
+        for component in ["*", "secret", "a.log", "*.log", "a[*]b", "[[]x]"] {
+            let part = c.part(component).unwrap();
+            let compiled = glob(component).unwrap();
+            for name in names {
+                assert_eq!(
+                    part.matches(OsStr::new(name)),
+                    compiled.is_match(name),
+                    "{component} against {name}"
+                );
+            }
+        }
+        // A repeated component is compiled once.
+        let a = Glob::new("".into(), "/d".into(), "/d/a?/a?/**", &mut c).unwrap();
+        let b = Glob::new("".into(), "/d".into(), "/d/*/a?", &mut c).unwrap();
+        assert_eq!(c.compiled.len(), 4, "{:?}", c.compiled.keys());
+        assert!(a.may_match_below(Path::new("/d/ab/ac/x")));
+        assert!(!b.may_match_below(Path::new("/d/x/ab")));
+        assert!(b.may_match_below(Path::new("/d/x")));
+    }
+
+    #[test]
+    fn past_the_budget_a_component_matches_any_name_so_a_moved_dir_is_denied_more() {
+        let mut c = Components::default();
+        for i in 0..COMPILED_COMPONENTS {
+            c.part(&format!("n{i}?")).unwrap();
+        }
+        let g = Glob::new("".into(), "/d".into(), "/d/a?/secret", &mut c).unwrap();
+        assert_eq!(c.compiled.len(), COMPILED_COMPONENTS);
+        assert!(g.may_match_below(Path::new("/d/zz")), "wider than written");
+        assert!(!g.may_match_below(Path::new("/e/zz")));
+        assert!(g.matches(Path::new("/d/ab/secret")) && !g.matches(Path::new("/d/zz/secret")));
+        // A component compiled before the budget ran out stays exact.
+        let h = Glob::new("".into(), "/d".into(), "/d/n0?/x", &mut c).unwrap();
+        assert!(!h.may_match_below(Path::new("/d/zz")));
     }
 
     #[test]

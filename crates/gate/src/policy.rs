@@ -1,7 +1,8 @@
 //! The policy file: what the init container writes (compiled from the manifest's `gate` rules
 //! at admission) and what the gate reads at start. Plain serde types, their defaults (a pod's
 //! `/data`, `/tmp`, `/dev/shm`) and their validation; no decisions and no I/O beyond reading
-//! the file.
+//! the file. The rules' vocabulary (operations, decisions, the rule types and their limits and
+//! checks) is the manifest crate's (`manifest::gate`), re-exported here.
 //!
 //! ```json
 //! {
@@ -27,11 +28,14 @@
 //! prompt, so a plugin's rules may only allow or deny (the manifest check refuses it at
 //! admission, and this loader refuses it again).
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize};
 use sha2::{Digest, Sha256};
+
+pub use manifest::gate::{
+    CommandRule, Decision, FileRule, GateRules, Operation, RuleError, rule_limits,
+};
 
 /// The only policy format this gate reads.
 pub const POLICY_VERSION: u32 = 1;
@@ -64,7 +68,7 @@ pub enum PolicyError {
     Manifest {
         path: String,
         #[source]
-        source: json5::Error,
+        source: manifest::ManifestError,
     },
     #[error("the manifest's gate rules in {path}: {source}")]
     ManifestRules {
@@ -76,6 +80,16 @@ pub enum PolicyError {
     Field { field: String, reason: String },
 }
 
+/// A rule the manifest crate's checks refuse, named as every other policy field.
+impl From<RuleError> for PolicyError {
+    fn from(e: RuleError) -> Self {
+        PolicyError::Field {
+            field: e.field,
+            reason: e.reason,
+        }
+    }
+}
+
 fn field_error(field: impl Into<String>, reason: impl Into<String>) -> PolicyError {
     PolicyError::Field {
         field: field.into(),
@@ -83,302 +97,27 @@ fn field_error(field: impl Into<String>, reason: impl Into<String>) -> PolicyErr
     }
 }
 
-/// What a rule decides. The manifest may only allow or deny.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Decision {
-    Allow,
-    Deny,
-}
-
-impl Decision {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allow => "allow",
-            Decision::Deny => "deny",
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Decision {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        match s.as_str() {
-            "allow" => Ok(Decision::Allow),
-            "deny" => Ok(Decision::Deny),
-            "approve" => Err(serde::de::Error::custom(
-                "decision approve is refused: nobody is there to answer a prompt, so a plugin's gate rules may only allow or deny",
-            )),
-            other => Err(serde::de::Error::custom(format!(
-                "decision must be allow or deny, not {other:?}"
-            ))),
-        }
-    }
-}
-
-/// A file operation a rule names. A rule with no operations covers all of them.
-///
-/// | operation | the calls it covers |
-/// |---|---|
-/// | `read`    | opening for reading (files and directories) |
-/// | `write`   | opening for writing, `O_TRUNC`, `truncate` |
-/// | `create`  | a new name: `O_CREAT` of a new file, `mkdir`, `mknod`, the target of `rename`, `link`, `symlink` |
-/// | `delete`  | `unlink`, `rmdir`, the source of `rename` (and a target it replaces) |
-/// | `rename`  | both sides of `rename` |
-/// | `link`    | the new name of a hard link; its source is checked as `write` |
-/// | `symlink` | the new name of a symbolic link |
-/// | `chmod`   | the `chmod` family |
-/// | `chown`   | the `chown` family |
-/// | `setattr` | timestamps (`utimensat`, `utimes`) and extended attributes |
-/// | `exec`    | running the file (`execve`, `execveat`) |
-///
-/// Stats, `access`, `readlink` and listings of an already open directory are never trapped:
-/// the baseline allows them everywhere, and no rule can deny them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Operation {
-    Read,
-    Write,
-    Create,
-    Delete,
-    Rename,
-    Link,
-    Symlink,
-    Chmod,
-    Chown,
-    Setattr,
-    Exec,
-}
-
-impl Operation {
-    pub const ALL: [Operation; 11] = [
-        Operation::Read,
-        Operation::Write,
-        Operation::Create,
-        Operation::Delete,
-        Operation::Rename,
-        Operation::Link,
-        Operation::Symlink,
-        Operation::Chmod,
-        Operation::Chown,
-        Operation::Setattr,
-        Operation::Exec,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Read => "read",
-            Operation::Write => "write",
-            Operation::Create => "create",
-            Operation::Delete => "delete",
-            Operation::Rename => "rename",
-            Operation::Link => "link",
-            Operation::Symlink => "symlink",
-            Operation::Chmod => "chmod",
-            Operation::Chown => "chown",
-            Operation::Setattr => "setattr",
-            Operation::Exec => "exec",
-        }
-    }
-}
-
-impl std::str::FromStr for Operation {
-    type Err = String;
-
-    /// An operation by its manifest name; the error lists the names there are (for the
-    /// manifest check at admission, which must refuse what the gate would).
-    fn from_str(s: &str) -> Result<Operation, String> {
-        Operation::ALL
-            .into_iter()
-            .find(|o| o.as_str() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Operation::ALL.iter().map(|o| o.as_str()).collect();
-                format!("unknown operation {s:?}: one of {}", names.join(", "))
-            })
-    }
-}
-
-impl fmt::Display for Operation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// How many rules, and how much glob, a manifest's `gate` may hold: this host's limits (the
-/// reference sets none), far past what a plugin needs, so that compiling the rules (in the
-/// controller at admission, and in the gate at each Pod's start) and deciding each trapped
-/// syscall against them stay cheap. Every glob is a compiled pattern, and every syscall is
-/// matched against each rule.
-pub mod rule_limits {
-    /// `gate.files` and `gate.commands` each hold at most this many rules.
-    pub const RULES: usize = 64;
-    /// The rules of `gate.files` name at most this many paths in all, and those of
-    /// `gate.commands` this many commands.
-    pub const ENTRIES: usize = 256;
-    /// A path or command is at most this many bytes (Linux's PATH_MAX).
-    pub const ENTRY_BYTES: usize = 4096;
-    /// A path glob holds at most this many wildcards (`*`, `?`, `[`, `{`).
-    pub const WILDCARDS: usize = 32;
-}
-
-/// The manifest's `gate` object, as plain structs: the model crate converts its manifest
-/// types into these (or `--manifest-gate` reads them from a plugin.json).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GateRules {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<FileRule>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub commands: Vec<CommandRule>,
-}
-
-/// A rule on file operations: absolute path globs (`*` within one component, `**` across
-/// them), the operations it covers (all when empty), and what it decides.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileRule {
-    pub paths: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub operations: Vec<Operation>,
-    pub decision: Decision,
-}
-
-/// A rule on running commands: names (matched against the file name of what is run, before
-/// and after symbolic links are followed) or absolute paths.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CommandRule {
-    pub commands: Vec<String>,
-    pub decision: Decision,
-}
-
-impl GateRules {
-    /// The `gate` rules of a plugin manifest (JSON5): the object under the top-level `gate`
-    /// key, or the whole document when it has no such key (a file holding only the rules).
-    pub fn from_manifest_json5(text: &str, path: &str) -> Result<GateRules, PolicyError> {
-        let doc: serde_json::Value =
-            json5::from_str(text).map_err(|source| PolicyError::Manifest {
-                path: path.into(),
-                source,
-            })?;
-        let gate = match doc.get("gate") {
-            Some(g) => g.clone(),
-            None if doc.get("files").is_some() || doc.get("commands").is_some() => doc,
-            None => serde_json::Value::Object(Default::default()),
-        };
-        let rules: GateRules =
-            serde_json::from_value(gate).map_err(|source| PolicyError::ManifestRules {
-                path: path.into(),
-                source,
-            })?;
-        rules.validate("gate")?;
-        Ok(rules)
-    }
-
-    /// Checks what serde cannot: non-empty lists within [`rule_limits`], absolute paths that
-    /// compile as globs, command names that are names.
-    pub fn validate(&self, at: &str) -> Result<(), PolicyError> {
-        use rule_limits::{ENTRIES, ENTRY_BYTES, RULES, WILDCARDS};
-        for (list, len) in [
-            ("files", self.files.len()),
-            ("commands", self.commands.len()),
-        ] {
-            if len > RULES {
-                return Err(field_error(
-                    format!("{at}.{list}"),
-                    format!("holds {len} rules; this host takes at most {RULES}"),
-                ));
-            }
-        }
-        for (i, rule) in self.files.iter().enumerate() {
-            let here = format!("{at}.files[{i}]");
-            if rule.paths.is_empty() {
-                return Err(field_error(
-                    format!("{here}.paths"),
-                    "must list at least one path",
-                ));
-            }
-            if rule.paths.len() > ENTRIES {
-                return Err(field_error(
-                    format!("{here}.paths"),
-                    format!(
-                        "lists {} paths; this host takes at most {ENTRIES}",
-                        rule.paths.len()
-                    ),
-                ));
-            }
-            for (j, p) in rule.paths.iter().enumerate() {
-                let f = format!("{here}.paths[{j}]");
-                if p.len() > ENTRY_BYTES {
-                    return Err(field_error(
-                        f,
-                        format!("is {} bytes; a path is at most {ENTRY_BYTES}", p.len()),
-                    ));
-                }
-                let wildcards = p
-                    .chars()
-                    .filter(|c| matches!(c, '*' | '?' | '[' | '{'))
-                    .count();
-                if wildcards > WILDCARDS {
-                    return Err(field_error(
-                        f,
-                        format!("holds {wildcards} wildcards; this host takes at most {WILDCARDS}"),
-                    ));
-                }
-                if !p.starts_with('/') {
-                    return Err(field_error(f, format!("{p:?} must be an absolute path")));
-                }
-                if p.contains('\0') {
-                    return Err(field_error(f, "must not contain NUL"));
-                }
-                crate::glob::check(p).map_err(|e| field_error(f.clone(), e.to_string()))?;
-                // What the gate refuses at a Pod's start is refused here too, so admission
-                // never admits a rule the Pods could not run with (the compiled policy checks
-                // the canonical prefix again).
-                let changes = rule.operations.is_empty()
-                    || rule
-                        .operations
-                        .iter()
-                        .any(|o| crate::compiled::CHANGING.contains(o));
-                if rule.decision == Decision::Allow
-                    && changes
-                    && crate::glob::literal_prefix(p) == std::path::Path::new("/")
-                {
-                    return Err(field_error(
-                        f,
-                        format!(
-                            "{p:?} allows changing files anywhere: an allow rule that changes files must name a dir below /, which then becomes a no-exec dir"
-                        ),
-                    ));
-                }
-            }
-        }
-        for (i, rule) in self.commands.iter().enumerate() {
-            let here = format!("{at}.commands[{i}]");
-            if rule.commands.is_empty() {
-                return Err(field_error(
-                    format!("{here}.commands"),
-                    "must list at least one command",
-                ));
-            }
-            for (j, c) in rule.commands.iter().enumerate() {
-                let f = format!("{here}.commands[{j}]");
-                if c.len() > ENTRY_BYTES {
-                    return Err(field_error(
-                        f,
-                        format!("is {} bytes; a command is at most {ENTRY_BYTES}", c.len()),
-                    ));
-                }
-                if c.is_empty() || c.contains('\0') {
-                    return Err(field_error(f, "must be a command name or an absolute path"));
-                }
-                if c.contains('/') && !c.starts_with('/') {
-                    return Err(field_error(f, format!("{c:?}: a path must be absolute")));
-                }
-            }
-        }
-        Ok(())
-    }
+/// The `gate` rules of a plugin manifest (JSON5, read as the manifest crate reads every
+/// plugin.json: [`manifest::json5_value`], bounded): the object under the top-level `gate`
+/// key, or the whole document when it has no such key (a file holding only the rules). Read
+/// as the policy file is, refusing keys a rule does not know, and checked.
+pub fn rules_from_manifest(text: &str, path: &str) -> Result<GateRules, PolicyError> {
+    let doc = manifest::json5_value(text).map_err(|source| PolicyError::Manifest {
+        path: path.into(),
+        source,
+    })?;
+    let gate = match doc.get("gate") {
+        Some(g) => g.clone(),
+        None if doc.get("files").is_some() || doc.get("commands").is_some() => doc,
+        None => serde_json::Value::Object(Default::default()),
+    };
+    let rules: GateRules =
+        serde_json::from_value(gate).map_err(|source| PolicyError::ManifestRules {
+            path: path.into(),
+            source,
+        })?;
+    rules.validate("gate")?;
+    Ok(rules)
 }
 
 /// Where the audit lines go.
@@ -613,7 +352,7 @@ impl Policy {
                 format!("must be at least {MIN_RETENTION_BYTES}"),
             ));
         }
-        self.gate.validate("gate")
+        Ok(self.gate.validate("gate")?)
     }
 }
 
@@ -719,17 +458,6 @@ mod tests {
     }
 
     #[test]
-    fn operations_parse_by_their_manifest_names() {
-        for op in Operation::ALL {
-            assert_eq!(op.as_str().parse::<Operation>(), Ok(op));
-            let json = serde_json::to_string(&op).unwrap();
-            assert_eq!(json, format!("\"{op}\""));
-        }
-        let err = "remove".parse::<Operation>().unwrap_err();
-        assert!(err.contains("delete") && err.contains("remove"), "{err}");
-    }
-
-    #[test]
     fn manifest_rules_come_from_a_json5_plugin_manifest() {
         let manifest = r#"{
           name: "cogtest", // JSON5, as plugin.json is
@@ -738,28 +466,38 @@ mod tests {
             "commands": [{ "commands": ["curl", "wget"], "decision": "deny" }],
           },
         }"#;
-        let rules = GateRules::from_manifest_json5(manifest, "plugin.json").unwrap();
+        let rules = rules_from_manifest(manifest, "plugin.json").unwrap();
         assert_eq!(rules.files.len(), 1);
         assert_eq!(rules.commands[0].commands, vec!["curl", "wget"]);
         let only = r#"{ commands: [{ commands: ["git"], decision: "allow" }] }"#;
-        assert_eq!(
-            GateRules::from_manifest_json5(only, "g")
-                .unwrap()
-                .commands
-                .len(),
-            1
-        );
+        assert_eq!(rules_from_manifest(only, "g").unwrap().commands.len(), 1);
         let none = r#"{ name: "x" }"#;
         assert_eq!(
-            GateRules::from_manifest_json5(none, "g").unwrap(),
+            rules_from_manifest(none, "g").unwrap(),
             GateRules::default()
         );
         let bad = r#"{ gate: { commands: [{ commands: ["curl"], decision: "approve" }] } }"#;
-        let err = GateRules::from_manifest_json5(bad, "plugin.json")
+        let err = rules_from_manifest(bad, "plugin.json")
             .unwrap_err()
             .to_string();
         assert!(err.contains("approve is refused"), "{err}");
         let policy = Policy::from_rules(rules).unwrap();
         assert_eq!(policy.writable, default_writable());
+    }
+
+    #[test]
+    fn the_manifest_is_read_as_every_plugin_json_is() {
+        // The manifest crate's one reader: bounded in size, and a syntax error placed.
+        let huge = format!(
+            "{{ pad: \"{}\" }}",
+            "x".repeat(manifest::limits::MAX_TEXT_BYTES)
+        );
+        let err = rules_from_manifest(&huge, "plugin.json").unwrap_err();
+        assert!(matches!(err, PolicyError::Manifest { .. }), "{err}");
+        assert!(err.to_string().contains("bytes"), "{err}");
+        let err = rules_from_manifest("{\n  gate: ,\n}", "plugin.json")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2"), "{err}");
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::audit::{Audit, AuditError, Labels};
 use crate::compiled::{CompiledPolicy, canonical_on_host};
 use crate::kernel::{self, KernelError};
-use crate::policy::{AuditDestination, GateRules, Policy, PolicyError};
+use crate::policy::{AuditDestination, Policy, PolicyError, rules_from_manifest};
 use crate::process::{self, Signals};
 use crate::ruleset::{self, RulesetError};
 use crate::spawn::{self, Launch, SpawnError};
@@ -140,7 +140,7 @@ pub fn policy_from_args(args: &GateArgs) -> Result<Policy, PolicyError> {
                 path: shown.clone(),
                 source,
             })?;
-            Policy::from_rules(GateRules::from_manifest_json5(&text, &shown)?)?
+            Policy::from_rules(rules_from_manifest(&text, &shown)?)?
         }
         (None, None) => Policy::default(),
     };

@@ -10,6 +10,8 @@
 //!   text that others wrote;
 //! - [`limits`]: how deep that JSON may nest, and the reader that holds a parse to it;
 //! - `rules`: the rules, one module per section of the manifest;
+//! - [`gate`]: the `gate` rules' vocabulary, which the gate (crates/gate) enforces: its
+//!   operations, decisions, rule types and limits, and the checks serde cannot make;
 //! - [`capability`]: the capabilities a manifest may declare;
 //! - [`settings_schema`]: what a setting's schema may say;
 //! - [`json_schema`]: compiling schemas and checking values against them;
@@ -20,6 +22,7 @@
 
 pub mod bundle;
 pub mod capability;
+pub mod gate;
 pub mod schedule;
 pub mod time;
 
@@ -39,9 +42,8 @@ pub use capability::{Capability, UnknownCapability};
 
 pub use error::{ManifestError, Problem};
 pub use model::{
-    Action, Agent, Card, ComposerSwitch, DefaultSchedule, Egress, EventsStart, Gate,
-    GateCommandRule, GateDecision, GateFileRule, LIVE_SYSTEM_EVENT, Live, MCP_TOOL_PREFIX,
-    Manifest, MemoryLimit, Panel, Resources, ThreadEvents, Tool, Ui,
+    Action, Agent, Card, ComposerSwitch, DefaultSchedule, Egress, EventsStart, LIVE_SYSTEM_EVENT,
+    Live, MCP_TOOL_PREFIX, Manifest, MemoryLimit, Panel, Resources, ThreadEvents, Tool, Ui,
 };
 pub use parse::{from_value, json5_value, parse_str};
 

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::capability::Capability;
 use super::quantity;
+use crate::gate::GateRules;
 use crate::schedule::ScheduleType;
 
 /// A valid `plugin.json`.
@@ -45,8 +46,13 @@ pub struct Manifest {
     pub events_start: Option<EventsStart>,
     #[serde(default)]
     pub thread_events: ThreadEvents,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate: Option<Gate>,
+    /// The rules for the syscall gate.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::gate::read_manifest_gate"
+    )]
+    pub gate: Option<GateRules>,
     /// The destinations beyond the host the plugin's container reaches (`egress`, our
     /// addition to the reference's keys); none reaches nothing else.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -248,40 +254,6 @@ pub enum ThreadEvents {
     Channel,
     /// Both.
     Both,
-}
-
-/// `gate`: the manifest's rules for the syscall gate.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct Gate {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<GateFileRule>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub commands: Vec<GateCommandRule>,
-}
-
-/// A rule on file operations.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct GateFileRule {
-    pub paths: Vec<String>,
-    /// The operations it covers; all of them when empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub operations: Vec<String>,
-    pub decision: GateDecision,
-}
-
-/// A rule on running commands.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-pub struct GateCommandRule {
-    pub commands: Vec<String>,
-    pub decision: GateDecision,
-}
-
-/// What a gate rule decides: a manifest may only allow or deny.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum GateDecision {
-    Allow,
-    Deny,
 }
 
 impl Manifest {

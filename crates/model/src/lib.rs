@@ -5,7 +5,8 @@
 //! and timestamps ([`time`]) are the manifest crate's (crates/manifest), re-exported here under
 //! those names. Layered from the bottom up; a module imports only those above it in this list:
 //! - [`names`]: names, labels and field managers of everything we make;
-//! - [`contract`]: the plugin container's port, paths and Secret keys;
+//! - [`contract`]: the plugin container's port, paths and Secret keys, and who it runs as;
+//! - [`security`]: the security settings of every Pod and container we make;
 //! - [`run_contract`]: the agent runner's environment and files;
 //! - [`schema`]: JSON schema helpers for the CRDs;
 //! - [`config`]: the `plugins` part of a global or project config, and its hash;
@@ -22,5 +23,6 @@ pub mod resolve;
 pub mod resources;
 pub mod run_contract;
 pub mod schema;
+pub mod security;
 
 pub use manifest::{self, schedule, time};

@@ -9,6 +9,8 @@ use loop_plugins_oci::signing::publish;
 use loop_plugins_oci::{ImageRef, Registry, RegistryOptions, inspect};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // reqwest's TLS provider (it is built without one): ring's, before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let reference = ImageRef::parse(&std::env::args().nth(1).ok_or("usage: inspect-image REF")?)?;
     let registry = Registry::new(RegistryOptions::default())?;
     let runtime = tokio::runtime::Builder::new_current_thread()

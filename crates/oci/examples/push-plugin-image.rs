@@ -16,6 +16,8 @@ use loop_plugins_oci::build::PluginImageSpec;
 use loop_plugins_oci::{DockerConfig, ImageRef, Registry, RegistryOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // reqwest's TLS provider (it is built without one): ring's, before any client is built.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut args = std::env::args().skip(1);
     let (mut binary, mut plugin_dir, mut reference, mut user, mut insecure) =
         (None, None, None, "65532:65532".to_string(), Vec::new());

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use model::contract::RunAs;
 use serde::Deserialize;
 
 use crate::digest::{Digest, DigestError};
@@ -17,14 +18,6 @@ use crate::rootfs::{DATA_DIR, LOOP_PLUGIN_DIR, Meta, NodeKind, PLUGIN_JSON, Root
 /// The label every plugin image carries, and its value.
 pub const PLUGIN_LABEL: &str = "dev.loop.plugin";
 pub const PLUGIN_LABEL_VALUE: &str = "1";
-
-/// Who the plugin runs as: the image's numeric USER. Without a gid in USER a runtime uses
-/// the passwd entry's group (or 0); we report None and leave that choice to the pod spec.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunAs {
-    pub uid: u32,
-    pub gid: Option<u32>,
-}
 
 /// What the image config says, once checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,7 +223,8 @@ pub fn check_config(config: &[u8], layers: usize) -> Result<ConfigFacts, CheckEr
     })
 }
 
-/// `uid` or `uid:gid`, numeric, uid not 0.
+/// The image's USER, `uid` or `uid:gid`: numeric, each id one a Linux uid holds (32 bits),
+/// uid not 0. The one parser of USER.
 pub fn parse_user(user: &str) -> Result<RunAs, CheckError> {
     let owned = || shown(user);
     if user.trim().is_empty() {
@@ -254,15 +248,16 @@ pub fn parse_user(user: &str) -> Result<RunAs, CheckError> {
     let uid: u32 = u
         .parse()
         .map_err(|_| CheckError::UserMalformed { user: owned() })?;
+    let uid = i64::from(uid);
     if uid == 0 {
         return Err(CheckError::UserRoot { user: owned() });
     }
     let gid = match g {
         None => None,
-        Some(g) if numeric(g) => Some(
-            g.parse()
+        Some(g) if numeric(g) => Some(i64::from(
+            g.parse::<u32>()
                 .map_err(|_| CheckError::UserMalformed { user: owned() })?,
-        ),
+        )),
         Some("") => return Err(CheckError::UserMalformed { user: owned() }),
         Some(_) => return Err(CheckError::GroupName { user: owned() }),
     };
@@ -311,15 +306,11 @@ pub fn check_tree(
             });
         }
     };
-    if data.uid != run_as.uid || run_as.gid.is_some_and(|g| g != data.gid) {
-        let want = match run_as.gid {
-            Some(g) => format!("{}:{g}", run_as.uid),
-            None => run_as.uid.to_string(),
-        };
+    if i64::from(data.uid) != run_as.uid || run_as.gid.is_some_and(|g| g != i64::from(data.gid)) {
         return Err(CheckError::DataOwner {
             uid: data.uid,
             gid: data.gid,
-            want,
+            want: run_as.to_string(),
         });
     }
     let prefix = format!("{LOOP_PLUGIN_DIR}/");

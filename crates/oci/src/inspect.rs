@@ -213,6 +213,7 @@ mod tests {
     #[test]
     fn futures_are_send() {
         fn send<T: Send>(_: &T) {}
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let registry = Registry::new(RegistryOptions::default()).unwrap();
         let r = ImageRef::parse("localhost:5000/x:v1").unwrap();
         send(&inspect(&registry, &r));

@@ -3,7 +3,8 @@
 //! image building, and Ed25519 signatures bound to the image manifest digest.
 //!
 //! The entry points the CLI and the controller call:
-//! - [`ImageRef::parse`], [`DockerConfig::parse`], [`Registry::new`];
+//! - [`ImageRef::parse`], [`DockerConfig::parse`], [`Registry::new`], and
+//!   [`registry_options::options`]: the client's options from HostConfig `plugins.registry`;
 //! - [`inspect()`]: pull by tag or digest, check, return [`ImageFacts`] (pinned digest, USER,
 //!   command, labels, plugin.json bytes and sha256, the /loop-plugin tree);
 //! - [`signing::keys::PublisherKey`], [`signing::publish::sign_image`],
@@ -25,13 +26,14 @@ pub mod media;
 pub mod quote;
 pub mod reference;
 pub mod registry;
+pub mod registry_options;
 pub mod rootfs;
 pub mod signing;
 pub mod tarstream;
 #[cfg(feature = "test-support")]
 pub mod testing;
 
-pub use checks::{CheckError, ConfigFacts, PluginEntry, RunAs, TreeFacts};
+pub use checks::{CheckError, ConfigFacts, PluginEntry, TreeFacts};
 pub use credentials::{Credential, CredentialsError, DOCKER_CONFIG_SECRET_KEY, DockerConfig};
 pub use digest::Digest;
 pub use inspect::{ImageFacts, InspectError, inspect};

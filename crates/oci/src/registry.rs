@@ -154,9 +154,9 @@ pub struct Resolved {
 }
 
 impl Registry {
-    /// A client with these options. Installs ring as rustls' process-wide provider if none is.
+    /// A client with these options. Its process installs rustls' provider first (ring's, at
+    /// the top of each binary's main).
     pub fn new(options: RegistryOptions) -> Result<Self, RegistryError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut roots = Vec::new();
         for (index, pem) in options.ca_certificates.iter().enumerate() {
             let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {

@@ -18,7 +18,7 @@ use hostile::inputs::{json_mutated, mutated};
 use hostile::proptest::prelude::*;
 use hostile::{Bounds, Target};
 use loop_plugins_oci::build::{self, ImageConfig, LayerBuilder, LayerCompression};
-use loop_plugins_oci::checks::{self, RunAs};
+use loop_plugins_oci::checks;
 use loop_plugins_oci::layers::{self, Budget, LayerError};
 use loop_plugins_oci::limits::LOOP_PLUGIN_MAX_BYTES;
 use loop_plugins_oci::manifest::{self as image_manifest, Blob, Manifest};
@@ -27,6 +27,7 @@ use loop_plugins_oci::rootfs::{LOOP_PLUGIN_DIR, NodeKind, RootFs};
 use loop_plugins_oci::signing::record::SignatureRecord;
 use loop_plugins_oci::signing::{artifact, keys::PublisherKey, payload::Payload, policy};
 use loop_plugins_oci::{Digest, Limits};
+use model::contract::RunAs;
 use serde_json::{Value, json};
 
 #[global_allocator]

@@ -96,7 +96,7 @@ async fn install_facts_by_tag_with_the_digest_pinned() {
         f.command(),
         ["/echo-plugin", "--port-env", "LOOP_PLUGIN_PORT"]
     );
-    assert_eq!((f.config.run_as.uid, f.config.run_as.gid), (UID, Some(UID)));
+    assert_eq!(f.config.run_as.to_string(), format!("{UID}:{UID}"));
     assert_eq!(
         f.config.labels.get("dev.loop.plugin").map(String::as_str),
         Some("1")

@@ -145,9 +145,6 @@ impl Export {
     }
 
     fn provider(&self) -> anyhow::Result<SdkTracerProvider> {
-        // reqwest is built without a default TLS provider (see the workspace's Cargo.toml); an
-        // https endpoint uses ring's, as the registry client does. Already installed is fine.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::blocking::Client::builder()
             .timeout(std::time::Duration::from_secs(10))
             .build()?;

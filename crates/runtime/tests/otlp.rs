@@ -29,6 +29,9 @@ fn string(attributes: &[KeyValue], key: &str) -> Option<String> {
 
 #[test]
 fn a_reconcile_span_reaches_the_collector_with_its_service_and_fields() {
+    // The exporter's reqwest client needs the process's TLS provider, which a binary's main
+    // installs; this test is the binary.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let receiver = tokio::runtime::Runtime::new().unwrap();
     let (sent, mut received) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
     let listener = receiver

@@ -12,6 +12,9 @@ use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // reqwest's TLS provider (the SDK builds it without one): ring's, before any client is
+    // built. The SDK's Plugin API client installs it too, for plugins that do not.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),

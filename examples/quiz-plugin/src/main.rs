@@ -9,6 +9,9 @@ const BUILTIN: &str = include_str!("../plugin.json");
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // reqwest's TLS provider (the SDK builds it without one): ring's, before any client is
+    // built. The SDK's Plugin API client installs it too, for plugins that do not.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let env = Env::from_env()?;
     let api = match Client::from_env(&env) {
         Ok(client) => Some(client),

@@ -130,7 +130,6 @@ pub async fn api_metrics(client: Client, existing: &Existing) -> anyhow::Result<
             // stand-in gives Pods 127.x addresses, which this machine reaches directly.
             Some(ip) if ip.is_loopback() => {
                 let url = format!("http://{ip}:{port}/metrics");
-                server::calls::client::install_crypto_provider();
                 reqwest::Client::builder()
                     .no_proxy()
                     .build()?

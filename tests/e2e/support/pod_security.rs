@@ -2,13 +2,8 @@
 //! the tests make themselves must meet it: non-root, no privilege escalation, every
 //! capability dropped, the runtime's default seccomp profile.
 
-use k8s_openapi::api::core::v1::{
-    Capabilities, Pod, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile,
-    SecurityContext,
-};
-
-/// The user the tests' own Pods run as.
-const UID: i64 = 65532;
+use k8s_openapi::api::core::v1::{Capabilities, Pod, PodSpec, PodTemplateSpec, SecurityContext};
+use model::security::restricted_pod;
 
 /// `pod` meeting the `restricted` level.
 pub fn restricted(mut pod: Pod) -> Pod {
@@ -28,19 +23,13 @@ pub fn restricted_template(template: serde_json::Value) -> serde_json::Value {
 }
 
 fn restrict(spec: &mut PodSpec) {
-    spec.security_context = Some(PodSecurityContext {
-        run_as_non_root: Some(true),
-        run_as_user: Some(UID),
-        seccomp_profile: Some(SeccompProfile {
-            type_: "RuntimeDefault".into(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    // As the Pods we make for our own binary (model::security::NONROOT_UID).
+    spec.security_context = Some(restricted_pod(None));
     let containers = spec
         .containers
         .iter_mut()
         .chain(spec.init_containers.iter_mut().flatten());
+    // Without the read-only root of our own containers: the tests' Pods may write anywhere.
     for container in containers {
         container.security_context = Some(SecurityContext {
             allow_privilege_escalation: Some(false),

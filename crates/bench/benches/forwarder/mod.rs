@@ -75,8 +75,6 @@ impl Forwarder {
 pub fn serve_if_asked() -> Option<anyhow::Result<()>> {
     let upstream = std::env::var(UPSTREAM).ok()?;
     let secret = std::env::var(SECRET).unwrap_or_default();
-    // reqwest is built without a default TLS provider: the one the API server installs.
-    server::calls::client::install_crypto_provider();
     let serve = async move {
         let app = router(&upstream, &secret)?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -19,6 +19,7 @@ use axum::routing::{any, get};
 use serde_json::json;
 
 use super::pages::Page;
+use crate::probe;
 
 /// The console's host end of the bridge, served as it is (crates/server/src/console/assets):
 /// the check answers a page with the very code the console does.
@@ -104,11 +105,9 @@ impl StandIn {
                 (page.link(), config.to_string())
             })
             .collect();
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(std::io::Error::other)?;
+        let client =
+            probe::client(reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()))
+                .map_err(std::io::Error::other)?;
         let shared = Arc::new(Shared {
             url: url.clone(),
             bundle: bundle.to_path_buf(),

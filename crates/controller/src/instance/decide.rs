@@ -487,7 +487,7 @@ mod tests {
         let (run, parts) = decide(&facts, at(STARTED)).pod.expect("runnable");
         assert_eq!(run.plugin.spec.image, fixtures::echo_plugin().spec.image);
         assert_eq!(parts.command, ["/echo-plugin"]);
-        assert_eq!(parts.run_as.user, 65532);
+        assert_eq!(parts.run_as.uid, 65532);
         assert!(parts.gate.is_none(), "the gate is off in the fixture");
         // Admitted, but without facts for the digest it pins: no Pod, and it says why.
         let mut plugin = fixtures::echo_plugin();

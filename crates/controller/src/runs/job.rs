@@ -13,9 +13,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvFromSource, EnvVar, PersistentVolumeClaimVolumeSource, PodSecurityContext,
-    PodSpec, PodTemplateSpec, SeccompProfile, Secret, SecretEnvSource, SecretVolumeSource, Volume,
-    VolumeMount,
+    Container, EnvFromSource, EnvVar, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec,
+    Secret, SecretEnvSource, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
@@ -24,6 +23,7 @@ use model::contract::WORKTREE_DIR;
 use model::names;
 use model::resources::{AgentRun, AgentRunner, WorkingTree};
 use model::run_contract::{self as contract, MCP_TOKEN_KEY, PROMPT_KEY, RUN_DIR};
+use model::security::{restricted_container, restricted_pod};
 
 /// The label every runner Pod carries, naming its run.
 pub const LABEL_RUN: &str = "plugins.loop.dev/run";
@@ -146,7 +146,7 @@ pub fn build_job(
             read_only: Some(true),
             ..Default::default()
         }]),
-        security_context: Some(crate::pod::restricted_container()),
+        security_context: Some(restricted_container(None)),
         ..Default::default()
     };
     let mut container = container;
@@ -207,15 +207,7 @@ pub fn build_job(
                     service_account_name: runner.service_account.clone(),
                     automount_service_account_token: Some(false),
                     restart_policy: Some("Never".into()),
-                    security_context: Some(PodSecurityContext {
-                        run_as_non_root: Some(true),
-                        run_as_user: Some(65532),
-                        seccomp_profile: Some(SeccompProfile {
-                            type_: "RuntimeDefault".into(),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
+                    security_context: Some(restricted_pod(None)),
                     containers: vec![container],
                     volumes: Some(volumes),
                     ..Default::default()

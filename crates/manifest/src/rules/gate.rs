@@ -1,13 +1,13 @@
 //! gate: file and command rules, which may only allow or deny, on operations the gate knows
 //! and paths it can match.
 
-use gate::Operation;
-use gate::policy::rule_limits::{ENTRIES, ENTRY_BYTES, RULES, WILDCARDS};
 use serde_json::Value;
 
 use super::Ctx;
 use super::read::{Object, field, optional_object, optional_objects, string_list};
 use crate::error::{JsonPath, Problems};
+use crate::gate::Operation;
+use crate::gate::rule_limits::{ENTRIES, ENTRY_BYTES, RULES, WILDCARDS};
 
 pub(super) fn check(ctx: &mut Ctx) {
     let root = ctx.root();
@@ -15,7 +15,7 @@ pub(super) fn check(ctx: &mut Ctx) {
     let Some((at, gate)) = optional_object(ctx.doc, "gate", &root, p) else {
         return;
     };
-    // This host's limits (gate::policy::rule_limits): compiling and matching stay cheap.
+    // This host's limits (crate::gate::rule_limits): compiling and matching stay cheap.
     for (list, entries) in [("files", "paths"), ("commands", "commands")] {
         let Some(Value::Array(rules)) = field(gate, list) else {
             continue;
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn every_operation_the_gate_knows_may_be_named() {
-        for op in gate::Operation::ALL {
+        for op in crate::gate::Operation::ALL {
             M::new()
                 .set(
                     "gate",

@@ -8,6 +8,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use super::Condition;
+use crate::contract::RunAs;
 
 /// An installed plugin. Its name is its manifest id.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -154,9 +155,12 @@ pub struct ImageStatus {
 }
 
 impl ImageStatus {
-    /// The gid the Pod runs as: the USER's group, or the uid's own.
-    pub fn group(&self) -> i64 {
-        self.run_as_group.unwrap_or(self.run_as_user)
+    /// Who the Pod runs as: the image's USER as admission recorded it.
+    pub fn run_as(&self) -> RunAs {
+        RunAs {
+            uid: self.run_as_user,
+            gid: self.run_as_group,
+        }
     }
 }
 

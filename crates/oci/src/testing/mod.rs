@@ -108,8 +108,11 @@ pub fn registry_binary() -> Result<PathBuf, TestRegistryError> {
 }
 
 impl TestRegistry {
-    /// Starts a registry and waits until it answers.
+    /// Starts a registry and waits until it answers. Installs reqwest's TLS provider (ring's,
+    /// as each binary's main does): a test binary has no main of its own to install it in, and
+    /// every test that reaches a registry starts this one first.
     pub fn start(options: TestRegistryOptions) -> Result<Self, TestRegistryError> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let binary = registry_binary()?;
         let io = |what: &str| {
             let what = what.to_string();

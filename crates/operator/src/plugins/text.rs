@@ -147,7 +147,7 @@ pub fn info(info: &Info) -> String {
         out.push_str(&format!(
             "runs as:   {}:{}\ncommand:   {}\n",
             image.run_as_user,
-            image.group(),
+            image.run_as().group(),
             image.command.join(" ")
         ));
     }
@@ -196,13 +196,8 @@ pub fn verified(v: &Verified) -> String {
         f.pinned
     ));
     out.push_str(&format!(
-        "pulled and checked: USER {}{}, command {:?}, plugin.json sha256 {}\n",
-        f.config.run_as.uid,
-        f.config
-            .run_as
-            .gid
-            .map(|g| format!(":{g}"))
-            .unwrap_or_default(),
+        "pulled and checked: USER {}, command {:?}, plugin.json sha256 {}\n",
+        f.config.run_as,
         f.command(),
         f.tree.plugin_json_sha256
     ));

@@ -132,9 +132,11 @@ impl Client {
     }
 
     fn with(base: &str, token: Token) -> Result<Self> {
-        // ring's provider, as everywhere in loop-plugins (no aws-lc build). rustls 0.23.48
-        // deprecates it for lacking post-quantum key exchange; the Plugin API in a cluster is
-        // plain HTTP, and TLS to it, where used, stays classical.
+        // reqwest's TLS provider, installed on the library's side because the SDK cannot know
+        // its binary: a plugin author's main may never install one (ours do, at the top of
+        // main; installing again does nothing). ring's, as everywhere in loop-plugins (no
+        // aws-lc build). rustls 0.23.48 deprecates it for lacking post-quantum key exchange;
+        // the Plugin API in a cluster is plain HTTP, and TLS to it, where used, stays classical.
         #[allow(deprecated)]
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut builder = reqwest::Client::builder().timeout(TIMEOUT);

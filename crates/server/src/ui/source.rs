@@ -2,7 +2,7 @@
 //! `oci` crate (the same pull, layer rules and /loop-plugin checks as admission, so a symlink
 //! out of the tree never gets this far), keeping only `/loop-plugin/ui/`. The registry client
 //! is built from HostConfig `plugins.registry` as the controller's
-//! ([`admission::registry_options`]), its credentials Secret read when a bundle is read (rare:
+//! ([`oci::registry_options`]), its credentials Secret read when a bundle is read (rare:
 //! once per image digest, then the cache answers). Thin: the decisions are the oci crate's and
 //! [`super::bundle`]'s.
 
@@ -22,7 +22,7 @@ pub enum SourceError {
     #[error(transparent)]
     Reference(#[from] oci::ReferenceError),
     #[error(transparent)]
-    Setup(#[from] admission::registry_options::RegistrySetupError),
+    Setup(#[from] oci::registry_options::RegistrySetupError),
     #[error("reading the registry credentials Secret {namespace}/{name}: {source}")]
     Credentials {
         namespace: String,
@@ -93,10 +93,9 @@ impl BundleSource for RegistrySource {
                 });
             }
             let credentials = self.credentials(config).await?;
-            let options = admission::registry_options::options(config, credentials.as_deref())?;
-            let registry = Registry::new(options).map_err(|e| {
-                admission::registry_options::RegistrySetupError::Client(e.to_string())
-            })?;
+            let options = oci::registry_options::options(config, credentials.as_deref())?;
+            let registry = Registry::new(options)
+                .map_err(|e| oci::registry_options::RegistrySetupError::Client(e.to_string()))?;
             let facts = inspect(&registry, &reference).await?;
             Ok(Bundle::of_tree(&facts.tree))
         })

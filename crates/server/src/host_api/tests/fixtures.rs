@@ -492,6 +492,9 @@ impl World {
         let approvals_store =
             std::mem::replace(&mut writers.approvals, kube::runtime::reflector::store().1);
         let approvals = Arc::new(StoreApprovals::new(index.clone(), approvals_store));
+        // The test binary's TLS provider for reqwest, before Calls builds its client (the API
+        // server's main installs it).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let calls = Calls::new(
             settings,
             index.clone(),

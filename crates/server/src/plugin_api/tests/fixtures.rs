@@ -547,6 +547,9 @@ impl World {
         for s in self.secrets {
             tokens.apply_watcher_event(&watcher::Event::Apply(s));
         }
+        // The test binary's TLS provider for reqwest, before Calls builds its client (the API
+        // server's main installs it).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let calls = Calls::new(
             CallSettings::default(),
             index,

@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::credentials::{DOCKER_CONFIG_SECRET_KEY, DockerConfig};
+use crate::registry::{Endpoint, RegistryOptions};
 use model::resources::RegistryConfig;
-use oci::{DOCKER_CONFIG_SECRET_KEY, DockerConfig, Endpoint, RegistryOptions};
 
 /// Why the registry cannot be set up from HostConfig: a config error, shown on the Image
 /// stage and looked at again when HostConfig or the Secret changes.
