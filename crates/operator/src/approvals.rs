@@ -3,7 +3,7 @@
 //! approver role's `approve` on toolcallapprovals), never around it: deciding is the host
 //! API's, which writes the decision once and records it as an Event.
 //!
-//! The table and the lines are pure ([`table`], [`line`]); [`HostApi`] is the thin client.
+//! The table and the lines are pure ([`table`], [`line()`]); [`HostApi`] is the thin client.
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //!   app's agents and workflows;
 //! - an agent run's MCP endpoint (`crate::mcp`): `tools/call` of `plugin_<tool>`.
 //!
-//! Both check their caller their own way, then call [`call_tool`]: who may call the tool and
+//! Both check their caller their own way, then call [`ToolCalls::call`]: who may call the tool and
 //! with what time limit ([`check::check_call`]: a refusal is a [`ToolCallError`], which each
 //! API answers in its own terms), the input against the tool's `input_schema`, the call
 //! through the one way to call a plugin (`crate::Calls`: scale from zero, breaker, time

@@ -3,7 +3,7 @@
 //! ([`super::read_marks`]), and what each shows: its page from a signed link, framed 160
 //! pixels high until the page asks `ui.resize` for another height, or a note in its place
 //! when its plugin can't show it any more (removed, no longer approved for
-//! `ui.notification.card`, ...). Pure: [`super::cards`] gathers the maps and what each
+//! `ui.notification.card`, ...). Pure: [`crate::host_api::cards`] gathers the maps and what each
 //! plugin is now ([`PluginNow`]).
 //!
 //! | the card's plugin now | the drawer shows | `reason` |

@@ -2,7 +2,7 @@
 //! (`model::run_contract::mcp_path`), what the run's runner calls the plugin's tools through
 //! (docs/runner.md). It lists exactly the tools the manifest gives the run's agent, named
 //! `plugin_<tool>`, and a call goes the way a host API tool call goes
-//! ([`crate::tool_calls::call_tool`]: input validation, breaker, scale from zero, time
+//! ([`crate::tool_calls::ToolCalls::call`]: input validation, breaker, scale from zero, time
 //! limits, output schema), as the run's agent in its hidden thread.
 //!
 //! - [`caller`] decides who calls (the run's own token while it runs, else 401 or 403);

@@ -19,7 +19,7 @@
 //! - [`auth`]: the bearer header, who calls (401; tokens are looked up in the index's token
 //!   digests), whether the project enables the plugin (409), capabilities (403);
 //! - [`own_writes`]: the overlay of this process's own writes over the index;
-//! - [`instance_state`], [`quota`], [`files`], [`inbox`], [`memory`]: the pure rules;
+//! - [`instance_state`], [`quota`], [`files`], [`crate::cards::inbox`], [`memory`]: the pure rules;
 //! - [`secrets`]: secret settings' values, read live from their Secrets behind a trait;
 //! - [`writes`]: runs and ConfigMaps, behind a trait; status fields go through
 //!   [`crate::status`]; [`apply`]: the thin parts that call them;
