@@ -381,14 +381,12 @@ suite_env() {
   LOOP_PLUGINS_CHROMIUM=$(hack/chromium.sh | tail -n 1)
   export LOOP_PLUGINS_CHROMIUM
   # The echo and quiz binaries the suite's plugin images carry: static, as real containers
-  # run them FROM scratch (app-images.sh's prebuilt way made echo's already; built here
-  # otherwise).
-  local target=x86_64-unknown-linux-gnu
-  RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --release --locked --target "$target" -p echo-plugin --bin echo-plugin \
-    -p quiz-plugin --bin quiz-plugin >&2
-  export LOOP_PLUGINS_E2E_ECHO_BINARY=$CARGO_TARGET_DIR/$target/release/echo-plugin
-  export LOOP_PLUGINS_E2E_QUIZ_BINARY=$CARGO_TARGET_DIR/$target/release/quiz-plugin
+  # run them FROM scratch (app-images.sh's prebuilt way made them already, or they come from
+  # the cache of these sources).
+  local bins
+  bins=$(hack/kind/static-bins.sh | tail -n 1)
+  export LOOP_PLUGINS_E2E_ECHO_BINARY=$bins/echo-plugin
+  export LOOP_PLUGINS_E2E_QUIZ_BINARY=$bins/quiz-plugin
 }
 e2e() {
   suite_env

@@ -4,10 +4,10 @@
 # plugin's), since Plugin resources and the chart take images pinned by digest.
 #
 # Two ways, the same images:
-#   prebuilt    (default) the binaries are built here, statically linked against glibc
-#               (RUSTFLAGS=-C target-feature=+crt-static, with --target so build scripts are
-#               left alone; checked with readelf), then Dockerfile.prebuilt assembles the
-#               images FROM scratch: no base image, no pull, Docker's legacy builder is enough.
+#   prebuilt    (default) the binaries are built here, statically linked against glibc, or
+#               taken from the cache of the same sources (hack/kind/static-bins.sh), then
+#               Dockerfile.prebuilt assembles the images FROM scratch: no base image, no
+#               pull, Docker's legacy builder is enough.
 #   dockerfile  ./Dockerfile as it is (BuildKit, its Rust and distroless base images pulled).
 #
 # Usage: hack/kind/app-images.sh <registry> <tag>   e.g. localhost:5001 kind
@@ -28,7 +28,6 @@ APP_PACKAGE=loop-plugins
 APP_BIN=loop-plugins
 ECHO_PACKAGE=echo-plugin
 ECHO_BIN=echo-plugin
-TARGET=x86_64-unknown-linux-gnu
 
 image=$registry/loop-plugins
 echo_image=$registry/loop-plugins-echo
@@ -40,22 +39,10 @@ case $how in
     say "built both images from ./Dockerfile in $((SECONDS - start))s"
     ;;
   prebuilt)
-    start=$SECONDS
-    target_dir=${CARGO_TARGET_DIR:-$("$root/hack/target-dir.sh")}
-    # Ours with the profile that ships (Cargo.toml: dist), the example plugin's as release.
-    (cd "$root" && export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-      && cargo build --profile dist --locked --target "$TARGET" -p "$APP_PACKAGE" --bin "$APP_BIN" \
-      && cargo build --release --locked --target "$TARGET" -p "$ECHO_PACKAGE" --bin "$ECHO_BIN") >&2
-    say "built $APP_BIN (static, dist) and $ECHO_BIN (static, release) in $((SECONDS - start))s"
-    app=$target_dir/$TARGET/dist/$APP_BIN
-    echo_bin=$target_dir/$TARGET/release/$ECHO_BIN
-    for b in "$app" "$echo_bin"; do
-      # Static: no program interpreter, no shared libraries.
-      if readelf -lW "$b" | grep -q 'Requesting program interpreter' || readelf -dW "$b" | grep -q NEEDED; then
-        die "$b is not statically linked: $(readelf -dW "$b" | grep NEEDED | tr -s ' ' | tr '\n' ';')"
-      fi
-    done
-    "$app" --version >/dev/null
+    # The static binaries, from static-bins.sh's cache when these sources built them before.
+    bins=$("$here/static-bins.sh" | tail -n 1)
+    app=$bins/$APP_BIN
+    echo_bin=$bins/$ECHO_BIN
     ctx=$(mktemp -d "${TMPDIR:-/tmp}/loop-plugins-app-images.XXXXXX")
     trap 'rm -rf "$ctx"' EXIT
     cp "$app" "$ctx/loop-plugins"
