@@ -312,6 +312,7 @@ EOF
 
 image_pinned=""
 echo_pinned=""
+chart_runner=""
 app_images() {
   local how=${KIND_APP_IMAGES:-}
   if [[ -z $how ]]; then
@@ -355,6 +356,15 @@ chart() {
     sleep 1
   done
   say "the API answers at $api_url"
+  # The runner this chart names for agent runs (hostConfig.runner's defaults, with the release's
+  # image): the suites write HostConfig themselves (hostConfig.create=false above), and their
+  # agent runs on kind run with this runner, so they run as a Helm install would run them.
+  chart_runner=$(helm template "$release" charts/loop-plugins --namespace "$namespace" \
+    --set image.repository="$image" --set image.digest="$digest" \
+    --show-only templates/hostconfig.yaml |
+    kubectl create --dry-run=client -o jsonpath='{.spec.runner}' -f -)
+  [[ -n $chart_runner ]] || die "the chart's HostConfig names no runner (hostConfig.runner)"
+  say "the chart's runner: $chart_runner"
 }
 
 suite_env() {
@@ -365,6 +375,7 @@ suite_env() {
   # Our real image (the chart's): the agent runs' tests name it as HostConfig's runner, whose
   # Pods run its loop-plugins agent in a real container.
   export LOOP_PLUGINS_E2E_SELF_IMAGE=$image_pinned
+  export LOOP_PLUGINS_E2E_CHART_RUNNER=${chart_runner:-}
   export LOOP_PLUGINS_E2E_API_URL=$api_url
   # The suite pushes each test plugin's image to the local registry; the nodes pull
   # localhost:5001 through containerd's hosts.toml, the controller (in a Pod, where localhost

@@ -286,6 +286,13 @@ fn the_defaults_render_every_object() {
                 "agentgate": {"enabled": false},
                 "audit": {"destination": "/data/.loop-audit", "maxAgeDays": 30, "maxBytes": 67108864},
             },
+            "runner": {
+                "image": "registry.local/loop-plugins:0.1.0",
+                "command": ["/loop-plugins", "agent"],
+                "credentialsSecret": "model-endpoint",
+                "timeLimitSeconds": 600,
+                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+            },
             "apiUrl": "http://loop-plugins-api.loop-plugins.svc:8080",
         })
     );
@@ -1297,4 +1304,103 @@ fn the_alert_rules_pass_promtool() {
     std::fs::remove_dir_all(&dir).ok();
     assert!(checked.status.success(), "promtool check rules:\n{said}");
     assert!(said.contains("SUCCESS: 6 rules found"), "{said}");
+}
+
+/// A Helm install runs agent runs: HostConfig names the release's own image's `loop-plugins
+/// agent` with the model Secret, unless told another runner or none.
+#[test]
+fn the_chart_names_a_runner_for_agent_runs() {
+    let docs = render(&["--set", &format!("image.digest={DIGEST}")]);
+    let runner = &find(&docs, "HostConfig", "default")["spec"]["runner"];
+    assert_eq!(
+        runner,
+        &json!({
+            "image": format!("registry.local/loop-plugins@{DIGEST}"),
+            "command": [model::contract::SELF_IMAGE_BINARY, "agent"],
+            "credentialsSecret": "model-endpoint",
+            "timeLimitSeconds": 600,
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        })
+    );
+    // The command is what the image holds: the binary takes `agent`.
+    let help = run(Path::new(&testkit::binary()), &["agent", "--help"]).unwrap();
+    assert!(help.contains("LOOP_AGENT_MODEL_URL"), "{help}");
+
+    // Another image keeps its entrypoint unless a command is given.
+    let other = format!("registry.local/runner@{DIGEST}");
+    let docs = render(&[
+        "--set",
+        &format!("hostConfig.runner.image={other}"),
+        "--set",
+        "hostConfig.runner.serviceAccount=runner",
+        "--set",
+        "hostConfig.runner.timeLimitSeconds=60",
+    ]);
+    let runner = &find(&docs, "HostConfig", "default")["spec"]["runner"];
+    assert_eq!(runner["image"], json!(other));
+    assert_eq!(runner.get("command"), None);
+    assert_eq!(runner["serviceAccount"], "runner");
+    assert_eq!(runner["timeLimitSeconds"], 60);
+    let docs = render(&[
+        "--set-json",
+        r#"hostConfig.runner.command=["/run","--fast"]"#,
+    ]);
+    let runner = &find(&docs, "HostConfig", "default")["spec"]["runner"];
+    assert_eq!(runner["command"], json!(["/run", "--fast"]));
+
+    let docs = render(&["--set", "hostConfig.runner.enabled=false"]);
+    assert_eq!(
+        find(&docs, "HostConfig", "default")["spec"].get("runner"),
+        None
+    );
+
+    for (set, why) in [
+        ("hostConfig.runner.timeLimitSeconds=0", "timeLimitSeconds"),
+        (
+            "hostConfig.runner.timeLimitSeconds=86401",
+            "timeLimitSeconds",
+        ),
+        (
+            "hostConfig.runner.image=registry.local/runner:latest",
+            "image",
+        ),
+        (
+            "hostConfig.runner.imagePullPolicy=Always",
+            "imagePullPolicy",
+        ),
+    ] {
+        let err = template(&["--set", set]).expect_err(set);
+        assert!(err.contains(why), "{set}: {err}");
+    }
+}
+
+/// What the install says: agent runs and their Secret, and files.read off until the working
+/// trees are mounted.
+#[test]
+fn the_install_notes_say_what_runs_and_what_is_off() {
+    let notes = |extra: &[&str]| {
+        let mut args = vec!["install", "lp", CHART, "--dry-run=client", "-n", "lp"];
+        args.extend_from_slice(extra);
+        let out = helm(&args).unwrap_or_else(|e| panic!("{e}"));
+        out.split_once("NOTES:")
+            .map(|(_, notes)| notes.to_string())
+            .unwrap_or_else(|| panic!("no notes in {out}"))
+    };
+    let said = notes(&[]);
+    assert!(
+        said.contains("Agent runs run") && said.contains("Secret model-endpoint"),
+        "{said}"
+    );
+    assert!(
+        said.contains("files.read is off: api.worktreeRoot is empty"),
+        "{said}"
+    );
+    let said = notes(&[
+        "--set",
+        "api.worktreeRoot=/worktrees",
+        "--set",
+        "hostConfig.runner.enabled=false",
+    ]);
+    assert!(!said.contains("files.read is off"), "{said}");
+    assert!(said.contains("Agent runs are off"), "{said}");
 }

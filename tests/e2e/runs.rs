@@ -568,21 +568,43 @@ pub(crate) async fn use_runner_with(
     if api_url.is_some() {
         host.api_url = api_url;
     }
-    // On kind, our real image (the chart's, `LOOP_PLUGINS_E2E_SELF_IMAGE`); locally the
-    // stand-in's, which the kubelet stand-in plays with the binary under test.
-    let image = match std::env::var("LOOP_PLUGINS_E2E_SELF_IMAGE") {
-        Ok(image) if !image.is_empty() => image,
-        _ => ns.cluster().plugin_images().self_image().await?,
-    };
-    host.runner = Some(AgentRunner {
-        image,
-        command: vec![SELF_IMAGE_BINARY.into(), "agent".into()],
-        resources: None,
-        service_account: None,
-        credentials_secret: Some("model-endpoint".into()),
-        time_limit_seconds: 60,
+    host.runner = Some(match chart_runner()? {
+        // On kind, the runner the chart names by default (hack/kind-e2e.sh renders it): a run
+        // there runs as a Helm install runs it.
+        Some(runner) => runner,
+        // Locally the stand-in's image, which the kubelet stand-in plays with the binary
+        // under test.
+        None => AgentRunner {
+            image: ns.cluster().plugin_images().self_image().await?,
+            command: vec![SELF_IMAGE_BINARY.into(), "agent".into()],
+            resources: None,
+            service_account: None,
+            credentials_secret: Some("model-endpoint".into()),
+            time_limit_seconds: 60,
+        },
     });
     apply_host(ns.client(), adjust(host)).await
+}
+
+/// The runner the chart renders by default (`LOOP_PLUGINS_E2E_CHART_RUNNER`, on kind), checked
+/// to be the release's own image's `loop-plugins agent` with the model Secret the suite writes.
+fn chart_runner() -> anyhow::Result<Option<AgentRunner>> {
+    let Some(json) = std::env::var("LOOP_PLUGINS_E2E_CHART_RUNNER")
+        .ok()
+        .filter(|j| !j.is_empty())
+    else {
+        return Ok(None);
+    };
+    let runner: AgentRunner = serde_json::from_str(&json)
+        .map_err(|e| anyhow::anyhow!("the chart's runner {json}: {e}"))?;
+    let image = std::env::var("LOOP_PLUGINS_E2E_SELF_IMAGE").unwrap_or_default();
+    anyhow::ensure!(
+        runner.image == image
+            && runner.command == [SELF_IMAGE_BINARY, "agent"]
+            && runner.credentials_secret.as_deref() == Some("model-endpoint"),
+        "the chart's default runner is not the release's image's `loop-plugins agent` with Secret model-endpoint: {json} (release image {image})"
+    );
+    Ok(Some(runner))
 }
 
 /// A run of the plugin's `say` agent in chat `general`, as POST /runs makes it.
