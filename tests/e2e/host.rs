@@ -64,6 +64,10 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(Duration::from_secs(180)),
         test(
+            "host::a_settings_only_edit_and_a_trust_are_told_to_clients_as_plugins_changed",
+            config_writes_reach_clients,
+        ),
+        test(
             "host::two_replicas_send_one_settings_changed_per_config_write",
             settings_changed_once,
         )
@@ -2023,5 +2027,61 @@ async fn data_outlives_pod(ns: Ns) -> anyhow::Result<()> {
         after.first() == before.first(),
         "the journal after the restart: {after:?}, before: {before:?}"
     );
+    Ok(())
+}
+
+/// The reference: "every config write Loop makes, trusting a project config" send
+/// `plugins.changed` to every client, so open panes and Settings → Plugins list again. A
+/// settings-only edit starts and stops nothing, and is told all the same; so is its trust.
+async fn config_writes_reach_clients(ns: Ns) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    let host = host(&ns).await?;
+    let plugin = plugin_id(&ns, "cw");
+    world(
+        &ns,
+        &[(echo_plugin(&plugin)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    // `watch plugininstances`: what the stream asks of a client.
+    let token = caller_token(&ns, "app", Grant::None).await?;
+    grant_role(&ns, "app", &["plugininstances"]).await?;
+    let response = reqwest::Client::builder()
+        .no_proxy()
+        .build()?
+        .get(format!(
+            "{}{PREFIX}/namespaces/{}/plugins/changes",
+            host.url,
+            ns.name()
+        ))
+        .bearer_auth(&token)
+        .send()
+        .await?;
+    ensure!(response.status() == StatusCode::OK, "{response:?}");
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    let mut read_until = async |text: &mut String, needle: &str| -> anyhow::Result<()> {
+        let until = Instant::now() + WAIT;
+        while !text.contains(needle) {
+            let left = until.saturating_duration_since(Instant::now());
+            let chunk = tokio::time::timeout(left, body.next())
+                .await
+                .map_err(|_| anyhow::anyhow!("no {needle} in the stream: {text}"))?
+                .context("the stream ended")??;
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        Ok(())
+    };
+    read_until(&mut text, ": following plugins.changed").await?;
+
+    let mut entry = enabled();
+    entry.settings.insert("verbose".into(), json!(true));
+    let edited = BTreeMap::from([(plugin.clone(), entry)]);
+    apply(&ns, &project("proj", edited.clone())).await?;
+    read_until(&mut text, r#""scope":"project""#).await?;
+    ensure!(text.contains(r#""project":"proj""#), "{text}");
+    let expected = model::config::config_hash(&edited);
+    operator::trust_project(ns.client(), ns.name(), "proj", Some(&expected)).await?;
+    read_until(&mut text, r#""change":"trusted""#).await?;
     Ok(())
 }

@@ -10,6 +10,9 @@ pub struct Changed {
     pub runs: watch::Sender<u64>,
     /// ToolCallApprovals: a call waiting for a person follows it.
     pub approvals: watch::Sender<u64>,
+    /// The configs: HostConfig, Projects and ProjectTrusts (`plugins.changed` to clients on
+    /// every config write and trust).
+    pub configs: watch::Sender<u64>,
 }
 
 impl Default for Changed {
@@ -19,6 +22,7 @@ impl Default for Changed {
             instances: watch::channel(0).0,
             runs: watch::channel(0).0,
             approvals: watch::channel(0).0,
+            configs: watch::channel(0).0,
         }
     }
 }

@@ -86,9 +86,11 @@ impl Index {
         start.watch(&plan.host, host, &feeds.host, |watch| {
             let (mut seen, writes) = (Generations::default(), writes.clone());
             let watch = counted(watch, epoch);
-            when(tells, watch, move |e| {
+            let watch = when(tells, watch, move |e| {
                 config_writes::on_host(&mut seen, e, &writes)
-            })
+            });
+            let changed = index.changed.clone();
+            when(tells, watch, move |_| bump(&changed.configs))
         });
         start.watch(&plan.plugins, plugins, &feeds.plugins, |watch| {
             let (manifests, changed) = (index.manifests.clone(), index.changed.clone());
@@ -99,9 +101,11 @@ impl Index {
         start.watch(&plan.projects, projects, &feeds.projects, |watch| {
             let (mut seen, writes) = (Generations::default(), writes.clone());
             let watch = counted(watch, epoch);
-            when(tells, watch, move |e| {
+            let watch = when(tells, watch, move |e| {
                 config_writes::on_project(&mut seen, e, &writes)
-            })
+            });
+            let changed = index.changed.clone();
+            when(tells, watch, move |_| bump(&changed.configs))
         });
         start.watch(
             &plan.project_trusts,
@@ -110,9 +114,11 @@ impl Index {
             |watch| {
                 let (mut seen, writes) = (Generations::default(), writes.clone());
                 let watch = counted(watch, epoch);
-                when(tells, watch, move |e| {
+                let watch = when(tells, watch, move |e| {
                     config_writes::on_trust(&mut seen, e, &writes)
-                })
+                });
+                let changed = index.changed.clone();
+                when(tells, watch, move |_| bump(&changed.configs))
             },
         );
         start.watch(&plan.channels, channels, &feeds.channels, |watch| {

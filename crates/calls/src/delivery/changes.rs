@@ -8,8 +8,14 @@
 //! | an instance made in the namespace (a project enables the plugin in a chat) | `{"plugin", "chat", "change": "enabled", "instance"}` |
 //! | an instance gone (disabled, the chat or plugin removed) | `{"plugin", "chat", "change": "disabled"}` |
 //! | an instance's phase or breaker (a start, a stop, the breaker opening) | `{"plugin", "chat", "change": "instance", "instance"}` |
+//! | the global config written (HostConfig's spec: made, changed or deleted) | `{"change": "config", "scope": "global"}` |
+//! | a project's config written (a Project of the namespace made, changed or deleted) | `{"change": "config", "scope": "project", "project"}` |
+//! | a project's config trusted (its ProjectTrust made, changed or deleted) | `{"change": "trusted", "project"}` |
 //!
-//! Activity alone (`lastActivity`) sends nothing.
+//! The reference sends it on "every config write Loop makes" and on "trusting a project
+//! config", whatever moved: a settings- or schedule-only edit, or a trust that starts and stops
+//! nothing, is told too (to clients: the fan-out to containers tells installs, removals and
+//! stops). Activity alone (`lastActivity`) and status writes send nothing.
 
 use std::collections::BTreeMap;
 
@@ -155,9 +161,123 @@ pub fn instance_changes(
     out
 }
 
+/// The configs a namespace's clients list plugins by, by generation: the global config, and
+/// the namespace's Projects and ProjectTrusts by name. A status write keeps the generation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Configs {
+    pub global: Option<i64>,
+    pub projects: BTreeMap<String, i64>,
+    pub trusts: BTreeMap<String, i64>,
+}
+
+/// The configs of `namespace` as the index holds them now.
+pub fn configs_in(index: &Index, namespace: &str) -> Configs {
+    let generations = |items: Vec<(Option<String>, String, Option<i64>)>| {
+        items
+            .into_iter()
+            .filter(|(ns, _, _)| ns.as_deref() == Some(namespace))
+            .map(|(_, name, g)| (name, g.unwrap_or_default()))
+            .collect()
+    };
+    Configs {
+        global: index
+            .host
+            .state()
+            .iter()
+            .find(|h| h.name_any() == model::resources::HOST_CONFIG_NAME)
+            .map(|h| h.metadata.generation.unwrap_or_default()),
+        projects: generations(
+            index
+                .projects
+                .state()
+                .iter()
+                .map(|p| (p.namespace(), p.name_any(), p.metadata.generation))
+                .collect(),
+        ),
+        trusts: generations(
+            index
+                .project_trusts
+                .state()
+                .iter()
+                .map(|t| (t.namespace(), t.name_any(), t.metadata.generation))
+                .collect(),
+        ),
+    }
+}
+
+/// The events for what was written between two looks at a namespace's configs.
+pub fn config_changes(before: &Configs, now: &Configs) -> Vec<Value> {
+    let mut out = Vec::new();
+    if before.global != now.global {
+        out.push(json!({ "change": "config", "scope": "global" }));
+    }
+    for project in moved(&before.projects, &now.projects) {
+        out.push(json!({ "change": "config", "scope": "project", "project": project }));
+    }
+    for project in moved(&before.trusts, &now.trusts) {
+        out.push(json!({ "change": "trusted", "project": project }));
+    }
+    out
+}
+
+/// The names made, changed (another generation) or gone between two looks.
+fn moved<'a>(
+    before: &'a BTreeMap<String, i64>,
+    now: &'a BTreeMap<String, i64>,
+) -> std::collections::BTreeSet<&'a str> {
+    let changed = now
+        .iter()
+        .filter(|(name, g)| before.get(*name) != Some(g))
+        .map(|(name, _)| name.as_str());
+    let gone = before
+        .keys()
+        .filter(|name| !now.contains_key(*name))
+        .map(String::as_str);
+    changed.chain(gone).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_config_write_and_trust_is_told_and_a_status_write_is_not() {
+        let configs = |global: Option<i64>, projects: &[(&str, i64)], trusts: &[(&str, i64)]| {
+            let map = |l: &[(&str, i64)]| l.iter().map(|(n, g)| (n.to_string(), *g)).collect();
+            Configs {
+                global,
+                projects: map(projects),
+                trusts: map(trusts),
+            }
+        };
+        let before = configs(Some(1), &[("app", 3), ("old", 1)], &[("app", 1)]);
+        assert!(config_changes(&before, &before.clone()).is_empty());
+        let now = configs(
+            Some(2),
+            &[("app", 4), ("new", 1)],
+            &[("app", 2), ("new", 1)],
+        );
+        assert_eq!(
+            config_changes(&before, &now),
+            [
+                json!({"change": "config", "scope": "global"}),
+                json!({"change": "config", "scope": "project", "project": "app"}),
+                json!({"change": "config", "scope": "project", "project": "new"}),
+                json!({"change": "config", "scope": "project", "project": "old"}),
+                json!({"change": "trusted", "project": "app"}),
+                json!({"change": "trusted", "project": "new"}),
+            ]
+        );
+        // A trust deleted is told; the global config deleted is too.
+        let now = configs(None, &[("app", 3), ("old", 1)], &[]);
+        assert_eq!(
+            config_changes(&before, &now),
+            [
+                json!({"change": "config", "scope": "global"}),
+                json!({"change": "trusted", "project": "app"}),
+            ]
+        );
+    }
 
     #[test]
     fn installs_upgrades_and_removals_are_told_apart() {

@@ -18,7 +18,10 @@ use serde_json::{Value, json};
 use super::auth::Permission;
 use super::error::HostError;
 use super::state::HostState;
-use crate::delivery::changes::{EVENT, Seen, changes, installed, instance_changes, instances_in};
+use crate::delivery::changes::{
+    Configs, EVENT, Seen, changes, config_changes, configs_in, installed, instance_changes,
+    instances_in,
+};
 use crate::index::Index;
 
 /// How often an idle stream says it is still there.
@@ -43,8 +46,10 @@ struct Follow {
     ns: String,
     plugins: tokio::sync::watch::Receiver<u64>,
     instances: tokio::sync::watch::Receiver<u64>,
+    configs: tokio::sync::watch::Receiver<u64>,
     known_plugins: BTreeMap<String, i64>,
     known_instances: BTreeMap<String, Seen>,
+    known_configs: Configs,
     queue: VecDeque<Event>,
 }
 
@@ -74,6 +79,15 @@ impl Follow {
                 self.known_instances = now;
                 found
             }
+            moved = self.configs.changed() => {
+                if moved.is_err() {
+                    return false;
+                }
+                let now = configs_in(&self.index, &self.ns);
+                let found = config_changes(&self.known_configs, &now);
+                self.known_configs = now;
+                found
+            }
         };
         self.queue.extend(
             found
@@ -87,17 +101,20 @@ impl Follow {
 fn stream(s: HostState, ns: String) -> impl Stream<Item = Result<Event, Infallible>> {
     let index = s.index().clone();
     // Subscribed before the first look, so no move falls between the two.
-    let (plugins, instances) = (
+    let (plugins, instances, configs) = (
         index.changed.plugins.subscribe(),
         index.changed.instances.subscribe(),
+        index.changed.configs.subscribe(),
     );
     let mut follow = Follow {
         known_plugins: installed(&index),
         known_instances: instances_in(&index, &ns),
+        known_configs: configs_in(&index, &ns),
         index,
         ns,
         plugins,
         instances,
+        configs,
         queue: VecDeque::new(),
     };
     // Says the stream is there: a client that lists after this misses nothing.

@@ -164,7 +164,7 @@ async fn a_stop_records_its_time_on_the_instance_as_the_cli_does() {
 }
 
 #[tokio::test]
-async fn plugins_changed_streams_instances_made_moved_and_gone_and_plugins_removed() {
+async fn plugins_changed_streams_instances_made_moved_and_gone_plugins_removed_and_config_writes() {
     let mut w = World::new().await;
     let request = Request::builder()
         .uri(format!("/api/host/v1/namespaces/{NS}/plugins/changes"))
@@ -222,6 +222,33 @@ async fn plugins_changed_streams_instances_made_moved_and_gone_and_plugins_remov
     ::index::changed::bump(&changed.plugins);
     read_until(&mut text, "\"change\":\"removed\"").await;
     assert!(text.contains("\"plugin\":\"echo\""), "{text}");
+
+    // A settings-only edit of the project's config moves no instance, and is told; so is a
+    // trust, and a write of the global config. A status write (same generation) is not.
+    let project = w.state.index().projects.state()[0].clone();
+    let mut status_only = (*project).clone();
+    status_only.status = Some(Default::default());
+    apply(&mut w.writers.projects, status_only);
+    ::index::changed::bump(&changed.configs);
+    let mut edited = (*project).clone();
+    edited.metadata.generation = Some(edited.metadata.generation.unwrap_or_default() + 1);
+    apply(&mut w.writers.projects, edited);
+    ::index::changed::bump(&changed.configs);
+    read_until(&mut text, "\"scope\":\"project\"").await;
+    assert!(text.contains("\"project\":\"proj\""), "{text}");
+    assert_eq!(text.matches("\"change\":\"config\"").count(), 1, "{text}");
+    w.writers
+        .project_trusts
+        .apply_watcher_event(&kube::runtime::watcher::Event::Delete(
+            (*w.state.index().project_trusts.state()[0]).clone(),
+        ));
+    ::index::changed::bump(&changed.configs);
+    read_until(&mut text, "\"change\":\"trusted\"").await;
+    let mut host = (*w.state.index().host.state()[0]).clone();
+    host.metadata.generation = Some(host.metadata.generation.unwrap_or_default() + 1);
+    apply(&mut w.writers.host, host);
+    ::index::changed::bump(&changed.configs);
+    read_until(&mut text, "\"scope\":\"global\"").await;
 
     let a = w.send("GET", "/plugins/changes", Some(LIMITED), "").await;
     assert_eq!(a.status, StatusCode::FORBIDDEN);
