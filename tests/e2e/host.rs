@@ -15,6 +15,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use kube::Api;
 use kube::ResourceExt;
 use kube::api::PostParams;
 use model::config::{PluginConfig, ScheduleEntry};
@@ -67,6 +68,11 @@ pub fn tests() -> Vec<E2eTest> {
             "host::a_settings_only_edit_and_a_trust_are_told_to_clients_as_plugins_changed",
             config_writes_reach_clients,
         ),
+        test(
+            "host::a_switch_state_is_forgotten_when_the_plugin_stops_declaring_it_or_loses_the_capability",
+            switch_state_forgotten,
+        )
+        .timeout(Duration::from_secs(180)),
         test(
             "host::two_replicas_send_one_settings_changed_per_config_write",
             settings_changed_once,
@@ -2083,5 +2089,119 @@ async fn config_writes_reach_clients(ns: Ns) -> anyhow::Result<()> {
     let expected = model::config::config_hash(&edited);
     operator::trust_project(ns.client(), ns.name(), "proj", Some(&expected)).await?;
     read_until(&mut text, r#""change":"trusted""#).await?;
+    Ok(())
+}
+
+/// The reference: "Loop keeps each switch's state per chat, and forgets it when ... the plugin
+/// ... loses ui.composer_switch, stops declaring the switch ...": the state goes from the
+/// instance, so it does not come back with the switch.
+async fn switch_state_forgotten(ns: Ns) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    let _shared = shared().await;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "sf");
+    world(
+        &ns,
+        &[(two_switch_plugin(&id)?, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let instance = names::instance_name(&id, "general");
+    let secret: Secret = ns.get(&names::secret_name(&instance)).await?;
+    let token = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(model::contract::TOKEN_KEY))
+        .map(|t| String::from_utf8_lossy(&t.0).trim().to_string())
+        .context("the instance's token")?;
+    let plugin_api = reqwest::Client::builder().no_proxy().build()?;
+    for switch in ["sync", "mode"] {
+        let put = format!("{}/api/plugin/v1/composer/switches/{switch}", host.url);
+        let until = Instant::now() + WAIT;
+        loop {
+            let answer = plugin_api
+                .put(&put)
+                .bearer_auth(&token)
+                .json(&json!({ "on": true, "title": format!("{switch} is on") }))
+                .send()
+                .await?;
+            if answer.status().is_success() {
+                break;
+            }
+            ensure!(
+                Instant::now() < until,
+                "PUT {put}: {} {}",
+                answer.status(),
+                answer.text().await?
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    let instances = ns.api::<PluginInstance>();
+    let shows = |ids: &'static [&'static str]| {
+        move |i: &PluginInstance| {
+            let on: Vec<&str> = i
+                .status
+                .iter()
+                .flat_map(|s| &s.switches)
+                .map(|s| s.id.as_str())
+                .collect();
+            on == ids
+        }
+    };
+    wait::matches(
+        &instances,
+        &instance,
+        "both switches on",
+        WAIT,
+        shows(&["sync", "mode"]),
+    )
+    .await?;
+
+    // An upgrade whose manifest declares `mode` alone: `sync`'s state goes.
+    install(&ns, &echo_plugin(&id)?).await?;
+    wait::matches(
+        &instances,
+        &instance,
+        "sync forgotten",
+        WAIT,
+        shows(&["mode"]),
+    )
+    .await?;
+
+    // The owner takes ui.composer_switch back: every switch's state goes.
+    let mut without = two_switch_plugin(&id)?;
+    without
+        .spec
+        .approved_capabilities
+        .retain(|c| c != "ui.composer_switch");
+    install(&ns, &without).await?;
+    wait::matches(
+        &instances,
+        &instance,
+        "every switch forgotten",
+        WAIT,
+        shows(&[]),
+    )
+    .await?;
+
+    // Both switches declared and approved again: neither comes back on.
+    install(&ns, &two_switch_plugin(&id)?).await?;
+    let plugin = wait::matches(
+        &Api::<Plugin>::all(ns.client()),
+        &id,
+        "the switches approved again",
+        WAIT,
+        |p: &Plugin| p.status.as_ref().and_then(|s| s.observed_generation) == p.metadata.generation,
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now = instances.get_status(&instance).await?;
+    ensure!(
+        shows(&[])(&now),
+        "the switch state came back once Plugin generation {:?} declared it again: {:?}",
+        plugin.metadata.generation,
+        now.status.map(|s| s.switches)
+    );
     Ok(())
 }
