@@ -264,6 +264,7 @@ pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<S
             "plugininstances/x",
             "channels/events",
             "channels/cards",
+            "channels/notifications",
             "channels/live",
         ],
         Grant::Actions => &["plugininstances/actions"],

@@ -5,16 +5,41 @@
 //! with `app.kubernetes.io/component=inbox`. Each key is one entry's id; each value the entry
 //! as JSON ([`Entry`]). The app lists the chat's inbox ConfigMaps by label
 //! (`plugins.loop.dev/channel=<chat>`, `app.kubernetes.io/component=inbox`) to fill the
-//! notification drawer. A chat keeps the newest [`MAX_ENTRIES`] entries of each plugin; writing
-//! one more drops the oldest.
+//! notification drawer. A chat keeps the newest [`MAX_ENTRIES`] cards and the newest
+//! [`MAX_ENTRIES`] notifications of each plugin, within [`kind_budget`] bytes of each kind;
+//! writing one more drops the oldest of its kind, so a chatty plugin's notifications never push
+//! its cards out, and the map stays under the 1 MiB a ConfigMap may hold (a hundred cards of up
+//! to 64 KiB each would not).
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use model::names;
 
-/// Entries kept per (plugin, chat).
+/// Entries of each kind kept per (plugin, chat).
 pub const MAX_ENTRIES: usize = 100;
+/// The bytes a (plugin, chat)'s cards may take as stored.
+pub const CARD_BYTES: usize = 640 * 1024;
+/// The bytes a (plugin, chat)'s notifications may take as stored. With the cards', 960 KiB:
+/// the rest of the ConfigMap's 1 MiB is its read marks (one short annotation per held entry)
+/// and metadata.
+pub const NOTIFICATION_BYTES: usize = 320 * 1024;
+
+// Both kinds' budgets and a read mark (under 64 bytes) per entry fit the 1 MiB of a ConfigMap.
+const _: () = assert!(CARD_BYTES + NOTIFICATION_BYTES + MAX_ENTRIES * 2 * 64 <= 1024 * 1024);
+
+/// The bytes the entries of `kind` may take in one inbox.
+pub fn kind_budget(kind: Kind) -> usize {
+    match kind {
+        Kind::Card => CARD_BYTES,
+        Kind::Notification => NOTIFICATION_BYTES,
+    }
+}
+
+/// An entry's size as stored: its key and its JSON.
+pub fn stored_bytes(entry: &Entry) -> usize {
+    entry.id.len() + serde_json::to_string(entry).map_or(0, |t| t.len())
+}
 /// The largest entry as JSON; a card's or notification's title and a notification's body, in
 /// characters.
 pub use sdk::api::limits::{
@@ -51,16 +76,25 @@ pub fn age(entry: &Entry) -> (Option<jiff::Timestamp>, &str) {
     (entry.created.parse().ok(), &entry.id)
 }
 
-/// The keys to drop so that one more entry fits: the oldest beyond `MAX_ENTRIES - 1`.
-pub fn to_drop(existing: &[Entry]) -> Vec<String> {
-    let mut by_age: Vec<&Entry> = existing.iter().collect();
+/// The keys to drop so that `adding` fits: the oldest entries of its kind, until at most
+/// [`MAX_ENTRIES`] `- 1` of them are left and they take at most [`kind_budget`] less its size.
+/// Entries of the other kind are never dropped for it.
+pub fn to_drop(existing: &[Entry], adding: &Entry) -> Vec<String> {
+    let mut by_age: Vec<&Entry> = existing.iter().filter(|e| e.kind == adding.kind).collect();
     by_age.sort_by(|a, b| age(a).cmp(&age(b)));
-    let excess = (existing.len() + 1).saturating_sub(MAX_ENTRIES);
-    by_age
-        .into_iter()
-        .take(excess)
-        .map(|e| e.id.clone())
-        .collect()
+    let budget = kind_budget(adding.kind).saturating_sub(stored_bytes(adding));
+    let mut count = by_age.len();
+    let mut bytes: usize = by_age.iter().map(|e| stored_bytes(e)).sum();
+    let mut dropped = Vec::new();
+    for oldest in by_age {
+        if count < MAX_ENTRIES && bytes <= budget {
+            break;
+        }
+        count -= 1;
+        bytes -= stored_bytes(oldest);
+        dropped.push(oldest.id.clone());
+    }
+    dropped
 }
 
 /// The inbox ConfigMap as created when it does not exist yet (its data comes by patch).
@@ -105,8 +139,33 @@ mod tests {
             })
             .collect();
         existing.reverse();
-        assert_eq!(to_drop(&existing), vec!["n-000".to_string()]);
-        assert!(to_drop(&existing[..10]).is_empty());
+        let one_more = e("n-new", "2026-01-02T00:00:00Z");
+        assert_eq!(to_drop(&existing, &one_more), vec!["n-000".to_string()]);
+        assert!(to_drop(&existing[..10], &one_more).is_empty());
+    }
+
+    #[test]
+    fn notifications_never_push_cards_out_and_each_kind_keeps_to_its_bytes() {
+        let card = |i: usize, size: usize| Entry {
+            kind: Kind::Card,
+            card: Some("score".into()),
+            data: Some(serde_json::json!("x".repeat(size))),
+            ..e(
+                &format!("card-{i:03}"),
+                &format!("2026-01-01T00:00:{i:02}Z"),
+            )
+        };
+        // A full set of cards, and a notification: only notifications could go, and none is held.
+        let cards: Vec<Entry> = (0..MAX_ENTRIES).map(|i| card(i, 10)).collect();
+        assert!(to_drop(&cards, &e("note-new", "2026-01-02T00:00:00Z")).is_empty());
+        // Big cards: ten of 60 KiB are over the cards' budget with one more, so the oldest go
+        // until it fits, though far fewer than MAX_ENTRIES are held.
+        let big: Vec<Entry> = (0..10).map(|i| card(i, 60 * 1024)).collect();
+        let dropped = to_drop(&big, &card(10, 60 * 1024));
+        assert_eq!(dropped, ["card-000".to_string()]);
+        let kept: usize =
+            big[1..].iter().map(stored_bytes).sum::<usize>() + stored_bytes(&card(10, 60 * 1024));
+        assert!(kept <= CARD_BYTES, "{kept}");
     }
 
     #[test]

@@ -7,9 +7,13 @@
 //!   `GET .../cards/unread`: `crate::host_api::cards`): the chat's inboxes gathered, each card
 //!   with what it shows now ([`drawer`]: its page from a signed link, or a note why not), and
 //!   unread or not ([`read_marks`], written by [`marks`]).
+//! - The app reads a chat's notifications the same way (`GET .../notifications`, `POST
+//!   .../notifications/read`: `crate::host_api::notifications`; [`notifications`]), marked
+//!   read apart from the cards; the sidebar's unread count is both.
 //! - The console draws the drawer (`crate::console`).
 
 pub mod drawer;
 pub mod inbox;
 pub mod marks;
+pub mod notifications;
 pub mod read_marks;

@@ -1,6 +1,7 @@
-//! Which cards of a chat's drawer were read: kept on the cards' inbox ConfigMap (one per
-//! plugin and chat, `crate::cards::inbox`), one annotation per read card,
-//! `read.plugins.loop.dev/<card id>: <when it was marked read>`. Pure: what to write is
+//! Which cards and notifications of a chat's drawer were read: kept on their inbox ConfigMap
+//! (one per plugin and chat, `crate::cards::inbox`), one annotation per read entry,
+//! `read.plugins.loop.dev/<entry id>: <when it was marked read>`. Cards and notifications are
+//! marked apart (each list has its own "mark all read"). Pure: what to write is
 //! decided here, the write is [`super::marks`]'.
 //!
 //! Why one annotation per card, and not a list or a "read up to" mark:
@@ -14,7 +15,8 @@
 //!   unread counts are read from the index;
 //! - bounded by the inbox's own bound: a mark is written only for a card the map holds, and
 //!   every write drops the marks of cards the inbox dropped since (the oldest go when it is
-//!   full), so after a write a map holds at most `inbox::MAX_ENTRIES` marks.
+//!   full), so after a write a map holds at most one mark per entry it holds (`inbox::MAX_ENTRIES`
+//!   of each kind).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -64,29 +66,28 @@ pub fn marked(map: &ConfigMap) -> BTreeSet<String> {
         .collect()
 }
 
-/// The ids of the cards `map` holds.
-pub fn card_ids(map: &ConfigMap) -> BTreeSet<String> {
+/// The ids of the entries of `kind` that `map` holds.
+pub fn held(map: &ConfigMap, kind: Kind) -> BTreeSet<String> {
     inbox::entries(map)
         .into_iter()
-        .filter(|e| e.kind == Kind::Card)
+        .filter(|e| e.kind == kind)
         .map(|e| e.id)
         .collect()
 }
 
-/// How many of the cards `map` holds are not marked read.
-pub fn unread(map: &ConfigMap) -> usize {
+/// How many of the entries of `kind` that `map` holds are not marked read.
+pub fn unread(map: &ConfigMap, kind: Kind) -> usize {
     let marked = marked(map);
-    card_ids(map).difference(&marked).count()
+    held(map, kind).difference(&marked).count()
 }
 
-/// The patch that marks `marking` read in `map` at `now` (RFC 3339): a mark for each card
-/// it names that the map holds unmarked, and the removal of the marks of cards the map no
-/// longer holds. None when no card is newly marked: a marking that changes nothing writes
-/// nothing (the stale marks wait for the next write).
-pub fn patch(map: &ConfigMap, marking: &Marking, now: &str) -> Option<MarkPatch> {
-    let held = card_ids(map);
+/// The patch that marks `marking` of the entries of `kind` read in `map` at `now` (RFC
+/// 3339): a mark for each it names that the map holds unmarked, and the removal of the marks of
+/// entries (of either kind) the map no longer holds. None when none is newly marked: a marking
+/// that changes nothing writes nothing (the stale marks wait for the next write).
+pub fn patch(map: &ConfigMap, marking: &Marking, kind: Kind, now: &str) -> Option<MarkPatch> {
     let marked = marked(map);
-    let mut patch: MarkPatch = held
+    let mut patch: MarkPatch = held(map, kind)
         .iter()
         .filter(|id| !marked.contains(*id))
         .filter(|id| match marking {
@@ -99,9 +100,10 @@ pub fn patch(map: &ConfigMap, marking: &Marking, now: &str) -> Option<MarkPatch>
     if patch.is_empty() {
         return None;
     }
+    let every: BTreeSet<String> = inbox::entries(map).into_iter().map(|e| e.id).collect();
     patch.extend(
         marked
-            .difference(&held)
+            .difference(&every)
             .map(|gone| (format!("{READ_PREFIX}{gone}"), None)),
     );
     Some(patch)
@@ -150,25 +152,35 @@ mod tests {
 
     #[test]
     fn unread_counts_the_held_cards_not_marked() {
-        assert_eq!(unread(&map(&["card-a", "card-b"], &[])), 2);
-        assert_eq!(unread(&map(&["card-a", "card-b"], &["card-a"])), 1);
+        assert_eq!(unread(&map(&["card-a", "card-b"], &[]), Kind::Card), 2);
+        assert_eq!(
+            unread(&map(&["card-a", "card-b"], &["card-a"]), Kind::Card),
+            1
+        );
         // A mark of a card the inbox dropped counts for nothing; notifications are no cards.
-        assert_eq!(unread(&map(&["card-b"], &["card-a"])), 1);
-        assert_eq!(unread(&map(&[], &[])), 0);
+        assert_eq!(unread(&map(&["card-b"], &["card-a"]), Kind::Card), 1);
+        assert_eq!(unread(&map(&[], &[]), Kind::Card), 0);
+        assert_eq!(unread(&map(&[], &[]), Kind::Notification), 1);
+        assert_eq!(unread(&map(&[], &["note-1"]), Kind::Notification), 0);
     }
 
     #[test]
     fn marking_sets_one_key_per_newly_read_card() {
         let m = map(&["card-a", "card-b", "card-c"], &["card-a"]);
         assert_eq!(
-            patch(&m, &ids(&["card-a", "card-b", "card-x", "note-1"]), "T"),
+            patch(
+                &m,
+                &ids(&["card-a", "card-b", "card-x", "note-1"]),
+                Kind::Card,
+                "T"
+            ),
             Some(MarkPatch::from([(
                 "read.plugins.loop.dev/card-b".into(),
                 Some("T".into())
             )]))
         );
         assert_eq!(
-            patch(&m, &Marking::All, "T"),
+            patch(&m, &Marking::All, Kind::Card, "T"),
             Some(MarkPatch::from([
                 ("read.plugins.loop.dev/card-b".into(), Some("T".into())),
                 ("read.plugins.loop.dev/card-c".into(), Some("T".into())),
@@ -179,16 +191,39 @@ mod tests {
     #[test]
     fn a_marking_that_changes_nothing_writes_nothing() {
         let m = map(&["card-a"], &["card-a", "card-gone"]);
-        assert_eq!(patch(&m, &ids(&["card-a"]), "T"), None);
-        assert_eq!(patch(&m, &Marking::All, "T"), None);
-        assert_eq!(patch(&m, &ids(&["card-elsewhere"]), "T"), None);
+        assert_eq!(patch(&m, &ids(&["card-a"]), Kind::Card, "T"), None);
+        assert_eq!(patch(&m, &Marking::All, Kind::Card, "T"), None);
+        assert_eq!(patch(&m, &ids(&["card-elsewhere"]), Kind::Card, "T"), None);
+    }
+
+    #[test]
+    fn notifications_are_marked_apart_from_cards_and_keep_their_marks() {
+        let m = map(&["card-a"], &["note-1"]);
+        assert_eq!(patch(&m, &Marking::All, Kind::Notification, "T"), None);
+        let m = map(&["card-a"], &[]);
+        assert_eq!(
+            patch(&m, &Marking::All, Kind::Notification, "T"),
+            Some(MarkPatch::from([(
+                "read.plugins.loop.dev/note-1".into(),
+                Some("T".into())
+            )]))
+        );
+        // Marking cards keeps the notification's mark: it is held.
+        let m = map(&["card-a"], &["note-1"]);
+        assert_eq!(
+            patch(&m, &Marking::All, Kind::Card, "T"),
+            Some(MarkPatch::from([(
+                "read.plugins.loop.dev/card-a".into(),
+                Some("T".into())
+            )]))
+        );
     }
 
     #[test]
     fn a_write_drops_the_marks_of_cards_the_inbox_dropped() {
         let m = map(&["card-b"], &["card-a"]);
         assert_eq!(
-            patch(&m, &Marking::All, "T"),
+            patch(&m, &Marking::All, Kind::Card, "T"),
             Some(MarkPatch::from([
                 ("read.plugins.loop.dev/card-a".into(), None),
                 ("read.plugins.loop.dev/card-b".into(), Some("T".into())),
@@ -213,6 +248,6 @@ mod tests {
         m.metadata.managed_fields = Some(vec![Default::default()]);
         ::index::trim::managed_fields(&mut m);
         assert_eq!(marked(&m), BTreeSet::from(["card-a".to_string()]));
-        assert_eq!(unread(&m), 0);
+        assert_eq!(unread(&m, Kind::Card), 0);
     }
 }

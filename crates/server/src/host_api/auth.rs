@@ -110,6 +110,16 @@ impl Permission {
         Self::on_chat("update", "cards", ns, chat)
     }
 
+    /// `get channels/notifications`: reading a chat's notifications.
+    pub fn read_notifications(ns: &str, chat: &str) -> Self {
+        Self::on_chat("get", "notifications", ns, chat)
+    }
+
+    /// `update channels/notifications`: marking a chat's notifications read.
+    pub fn mark_notifications(ns: &str, chat: &str) -> Self {
+        Self::on_chat("update", "notifications", ns, chat)
+    }
+
     /// `<verb> channels/live`: a chat's live session (get, update, delete; watch for the
     /// stream of control requests).
     pub fn live(verb: &'static str, ns: &str, chat: &str) -> Self {

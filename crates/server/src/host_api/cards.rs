@@ -21,6 +21,7 @@ use super::auth::Permission;
 use super::error::{Code, HostError, HostResult};
 use super::state::{HostState, json_body};
 use crate::cards::drawer::{self, Installed, PluginNow};
+use crate::cards::inbox::Kind;
 use crate::cards::marks::MarkError;
 use crate::cards::read_marks::{self, Marking};
 use crate::delivery::target::{self, TargetError};
@@ -68,10 +69,11 @@ pub async fn list(
     Ok(Json(json!({ "cards": listed, "unread": unread })).into_response())
 }
 
-/// `POST .../cards/read`'s body: the cards to mark read, or all of them.
+/// `POST .../cards/read`'s (and `.../notifications/read`'s) body: the entries to mark read, or
+/// all of them.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ReadRequest {
+pub(super) struct ReadRequest {
     #[serde(default)]
     ids: Option<Vec<String>>,
     #[serde(default)]
@@ -79,7 +81,7 @@ struct ReadRequest {
 }
 
 /// What a marking's body asks for.
-fn marking(request: ReadRequest) -> HostResult<Marking> {
+pub(super) fn marking(request: ReadRequest) -> HostResult<Marking> {
     match (request.ids, request.all) {
         (Some(ids), false) => Ok(Marking::Cards(ids.into_iter().collect())),
         (None, true) => Ok(Marking::All),
@@ -105,12 +107,12 @@ pub async fn mark_read(
     let now = crate::clock::rfc3339(jiff::Timestamp::now());
     let mut unread = 0;
     for map in inboxes(s.index(), &ns, Some(&chat)) {
-        let Some(patch) = read_marks::patch(&map, &marking, &now) else {
-            unread += read_marks::unread(&map);
+        let Some(patch) = read_marks::patch(&map, &marking, Kind::Card, &now) else {
+            unread += read_marks::unread(&map, Kind::Card);
             continue;
         };
         match s.marks.mark(&map, &patch).await {
-            Ok(written) => unread += read_marks::unread(&written),
+            Ok(written) => unread += read_marks::unread(&written, Kind::Card),
             // Its plugin went, its cards with it.
             Err(MarkError::Gone { .. }) => {}
             Err(e @ MarkError::Failed { .. }) => {
@@ -126,8 +128,8 @@ pub async fn mark_read(
     Ok(Json(json!({ "unread": unread })).into_response())
 }
 
-/// `GET /namespaces/{namespace}/cards/unread`: each chat of the namespace with unread cards,
-/// and how many (a chat not named has none).
+/// `GET /namespaces/{namespace}/cards/unread`: each chat of the namespace with unread cards
+/// or notifications (what its drawer holds unread), and how many (a chat not named has none).
 pub async fn unread(
     State(s): State<HostState>,
     Path(ns): Path<String>,
@@ -149,7 +151,8 @@ pub fn unread_by_chat<'a>(
 ) -> BTreeMap<String, usize> {
     let mut chats = BTreeMap::new();
     for map in maps {
-        let (Some(chat), n) = (map.labels().get(LABEL_CHANNEL), read_marks::unread(map)) else {
+        let n = read_marks::unread(map, Kind::Card) + read_marks::unread(map, Kind::Notification);
+        let Some(chat) = map.labels().get(LABEL_CHANNEL) else {
             continue;
         };
         if n > 0 {
@@ -160,7 +163,7 @@ pub fn unread_by_chat<'a>(
 }
 
 /// The inbox ConfigMaps of a namespace, or of one chat of it, as the index holds them.
-fn inboxes(index: &Index, namespace: &str, chat: Option<&str>) -> Vec<Arc<ConfigMap>> {
+pub(super) fn inboxes(index: &Index, namespace: &str, chat: Option<&str>) -> Vec<Arc<ConfigMap>> {
     index
         .config_maps
         .state()

@@ -13,7 +13,9 @@
 //! | GET | `/plugins/{plugin}/panels` | — | |
 //! | GET | `/cards` (the chat's card drawer) | — | |
 //! | POST | `/cards/read` | — | |
-//! | GET | `/api/host/v1/namespaces/{ns}/cards/unread` (each chat's unread cards) | — | |
+//! | GET | `/notifications` (the chat's notifications, in the drawer beside the cards) | — | |
+//! | POST | `/notifications/read` | — | |
+//! | GET | `/api/host/v1/namespaces/{ns}/cards/unread` (each chat's unread cards and notifications) | — | |
 //! | GET | `/api/host/v1/namespaces/{ns}/chats` (the chats, their instances, unread cards) | — | |
 //! | GET | `/api/host/v1/namespaces/{ns}/plugins/changes` (`plugins.changed`, a stream) | — | |
 //! | GET | `/runs` (the chat's agent runs) | — | |
@@ -31,8 +33,8 @@
 //! - the routes, each a module with its handler beside its pure rules: [`actions`], [`tools`]
 //!   (the call is `crate::tool_calls`', which MCP uses too), [`switches`], [`proxy`] (`/x`),
 //!   [`events`] (the answer; which containers get an event and the sending are
-//!   `crate::delivery`'s, which the fan-out uses too), [`panels`], [`cards`] (the card drawer:
-//!   `crate::cards`); for the console: [`chats`] (the sidebar), [`runs`], [`settings`],
+//!   `crate::delivery`'s, which the fan-out uses too), [`panels`], [`cards`] and
+//!   [`notifications`] (the drawer: `crate::cards`); for the console: [`chats`] (the sidebar), [`runs`], [`settings`],
 //!   [`stop`], [`changes`] (`plugins.changed` to clients, decided by `crate::delivery::changes`);
 //! - [`state`]: what the handlers share (the caller checked, the instance found through
 //!   `crate::delivery::target`, the body read, the plugin called through `crate::calls`, the
@@ -52,6 +54,7 @@ pub mod error;
 pub mod events;
 pub mod live;
 pub mod metrics;
+pub mod notifications;
 pub mod panels;
 pub mod proxy;
 mod routes;

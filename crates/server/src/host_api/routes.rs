@@ -9,14 +9,14 @@ use axum::routing::{get, post};
 
 use super::state::HostState;
 use super::{
-    actions, approvals, cards, changes, chats, events, live, panels, proxy, runs, settings, stop,
-    switches, tools,
+    actions, approvals, cards, changes, chats, events, live, notifications, panels, proxy, runs,
+    settings, stop, switches, tools,
 };
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 28] = [
+pub const ROUTES: [(&str, &str); 30] = [
     ("GET", "/approvals"),
     ("GET", "/namespaces/{namespace}/approvals"),
     ("GET", "/namespaces/{namespace}/approvals/watch"),
@@ -66,6 +66,14 @@ pub const ROUTES: [(&str, &str); 28] = [
     ),
     ("POST", "/namespaces/{namespace}/channels/{channel}/events"),
     ("GET", "/namespaces/{namespace}/channels/{channel}/cards"),
+    (
+        "GET",
+        "/namespaces/{namespace}/channels/{channel}/notifications",
+    ),
+    (
+        "POST",
+        "/namespaces/{namespace}/channels/{channel}/notifications/read",
+    ),
     (
         "POST",
         "/namespaces/{namespace}/channels/{channel}/cards/read",
@@ -133,6 +141,14 @@ pub fn routes(state: &HostState) -> Router<HostState> {
         .route(
             "/namespaces/{namespace}/channels/{channel}/cards/read",
             post(cards::mark_read).layer(small),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/notifications",
+            get(notifications::list),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/notifications/read",
+            post(notifications::mark_read).layer(small),
         )
         .route("/namespaces/{namespace}/cards/unread", get(cards::unread))
         .route(

@@ -221,3 +221,71 @@ async fn refusals_of_the_drawers_routes() {
     let a = w.send("GET", "/cards/unread", Some(TOKEN), "").await;
     assert_eq!(a.json, json!({ "chats": {} }));
 }
+
+/// A card and a notification in one inbox: the notification lists under
+/// `/notifications` (not among the cards), is marked read apart from the card, and both count
+/// in the sidebar's unread.
+#[tokio::test]
+async fn notifications_list_and_mark_read_apart_from_the_cards() {
+    let mut w = World::new().await;
+    let mut map = two_cards();
+    let note = crate::cards::inbox::Entry {
+        id: "note-1".into(),
+        kind: crate::cards::inbox::Kind::Notification,
+        card: None,
+        title: "Sync failed".into(),
+        data: None,
+        body: Some("github.com answered 503".into()),
+        level: Some(crate::cards::inbox::Level::Error),
+        created: "2026-12-05T09:00:00.300Z".into(),
+    };
+    map.data
+        .get_or_insert_default()
+        .insert("note-1".into(), serde_json::to_string(&note).unwrap());
+    apply(&mut w.writers.config_maps, map.clone());
+
+    let a = w
+        .send("GET", "/channels/general/notifications", Some(TOKEN), "")
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert_eq!(
+        a.json,
+        json!({
+            "notifications": [{
+                "id": "note-1", "plugin": "echo", "title": "Sync failed",
+                "body": "github.com answered 503", "level": "error",
+                "created": "2026-12-05T09:00:00.300Z", "unread": true,
+            }],
+            "unread": 1,
+        })
+    );
+    let cards = w
+        .send("GET", "/channels/general/cards", Some(TOKEN), "")
+        .await;
+    assert_eq!(listed(&cards), owned(&[("card-2", true), ("card-1", true)]));
+    let a = w.send("GET", "/cards/unread", Some(TOKEN), "").await;
+    assert_eq!(a.json, json!({ "chats": { "general": 3 } }));
+
+    // Marking every notification read marks no card.
+    let a = w
+        .send(
+            "POST",
+            "/channels/general/notifications/read",
+            Some(TOKEN),
+            r#"{"all": true}"#,
+        )
+        .await;
+    assert_eq!(
+        (a.status, &a.json),
+        (StatusCode::OK, &json!({ "unread": 0 }))
+    );
+    let written = w.marks.written.lock().unwrap().clone();
+    let keys: Vec<&String> = written[0].1.keys().collect();
+    assert_eq!(keys, [&format!("{READ_PREFIX}note-1")]);
+
+    // A caller without channels/notifications reads nothing.
+    let a = w
+        .send("GET", "/channels/general/notifications", Some(LIMITED), "")
+        .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN, "{}", a.json);
+}

@@ -122,6 +122,8 @@ fn every_operation_states_its_time_limit_and_permission() {
             "/cards",
             "/cards/read",
             "/cards/unread",
+            "/notifications",
+            "/notifications/read",
             "/live",
             "/live/requests",
             "/live/requests/{id}",

@@ -136,7 +136,7 @@ pub(super) async fn post(
     let existing = config_map(state, &caller.namespace, &name)
         .map(|m| inbox::entries(&m))
         .unwrap_or_default();
-    let mut patch: crate::plugin_api::writes::DataPatch = inbox::to_drop(&existing)
+    let mut patch: crate::plugin_api::writes::DataPatch = inbox::to_drop(&existing, &entry)
         .into_iter()
         .map(|k| (k, None))
         .collect();
