@@ -58,7 +58,7 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(timeout),
         test(
-            "console::a_posted_card_shows_in_the_drawer_until_marked_read_and_as_a_note_once_its_plugin_is_removed",
+            "console::a_posted_card_and_a_notification_show_in_the_drawer_until_marked_read_and_a_card_as_a_note_once_its_plugin_is_removed",
             a_posted_card_in_the_drawer,
         )
         .timeout(timeout),
@@ -328,6 +328,45 @@ async fn a_posted_card_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
         .await?;
     let drawer = host_get(&world, &ns, "/channels/general/cards").await?;
     ensure!(drawer["unread"] == 0, "{drawer}");
+
+    // A notification: under the cards with its level and body, unread in both counts, and
+    // marked read apart (the card stays read, nothing else changes).
+    let note = world
+        .post_notification(
+            &ns,
+            json!({ "title": "Sync failed", "body": "github.com answered 503", "level": "warning" }),
+        )
+        .await?;
+    let item = format!("#notifications li.notification[data-notification=\"{note}\"]");
+    world
+        .wait(
+            "the notification in the drawer, unread",
+            &format!(
+                "document.querySelector('{item}.unread.level-warning .notification-body')?.textContent === 'github.com answered 503' \
+                 && document.getElementById('notifications-unread').textContent === '1' \
+                 && document.querySelector('[data-chat=general] .badge')?.textContent === '1' \
+                 && document.getElementById('unread').hidden"
+            ),
+        )
+        .await?;
+    world.screenshot(&ns, "notification").await?;
+    page.click("#notifications-read-all").await?;
+    world
+        .wait(
+            "the notification read",
+            &format!(
+                "document.querySelector('{item}') !== null \
+                 && document.querySelector('{item}.unread') === null \
+                 && document.getElementById('notifications-unread').hidden \
+                 && document.querySelector('[data-chat=general] .badge') === null"
+            ),
+        )
+        .await?;
+    let notifications = host_get(&world, &ns, "/channels/general/notifications").await?;
+    ensure!(
+        notifications["unread"] == 0 && notifications["notifications"][0]["id"] == note.as_str(),
+        "{notifications}"
+    );
 
     // The plugin removed: its card shows the note. (Removing a plugin drops its cards with
     // its instances; the test holds the chat's inbox with a finalizer of its own, so the

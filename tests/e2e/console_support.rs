@@ -48,21 +48,21 @@ pub struct ConsoleWorld {
 }
 
 /// The echo plugin under `id`, with a card `score` (`ui/card/score.html`), approved for
-/// `ui.notification.card`.
+/// `ui.notification.card` and `notifications.send`.
 fn console_plugin(id: &str) -> anyhow::Result<Plugin> {
     let mut plugin = echo_plugin(id)?;
     let manifest = &mut plugin.spec.manifest.rest;
-    manifest
+    let capabilities = manifest
         .get_mut("capabilities")
         .and_then(Value::as_array_mut)
-        .context("the manifest's capabilities")?
-        .push(json!("ui.notification.card"));
+        .context("the manifest's capabilities")?;
+    capabilities.push(json!("ui.notification.card"));
+    capabilities.push(json!("notifications.send"));
     manifest.get_mut("ui").context("the manifest's ui")?["cards"] =
         json!([{ "id": "score", "entry": "ui/card/score.html" }]);
-    plugin
-        .spec
-        .approved_capabilities
-        .push("ui.notification.card".into());
+    for approved in ["ui.notification.card", "notifications.send"] {
+        plugin.spec.approved_capabilities.push(approved.into());
+    }
     Ok(plugin)
 }
 
@@ -290,6 +290,34 @@ impl ConsoleWorld {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// Posts a notification in chat `general` as the plugin does (`POST /notifications` of
+    /// the Plugin API, its own token); answers its id.
+    pub async fn post_notification(&self, ns: &Ns, body: Value) -> anyhow::Result<String> {
+        let token = crate::api::api_support::token_of(ns, &self.plugin, "general").await?;
+        let http = reqwest::Client::builder().no_proxy().build()?;
+        let url = format!(
+            "{}{}/notifications",
+            self.host.url,
+            server::plugin_api::PREFIX
+        );
+        let answer = http
+            .post(&url)
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await?;
+        let status = answer.status();
+        let body: Value = answer.json().await.unwrap_or(Value::Null);
+        ensure!(
+            status == StatusCode::CREATED,
+            "POST /notifications: {status} {body}"
+        );
+        body["id"]
+            .as_str()
+            .map(str::to_string)
+            .with_context(|| format!("a notification's id: {body}"))
     }
 
     /// Starts a run of the plugin's `say` agent in chat `general` as the plugin does

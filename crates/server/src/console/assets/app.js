@@ -208,7 +208,7 @@ async function selectChat(name) {
   $("chat-meta").textContent = `${chat.kind}${parent} · project ${chat.project} · ${chat.app}`;
   renderInstances(chat);
   renderApprovals();
-  await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadRuns()]);
+  await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadNotifications(), loadRuns()]);
 }
 
 function clearChat() {
@@ -218,7 +218,7 @@ function clearChat() {
   state.cards.clear();
   state.gone.clear();
   state.approvalCards.clear();
-  for (const id of ["panes", "cards", "switches", "plugins", "runs", "approvals", "decided"]) {
+  for (const id of ["panes", "cards", "notifications", "switches", "plugins", "runs", "approvals", "decided"]) {
     fill($(id));
     delete $(id).dataset.model;
   }
@@ -519,6 +519,55 @@ function updateCard(entry, card) {
   entry.meta.textContent = `${card.plugin} · ${ago(card.created)}${card.unread ? " · unread" : ""}`;
 }
 
+// ---- notifications --------------------------------------------------------------------------
+
+/** The chat's notifications under the cards: text with a level, each marked read apart. */
+async function loadNotifications() {
+  const chat = state.chat;
+  if (!chat) return;
+  let listed;
+  try {
+    listed = await state.api.get(state.api.chat(chat, "/notifications"));
+  } catch (e) {
+    fill($("notifications"), h("li", { class: "error" }, `Notifications: ${e.message}`));
+    return;
+  }
+  if (state.chat !== chat) return;
+  const unread = $("notifications-unread");
+  unread.hidden = listed.unread === 0;
+  unread.textContent = String(listed.unread);
+  unread.setAttribute("aria-label", `${listed.unread} unread`);
+  $("notifications-read-all").disabled = listed.unread === 0;
+  const items = listed.notifications.map((n) => h("li", {
+    class: `notification level-${n.level}${n.unread ? " unread" : ""}`,
+    dataset: { notification: n.id, plugin: n.plugin },
+  },
+  h("header", { class: "card-head" },
+    h("h3", { class: "notification-title" }, n.title),
+    n.unread
+      ? h("button", {
+        type: "button",
+        class: "mark-read",
+        "aria-label": `Mark ${n.title} read`,
+        onclick: () => markNotificationsRead([n.id]),
+      }, "Mark read")
+      : null),
+  n.body ? h("p", { class: "notification-body" }, n.body) : null,
+  h("p", { class: "meta" }, `${n.plugin} · ${n.level} · ${ago(n.created)}${n.unread ? " · unread" : ""}`)));
+  if (!items.length) fill($("notifications"), h("li", { class: "empty" }, "No notifications."));
+  else fill($("notifications"), ...items);
+}
+
+async function markNotificationsRead(ids) {
+  const chat = state.chat;
+  try {
+    await state.api.post(state.api.chat(chat, "/notifications/read"), ids ? { ids } : { all: true });
+  } catch (e) {
+    status(`Marking read: ${e.message}`, true);
+  }
+  await Promise.all([loadNotifications(), loadChats().catch(() => {})]);
+}
+
 async function markRead(ids) {
   const chat = state.chat;
   try {
@@ -752,7 +801,7 @@ async function changed(change) {
   }
   if (change.change === "enabled" && here) state.gone.delete(change.plugin);
   if (plugins || here) {
-    await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer()]);
+    await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadNotifications()]);
   }
 }
 
@@ -761,7 +810,7 @@ async function poll() {
   const chat = current();
   if (chat && [...state.panes.values()].some((p) => due(p.expires))) loadPanes(chat);
   const chats = loadChats().catch((e) => e);
-  await Promise.all([loadDrawer(), loadRuns(), loadApprovals()]);
+  await Promise.all([loadDrawer(), loadNotifications(), loadRuns(), loadApprovals()]);
   const failed = await chats;
   if (failed instanceof HostError && failed.status === 401) {
     signOut(`The cluster no longer accepts the token (expired or revoked): ${failed.message}`);
@@ -814,6 +863,7 @@ function wire() {
   $("sign-out").addEventListener("click", () => signOut());
   $("theme").addEventListener("click", () => setScheme(state.scheme === "dark" ? "light" : "dark"));
   $("read-all").addEventListener("click", () => markRead(null));
+  $("notifications-read-all").addEventListener("click", () => markNotificationsRead(null));
 }
 
 wire();
