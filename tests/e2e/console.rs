@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 use testkit::chat_model::Step;
 
 use crate::console_support::{ConsoleWorld, SHOW};
-use crate::controller_support::{apply_trusted, bind_approver, entry};
+use crate::controller_support::{apply, apply_trusted, bind_approver, entry, project};
 use crate::runs::{put_back, start_model, use_runner_with};
 use crate::support::{E2eTest, Ns, test};
 
@@ -182,6 +182,31 @@ async fn the_echo_panel_appears_and_its_bridge_answers(ns: Ns) -> anyhow::Result
         ensure!(calls[method] == 1, "{method} answered once: {calls}");
     }
     world.screenshot(&ns, "panel").await?;
+
+    // A settings-only edit of the chat's project (settings apply without the owner's trust):
+    // plugins.changed tells the console, which sends the pane settings.changed as the bridge's
+    // `event`, since the plugin subscribes to it; the pane shows the new value without asking.
+    let mut verbose = entry(true, &[]);
+    verbose.settings.insert("verbose".into(), json!(true));
+    apply(
+        &ns,
+        &project("proj", BTreeMap::from([(world.plugin.clone(), verbose)])),
+    )
+    .await?;
+    if let Err(e) = frame
+        .wait_for(
+            "document.getElementById('verbose').textContent === 'on'",
+            SHOW,
+        )
+        .await
+    {
+        anyhow::bail!("the pane's settings.changed: {e}\n  {}", world.reports());
+    }
+    let calls = pane_calls(&world).await?;
+    ensure!(
+        calls["settings.get"] == 1,
+        "settings.get asked again: {calls}"
+    );
 
     // The pane navigates itself out of its signed link, to this server outside the bundles:
     // the console's frame-src refuses it, and the browser says so.

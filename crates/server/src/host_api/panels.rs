@@ -104,7 +104,13 @@ pub async fn list(
         jiff::Timestamp::now().as_second(),
     )
     .map_err(|e| HostError::new(Code::Internal, e.to_string()))?;
-    Ok(Json(json!({ "panels": links })).into_response())
+    // What its frames get as the bridge's `event` (docs/bridge.md): what it subscribes to.
+    let events: &[String] = if target.approved.contains(&Capability::EventsSubscribe) {
+        &target.compiled.manifest.events
+    } else {
+        &[]
+    };
+    Ok(Json(json!({ "panels": links, "events": events })).into_response())
 }
 
 /// The digest admission read the Plugin's image at.

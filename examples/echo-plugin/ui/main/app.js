@@ -1,7 +1,7 @@
 // The echo panel, speaking the reference's bridge protocol directly (JSON-RPC 2.0 over the
 // MessagePort the host posts with {"type": "loop-plugin:init"}): the chat from context.get,
-// the verbose setting from settings.get, and the echo tool's answer through api.request to
-// the container's /x. The form never submits (the policy forbids it): its button is a call.
+// the verbose setting from settings.get (and again from each settings.changed event), and the
+// echo tool's answer through api.request to the container's /x. The form never submits (the policy forbids it): its button is a call.
 
 const $ = (id) => document.getElementById(id);
 
@@ -14,6 +14,12 @@ function connect() {
       let next = 1;
       const waiting = new Map();
       port.onmessage = ({ data }) => {
+        // The host's notifications have no id: a settings.changed event brings the settings.
+        if (data?.method === "event" && data.params?.type === "settings.changed") {
+          const verbose = data.params.data?.settings?.verbose;
+          $("verbose").textContent = verbose ? "on" : "off";
+          return;
+        }
         const call = waiting.get(data?.id);
         if (!call) return;
         waiting.delete(data.id);

@@ -43,6 +43,8 @@ const state = {
   panes: new Map(),
   /** card id → {article, frame, bridge} */
   cards: new Map(),
+  // plugin → the Loop events its frames get as the bridge's `event` (what it subscribes to).
+  events: new Map(),
   scheme: "light",
   follow: null,
   poll: 0,
@@ -217,6 +219,7 @@ function clearChat() {
   state.panes.clear();
   state.cards.clear();
   state.gone.clear();
+  state.events.clear();
   state.approvalCards.clear();
   for (const id of ["panes", "cards", "notifications", "switches", "plugins", "runs", "approvals", "decided"]) {
     fill($(id));
@@ -339,7 +342,8 @@ function switchPill(chat, listed, mark) {
 async function loadPanes(chat) {
   const found = await Promise.all(chat.plugins.map(async ({ plugin }) => {
     try {
-      const { panels } = await state.api.get(state.api.plugin(chat.name, plugin, "/panels"));
+      const { panels, events } = await state.api.get(state.api.plugin(chat.name, plugin, "/panels"));
+      state.events.set(plugin, Array.isArray(events) ? events : []);
       return panels.map((p) => ({ ...p, plugin }));
     } catch (e) {
       return [{ plugin, error: e }];
@@ -789,7 +793,8 @@ function follow() {
 async function changed(change) {
   state.changes.push(change);
   const where = change.chat ? ` in ${change.chat}` : "";
-  status(`plugins.changed: ${change.plugin} ${change.change}${where}`);
+  const what = change.plugin ?? (change.project ? `project ${change.project}` : "global config");
+  status(`plugins.changed: ${what} ${change.change}${where}`);
   await loadChats().catch(() => {});
   const chat = current();
   if (!chat) return;
@@ -803,6 +808,36 @@ async function changed(change) {
   if (plugins || here) {
     await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadNotifications()]);
   }
+  const config = change.change === "config" || change.change === "trusted";
+  if (config && (change.scope === "global" || change.project === chat.project)) {
+    await settingsChanged(chat);
+  }
+}
+
+/**
+ * A config write or trust of the chat's project (or the global config): each plugin of the
+ * chat whose frames get settings.changed is sent its settings as they are now, as the bridge's
+ * `event` notification (docs/bridge.md), to its panes and cards. Like the container's, it goes
+ * whether or not the settings moved; a frame compares them with what it acted on.
+ */
+async function settingsChanged(chat) {
+  await Promise.all(chat.plugins.map(async ({ plugin }) => {
+    if (!state.events.get(plugin)?.includes("settings.changed")) return;
+    let settings;
+    try {
+      ({ settings } = await state.api.get(state.api.plugin(chat.name, plugin, "/settings")));
+    } catch {
+      return; // Not enabled here any more, or not allowed: nothing to tell.
+    }
+    if (state.chat !== chat.name) return;
+    const event = { type: "settings.changed", data: { settings } };
+    for (const [key, pane] of state.panes) {
+      if (key.split("/")[0] === plugin) pane.bridge.notify("event", event);
+    }
+    for (const card of state.cards.values()) {
+      if (card.article.dataset.plugin === plugin) card.bridge?.notify("event", event);
+    }
+  }));
 }
 
 async function poll() {
