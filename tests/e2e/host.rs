@@ -1614,7 +1614,6 @@ fn two_switch_plugin(id: &str) -> anyhow::Result<Plugin> {
 /// round, both states are on the instance. Both write the one switch list; were either to
 /// write a list it read before the other's write, one state would be lost.
 async fn switch_race(ns: Ns) -> anyhow::Result<()> {
-    use k8s_openapi::api::core::v1::Secret;
     let _shared = shared().await;
     let host = host(&ns).await?;
     let id = plugin_id(&ns, "hs");
@@ -1636,13 +1635,7 @@ async fn switch_race(ns: Ns) -> anyhow::Result<()> {
         .await?;
     ensure!(warm.status == StatusCode::OK, "{warm:?}");
     // The plugin's token, as its Pod reads it.
-    let secret: Secret = ns.get(&names::secret_name(&instance)).await?;
-    let token = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(model::contract::TOKEN_KEY))
-        .map(|t| String::from_utf8_lossy(&t.0).trim().to_string())
-        .context("the instance's token")?;
+    let token = instance_token(&ns, &instance).await?;
     let plugin_api = reqwest::Client::builder().no_proxy().build()?;
     let put = format!("{}/api/plugin/v1/composer/switches/sync", host.url);
     let instances = ns.api::<PluginInstance>();
@@ -2097,7 +2090,6 @@ async fn config_writes_reach_clients(ns: Ns) -> anyhow::Result<()> {
 /// ... loses ui.composer_switch, stops declaring the switch ...": the state goes from the
 /// instance, so it does not come back with the switch.
 async fn switch_state_forgotten(ns: Ns) -> anyhow::Result<()> {
-    use k8s_openapi::api::core::v1::Secret;
     let _shared = shared().await;
     let host = host(&ns).await?;
     let id = plugin_id(&ns, "sf");
@@ -2108,13 +2100,7 @@ async fn switch_state_forgotten(ns: Ns) -> anyhow::Result<()> {
     )
     .await?;
     let instance = names::instance_name(&id, "general");
-    let secret: Secret = ns.get(&names::secret_name(&instance)).await?;
-    let token = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(model::contract::TOKEN_KEY))
-        .map(|t| String::from_utf8_lossy(&t.0).trim().to_string())
-        .context("the instance's token")?;
+    let token = instance_token(&ns, &instance).await?;
     let plugin_api = reqwest::Client::builder().no_proxy().build()?;
     for switch in ["sync", "mode"] {
         let put = format!("{}/api/plugin/v1/composer/switches/{switch}", host.url);
@@ -2205,4 +2191,15 @@ async fn switch_state_forgotten(ns: Ns) -> anyhow::Result<()> {
         now.status.map(|s| s.switches)
     );
     Ok(())
+}
+
+/// The plugin's token in `instance`, as its Pod reads it from the instance's Secret.
+async fn instance_token(ns: &Ns, instance: &str) -> anyhow::Result<String> {
+    let secret: Secret = ns.get(&names::secret_name(instance)).await?;
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(model::contract::TOKEN_KEY))
+        .map(|t| String::from_utf8_lossy(&t.0).trim().to_string())
+        .context("the instance's token")
 }

@@ -28,7 +28,6 @@ use crate::ui::bundle::UI_DIR;
 use crate::ui::link::{self, LINK_LIFETIME_SECONDS, Link, LinkKeys, Page};
 use crate::ui::route::PREFIX as UI_PREFIX;
 use model::manifest::Card;
-use model::names::LABEL_PLUGIN;
 
 /// A card's frame height, in pixels, until its page sets its own with `ui.resize`.
 pub const CARD_HEIGHT: u32 = 160;
@@ -46,13 +45,7 @@ pub fn stored_cards<'a>(maps: impl IntoIterator<Item = &'a ConfigMap>) -> Vec<St
     let mut cards: Vec<StoredCard> = maps
         .into_iter()
         .flat_map(|map| {
-            let plugin = map
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_PLUGIN))
-                .cloned()
-                .unwrap_or_default();
+            let plugin = inbox::plugin_of(map);
             let marked = read_marks::marked(map);
             inbox::entries(map)
                 .into_iter()

@@ -64,6 +64,16 @@ pub fn entries(map: &ConfigMap) -> Vec<Entry> {
         .collect()
 }
 
+/// The plugin whose inbox `map` is (its `plugins.loop.dev/plugin` label; empty without one).
+pub fn plugin_of(map: &ConfigMap) -> String {
+    map.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(names::LABEL_PLUGIN))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The entry with this id.
 pub fn entry(map: &ConfigMap, id: &str) -> Option<Entry> {
     let text = map.data.as_ref()?.get(id)?;

@@ -10,7 +10,6 @@ use serde::Serialize;
 
 use super::inbox::{self, Kind, Level};
 use super::read_marks;
-use model::names::LABEL_PLUGIN;
 
 /// One notification, as the drawer lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -31,13 +30,7 @@ pub fn listed<'a>(maps: impl IntoIterator<Item = &'a ConfigMap>) -> Vec<Listed> 
     let mut all: Vec<(inbox::Entry, Listed)> = maps
         .into_iter()
         .flat_map(|map| {
-            let plugin = map
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_PLUGIN))
-                .cloned()
-                .unwrap_or_default();
+            let plugin = inbox::plugin_of(map);
             let marked = read_marks::marked(map);
             inbox::entries(map)
                 .into_iter()

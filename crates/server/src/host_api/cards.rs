@@ -103,29 +103,45 @@ pub async fn mark_read(
     s.authorize(&headers, &Permission::mark_cards(&ns, &chat))
         .await?;
     target::chat(s.index(), &ns, &chat)?;
-    let marking = marking(json_body(&body)?)?;
+    let unread = mark(&s, &ns, &chat, &marking(json_body(&body)?)?, Kind::Card).await?;
+    Ok(Json(json!({ "unread": unread })).into_response())
+}
+
+/// Marks `marking` of the chat's entries of `kind` read, inbox by inbox (a marking that
+/// changes an inbox nothing writes nothing); answers how many of that kind stay unread.
+pub(super) async fn mark(
+    s: &HostState,
+    ns: &str,
+    chat: &str,
+    marking: &Marking,
+    kind: Kind,
+) -> HostResult<usize> {
+    let what = match kind {
+        Kind::Card => "cards",
+        Kind::Notification => "notifications",
+    };
     let now = crate::clock::rfc3339(jiff::Timestamp::now());
     let mut unread = 0;
-    for map in inboxes(s.index(), &ns, Some(&chat)) {
-        let Some(patch) = read_marks::patch(&map, &marking, Kind::Card, &now) else {
-            unread += read_marks::unread(&map, Kind::Card);
+    for map in inboxes(s.index(), ns, Some(chat)) {
+        let Some(patch) = read_marks::patch(&map, marking, kind, &now) else {
+            unread += read_marks::unread(&map, kind);
             continue;
         };
         match s.marks.mark(&map, &patch).await {
-            Ok(written) => unread += read_marks::unread(&written, Kind::Card),
-            // Its plugin went, its cards with it.
+            Ok(written) => unread += read_marks::unread(&written, kind),
+            // Its plugin went, its entries with it.
             Err(MarkError::Gone { .. }) => {}
             Err(e @ MarkError::Failed { .. }) => {
-                tracing::warn!(error = %e, "marking cards read failed");
+                tracing::warn!(error = %e, "marking {what} read failed");
                 return Err(HostError::new(
                     Code::Unavailable,
-                    format!("the cards could not be marked read; try again: {e}"),
+                    format!("the {what} could not be marked read; try again: {e}"),
                 )
                 .retry_after(1));
             }
         }
     }
-    Ok(Json(json!({ "unread": unread })).into_response())
+    Ok(unread)
 }
 
 /// `GET /namespaces/{namespace}/cards/unread`: each chat of the namespace with unread cards

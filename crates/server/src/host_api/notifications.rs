@@ -14,13 +14,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::auth::Permission;
-use super::cards::{inboxes, marking};
-use super::error::{Code, HostError};
+use super::cards::{inboxes, mark, marking};
+use super::error::HostError;
 use super::state::{HostState, json_body};
 use crate::cards::inbox::Kind;
-use crate::cards::marks::MarkError;
 use crate::cards::notifications;
-use crate::cards::read_marks;
 use crate::delivery::target;
 
 /// `GET .../channels/{channel}/notifications`: the chat's notifications newest first, and how
@@ -50,27 +48,13 @@ pub async fn mark_read(
     s.authorize(&headers, &Permission::mark_notifications(&ns, &chat))
         .await?;
     target::chat(s.index(), &ns, &chat)?;
-    let marking = marking(json_body(&body)?)?;
-    let now = crate::clock::rfc3339(jiff::Timestamp::now());
-    let mut unread = 0;
-    for map in inboxes(s.index(), &ns, Some(&chat)) {
-        let Some(patch) = read_marks::patch(&map, &marking, Kind::Notification, &now) else {
-            unread += read_marks::unread(&map, Kind::Notification);
-            continue;
-        };
-        match s.marks.mark(&map, &patch).await {
-            Ok(written) => unread += read_marks::unread(&written, Kind::Notification),
-            // Its plugin went, its notifications with it.
-            Err(MarkError::Gone { .. }) => {}
-            Err(e @ MarkError::Failed { .. }) => {
-                tracing::warn!(error = %e, "marking notifications read failed");
-                return Err(HostError::new(
-                    Code::Unavailable,
-                    format!("the notifications could not be marked read; try again: {e}"),
-                )
-                .retry_after(1));
-            }
-        }
-    }
+    let unread = mark(
+        &s,
+        &ns,
+        &chat,
+        &marking(json_body(&body)?)?,
+        Kind::Notification,
+    )
+    .await?;
     Ok(Json(json!({ "unread": unread })).into_response())
 }
