@@ -1,6 +1,20 @@
 //! The agent runner's contract, as names both sides use: the controller builds each run's Job
 //! with them (crates/controller/src/runs/job.rs), `loop-plugins agent` (crates/agent) and any
 //! other runner read them. docs/runner.md describes them.
+//!
+//! An agent run across the roles, in the order a run meets them:
+//!
+//! | step | role | where |
+//! |---|---|---|
+//! | a plugin asks for a run (`POST /runs`), counted against `plugins.daily_runs` across the replicas | API server | `crates/server/src/plugin_api/routes/runs.rs`, `quota.rs`, `shared_runs.rs` |
+//! | the AgentRun, its phases and its result | the resource | `model::resources` (`AgentRun`) |
+//! | a Job, a Secret with the prompt and an MCP token, a time limit; the phase from the Job | controller | `crates/controller/src/runs/` (`plan.rs` decides, `job.rs` builds, `mod.rs` writes) |
+//! | the runner named by HostConfig `spec.runner` reads these names, talks to the model | runner | `crates/agent` (`loop-plugins agent`), or any image (docs/runner.md) |
+//! | the agent's tools, as MCP (`POST /mcp/namespaces/{ns}/runs/{run}`) | API server | `crates/server/src/mcp/` |
+//! | a tool call: checks, breaker, time limits, and a person's approval unless the risk profile pre-approves it | calls | `crates/calls/src/tool_calls/` (`approval.rs`: the `ToolCallApproval` desk) |
+//! | a person approves or denies | host API, CLI, console | `crates/server/src/host_api/approvals.rs`, `src/approvals.rs`, `crates/server/src/console/assets/approvals.js` |
+//! | the plugin told the run ended (`POST /runs/{id}/done`), once across the replicas | API server's fan-out | `crates/server/src/fanout/runs_done.rs` |
+//! | the chat's runs listed for a person | host API, console | `crates/server/src/host_api/runs.rs` |
 
 /// Where the runner finds the run's files (the prompt).
 pub const RUN_DIR: &str = "/run/loop-run";

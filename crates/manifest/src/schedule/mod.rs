@@ -1,6 +1,17 @@
 //! Schedules of scheduled actions: a 5-field cron expression or an interval of a minute or
 //! more. How a Kubernetes CronJob runs each is [`ticks`]'s.
 //!
+//! A scheduled action across the roles:
+//!
+//! | step | role | where |
+//! |---|---|---|
+//! | an action's `default_schedule` and `scheduled` trigger, checked with the manifest | manifest | `manifest::model`, here |
+//! | schedule entries in the global config and a project's (`plugins.<id>.schedules`) | config | `model::config` |
+//! | which entries apply in a chat: the project's replace the global's action by action, once the owner trusts them | pure rules | `model::resolve::schedules` |
+//! | one CronJob per (chat, action), with its schedule made a CronJob's ([`ticks`]) | controller | `crates/controller/src/chat/desired.rs`, `cronjob.rs` |
+//! | each tick runs `loop-plugins trigger`, which calls the host API's action route as the chat's trigger ServiceAccount | CronJob | `src/trigger.rs`, the chart's `trigger.yaml` |
+//! | the action called with `trigger: schedule`, the container started if need be | API server | `crates/server/src/host_api/actions.rs`, `crates/calls` |
+//!
 //! Cron expressions follow the standard 5-field syntax Kubernetes CronJobs use (minute, hour,
 //! day of month, month, day of week; `*`, `?`, lists, ranges, steps, and JAN-DEC / SUN-SAT
 //! names; day of week 0-6 with Sunday 0). The `cron` crate is not used to check them: it wants
