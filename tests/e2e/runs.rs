@@ -135,6 +135,25 @@ async fn three_runs(ns: &Ns, id: &str) -> anyhow::Result<()> {
             ],
         "the runs' results: {results:?}"
     );
+    // The failed one is the host's to tell the chat: a notification in its drawer, in the
+    // chat's host inbox (the leading API server's fan-out writes it).
+    let told = wait::matches(
+        &ns.api::<k8s_openapi::api::core::v1::ConfigMap>(),
+        "general-host-inbox",
+        "the failed run told in the chat's drawer",
+        WAIT,
+        |map: &k8s_openapi::api::core::v1::ConfigMap| {
+            map.data.iter().flatten().any(|(_, entry)| {
+                entry.contains("failed: BackoffLimitExceeded") && entry.contains("run-c")
+            })
+        },
+    )
+    .await?;
+    ensure!(
+        told.data.as_ref().map_or(0, |d| d.len()) == 1,
+        "only the failed run is told: {:?}",
+        told.data
+    );
     // Each ran as a Job of its own, owned by its run.
     let jobs = ns.api::<Job>().list(&Default::default()).await?;
     for (name, _) in prompts {

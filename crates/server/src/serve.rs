@@ -286,6 +286,7 @@ impl Server {
                 status: host.status.clone(),
                 done: Arc::new(KubeDoneRecorder::new(client.clone())),
                 desk: host.tools.desk().clone(),
+                drawer: host.marks.clone(),
             },
             started.config_writes,
             leading,

@@ -1,7 +1,8 @@
-//! The host API's one write that is not an instance's status (those are `crate::status`'s):
-//! a chat's read marks on its inbox ConfigMaps ([`super::read_marks`] decides them), by a
-//! JSON merge patch of those annotations alone. Behind [`MarkWriter`], so request-level tests
-//! record them.
+//! The drawer's writes that are not a plugin's (those are the Plugin API's): a chat's read
+//! marks on its inbox ConfigMaps ([`super::read_marks`] decides them), by a JSON merge patch
+//! of those annotations alone, and the host's own notifications into the chat's host inbox
+//! ([`super::host_notes`] decides them). Behind [`MarkWriter`], so request-level tests record
+//! them.
 
 use std::sync::Mutex;
 
@@ -12,6 +13,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::read_marks::MarkPatch;
+use crate::config_map::DataPatch;
 use model::names::FIELD_MANAGER_API as FIELD_MANAGER;
 
 /// A marking that was not written.
@@ -28,7 +30,7 @@ pub enum MarkError {
     },
 }
 
-/// Writes read marks.
+/// Writes read marks and the host's notifications.
 pub trait MarkWriter: Send + Sync {
     /// Merges `patch` into the annotations of `map` (as the index holds it); answers the
     /// ConfigMap as written.
@@ -37,6 +39,13 @@ pub trait MarkWriter: Send + Sync {
         map: &'a ConfigMap,
         patch: &'a MarkPatch,
     ) -> BoxFuture<'a, Result<ConfigMap, MarkError>>;
+
+    /// Merges `data` into the host inbox `template` names, creating it when missing.
+    fn post<'a>(
+        &'a self,
+        template: &'a ConfigMap,
+        data: &'a DataPatch,
+    ) -> BoxFuture<'a, Result<(), String>>;
 }
 
 /// The marks, written through the Kubernetes API.
@@ -77,12 +86,27 @@ impl MarkWriter for KubeMarkWriter {
                 })
         })
     }
+
+    fn post<'a>(
+        &'a self,
+        template: &'a ConfigMap,
+        data: &'a DataPatch,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            crate::config_map::merge_data(&self.client, template, data)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    }
 }
 
-/// Records the markings and answers each map with its patch applied (tests).
+/// Records the markings and answers each map with its patch applied, and records the posts
+/// (tests).
 #[derive(Default)]
 pub struct RecordingMarks {
     pub written: Mutex<Vec<(String, MarkPatch)>>,
+    pub posted: Mutex<Vec<(String, DataPatch)>>,
 }
 
 impl MarkWriter for RecordingMarks {
@@ -104,5 +128,17 @@ impl MarkWriter for RecordingMarks {
             };
         }
         Box::pin(async move { Ok(written) })
+    }
+
+    fn post<'a>(
+        &'a self,
+        template: &'a ConfigMap,
+        data: &'a DataPatch,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        self.posted
+            .lock()
+            .expect("recording lock")
+            .push((template.name_any(), data.clone()));
+        Box::pin(async move { Ok(()) })
     }
 }

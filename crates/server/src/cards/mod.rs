@@ -13,6 +13,7 @@
 //! - The console draws the drawer (`crate::console`).
 
 pub mod drawer;
+pub mod host_notes;
 pub mod inbox;
 pub mod marks;
 pub mod notifications;

@@ -15,7 +15,10 @@ use super::read_marks;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Listed {
     pub id: String,
-    /// The plugin that posted it.
+    /// Who posted it: `plugin` (its `POST /notifications`) or `host` (this host's own, about
+    /// the plugin: [`super::host_notes`]).
+    pub from: &'static str,
+    /// The plugin that posted it, or that the host's is about.
     pub plugin: String,
     pub title: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -31,14 +34,20 @@ pub fn listed<'a>(maps: impl IntoIterator<Item = &'a ConfigMap>) -> Vec<Listed> 
         .into_iter()
         .flat_map(|map| {
             let plugin = inbox::plugin_of(map);
+            let host = super::host_notes::is_host_inbox(map);
             let marked = read_marks::marked(map);
             inbox::entries(map)
                 .into_iter()
                 .filter(|e| e.kind == Kind::Notification)
                 .map(move |entry| {
+                    let about = entry.data.as_ref().and_then(|d| d["plugin"].as_str());
                     let listed = Listed {
                         id: entry.id.clone(),
-                        plugin: plugin.clone(),
+                        from: if host { "host" } else { "plugin" },
+                        plugin: match (host, about) {
+                            (true, Some(about)) => about.to_string(),
+                            _ => plugin.clone(),
+                        },
                         title: entry.title.clone(),
                         body: entry.body.clone(),
                         level: entry.level.unwrap_or_default(),
@@ -113,6 +122,40 @@ mod tests {
             .collect();
         assert_eq!(seen, [("note-2", "echo", true), ("note-1", "quiz", false)]);
         assert_eq!(listed[0].level, Level::Warning);
+        assert_eq!(listed[0].from, "plugin");
         assert_eq!(listed[0].body.as_deref(), Some("body"));
+    }
+
+    #[test]
+    fn the_hosts_own_are_told_apart_and_name_the_plugin_they_are_about() {
+        use crate::cards::host_notes::{self, About};
+        let chat = model::resources::Channel::new(
+            "general",
+            model::resources::ChannelSpec {
+                project: "proj".into(),
+                kind: model::resources::ChannelKind::Channel,
+                parent: None,
+                app: model::resources::App::Desktop,
+                hidden: false,
+                working_tree: None,
+            },
+        );
+        let mut map = host_notes::template(&chat);
+        let about = About::FailedAction {
+            plugin: "echo",
+            action: "tick",
+            task: "echo-general-tick",
+            why: "it timed out",
+        };
+        let entry = host_notes::entry(&about, "2026-01-01T00:00:03Z");
+        for (k, v) in host_notes::patch(&[], &entry).unwrap() {
+            map.data.get_or_insert_default().insert(k, v.unwrap());
+        }
+        let listed = listed(&[map]);
+        assert_eq!(
+            (listed[0].from, listed[0].plugin.as_str(), listed[0].level),
+            ("host", "echo", Level::Error)
+        );
+        assert_eq!(listed[0].body.as_deref(), Some("it timed out"));
     }
 }

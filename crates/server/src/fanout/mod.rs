@@ -11,7 +11,8 @@
 //! - [`plugins_changed`]: `plugins.changed` to running containers when a plugin is installed,
 //!   upgraded or removed, or a container stops;
 //! - [`overdue_approvals`]: an approval still pending past its deadline, its waiting call gone
-//!   with its replica, expired (denied).
+//!   with its replica, expired (denied);
+//! - [`failed_runs`]: the host's notification in a chat's drawer that an agent run there failed.
 //!
 //! A replica that does not lead reads the same events; the settings and plugins events it
 //! keeps for as long as a handover can take and sends them if it takes over ([`backlog`]), and
@@ -19,6 +20,7 @@
 //! event the last holder never sent is not lost, even one this replica did not see.
 
 pub mod backlog;
+pub mod failed_runs;
 pub mod overdue_approvals;
 pub mod plugins_changed;
 pub mod runs_done;
@@ -31,6 +33,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use crate::calls::Calls;
+use crate::cards::marks::MarkWriter;
 use crate::index::ConfigWrite;
 use crate::status::StatusWriter;
 use crate::tool_calls::approval::ApprovalDesk;
@@ -44,6 +47,8 @@ pub struct Duties {
     pub done: Arc<dyn runs_done::DoneRecorder>,
     /// Expires approvals nobody waits on ([`overdue_approvals`]).
     pub desk: ApprovalDesk,
+    /// Writes the host's notifications in the chats' drawers ([`failed_runs`]).
+    pub drawer: Arc<dyn MarkWriter>,
 }
 
 /// Runs the fan-out until `stop` turns true; only while `leading` says so does it send. With
@@ -60,6 +65,7 @@ pub async fn run(
         status,
         done,
         desk,
+        drawer,
     } = duties;
     let mark = mark.map(Arc::new);
     let tasks = async {
@@ -69,6 +75,7 @@ pub async fn run(
             sweep::run(calls.clone(), status, leading.clone()),
             plugins_changed::run(calls.clone(), leading.clone(), mark.clone()),
             overdue_approvals::run(desk, leading.clone()),
+            failed_runs::run(calls.clone(), drawer, leading.clone()),
         )
     };
     tokio::select! {

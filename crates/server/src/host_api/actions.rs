@@ -16,6 +16,7 @@ use super::error::{Code, HostError, HostResult};
 use super::state::{HostState, json_body, what};
 use crate::calls::CallKind;
 use crate::calls::client::PluginRequest;
+use crate::cards::host_notes::{self, About};
 use crate::tool_calls::is_workflow_run_id;
 use model::manifest::Manifest;
 
@@ -88,6 +89,8 @@ pub async fn post(
         .await?;
     let call: ActionCall = json_body(&body)?;
     check(&target.compiled.manifest, &action, &call)?;
+    let scheduled =
+        (call.trigger == Trigger::Schedule).then(|| call.task_id.clone().unwrap_or_default());
     let limits = s.calls.limits();
     let request = PluginRequest::json(
         CallKind::Action,
@@ -96,12 +99,27 @@ pub async fn post(
         limits.action,
         limits.body,
     );
-    s.call_accepted(
-        &target,
-        &request,
-        &what(&target, &format!("action {action}")),
-    )
-    .await?;
+    let called = s
+        .call_accepted(
+            &target,
+            &request,
+            &what(&target, &format!("action {action}")),
+        )
+        .await;
+    // A schedule's call that failed is the host's to tell the chat: nobody waits on it.
+    if let (Err(failed), Some(task)) = (&called, &scheduled)
+        && let Some(chat) = s.index().channel(&ns, &chat)
+    {
+        let about = About::FailedAction {
+            plugin: &plugin,
+            action: &action,
+            task,
+            why: &failed.message,
+        };
+        let now = crate::clock::rfc3339(jiff::Timestamp::now());
+        host_notes::tell(s.marks.as_ref(), s.index(), &chat, &about, &now).await;
+    }
+    called?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())
 }
 

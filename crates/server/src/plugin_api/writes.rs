@@ -6,13 +6,10 @@
 //!   only the API server writes, so concurrent writers of different keys never undo each
 //!   other), creating it first when it is missing.
 
-use std::collections::BTreeMap;
-
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
-use serde_json::json;
 
 use model::names::FIELD_MANAGER_API as FIELD_MANAGER;
 use model::resources::AgentRun;
@@ -27,7 +24,8 @@ pub enum WriteError {
 }
 
 /// Keys to set (`Some`) or remove (`None`) in a ConfigMap's data.
-pub type DataPatch = BTreeMap<String, Option<String>>;
+pub use crate::config_map::DataPatch;
+use crate::config_map::MergeError;
 
 /// The writes of the API server.
 pub trait Writer: Send + Sync {
@@ -62,10 +60,6 @@ fn failed(what: &str, name: &str, err: kube::Error) -> WriteError {
     }
 }
 
-fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(s) if s.is_not_found())
-}
-
 impl Writer for KubeWriter {
     fn create_run<'a>(&'a self, run: &'a AgentRun) -> BoxFuture<'a, Result<AgentRun, WriteError>> {
         Box::pin(async move {
@@ -87,41 +81,12 @@ impl Writer for KubeWriter {
         data: &'a DataPatch,
     ) -> BoxFuture<'a, Result<ConfigMap, WriteError>> {
         Box::pin(async move {
-            let name = template.name_any();
-            let ns = template.namespace().unwrap_or_default();
-            let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
-            let params = PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            };
-            let patch = json!({ "data": data });
-            // Twice at most: a missing ConfigMap is created, and one made meanwhile by another
-            // call is patched.
-            for _ in 0..2 {
-                match api.patch(&name, &params, &Patch::Merge(&patch)).await {
-                    Ok(map) => return Ok(map),
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => return Err(failed("patching ConfigMap", &name, e)),
-                }
-                let mut fresh = template.clone();
-                fresh.data = Some(
-                    data.iter()
-                        .filter_map(|(k, v)| v.as_ref().map(|v| (k.clone(), v.clone())))
-                        .collect(),
-                );
-                let post = PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..Default::default()
-                };
-                match api.create(&post, &fresh).await {
-                    Ok(map) => return Ok(map),
-                    Err(kube::Error::Api(s)) if s.is_already_exists() => continue,
-                    Err(e) => return Err(failed("creating ConfigMap", &name, e)),
-                }
-            }
-            Err(WriteError::Failed(format!(
-                "ConfigMap {name} kept changing"
-            )))
+            crate::config_map::merge_data(&self.client, template, data)
+                .await
+                .map_err(|e| match e {
+                    MergeError::AlreadyExists(name) => WriteError::AlreadyExists(name),
+                    MergeError::Failed(why) => WriteError::Failed(why),
+                })
         })
     }
 }

@@ -543,8 +543,8 @@ async function loadNotifications() {
   unread.setAttribute("aria-label", `${listed.unread} unread`);
   $("notifications-read-all").disabled = listed.unread === 0;
   const items = listed.notifications.map((n) => h("li", {
-    class: `notification level-${n.level}${n.unread ? " unread" : ""}`,
-    dataset: { notification: n.id, plugin: n.plugin },
+    class: `notification level-${n.level} from-${n.from}${n.unread ? " unread" : ""}`,
+    dataset: { notification: n.id, plugin: n.plugin, from: n.from },
   },
   h("header", { class: "card-head" },
     h("h3", { class: "notification-title" }, n.title),
@@ -557,7 +557,8 @@ async function loadNotifications() {
       }, "Mark read")
       : null),
   n.body ? h("p", { class: "notification-body" }, n.body) : null,
-  h("p", { class: "meta" }, `${n.plugin} · ${n.level} · ${ago(n.created)}${n.unread ? " · unread" : ""}`)));
+  h("p", { class: "meta" },
+    `${n.from === "host" ? `the host, about ${n.plugin}` : n.plugin} · ${n.level} · ${ago(n.created)}${n.unread ? " · unread" : ""}`)));
   if (!items.length) fill($("notifications"), h("li", { class: "empty" }, "No notifications."));
   else fill($("notifications"), ...items);
 }

@@ -252,7 +252,7 @@ async fn notifications_list_and_mark_read_apart_from_the_cards() {
         a.json,
         json!({
             "notifications": [{
-                "id": "note-1", "plugin": "echo", "title": "Sync failed",
+                "id": "note-1", "from": "plugin", "plugin": "echo", "title": "Sync failed",
                 "body": "github.com answered 503", "level": "error",
                 "created": "2026-12-05T09:00:00.300Z", "unread": true,
             }],

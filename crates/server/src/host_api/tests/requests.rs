@@ -856,3 +856,42 @@ async fn panels_and_switches_list_before_the_instance_is_made() {
         (StatusCode::SERVICE_UNAVAILABLE, "instance_pending")
     );
 }
+
+/// A schedule's call of an action that fails is told in the chat's drawer as the host's own
+/// notification (nobody waits on a CronJob's call); a person's failed call is not (they see the
+/// answer).
+#[tokio::test]
+async fn a_scheduled_action_that_fails_is_told_in_the_chats_drawer() {
+    let mut w = World::new().await;
+    w.start("general", "uid-1");
+    let tick = r#"{"trigger": "schedule", "task_id": "echo-general-tick"}"#;
+    w.plugin.hang(1, Duration::from_secs(2));
+    let a = w
+        .send("POST", &at("general", "/actions/tick"), Some(TOKEN), tick)
+        .await;
+    assert_eq!(a.status, StatusCode::GATEWAY_TIMEOUT, "{}", a.json);
+    let posted = w.marks.posted.lock().unwrap().clone();
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert_eq!(posted[0].0, "general-host-inbox");
+    let entry: Value =
+        serde_json::from_str(posted[0].1.values().next().unwrap().as_deref().unwrap()).unwrap();
+    assert_eq!(entry["title"], "Scheduled action tick of echo failed");
+    assert_eq!(entry["level"], "error");
+    assert_eq!(entry["data"]["task"], "echo-general-tick");
+    assert!(
+        entry["body"].as_str().unwrap().contains("action tick"),
+        "{entry}"
+    );
+
+    w.plugin.hang(1, Duration::from_secs(2));
+    let a = w
+        .send(
+            "POST",
+            &at("general", "/actions/tick"),
+            Some(TOKEN),
+            r#"{"trigger": "manual"}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::GATEWAY_TIMEOUT, "{}", a.json);
+    assert_eq!(w.marks.posted.lock().unwrap().len(), 1);
+}
