@@ -322,10 +322,11 @@ async fn check_applied(ns: &Ns, release: &str, docs: &[Value]) -> anyhow::Result
     let user = |account: &str| format!("system:serviceaccount:{}:{account}", ns.name());
     let controller = user(&fullname);
     let mut granted = 0;
-    // The host API callers', the project roles and the plugin operator's are for operators to
-    // bind; nobody has them.
+    // The host API callers', the approvers', the project roles and the plugin operator's are
+    // for operators to bind; nobody has them.
     let unbound = [
         "-host-api-caller",
+        "-approver",
         "-project-editor",
         "-project-trustee",
         "-plugin-operator",
