@@ -78,3 +78,38 @@ fn a_stale_copy_is_named_with_the_line_it_differs_from() {
     );
     assert_eq!(difference(None, generated).as_deref(), Some("missing"));
 }
+
+/// kubectl prints a `date` column as the time since it ("5m"), and `<invalid>` for a time
+/// still to come: a column of a time in the future (a deadline) is a string, the time itself.
+/// The times of the past a date column may show: when an object was made, a run started or
+/// ended, an instance was last busy or stopped.
+#[test]
+fn every_date_column_shows_a_time_already_past() {
+    let past = [
+        ".metadata.creationTimestamp",
+        ".status.startTime",
+        ".status.endTime",
+        ".status.lastActivity",
+        ".status.stoppedAt",
+        ".status.decidedAt",
+    ];
+    let mut dates = Vec::new();
+    for crd in model::crdgen::all() {
+        for version in &crd.spec.versions {
+            for column in version.additional_printer_columns.iter().flatten() {
+                if column.type_ == "date" {
+                    dates.push((crd.spec.names.kind.clone(), column.json_path.clone()));
+                }
+            }
+        }
+    }
+    assert!(!dates.is_empty());
+    let future: Vec<_> = dates
+        .iter()
+        .filter(|(_, path)| !past.contains(&path.as_str()))
+        .collect();
+    assert!(
+        future.is_empty(),
+        "date columns of times that may lie ahead (kubectl shows <invalid>): {future:?}"
+    );
+}

@@ -34,7 +34,7 @@ pub const MAX_APPROVAL_INPUT_BYTES: usize = 64 * 1024;
     printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agent"),
     printcolumn(name = "Decision", type_ = "string", json_path = ".status.decision"),
     printcolumn(name = "By", type_ = "string", json_path = ".status.decidedBy"),
-    printcolumn(name = "Until", type_ = "date", json_path = ".spec.deadline"),
+    printcolumn(name = "Until", type_ = "string", json_path = ".spec.deadline"),
     printcolumn(
         name = "Age",
         type_ = "date",
