@@ -113,14 +113,15 @@ pub fn patch(existing: &[Entry], entry: &Entry) -> Option<DataPatch> {
 }
 
 /// Tells `about` in `chat`'s drawer at `now` (RFC 3339), unless its host inbox (as the index
-/// holds it) has it already. Best effort: a failed write is logged, and answers nothing.
+/// holds it) has it already; answers whether the drawer has it now. Best effort: a failed write
+/// is logged.
 pub async fn tell(
     writer: &dyn super::marks::MarkWriter,
     index: &crate::index::Index,
     chat: &Channel,
     about: &About<'_>,
     now: &str,
-) {
+) -> bool {
     let entry = entry(about, now);
     let name = inbox_name(&chat.name_any());
     let namespace = chat.namespace().unwrap_or_default();
@@ -130,11 +131,17 @@ pub async fn tell(
         .map(|m| inbox::entries(&m))
         .unwrap_or_default();
     let Some(patch) = patch(&existing, &entry) else {
-        return;
+        return true;
     };
     match writer.post(&template(chat), &patch).await {
-        Ok(()) => tracing::info!(chat = %chat.name_any(), title = %entry.title, "told the chat"),
-        Err(e) => tracing::warn!(chat = %chat.name_any(), error = %e, "could not tell the chat"),
+        Ok(()) => {
+            tracing::info!(chat = %chat.name_any(), title = %entry.title, "told the chat");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(chat = %chat.name_any(), error = %e, "could not tell the chat");
+            false
+        }
     }
 }
 

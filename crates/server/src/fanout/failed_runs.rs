@@ -2,8 +2,11 @@
 //! Loop's own notifications in the drawer): the leader looks at the runs whenever they change
 //! and tells each run that ended Failed within the last [`RECENT`], once
 //! ([`crate::cards::host_notes`]: the entry's key is the run's, and one the chat's host inbox
-//! holds is not written again, so a new leader or a restart tells nothing twice).
+//! holds is not written again, so a new leader or a restart tells nothing twice). A run told is
+//! remembered for as long as this replica runs: one the inbox dropped since (a chat with more
+//! than a hundred failures) is not told again, so the writes stop.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,12 +47,17 @@ pub fn to_tell(runs: &[Arc<AgentRun>], now: jiff::Timestamp) -> Vec<Arc<AgentRun
 /// Tells each failed run whenever the runs change, while leading.
 pub async fn run(calls: Calls, writer: Arc<dyn MarkWriter>, mut leading: watch::Receiver<bool>) {
     let mut runs = calls.index().changed.runs.subscribe();
+    let mut told: HashSet<String> = HashSet::new();
     loop {
         super::until_leading(&mut leading).await;
         runs.mark_unchanged();
         let index = calls.index();
         let now = jiff::Timestamp::now();
         for run in to_tell(&index.runs.state(), now) {
+            let uid = run.uid().unwrap_or_else(|| run.name_any());
+            if told.contains(&uid) {
+                continue;
+            }
             let namespace = run.namespace().unwrap_or_default();
             let Some(chat) = index.channel(&namespace, &run.spec.channel) else {
                 continue;
@@ -60,15 +68,14 @@ pub async fn run(calls: Calls, writer: Arc<dyn MarkWriter>, mut leading: watch::
                 .and_then(|s| s.end_time.as_ref())
                 .map(|t| crate::clock::rfc3339(timestamp(t)))
                 .unwrap_or_else(|| crate::clock::rfc3339(now));
-            host_notes::tell(
-                writer.as_ref(),
-                index,
-                &chat,
-                &About::FailedRun { run: &run },
-                &at,
-            )
-            .await;
+            let about = About::FailedRun { run: &run };
+            if host_notes::tell(writer.as_ref(), index, &chat, &about, &at).await {
+                told.insert(uid);
+            }
         }
+        // Runs deleted since are forgotten.
+        let present: HashSet<String> = index.runs.state().iter().filter_map(|r| r.uid()).collect();
+        told.retain(|uid| present.contains(uid));
         tokio::select! {
             _ = runs.changed() => {}
             _ = super::until_not_leading(&mut leading) => {}
