@@ -149,7 +149,11 @@ async fn run_waits(ns: Ns) -> anyhow::Result<()> {
         with_profiles(h, &[("default", profile(&[], &[]))], "4m")
     })
     .await?;
-    let result = scenario(&ns, &id, &host).await;
+    // Plugins are on once the suite's HostConfig is applied (by the API server just started).
+    let result = match instance_made(&ns, &id, "general").await {
+        Ok(()) => scenario(&ns, &id, &host).await,
+        Err(e) => Err(e),
+    };
     put_back(&ns, result).await?;
     ensure!(
         model.failures().is_empty(),

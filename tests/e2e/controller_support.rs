@@ -635,3 +635,28 @@ pub async fn cli_as(
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
 }
+
+/// Waits until the controller has made `plugin`'s instance in `chat` (Stopped, its Secret
+/// written): what a run's tool call needs. A real plugin starts runs from its own container,
+/// which exists only once its instance does; a test that makes an AgentRun itself waits first.
+pub async fn instance_made(ns: &Ns, plugin: &str, chat: &str) -> anyhow::Result<()> {
+    let instance = model::names::instance_name(plugin, chat);
+    crate::support::wait::matches(
+        &ns.api::<model::resources::PluginInstance>(),
+        &instance,
+        "the instance made (Stopped)",
+        WAIT,
+        |i: &model::resources::PluginInstance| {
+            i.status.as_ref().and_then(|s| s.phase)
+                == Some(model::resources::InstancePhase::Stopped)
+        },
+    )
+    .await?;
+    crate::support::wait::exists(
+        &ns.api::<k8s_openapi::api::core::v1::Secret>(),
+        &model::names::secret_name(&instance),
+        WAIT,
+    )
+    .await?;
+    Ok(())
+}

@@ -213,7 +213,10 @@ async fn mcp_tools(ns: Ns) -> anyhow::Result<()> {
     ])
     .await?;
     let host = runner_for(&ns, &model).await?;
-    let result = mcp_scenario(&ns, &id, &host.url).await;
+    let result = match instance_made(&ns, &id, "general").await {
+        Ok(()) => mcp_scenario(&ns, &id, &host.url).await,
+        Err(e) => Err(e),
+    };
     put_back(&ns, result).await?;
     no_objection(&model)
 }

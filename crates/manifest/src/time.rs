@@ -7,6 +7,13 @@ pub fn rfc3339(at: Timestamp) -> String {
     at.round(jiff::Unit::Second).unwrap_or(at).to_string()
 }
 
+/// `at` to the millisecond, always three digits (RFC 3339, UTC): a string whose order is the
+/// times' order, for what is told apart within a second (an approval's request).
+pub fn rfc3339_millis(at: Timestamp) -> String {
+    let at = at.round(jiff::Unit::Millisecond).unwrap_or(at);
+    at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
 /// The time now, as conditions record it.
 pub fn now_rfc3339() -> String {
     rfc3339(Timestamp::now())
@@ -20,6 +27,31 @@ pub fn parse(text: &str) -> Option<Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn milliseconds_keep_three_digits_so_strings_sort_as_times() {
+        let at = |t: &str| rfc3339_millis(t.parse().unwrap());
+        assert_eq!(at("2026-01-01T10:00:00Z"), "2026-01-01T10:00:00.000Z");
+        assert_eq!(at("2026-01-01T10:00:00.0126Z"), "2026-01-01T10:00:00.013Z");
+        let mut times = [
+            at("2026-01-01T10:00:00.5Z"),
+            at("2026-01-01T10:00:00Z"),
+            at("2026-01-01T10:00:00.05Z"),
+        ];
+        times.sort();
+        assert_eq!(
+            times,
+            [
+                "2026-01-01T10:00:00.000Z",
+                "2026-01-01T10:00:00.050Z",
+                "2026-01-01T10:00:00.500Z"
+            ]
+        );
+        assert_eq!(
+            parse(&times[1]),
+            Some("2026-01-01T10:00:00.05Z".parse().unwrap())
+        );
+    }
 
     #[test]
     fn timestamps_are_whole_seconds_in_utc() {

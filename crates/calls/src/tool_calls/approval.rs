@@ -76,6 +76,13 @@ pub trait ApprovalWriter: Send + Sync {
         reason: &'a str,
         note: String,
     ) -> BoxFuture<'a, ()>;
+    /// The approval as stored now (not as a cache shows it): what a decision that met a
+    /// conflict reads again.
+    fn fresh<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<ToolCallApproval, DecideError>>;
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -449,7 +456,7 @@ pub fn approval_of(
             via: asked.via,
             profile: profile.into(),
             input: asked.input.clone(),
-            requested_at: model::time::rfc3339(now),
+            requested_at: model::time::rfc3339_millis(now),
             deadline: model::time::rfc3339(deadline),
         },
         status: None,
@@ -648,6 +655,20 @@ impl ApprovalWriter for KubeApprovals {
         })
     }
 
+    fn fresh<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<ToolCallApproval, DecideError>> {
+        Box::pin(async move {
+            match self.api(namespace).get_status(name).await {
+                Ok(approval) => Ok(approval),
+                Err(kube::Error::Api(s)) if s.is_not_found() => Err(DecideError::Gone),
+                Err(e) => Err(DecideError::Failed(e.to_string())),
+            }
+        })
+    }
+
     fn event<'a>(
         &'a self,
         approval: &'a ToolCallApproval,
@@ -686,6 +707,9 @@ pub struct StoreApprovals {
     made: std::sync::atomic::AtomicU64,
     /// Every Event recorded: (approval, reason, note).
     pub events: std::sync::Mutex<Vec<(String, String, String)>>,
+    /// The next this many decisions meet a conflict, as when the cache a decision was read
+    /// from is a write behind.
+    pub conflicts: std::sync::atomic::AtomicUsize,
 }
 
 impl StoreApprovals {
@@ -698,6 +722,7 @@ impl StoreApprovals {
             store: std::sync::Mutex::new(store),
             made: Default::default(),
             events: Default::default(),
+            conflicts: Default::default(),
         }
     }
 
@@ -735,6 +760,13 @@ impl ApprovalWriter for StoreApprovals {
         status: &'a ToolCallApprovalStatus,
     ) -> BoxFuture<'a, Result<ToolCallApproval, DecideError>> {
         Box::pin(async move {
+            use std::sync::atomic::Ordering;
+            let conflict = self
+                .conflicts
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            if conflict.is_ok() {
+                return Err(DecideError::Conflict);
+            }
             let ns = approval.namespace().unwrap_or_default();
             let at = ObjectRef::new(&approval.name_any()).within(&ns);
             let Some(now) = self.index.approvals.get(&at) else {
@@ -769,6 +801,20 @@ impl ApprovalWriter for StoreApprovals {
                 reason.to_string(),
                 note,
             ));
+        })
+    }
+
+    fn fresh<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<ToolCallApproval, DecideError>> {
+        Box::pin(async move {
+            self.index
+                .approvals
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|a| (*a).clone())
+                .ok_or(DecideError::Gone)
         })
     }
 }

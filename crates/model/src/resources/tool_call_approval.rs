@@ -61,7 +61,8 @@ pub struct ToolCallApprovalSpec {
     /// [`MAX_APPROVAL_INPUT_BYTES`] as JSON).
     #[schemars(schema_with = "crate::schema::any_json_map")]
     pub input: serde_json::Value,
-    /// When the agent asked (RFC 3339).
+    /// When the agent asked (RFC 3339, to the millisecond: calls made within one second are
+    /// told apart and listed in order).
     pub requested_at: String,
     /// Until when it waits; past it, the call is denied (RFC 3339).
     pub deadline: String,

@@ -256,6 +256,9 @@ pub struct DecisionBody {
 }
 
 /// `POST /namespaces/{ns}/channels/{chat}/approvals/{name}`: a person's answer.
+/// How often a decision reads the approval again after a conflict.
+const DECIDE_ATTEMPTS: usize = 3;
+
 pub async fn decide(
     State(s): State<HostState>,
     Path((ns, chat, name)): Path<(String, String, String)>,
@@ -281,38 +284,47 @@ pub async fn decide(
             })
         })?;
     let now = jiff::Timestamp::now();
-    may_decide(&approval, &chat, now).map_err(refused)?;
     let status = decided_status(body.answer, &user.username, reason, now);
     let writer = s.tools.desk().writer().clone();
-    let written = match writer.decide(&approval, &status).await {
-        Ok(written) => written,
-        Err(DecideError::Conflict) => {
-            // Someone decided since the index showed it: say who.
-            let latest = s
-                .index()
-                .approvals
-                .get(&ObjectRef::new(&name).within(&ns))
-                .filter(|a| a.decision().is_final());
-            let (decision, by) = latest
-                .map(|a| {
-                    let st = a.status.clone().unwrap_or_default();
-                    (a.decision().as_str(), st.decided_by.unwrap_or_default())
-                })
-                .unwrap_or(("decided", "someone".into()));
-            return Err(refused(DecisionRefused::AlreadyDecided {
-                name,
-                decision,
-                by,
-            }));
-        }
-        Err(DecideError::Gone) => {
-            return Err(refused(DecisionRefused::NotFound {
-                namespace: ns,
-                name,
-            }));
-        }
-        Err(DecideError::Failed(e)) => {
-            return Err(HostError::new(Code::Unavailable, e).retry_after(1));
+    // The cache may be a write behind (the desk's own pending status): a conflict reads the
+    // approval as stored and decides again while it is still pending, or says who decided.
+    let mut approval = (*approval).clone();
+    let mut attempts = 0;
+    let written = loop {
+        may_decide(&approval, &chat, now).map_err(refused)?;
+        match writer.decide(&approval, &status).await {
+            Ok(written) => break written,
+            Err(DecideError::Conflict) if attempts < DECIDE_ATTEMPTS => {
+                attempts += 1;
+                approval = match writer.fresh(&ns, &name).await {
+                    Ok(fresh) => fresh,
+                    Err(DecideError::Gone) => {
+                        return Err(refused(DecisionRefused::NotFound {
+                            namespace: ns,
+                            name,
+                        }));
+                    }
+                    Err(e) => {
+                        return Err(HostError::new(Code::Unavailable, e.to_string()).retry_after(1));
+                    }
+                };
+            }
+            Err(DecideError::Conflict) => {
+                return Err(HostError::new(
+                    Code::Unavailable,
+                    format!("ToolCallApproval {name} kept changing; try again"),
+                )
+                .retry_after(1));
+            }
+            Err(DecideError::Gone) => {
+                return Err(refused(DecisionRefused::NotFound {
+                    namespace: ns,
+                    name,
+                }));
+            }
+            Err(DecideError::Failed(e)) => {
+                return Err(HostError::new(Code::Unavailable, e).retry_after(1));
+            }
         }
     };
     let decision = written.decision();

@@ -428,3 +428,37 @@ async fn an_approval_nobody_waits_on_any_more_expires_after_its_deadline() {
     // A second sweep finds nothing left.
     assert_eq!(desk.expire_overdue(past).await, 0);
 }
+
+/// A decision read from a cache a write behind (the desk's own pending status, not yet
+/// watched) meets a conflict: it reads the approval as stored and decides, instead of
+/// answering that someone decided. A conflict that is a decision says who made it.
+#[tokio::test]
+async fn a_decision_that_meets_a_stale_cache_reads_again_and_decides() {
+    use std::sync::atomic::Ordering;
+    let mut w = World::new().await;
+    w.risk(profile(&[], &[]), "5m");
+    w.start("general", "uid-g");
+    let sender = w.sender();
+    let waiting = tokio::spawn(async move {
+        sender
+            .send(
+                "POST",
+                &at("general", "/tools/echo"),
+                Some(TOKEN),
+                &call("hi", "run-1"),
+            )
+            .await
+    });
+    let name = pending(&w).await;
+    w.approvals.conflicts.store(1, Ordering::SeqCst);
+    let decided = decide(&w, "general", &name, TOKEN, json!({"answer": "once"})).await;
+    assert_eq!(decided.status, StatusCode::OK, "{}", decided.json);
+    assert_eq!(decided.json["decision"], "Approved");
+    assert_eq!(waiting.await.unwrap().status, StatusCode::OK);
+    // Decided now: a second decision is refused, naming who decided.
+    w.approvals.conflicts.store(1, Ordering::SeqCst);
+    let again = decide(&w, "general", &name, TOKEN, json!({"answer": "deny"})).await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.json);
+    let said = again.json["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains(&format!("Approved by {TOKEN}")), "{said}");
+}
