@@ -626,15 +626,33 @@ async fn an_agents_call_waits_in_the_drawer(ns: Ns) -> anyhow::Result<()> {
     let tool = format!("plugin_{}-echo", world.plugin);
     let model = start_model(vec![
         Step::call(&tool, r#"{"text": "hi from an agent"}"#).after_message_containing("approve me"),
-        // The echo example knows no tool of this name and says so: the call reached it.
-        Step::answer("it ran").after_message_containing("no such tool"),
+        // The call reached the plugin, whose echo binary implements no tool of this name: it
+        // says "no such tool" with its built-in manifest (the local kubelet stand-in), and
+        // "declared in the manifest but not implemented" with its image's (kind).
+        Step::answer("it ran").expecting(|request| {
+            let last = testkit::chat_model::last_message(request);
+            (last.contains("no such tool") || last.contains("not implemented"))
+                .then_some(())
+                .ok_or_else(|| format!("the tool's answer is {last:?}"))
+        }),
         Step::call(&tool, r#"{"text": "and this one"}"#).after_message_containing("deny me"),
         Step::answer("told no").after_message_containing("not this one"),
     ])
     .await?;
     // The runs reach the console's own API server for their MCP endpoint.
     use_runner_with(&ns, &model, world.host.url_for_pods.clone(), |h| h).await?;
-    let result = approve_and_deny(&world, &ns).await;
+    // What the model was told, with a failure: why a run ended as it did.
+    let result = approve_and_deny(&world, &ns).await.map_err(|e| {
+        let told: Vec<String> = model
+            .requests()
+            .iter()
+            .map(testkit::chat_model::last_message)
+            .collect();
+        e.context(format!(
+            "the model objected to {:?}; the last messages it got: {told:?}",
+            model.failures()
+        ))
+    });
     put_back(&ns, result).await?;
     ensure!(
         model.failures().is_empty(),
