@@ -371,11 +371,14 @@ async fn profiles_scenario(
     // Trusted: it counts, and the call runs at once.
     apply_trusted(ns, "proj", lenient).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let trusted = caller.post(&tool, call("c")).await?;
+    for attempt in 0.. {
+        // Each try its own input: a try made before the server read the trust asks (and is
+        // denied), and must not be taken for the one that runs.
+        let text = format!("c{attempt}");
+        let trusted = caller.post(&tool, call(&text)).await?;
         if trusted.json["is_error"] == false {
             ensure!(
-                trusted.json["structured_content"] == json!({"echo": "c"}),
+                trusted.json["structured_content"] == json!({ "echo": text }),
                 "{trusted:?}"
             );
             // It ran without asking anyone: no approval names its input. (Its time says
@@ -386,7 +389,7 @@ async fn profiles_scenario(
                 .await?
                 .items
                 .into_iter()
-                .filter(|a| a.spec.input == json!({"text": "c"}))
+                .filter(|a| a.spec.input == json!({ "text": text }))
                 .map(|a| a.name_any())
                 .collect();
             ensure!(asked.is_empty(), "the pre-approved call asked: {asked:?}");
