@@ -56,6 +56,17 @@ pub enum DecideError {
     Failed(String),
 }
 
+impl DecideError {
+    /// What the API server's answer means for a decision.
+    fn of(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) if s.is_conflict() => DecideError::Conflict,
+            kube::Error::Api(s) if s.is_not_found() => DecideError::Gone,
+            e => DecideError::Failed(e.to_string()),
+        }
+    }
+}
+
 /// The approvals' writes: behind a trait, so request-level tests record them.
 pub trait ApprovalWriter: Send + Sync {
     /// Makes the approval (its name generated); answers it as stored.
@@ -638,20 +649,14 @@ impl ApprovalWriter for KubeApprovals {
                 field_manager: Some(names::FIELD_MANAGER_API.into()),
                 ..Default::default()
             };
-            match self
-                .api(&ns)
+            self.api(&ns)
                 .patch_status(
                     &approval.name_any(),
                     &params,
                     &kube::api::Patch::Merge(&patch),
                 )
                 .await
-            {
-                Ok(written) => Ok(written),
-                Err(kube::Error::Api(s)) if s.is_conflict() => Err(DecideError::Conflict),
-                Err(kube::Error::Api(s)) if s.is_not_found() => Err(DecideError::Gone),
-                Err(e) => Err(DecideError::Failed(e.to_string())),
-            }
+                .map_err(DecideError::of)
         })
     }
 
@@ -661,11 +666,10 @@ impl ApprovalWriter for KubeApprovals {
         name: &'a str,
     ) -> BoxFuture<'a, Result<ToolCallApproval, DecideError>> {
         Box::pin(async move {
-            match self.api(namespace).get_status(name).await {
-                Ok(approval) => Ok(approval),
-                Err(kube::Error::Api(s)) if s.is_not_found() => Err(DecideError::Gone),
-                Err(e) => Err(DecideError::Failed(e.to_string())),
-            }
+            self.api(namespace)
+                .get_status(name)
+                .await
+                .map_err(DecideError::of)
         })
     }
 

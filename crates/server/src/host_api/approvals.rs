@@ -288,6 +288,18 @@ pub async fn decide(
     let writer = s.tools.desk().writer().clone();
     // The cache may be a write behind (the desk's own pending status): a conflict reads the
     // approval as stored and decides again while it is still pending, or says who decided.
+    let failed = |e: DecideError| match e {
+        DecideError::Gone => refused(DecisionRefused::NotFound {
+            namespace: ns.clone(),
+            name: name.clone(),
+        }),
+        DecideError::Conflict => HostError::new(
+            Code::Unavailable,
+            format!("ToolCallApproval {name} kept changing; try again"),
+        )
+        .retry_after(1),
+        DecideError::Failed(e) => HostError::new(Code::Unavailable, e).retry_after(1),
+    };
     let mut approval = (*approval).clone();
     let mut attempts = 0;
     let written = loop {
@@ -296,35 +308,9 @@ pub async fn decide(
             Ok(written) => break written,
             Err(DecideError::Conflict) if attempts < DECIDE_ATTEMPTS => {
                 attempts += 1;
-                approval = match writer.fresh(&ns, &name).await {
-                    Ok(fresh) => fresh,
-                    Err(DecideError::Gone) => {
-                        return Err(refused(DecisionRefused::NotFound {
-                            namespace: ns,
-                            name,
-                        }));
-                    }
-                    Err(e) => {
-                        return Err(HostError::new(Code::Unavailable, e.to_string()).retry_after(1));
-                    }
-                };
+                approval = writer.fresh(&ns, &name).await.map_err(&failed)?;
             }
-            Err(DecideError::Conflict) => {
-                return Err(HostError::new(
-                    Code::Unavailable,
-                    format!("ToolCallApproval {name} kept changing; try again"),
-                )
-                .retry_after(1));
-            }
-            Err(DecideError::Gone) => {
-                return Err(refused(DecisionRefused::NotFound {
-                    namespace: ns,
-                    name,
-                }));
-            }
-            Err(DecideError::Failed(e)) => {
-                return Err(HostError::new(Code::Unavailable, e).retry_after(1));
-            }
+            Err(e) => return Err(failed(e)),
         }
     };
     let decision = written.decision();
