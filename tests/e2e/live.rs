@@ -26,19 +26,19 @@ pub fn tests() -> Vec<E2eTest> {
     ]
 }
 
-/// The app's side: the host API as a caller allowed every route.
-struct App {
-    http: reqwest::Client,
-    base: String,
-    token: String,
+/// The app's side: the host API as a caller allowed every route, under one chat's path.
+pub struct App {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub token: String,
 }
 
 impl App {
-    fn url(&self, rest: &str) -> String {
+    pub fn url(&self, rest: &str) -> String {
         format!("{}{rest}", self.base)
     }
 
-    async fn send(
+    pub async fn send(
         &self,
         method: &str,
         rest: &str,
@@ -65,13 +65,19 @@ impl App {
 
 /// The first `control` event of a server-sent event stream, as JSON.
 async fn first_control(response: reqwest::Response) -> anyhow::Result<Value> {
+    first_event(response, "control").await
+}
+
+/// The first event named `name` of a server-sent event stream, as JSON.
+pub async fn first_event(response: reqwest::Response, name: &str) -> anyhow::Result<Value> {
+    let wanted = format!("event: {name}");
     let mut body = response.bytes_stream();
     let mut buffer = String::new();
     while let Some(chunk) = body.next().await {
         buffer.push_str(&String::from_utf8_lossy(&chunk?));
         while let Some(end) = buffer.find("\n\n") {
             let event: String = buffer.drain(..end + 2).collect();
-            if event.lines().any(|l| l == "event: control") {
+            if event.lines().any(|l| l == wanted) {
                 let data: String = event
                     .lines()
                     .filter_map(|l| l.strip_prefix("data: "))
@@ -80,7 +86,7 @@ async fn first_control(response: reqwest::Response) -> anyhow::Result<Value> {
             }
         }
     }
-    anyhow::bail!("the stream ended without a control request")
+    anyhow::bail!("the stream ended without a {name} event")
 }
 
 async fn control_round_trip(ns: Ns) -> anyhow::Result<()> {

@@ -33,6 +33,7 @@ mod tour;
 mod traces;
 mod trust;
 mod ui;
+mod ui_commands;
 mod unreadable;
 mod versions;
 mod watch;
@@ -72,6 +73,7 @@ fn main() -> std::process::ExitCode {
         traces::tests(),
         trust::tests(),
         ui::tests(),
+        ui_commands::tests(),
         unreadable::tests(),
         versions::tests(),
         watch::tests(),

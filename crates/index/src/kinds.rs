@@ -133,9 +133,9 @@ pub fn runner_jobs_selector() -> String {
     format!("{MANAGED_SELECTOR},app.kubernetes.io/component=runner")
 }
 
-/// The label selector of the API server's inbox, memory and live session ConfigMaps.
+/// The label selector of the API server's inbox, memory, live session and UI command ConfigMaps.
 pub fn config_maps_selector() -> String {
-    format!("{MANAGED_SELECTOR},app.kubernetes.io/component in (inbox,memory,live)")
+    format!("{MANAGED_SELECTOR},app.kubernetes.io/component in (inbox,memory,live,ui-commands)")
 }
 
 /// The watches of a process, by the index's store each fills: `None` for a kind none of its

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use loop_plugin_sdk::api::ui_command::{Step, StepStatus, UiCommandRequest};
 use loop_plugin_sdk::api::wire::{
     CardRequest, ChatKind, InboxKind, Level, LiveControlRequest, NotificationRequest, RunState,
     SwitchRequest,
@@ -17,7 +18,7 @@ const MANIFEST: &str = r#"{
   "id": "quiz", "name": "Quiz", "version": "1.2.3", "api": "1",
   "capabilities": ["agent.readonly", "agent.write", "files.read", "memory.read", "memory.write",
                    "notifications.send", "ui.notification.card", "ui.composer_switch", "live.control",
-                   "secrets.read"],
+                   "secrets.read", "ui.command", "ui.panel"],
   "agents": [
     { "id": "ask", "read_only": true, "tools": ["grade"] },
     { "id": "fix", "read_only": false, "tools": [] }
@@ -30,6 +31,7 @@ const MANIFEST: &str = r#"{
     "backup_key": { "type": "string", "secret": true }
   },
   "ui": {
+    "panels": [{ "id": "main", "label": "Quiz", "entry": "ui/main/index.html" }],
     "cards": [{ "id": "score", "entry": "ui/score.html" }],
     "composer_switches": [{ "id": "sync", "label": "Sync", "icon": "ui/sync.svg", "title": "Sync is off" }]
   },
@@ -286,6 +288,60 @@ async fn files_come_from_the_configs_working_tree() {
         ErrorCode::InvalidPath
     );
     assert_eq!(host.recorded().files_read, ["src/lib.rs", "src/main.rs"]);
+}
+
+#[tokio::test]
+async fn a_ui_command_is_checked_recorded_and_answered_that_every_step_ran() {
+    let (host, client) = host(Config::new(quiz())).await;
+    let command = UiCommandRequest {
+        steps: vec![
+            Step::SelectChat {},
+            Step::OpenPanel {
+                panel: "main".into(),
+            },
+            Step::Compose {
+                text: "/quiz".into(),
+            },
+        ],
+        timeout_seconds: Some(60),
+    };
+    let answer = client.run_ui(&command).await.unwrap();
+    assert!(answer.ran);
+    assert_eq!(
+        answer
+            .steps
+            .iter()
+            .map(|s| (s.kind.as_str(), s.status))
+            .collect::<Vec<_>>(),
+        [
+            ("select_chat", StepStatus::Ran),
+            ("open_panel", StepStatus::Ran),
+            ("compose", StepStatus::Ran),
+        ]
+    );
+    let undeclared = UiCommandRequest {
+        steps: vec![Step::OpenPanel {
+            panel: "history".into(),
+        }],
+        timeout_seconds: None,
+    };
+    assert_eq!(
+        code(client.run_ui(&undeclared).await),
+        ErrorCode::InvalidBody
+    );
+    assert_eq!(host.recorded().ui_commands, [command]);
+
+    let mut config = Config::new(quiz());
+    config.approved = Some(vec![Capability::NotificationsSend]);
+    let (_other, other) = self::host(config).await;
+    let err = other
+        .run_ui(&UiCommandRequest {
+            steps: vec![Step::OpenDrawer {}],
+            timeout_seconds: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("ui.command"), "{err}");
 }
 
 #[tokio::test]

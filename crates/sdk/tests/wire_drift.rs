@@ -314,6 +314,59 @@ mod plugin_api {
         };
         held_to(&spec, "LiveControlAnswer", answer.clone(), answer);
         held_to(&spec, "Hold", Hold { hold: true }, Hold { hold: false });
+        {
+            use loop_plugin_sdk::api::ui_command::{
+                Step, StepOutcome, StepStatus, UiCommandAnswer, UiCommandRequest,
+            };
+            let steps = vec![Step::SelectChat {}];
+            held_to(
+                &spec,
+                "UiCommandRequest",
+                UiCommandRequest {
+                    steps: steps.clone(),
+                    timeout_seconds: Some(30),
+                },
+                UiCommandRequest {
+                    steps,
+                    timeout_seconds: None,
+                },
+            );
+            let outcome = |error: Option<String>| StepOutcome {
+                kind: s.clone(),
+                status: StepStatus::Failed,
+                error,
+            };
+            let answer = |error| UiCommandAnswer {
+                id: s.clone(),
+                steps: vec![outcome(error)],
+                ran: false,
+            };
+            held_to(
+                &spec,
+                "UiCommandAnswer",
+                answer(Some(s.clone())),
+                answer(None),
+            );
+            let item =
+                &spec["components"]["schemas"]["UiCommandAnswer"]["properties"]["steps"]["items"];
+            let fields: std::collections::BTreeSet<String> = item["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            assert_eq!(
+                fields,
+                serde_json::to_value(outcome(Some(s.clone())))
+                    .unwrap()
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .cloned()
+                    .collect(),
+                "UiCommandAnswer.steps[]"
+            );
+        }
         let write = MemoryWrite { value: json!(1) };
         held_to(&spec, "MemoryWrite", write.clone(), write);
         let entry = MemoryEntry {

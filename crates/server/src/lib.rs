@@ -28,6 +28,7 @@
 static ALLOC: hostile::Counting = hostile::Counting;
 
 pub use ::calls::{self, delivery, status, tool_calls};
+pub mod asks;
 pub mod cards;
 pub mod clock;
 pub mod config_map;
@@ -45,3 +46,4 @@ pub mod plugin_api;
 pub mod records;
 pub mod serve;
 pub mod ui;
+pub mod ui_commands;

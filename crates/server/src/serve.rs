@@ -234,6 +234,12 @@ impl Server {
             stopped.clone(),
         ));
         host.live = Some(live.clone());
+        let ui_commands = Arc::new(crate::ui_commands::UiCommands::in_cluster(
+            client.clone(),
+            index.clone(),
+            stopped.clone(),
+        ));
+        host.ui_commands = Some(ui_commands.clone());
         let secrets = crate::plugin_api::secrets::SecretSettings {
             reader: Arc::new(crate::plugin_api::secrets::KubeSecretReader::new(
                 client.clone(),
@@ -253,6 +259,7 @@ impl Server {
             live.clone(),
             api_metrics,
         );
+        app.ui_commands = Some(ui_commands);
         match &replicas_namespace {
             Some(namespace) => {
                 tracing::info!(%namespace, "replicas count plugins.daily_runs together");

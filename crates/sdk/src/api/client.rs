@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::limits::REQUEST_TIMEOUT;
+use super::ui_command::{self, UiCommandAnswer, UiCommandRequest};
 use super::wire::{
     CardRequest, Channel, ErrorBody, ErrorCode, Hold, InboxEntry, LiveControlAnswer,
     LiveControlRequest, MemoryEntry, MemoryWrite, NotificationRequest, Run, RunRequest,
@@ -217,6 +218,20 @@ impl Client {
             LIVE_CONTROL_TIMEOUT,
         )
         .await
+    }
+
+    /// `POST /ui/commands`: carries out `command`'s steps in the app showing the chat, and
+    /// answers what became of each. Waits as long as the command's timeout, and a little more,
+    /// past [`TIMEOUT`], so the host's own `504 timeout` (no app answered) arrives first.
+    pub async fn run_ui(&self, command: &UiCommandRequest) -> Result<UiCommandAnswer> {
+        let wait = command
+            .timeout_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(ui_command::DEFAULT_TIMEOUT)
+            .min(ui_command::MAX_TIMEOUT)
+            .saturating_add(Duration::from_secs(5));
+        self.json(Method::POST, "/ui/commands", Some(command), wait)
+            .await
     }
 
     /// `PUT /channel/live/hold`: the hold now.

@@ -4,10 +4,12 @@
 //!
 //! A non-2xx answer is an [`Error::Status`] carrying the status, the API's error code and its
 //! message; [`Error::has_status`] and [`Error::code`] check it. Calls wait [`TIMEOUT`];
-//! [`Client::live_control`] waits as long as the host waits for the live session.
+//! [`Client::live_control`] waits as long as the host waits for the live session, and
+//! [`Client::run_ui`] as long as the command's timeout ([`ui_command`]).
 
 mod client;
 pub mod limits;
+pub mod ui_command;
 pub mod wire;
 
 pub use client::{Client, Error, FromEnvError, LIVE_CONTROL_TIMEOUT, Result, StatusError, TIMEOUT};

@@ -4,7 +4,8 @@
 //! switches, live control subtypes and secret settings it declares, and the limits of
 //! [`crate::api::limits`]. It records what the plugin did (runs, switch states, cards,
 //! notifications, memory, files read, live control requests and holds, secret settings read,
-//! and every refusal), and answers from the [`Config`] a test gives it: the chat, the working
+//! UI commands (each answered that every step ran, as the reference's fake host does), and
+//! every refusal), and answers from the [`Config`] a test gives it: the chat, the working
 //! tree's files, each live control subtype's response, each secret setting's value (which
 //! [`FakeHost::rotate_secret`] changes, as rotating its Secret does).
 //!
@@ -34,6 +35,7 @@ use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
 use crate::api::Client;
+use crate::api::ui_command::UiCommandRequest;
 use crate::api::wire::{
     App, Channel, ChatKind, ErrorCode, InboxEntry, LiveControlRequest, Run, RunState,
     SecretSetting, Switch,
@@ -132,6 +134,8 @@ pub struct Recorded {
     pub holds: Vec<bool>,
     /// The names of the secret settings read, in order.
     pub secrets_read: Vec<String>,
+    /// The UI commands the plugin ran (each answered that every step ran).
+    pub ui_commands: Vec<UiCommandRequest>,
     pub refusals: Vec<Refusal>,
 }
 

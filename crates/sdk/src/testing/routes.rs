@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::{Refusal, Shared, StartedRun};
 use crate::api::limits::{self, check_length};
+use crate::api::ui_command::{self, UiCommandAnswer, UiCommandRequest};
 use crate::api::wire::{
     CardRequest, ErrorBody, ErrorCode, Hold, InboxEntry, InboxKind, LiveControlAnswer,
     LiveControlRequest, MemoryEntry, MemoryWrite, NotificationRequest, Run, RunRequest, RunState,
@@ -86,6 +87,7 @@ pub const ROUTES: &[Route] = &[
         "/settings/secrets/{name}",
         Needs::One(Capability::SecretsRead),
     ),
+    route("POST", "/ui/commands", Needs::One(Capability::UiCommand)),
 ];
 
 const fn route(method: &'static str, path: &'static str, needs: Needs) -> Route {
@@ -195,6 +197,7 @@ async fn call(
         ("GET", "/memory/{key}") => get_memory(shared, param),
         ("PUT", "/memory/{key}") => put_memory(shared, param, &body),
         ("GET", "/settings/secrets/{name}") => get_secret(shared, param),
+        ("POST", "/ui/commands") => run_ui(shared, &body),
         _ => unreachable!("every route of ROUTES is handled"),
     }
 }
@@ -513,6 +516,21 @@ fn live_control(shared: &Shared, body: &Bytes) -> Answer {
             format!("chat {} has no live session", shared.config.channel.id),
         )),
     }
+}
+
+/// A UI command, checked as the host checks it, recorded, and answered as if every step ran.
+fn run_ui(shared: &Shared, body: &Bytes) -> Answer {
+    let command: UiCommandRequest = json_body(body)?;
+    let config = &shared.config;
+    let approved: Vec<Capability> = Capability::ALL
+        .into_iter()
+        .filter(|c| config.allows(*c))
+        .collect();
+    ui_command::check(&command, &config.manifest, &approved).map_err(invalid)?;
+    let mut recorded = shared.recorded();
+    recorded.ui_commands.push(command.clone());
+    let id = format!("ui-{}", recorded.ui_commands.len());
+    ok(&UiCommandAnswer::all_ran(&id, &command.steps))
 }
 
 fn read_file(shared: &Shared, path: &str) -> Answer {

@@ -126,6 +126,12 @@ impl Permission {
         Self::on_chat(verb, "live", ns, chat)
     }
 
+    /// `<verb> channels/uicommands`: a chat's UI commands (watch for their stream, create to
+    /// answer one).
+    pub fn ui_commands(verb: &'static str, ns: &str, chat: &str) -> Self {
+        Self::on_chat(verb, "uicommands", ns, chat)
+    }
+
     /// `list channels/cards` of every chat of a namespace: their unread counts.
     pub fn count_cards(ns: &str) -> Self {
         Self::on_chat("list", "cards", ns, "")

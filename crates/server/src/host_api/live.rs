@@ -12,31 +12,22 @@
 //! `POST .../events` (`live.system` only to plugins approved for `live.control` whose
 //! `live.messages` list the subtype).
 
-use std::collections::{HashSet, VecDeque};
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::Stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::broadcast::error::RecvError;
 
+use super::ask_stream;
 use super::auth::Permission;
 use super::error::{Code, HostError, HostResult};
 use super::state::{HostState, json_body};
-use crate::live::request::ControlRequest;
 use crate::live::session::Open;
 use crate::live::{Live, LiveError};
-
-/// How often an idle stream says it is still there.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 fn live(s: &HostState) -> HostResult<Arc<Live>> {
     s.live.clone().ok_or_else(|| {
@@ -135,76 +126,15 @@ pub async fn requests(
     s.authorize(&headers, &Permission::live("watch", &ns, &chat))
         .await?;
     let live = live(&s)?;
-    Ok(Sse::new(stream(live, ns, chat))
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response())
-}
-
-fn event(request: &ControlRequest) -> Result<Event, Infallible> {
-    Ok(Event::default()
-        .event("control")
-        .id(request.id.clone())
-        .data(serde_json::to_string(request).expect("a request serializes")))
-}
-
-/// What a stream has sent and has still to send.
-struct Follow {
-    live: Arc<Live>,
-    ns: String,
-    chat: String,
-    new: tokio::sync::broadcast::Receiver<crate::live::hub::ForApp>,
-    sent: HashSet<String>,
-    queue: VecDeque<ControlRequest>,
-}
-
-impl Follow {
-    /// Queues the chat's waiting requests not sent yet.
-    fn queue_pending(&mut self) {
-        for request in self
-            .live
-            .pending(&self.ns, &self.chat, jiff::Timestamp::now())
-        {
-            if self.sent.insert(request.id.clone()) {
-                self.queue.push_back(request);
-            }
-        }
-    }
-}
-
-fn stream(
-    live: Arc<Live>,
-    ns: String,
-    chat: String,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    // Subscribed before the waiting ones are listed, so none falls between the two.
-    let new = live.hub().subscribe();
-    let mut follow = Follow {
-        live,
+    let pending = {
+        let live = live.clone();
+        Arc::new(move |ns: &str, chat: &str| live.pending(ns, chat, jiff::Timestamp::now()))
+    };
+    Ok(ask_stream::response(
+        live.hub(),
+        pending,
         ns,
         chat,
-        new,
-        sent: HashSet::new(),
-        queue: VecDeque::new(),
-    };
-    follow.queue_pending();
-    futures::stream::unfold(follow, |mut f| async move {
-        loop {
-            if let Some(request) = f.queue.pop_front() {
-                return Some((event(&request), f));
-            }
-            match f.new.recv().await {
-                Ok(for_app) => {
-                    if for_app.namespace == f.ns
-                        && for_app.request.chat == f.chat
-                        && f.sent.insert(for_app.request.id.clone())
-                    {
-                        f.queue.push_back(for_app.request);
-                    }
-                }
-                // Fell behind: what is still waiting is in the index.
-                Err(RecvError::Lagged(_)) => f.queue_pending(),
-                Err(RecvError::Closed) => return None,
-            }
-        }
-    })
+        "control",
+    ))
 }

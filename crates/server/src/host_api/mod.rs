@@ -46,6 +46,7 @@
 
 pub mod actions;
 pub mod approvals;
+mod ask_stream;
 pub mod auth;
 pub mod cards;
 pub mod changes;
@@ -64,6 +65,7 @@ pub mod state;
 pub mod stop;
 pub mod switches;
 pub mod tools;
+pub mod ui_commands;
 
 #[cfg(test)]
 mod tests;

@@ -10,13 +10,13 @@ use axum::routing::{get, post};
 use super::state::HostState;
 use super::{
     actions, approvals, cards, changes, chats, events, live, notifications, panels, proxy, runs,
-    settings, stop, switches, tools,
+    settings, stop, switches, tools, ui_commands,
 };
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 30] = [
+pub const ROUTES: [(&str, &str); 32] = [
     ("GET", "/approvals"),
     ("GET", "/namespaces/{namespace}/approvals"),
     ("GET", "/namespaces/{namespace}/approvals/watch"),
@@ -89,6 +89,14 @@ pub const ROUTES: [(&str, &str); 30] = [
     (
         "POST",
         "/namespaces/{namespace}/channels/{channel}/live/requests/{id}",
+    ),
+    (
+        "GET",
+        "/namespaces/{namespace}/channels/{channel}/ui/commands",
+    ),
+    (
+        "POST",
+        "/namespaces/{namespace}/channels/{channel}/ui/commands/{id}",
     ),
     ("GET", "/namespaces/{namespace}/chats"),
     ("GET", "/namespaces/{namespace}/plugins/changes"),
@@ -165,6 +173,14 @@ pub fn routes(state: &HostState) -> Router<HostState> {
         .route(
             "/namespaces/{namespace}/channels/{channel}/live/requests/{id}",
             post(live::answer).layer(small),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/ui/commands",
+            get(ui_commands::stream),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/ui/commands/{id}",
+            post(ui_commands::answer).layer(small),
         )
         .route("/namespaces/{namespace}/chats", get(chats::list))
         .route("/approvals", get(approvals::list_all))

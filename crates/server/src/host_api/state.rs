@@ -43,6 +43,8 @@ pub struct HostState {
     pub links: watch::Receiver<Option<LinkKeys>>,
     /// Chats' live sessions (None: a server without a cluster keeps none).
     pub live: Option<Arc<crate::live::Live>>,
+    /// Chats' UI commands (None: a server without a cluster carries none).
+    pub ui_commands: Option<Arc<crate::ui_commands::UiCommands>>,
     /// The one path of a tool call, with the approval desk an agent's call waits at.
     pub tools: ToolCalls,
 }
@@ -66,6 +68,7 @@ impl HostState {
             metrics,
             links: watch::channel(None).1,
             live: None,
+            ui_commands: None,
         }
     }
 

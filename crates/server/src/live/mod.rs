@@ -6,17 +6,13 @@
 //! Everything goes through the cluster, so any API replica serves any of it: a ConfigMap per
 //! chat holds the session, each waiting control request and the app's answer to it, each
 //! written by a merge patch of its own keys, and every replica sees them through the index's
-//! ConfigMap watch.
+//! ConfigMap watch. The requests are asks (`crate::asks`: their keys, hub and store).
 //!
 //! - [`session`], [`request`]: the two records, and every decision on them, pure;
-//! - [`hub`]: the process's reader of requests and answers from the index;
-//! - [`store`]: where the records are read and written (the cluster, or memory for tests);
 //! - [`LiveSessions`], the plugin side; [`Live`], the app's writes and the plugin's wait.
 
-pub mod hub;
 pub mod request;
 pub mod session;
-pub mod store;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,13 +23,14 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::asks::hub::Hub;
+use crate::asks::record;
+use crate::asks::store::{AskStore, KubeStore, MemoryStore, StoreError};
 use crate::index::Index;
-use hub::Hub;
 use model::manifest::Capability;
 use model::resources::Channel;
 use request::ControlRequest;
 use session::{Closed, Open, Session};
-use store::{KubeStore, LiveStore, MemoryStore, StoreError};
 
 /// A chat, as live sessions name it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,18 +107,18 @@ pub struct View {
 
 /// Chats' live sessions, kept in a [`LiveStore`].
 pub struct Live {
-    store: Arc<dyn LiveStore>,
+    store: Arc<dyn AskStore>,
     index: Arc<Index>,
-    hub: Arc<Hub>,
+    hub: Arc<Hub<ControlRequest>>,
     /// How long a plugin's control request waits for the app.
     wait: Duration,
 }
 
 impl Live {
     pub fn new(
-        store: Arc<dyn LiveStore>,
+        store: Arc<dyn AskStore>,
         index: Arc<Index>,
-        hub: Arc<Hub>,
+        hub: Arc<Hub<ControlRequest>>,
         wait: Duration,
     ) -> Self {
         Self {
@@ -138,23 +135,23 @@ impl Live {
         index: Arc<Index>,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> Self {
-        let hub = Hub::start(&index, stop);
+        let hub = Hub::start(session::COMPONENT, &index, stop);
         let store = Arc::new(KubeStore::new(client, index.clone()));
         Self::new(store, index, hub, sdk::api::limits::REQUEST_TIMEOUT)
     }
 
     /// Kept in memory (request-level tests), control requests waiting `wait`.
     pub fn in_memory(index: Arc<Index>, wait: Duration) -> Self {
-        let hub = Hub::new();
+        let hub = Hub::new(session::COMPONENT);
         let store = Arc::new(MemoryStore::new(hub.clone()));
         Self::new(store, index, hub, wait)
     }
 
-    pub fn hub(&self) -> &Arc<Hub> {
+    pub fn hub(&self) -> &Arc<Hub<ControlRequest>> {
         &self.hub
     }
 
-    pub fn store(&self) -> &Arc<dyn LiveStore> {
+    pub fn store(&self) -> &Arc<dyn AskStore> {
         &self.store
     }
 
@@ -185,7 +182,7 @@ impl Live {
     /// The control requests of the chat waiting for the app at `now`, oldest first.
     pub fn pending(&self, namespace: &str, chat: &str, now: Timestamp) -> Vec<ControlRequest> {
         self.map(namespace, chat)
-            .map(|map| request::pending(&map, now))
+            .map(|map| record::pending(&map, now))
             .unwrap_or_default()
     }
 
@@ -245,7 +242,7 @@ impl Live {
         self.store.ensure(&empty).await.map_err(store)?;
         let mut patch = session::write(Some(&opened));
         if let Some(map) = self.map(namespace, chat) {
-            patch.extend(request::prune(&map, now));
+            patch.extend(record::prune::<ControlRequest>(&map, now));
         }
         self.store
             .merge(namespace, &session::name(chat), patch)
@@ -260,7 +257,7 @@ impl Live {
             return Ok(());
         };
         let mut patch = session::write(None);
-        patch.extend(request::remove_all(&map));
+        patch.extend(record::remove_all(&map));
         match self
             .store
             .merge(namespace, &session::name(chat), patch)
@@ -300,7 +297,7 @@ impl Live {
             .merge(
                 namespace,
                 &session::name(chat),
-                request::answer(id, response),
+                record::answer(id, response),
             )
             .await
         {
@@ -331,7 +328,7 @@ impl Live {
                 takes,
             },
         })?;
-        let id = random_id();
+        let id = crate::asks::random_id();
         let control = ControlRequest::new(
             id.clone(),
             name,
@@ -345,7 +342,7 @@ impl Live {
         let answered = self.hub.wait_for(namespace, &map_name, &id);
         if let Err(e) = self
             .store
-            .merge(namespace, &map_name, request::add(&control))
+            .merge(namespace, &map_name, record::add(&control))
             .await
         {
             self.hub.forget(namespace, &map_name, &id);
@@ -364,7 +361,7 @@ impl Live {
         // lapsed, which nobody is sent and the next renewal takes out.
         let _ = self
             .store
-            .merge(namespace, &map_name, request::remove(&id))
+            .merge(namespace, &map_name, record::remove(&id))
             .await;
         match outcome {
             Ok(Ok(response)) => Ok(response),
@@ -396,9 +393,4 @@ fn may_use_live(index: &Index, name: &str) -> bool {
             crate::delivery::target::approved(&plugin, &compiled).contains(&Capability::LiveControl)
         },
     )
-}
-
-fn random_id() -> String {
-    let bytes: [u8; 8] = rand::random();
-    hex::encode(bytes)
 }

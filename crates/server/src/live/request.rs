@@ -1,23 +1,14 @@
-//! A plugin's control request on its way to the app and back, decided purely. The replica the
-//! plugin called adds it to the chat's live ConfigMap (key `req-<id>`); the replica holding
-//! the app's stream sees it through its index and sends it; the app's answer, taken by any
-//! replica, is added beside it (`resp-<id>`); the plugin's replica sees that, answers the
-//! plugin and takes both keys out. Every write is a merge patch of its own keys, so none races
-//! another. A request nobody answered lapses at its `expires`: it is sent no more, and the
-//! next time the app opens or renews the session its keys go.
+//! A plugin's control request to the chat's live session, as the app gets it: an ask
+//! (`crate::asks`) kept in the chat's live ConfigMap beside the session. The next time the app
+//! opens or renews the session, the requests that lapsed go.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::ConfigMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The prefix of a request's key.
-pub const REQUEST_PREFIX: &str = "req-";
-/// The prefix of an answer's key.
-pub const RESPONSE_PREFIX: &str = "resp-";
+use crate::asks::record::Ask;
 
 /// A control request, as the app gets it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -59,165 +50,17 @@ impl ControlRequest {
     }
 }
 
-/// A data patch: `Some` sets a key, `None` takes it out.
-pub type DataPatch = BTreeMap<String, Option<String>>;
-
-/// The key of request `id`.
-pub fn request_key(id: &str) -> String {
-    format!("{REQUEST_PREFIX}{id}")
-}
-
-/// The key of the answer to request `id`.
-pub fn response_key(id: &str) -> String {
-    format!("{RESPONSE_PREFIX}{id}")
-}
-
-/// Every request the map holds, answered or not.
-pub fn requests(map: &ConfigMap) -> Vec<ControlRequest> {
-    let Some(data) = map.data.as_ref() else {
-        return Vec::new();
-    };
-    let mut all: Vec<ControlRequest> = data
-        .iter()
-        .filter(|(key, _)| key.starts_with(REQUEST_PREFIX))
-        .filter_map(|(_, value)| serde_json::from_str(value).ok())
-        .collect();
-    all.sort_by_key(|r| r.created);
-    all
-}
-
-/// The app's answer to request `id`, once answered.
-pub fn response(map: &ConfigMap, id: &str) -> Option<Value> {
-    serde_json::from_str(map.data.as_ref()?.get(&response_key(id))?).ok()
-}
-
-/// The requests the app still owes an answer at `now`, oldest first.
-pub fn pending(map: &ConfigMap, now: Timestamp) -> Vec<ControlRequest> {
-    requests(map)
-        .into_iter()
-        .filter(|r| now < r.expires && response(map, &r.id).is_none())
-        .collect()
-}
-
-/// The patch that adds `request`.
-pub fn add(request: &ControlRequest) -> DataPatch {
-    BTreeMap::from([(
-        request_key(&request.id),
-        Some(serde_json::to_string(request).expect("a request serializes")),
-    )])
-}
-
-/// The patch that answers request `id` with `response`.
-pub fn answer(id: &str, response: &Value) -> DataPatch {
-    BTreeMap::from([(response_key(id), Some(response.to_string()))])
-}
-
-/// The patch that takes request `id` and its answer out.
-pub fn remove(id: &str) -> DataPatch {
-    BTreeMap::from([(request_key(id), None), (response_key(id), None)])
-}
-
-/// The patch that takes out every request that lapsed by `now` (and its answer).
-pub fn prune(map: &ConfigMap, now: Timestamp) -> DataPatch {
-    requests(map)
-        .iter()
-        .filter(|r| now >= r.expires)
-        .flat_map(|r| remove(&r.id))
-        .collect()
-}
-
-/// The patch that takes out every request and answer.
-pub fn remove_all(map: &ConfigMap) -> DataPatch {
-    map.data
-        .iter()
-        .flatten()
-        .filter(|(key, _)| key.starts_with(REQUEST_PREFIX) || key.starts_with(RESPONSE_PREFIX))
-        .map(|(key, _)| (key.clone(), None))
-        .collect()
-}
-
-/// `patch` applied to `data` (what a merge patch does to a ConfigMap's data).
-pub fn apply(data: &mut BTreeMap<String, String>, patch: &DataPatch) {
-    for (key, value) in patch {
-        match value {
-            Some(v) => data.insert(key.clone(), v.clone()),
-            None => data.remove(key),
-        };
+impl Ask for ControlRequest {
+    fn id(&self) -> &str {
+        &self.id
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn at(seconds: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+    fn chat(&self) -> &str {
+        &self.chat
     }
-
-    fn map_with(patches: &[DataPatch]) -> ConfigMap {
-        let mut data = BTreeMap::new();
-        for patch in patches {
-            apply(&mut data, patch);
-        }
-        ConfigMap {
-            data: Some(data),
-            ..Default::default()
-        }
+    fn created(&self) -> Timestamp {
+        self.created
     }
-
-    fn request(id: &str, at_second: i64) -> ControlRequest {
-        ControlRequest::new(
-            id.into(),
-            "general",
-            "echo",
-            "interrupt",
-            json!({"why": "stop"}),
-            at(at_second),
-            Duration::from_secs(30),
-        )
-    }
-
-    #[test]
-    fn a_request_is_pending_until_answered_or_lapsed() {
-        let (a, b) = (request("a", 0), request("b", 5));
-        let map = map_with(&[add(&b), add(&a)]);
-        assert_eq!(
-            pending(&map, at(10)),
-            vec![a.clone(), b.clone()],
-            "oldest first"
-        );
-        assert_eq!(pending(&map, at(30)), vec![b.clone()], "a lapsed");
-        let answered = map_with(&[add(&a), add(&b), answer("a", &json!({"ok": true}))]);
-        assert_eq!(response(&answered, "a"), Some(json!({"ok": true})));
-        assert_eq!(pending(&answered, at(10)), vec![b.clone()], "a answered");
-    }
-
-    #[test]
-    fn a_done_request_and_its_answer_go_and_lapsed_ones_are_pruned() {
-        let (a, b) = (request("a", 0), request("b", 20));
-        let map = map_with(&[add(&a), add(&b), answer("a", &json!(1)), remove("a")]);
-        assert_eq!(requests(&map), vec![b.clone()]);
-        assert_eq!(response(&map, "a"), None);
-        let both = map_with(&[add(&a), add(&b), answer("a", &json!(1))]);
-        let pruned = map_with(&[
-            add(&a),
-            add(&b),
-            answer("a", &json!(1)),
-            prune(&both, at(31)),
-        ]);
-        assert_eq!(requests(&pruned), vec![b]);
-        assert!(
-            !pruned.data.unwrap().contains_key("resp-a"),
-            "the answer goes with it"
-        );
-        let mut session = map_with(&[add(&a), answer("a", &json!(1))]);
-        session
-            .data
-            .get_or_insert_default()
-            .insert("session".into(), "{}".into());
-        let cleared = remove_all(&session);
-        assert_eq!(cleared.len(), 2, "only requests and answers: {cleared:?}");
+    fn expires(&self) -> Timestamp {
+        self.expires
     }
 }

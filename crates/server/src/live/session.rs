@@ -158,7 +158,7 @@ pub fn config_map(
 }
 
 /// The data patch that writes `session` (`None`: closes it).
-pub fn write(session: Option<&Session>) -> crate::live::request::DataPatch {
+pub fn write(session: Option<&Session>) -> crate::asks::record::DataPatch {
     BTreeMap::from([(
         KEY.to_string(),
         session.map(|s| serde_json::to_string(s).expect("a session serializes")),
@@ -247,9 +247,9 @@ mod tests {
         let labels = map.metadata.labels.clone().unwrap();
         assert_eq!(labels[names::LABEL_COMPONENT], COMPONENT);
         let data = map.data.get_or_insert_default();
-        crate::live::request::apply(data, &write(Some(&s)));
+        crate::asks::record::apply(data, &write(Some(&s)));
         assert_eq!(read(&map), Some(s));
-        crate::live::request::apply(map.data.get_or_insert_default(), &write(None));
+        crate::asks::record::apply(map.data.get_or_insert_default(), &write(None));
         assert_eq!(read(&map), None, "closed");
     }
 }

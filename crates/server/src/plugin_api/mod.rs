@@ -68,7 +68,8 @@ pub use state::{ApiConfig, PluginApiState};
 use crate::index::InstanceKey;
 
 /// The Plugin API, with its layers: its errors in the one shape with its codes, the activity of
-/// accepted work, a time limit and a body limit (outermost first). One stack, added once: each
+/// accepted work, a body limit and a time limit (outermost first; the routes that wait for a
+/// person's app have a longer one). One stack, added once: each
 /// `Router::layer` boxes every route again, and each box is cloned and its future allocated on
 /// every request.
 pub fn router(state: Arc<PluginApiState>) -> Router {
@@ -76,12 +77,13 @@ pub fn router(state: Arc<PluginApiState>) -> Router {
     let layers = ServiceBuilder::new()
         .layer(middleware::from_fn(crate::http::shape::<Code>))
         .layer(middleware::from_fn_with_state(state.clone(), record_work))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::GATEWAY_TIMEOUT,
-            config.request_timeout,
-        ))
         .layer(RequestBodyLimitLayer::new(config.max_body_bytes));
+    let limit = |wait| TimeoutLayer::with_status_code(StatusCode::GATEWAY_TIMEOUT, wait);
+    // A UI command waits its own timeout (the handler answers 504 itself), bounded here too.
+    let waiting = sdk::api::ui_command::MAX_TIMEOUT + std::time::Duration::from_secs(5);
     routes::routes()
+        .layer(limit(config.request_timeout))
+        .merge(routes::waiting_routes().layer(limit(waiting)))
         .fallback(|| async { ApiError::new(Code::NotFound, "no such route") })
         .with_state(state)
         .layer(layers)

@@ -68,6 +68,8 @@ pub struct PluginApiState {
     pub status: Arc<dyn StatusWriter>,
     pub clock: Arc<dyn Clock>,
     pub live: Arc<dyn LiveSessions>,
+    /// Chats' UI commands (None: a server without a cluster carries none).
+    pub ui_commands: Option<Arc<crate::ui_commands::UiCommands>>,
     pub metrics: Arc<Metrics>,
     /// What this process wrote, until the stores show it.
     pub fresh_instances: OwnWrites<PluginInstance>,
@@ -101,6 +103,7 @@ impl PluginApiState {
             status,
             clock,
             live,
+            ui_commands: None,
             metrics,
             fresh_instances: OwnWrites::default(),
             fresh_runs: OwnWrites::default(),

@@ -314,6 +314,8 @@ pub struct World {
     pub marks: Arc<RecordingMarks>,
     /// Chats' live sessions, in memory.
     pub live: Arc<crate::live::Live>,
+    /// Chats' UI commands, in memory.
+    pub ui_commands: Arc<crate::ui_commands::UiCommands>,
     /// The approvals the desk made and decided, in the index's store.
     pub approvals: Arc<StoreApprovals>,
 }
@@ -520,6 +522,10 @@ impl World {
             Duration::from_secs(2),
         ));
         state.live = Some(live.clone());
+        let ui_commands = Arc::new(crate::ui_commands::UiCommands::in_memory(
+            state.index().clone(),
+        ));
+        state.ui_commands = Some(ui_commands.clone());
         state.links = tokio::sync::watch::channel(Some(crate::ui::link::LinkKeys {
             current: crate::ui::link::LinkKey {
                 id: "k".into(),
@@ -536,8 +542,44 @@ impl World {
             recorded,
             marks,
             live,
+            ui_commands,
             approvals,
         }
+    }
+
+    /// A plugin's UI command `id` of `steps` to `chat`, waiting for the app (an hour): the
+    /// plugin's call, answered once the app answers.
+    pub async fn waiting_command(
+        &self,
+        chat: &str,
+        id: &str,
+        steps: serde_json::Value,
+    ) -> tokio::task::JoinHandle<
+        Result<sdk::api::ui_command::UiCommandAnswer, crate::ui_commands::CommandError>,
+    > {
+        let steps: Vec<sdk::api::ui_command::Step> = serde_json::from_value(steps).unwrap();
+        let (ui, chat_name, id_owned) =
+            (self.ui_commands.clone(), chat.to_string(), id.to_string());
+        let call = tokio::spawn(async move {
+            ui.send_as(
+                id_owned,
+                NS,
+                &chat_name,
+                "echo",
+                steps,
+                Duration::from_secs(3600),
+            )
+            .await
+        });
+        while !self
+            .ui_commands
+            .pending(NS, chat, jiff::Timestamp::now())
+            .iter()
+            .any(|c| c.id == id)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        call
     }
 
     /// A plugin's control request `id` to `chat`'s live session, waiting for the app.
@@ -556,7 +598,7 @@ impl World {
         store.ensure(&map).await.unwrap();
         let name = crate::live::session::name(chat);
         store
-            .merge(NS, &name, crate::live::request::add(&request))
+            .merge(NS, &name, crate::asks::record::add(&request))
             .await
             .unwrap();
     }

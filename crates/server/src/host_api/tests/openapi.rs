@@ -127,6 +127,8 @@ fn every_operation_states_its_time_limit_and_permission() {
             "/live",
             "/live/requests",
             "/live/requests/{id}",
+            "/ui/commands",
+            "/ui/commands/{id}",
             "/chats",
             "/plugins/changes",
             "/runs",
@@ -269,6 +271,11 @@ async fn the_spec_examples_get_documented_answers() {
             };
             if op.path.ends_with("/live/requests/{id}") {
                 w.waiting_request("general", "4f1c2a9b0e7d3c58").await;
+            }
+            if op.path.ends_with("/ui/commands/{id}") {
+                let steps = serde_json::json!([{ "type": "select_chat" }, { "type": "compose", "text": "hi" }]);
+                w.waiting_command("general", "4f1c2a9b0e7d3c58", steps)
+                    .await;
             }
             let a = w.send(&op.method, &op.rest, Some(TOKEN), &body).await;
             let what = format!("{} {} {body}", op.method, op.path);

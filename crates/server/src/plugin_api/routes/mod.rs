@@ -11,6 +11,7 @@ mod notifications;
 mod runs;
 mod secrets;
 mod switches;
+mod ui_commands;
 
 use std::sync::Arc;
 
@@ -44,7 +45,7 @@ impl FromRequestParts<Arc<PluginApiState>> for Caller {
 pub const PREFIX: &str = "/api/plugin/v1";
 
 /// Every (method, path) served under [`PREFIX`], as the spec lists them.
-pub const ROUTES: [(&str, &str); 14] = [
+pub const ROUTES: [(&str, &str); 15] = [
     ("GET", "/channel"),
     ("POST", "/runs"),
     ("GET", "/runs/{run_id}"),
@@ -59,6 +60,7 @@ pub const ROUTES: [(&str, &str); 14] = [
     ("GET", "/memory/{key}"),
     ("PUT", "/memory/{key}"),
     ("GET", "/settings/secrets/{name}"),
+    ("POST", "/ui/commands"),
 ];
 
 /// The routes at their full paths under [`PREFIX`] (a nested router would rewrite each
@@ -81,6 +83,12 @@ pub fn routes() -> Router<Arc<PluginApiState>> {
         .route(&at("/files/{*path}"), get(files::get))
         .route(&at("/memory/{key}"), get(memory::get).put(memory::put))
         .route(&at("/settings/secrets/{name}"), get(secrets::get))
+}
+
+/// The routes that wait for a person's app past the usual time limit, up to the longest a
+/// UI command may name (`sdk::api::ui_command::MAX_TIMEOUT`).
+pub fn waiting_routes() -> Router<Arc<PluginApiState>> {
+    Router::new().route(&format!("{PREFIX}/ui/commands"), post(ui_commands::run))
 }
 
 /// The body as `T`, or 400 `invalid_body` naming what is wrong.

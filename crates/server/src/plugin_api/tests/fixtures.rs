@@ -427,6 +427,52 @@ impl SecretReader for FakeSecrets {
     }
 }
 
+/// An app following every chat's UI commands through the real (in-memory) UI commands' hub,
+/// as the console does, answering each with its `answer` (every step ran, until a test says
+/// otherwise), or not at all while `silent`.
+#[derive(Default)]
+pub struct FakeApp {
+    pub seen: Mutex<Vec<crate::ui_commands::UiCommand>>,
+    pub answer: Mutex<Option<sdk::api::ui_command::AppAnswer>>,
+    pub silent: std::sync::atomic::AtomicBool,
+}
+
+impl FakeApp {
+    fn start(ui: &Arc<crate::ui_commands::UiCommands>) -> Arc<Self> {
+        let app = Arc::new(Self::default());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return app;
+        };
+        let mut commands = ui.hub().subscribe();
+        let (ui, me) = (ui.clone(), app.clone());
+        runtime.spawn(async move {
+            while let Ok(for_app) = commands.recv().await {
+                let command = for_app.request;
+                me.seen.lock().unwrap().push(command.clone());
+                if me.silent.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
+                let answer = me.answer.lock().unwrap().clone().unwrap_or_else(|| {
+                    sdk::api::ui_command::AppAnswer {
+                        steps: command
+                            .steps
+                            .iter()
+                            .map(|_| sdk::api::ui_command::StepResult {
+                                status: sdk::api::ui_command::StepStatus::Ran,
+                                error: None,
+                            })
+                            .collect(),
+                    }
+                });
+                let _ = ui
+                    .answer(&for_app.namespace, &command.chat, &command.id, &answer)
+                    .await;
+            }
+        });
+        app
+    }
+}
+
 /// Live sessions with canned answers by subtype.
 #[derive(Default)]
 pub struct FakeLive {
@@ -556,7 +602,11 @@ impl World {
             status.clone(),
             Arc::new(CallMetrics::unregistered()),
         );
-        let state = Arc::new(PluginApiState::new(
+        let ui = Arc::new(crate::ui_commands::UiCommands::in_memory(
+            calls.index().clone(),
+        ));
+        let app = FakeApp::start(&ui);
+        let mut state = PluginApiState::new(
             self.config,
             calls,
             writer.clone(),
@@ -568,7 +618,9 @@ impl World {
             clock.clone(),
             live.clone(),
             Arc::new(Metrics::unregistered()),
-        ));
+        );
+        state.ui_commands = Some(ui);
+        let state = Arc::new(state);
         let requests = Arc::new(RequestMetrics::unregistered());
         Harness {
             router: crate::http::stack(router(state.clone()), requests.clone()),
@@ -578,6 +630,7 @@ impl World {
             status,
             clock,
             live,
+            app,
             secrets,
             tokens,
             writers,
@@ -605,6 +658,8 @@ pub struct Harness {
     pub status: Arc<StatusRecorder>,
     pub clock: Arc<ManualClock>,
     pub live: Arc<FakeLive>,
+    /// The app showing the chats: answers their UI commands.
+    pub app: Arc<FakeApp>,
     /// The Secrets secret settings are read from.
     pub secrets: Arc<FakeSecrets>,
     pub tokens: Arc<TokenIndex>,

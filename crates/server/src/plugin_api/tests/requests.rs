@@ -1097,3 +1097,113 @@ async fn requests_are_counted_by_route_template_and_status() {
     );
     assert!(text.contains(r#"route="unmatched""#), "{text}");
 }
+
+#[tokio::test]
+async fn a_ui_command_reaches_the_app_and_answers_each_step() {
+    let h = World::new().build();
+    let body = json!({ "steps": [
+        { "type": "select_chat" },
+        { "type": "open_panel", "panel": "history" },
+        { "type": "compose", "text": "/quiz rust" },
+    ], "timeout_seconds": 5 });
+    *h.app.answer.lock().unwrap() = Some(
+        serde_json::from_value(json!({ "steps": [
+            { "status": "ran" },
+            { "status": "ran" },
+            { "status": "unsupported", "error": "this app has no composer" },
+        ]}))
+        .unwrap(),
+    );
+    let a = h
+        .call("POST", "/ui/commands", Some(TOKEN_A), Some(body))
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.json());
+    let answer = a.json();
+    assert_eq!(answer["ran"], json!(false));
+    assert_eq!(
+        answer["steps"],
+        json!([
+            { "type": "select_chat", "status": "ran" },
+            { "type": "open_panel", "status": "ran" },
+            { "type": "compose", "status": "unsupported", "error": "this app has no composer" },
+        ])
+    );
+    let seen = h.app.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (seen[0].chat.as_str(), seen[0].plugin.as_str()),
+        ("a", PLUGIN)
+    );
+    assert_eq!(seen[0].id, answer["id"].as_str().unwrap());
+}
+
+#[tokio::test]
+async fn a_ui_command_nobody_answers_times_out_and_a_bad_one_names_its_step() {
+    let h = World::new().build();
+    h.app
+        .silent
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let a = h
+        .call(
+            "POST",
+            "/ui/commands",
+            Some(TOKEN_A),
+            Some(json!({ "steps": [{ "type": "open_drawer" }], "timeout_seconds": 1 })),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::GATEWAY_TIMEOUT, "{:?}", a.json());
+    assert_eq!(a.json()["error"]["code"], "timeout");
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    // The command lapsed and is gone: the app's stream would not send it again.
+    let ui = h.state.ui_commands.as_ref().unwrap();
+    assert!(ui.pending(NS, "a", jiff::Timestamp::now()).is_empty());
+
+    for (step, field) in [
+        (
+            json!({ "type": "open_panel", "panel": "nope" }),
+            "steps[0].panel",
+        ),
+        (
+            json!({ "type": "open_file", "path": "../etc/passwd" }),
+            "steps[0].path",
+        ),
+        (
+            json!({ "type": "notify", "message": "" }),
+            "steps[0].message",
+        ),
+    ] {
+        let a = h
+            .call(
+                "POST",
+                "/ui/commands",
+                Some(TOKEN_A),
+                Some(json!({ "steps": [step] })),
+            )
+            .await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST);
+        let message = a.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.starts_with(field), "{message}");
+    }
+    let a = World::new()
+        .approve(&[Capability::UiCommand])
+        .build()
+        .call(
+            "POST",
+            "/ui/commands",
+            Some(TOKEN_A),
+            Some(json!({ "steps": [{ "type": "open_panel", "panel": "main" }] })),
+        )
+        .await;
+    assert_eq!(
+        a.status,
+        StatusCode::BAD_REQUEST,
+        "a panel needs ui.panel too"
+    );
+    assert!(
+        a.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ui.panel")
+    );
+}

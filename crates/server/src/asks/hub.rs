@@ -1,7 +1,7 @@
-//! The process's one reader of chats' live ConfigMaps from its index: it wakes the plugin's
-//! call waiting for a request's answer, and hands the requests waiting to the app's streams
-//! of their chat. Both come from the ConfigMap watch the index already runs, whichever replica
-//! wrote them.
+//! The process's one reader of a kind of ask's ConfigMaps from its index (one hub per kind,
+//! told apart by the maps' component label): it wakes the plugin's call waiting for an ask's
+//! answer, and hands the asks waiting to the app's streams of their chat. Both come from the
+//! ConfigMap watch the index already runs, whichever replica wrote them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,40 +12,53 @@ use kube::ResourceExt;
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::request::{self, ControlRequest};
-use super::session;
+use super::record::{self, Ask};
 use crate::index::Index;
 use model::names::LABEL_COMPONENT;
 
 /// How many requests a slow stream may fall behind by before it is told to list again.
 const STREAM_BACKLOG: usize = 256;
 
-/// A request for the app, with its chat's namespace.
+/// An ask for the app, with its chat's namespace.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ForApp {
+pub struct ForApp<A> {
     pub namespace: String,
-    pub request: ControlRequest,
+    pub request: A,
 }
 
-/// The waiting calls and the app's streams of one process.
-pub struct Hub {
-    /// By namespace, the chat's live ConfigMap, and the request's id.
+/// What a store's writes are shown to (a hub, as the watch would show them).
+pub trait Sees: Send + Sync {
+    /// A ConfigMap was made or changed.
+    fn saw(&self, map: &ConfigMap);
+}
+
+/// The waiting calls and the app's streams of one process, for one kind of ask.
+pub struct Hub<A> {
+    /// The component label of the kind's ConfigMaps.
+    component: &'static str,
+    /// By namespace, the chat's ConfigMap, and the ask's id.
     waiting: Mutex<HashMap<(String, String, String), oneshot::Sender<Value>>>,
-    requests: broadcast::Sender<ForApp>,
+    requests: broadcast::Sender<ForApp<A>>,
 }
 
-impl Hub {
-    /// A hub fed by nothing yet (see [`Hub::start`]).
-    pub fn new() -> Arc<Self> {
+impl<A: Ask> Hub<A> {
+    /// A hub of the asks in ConfigMaps labelled `component`, fed by nothing yet (see
+    /// [`Hub::start`]).
+    pub fn new(component: &'static str) -> Arc<Self> {
         Arc::new(Self {
+            component,
             waiting: Mutex::new(HashMap::new()),
             requests: broadcast::channel(STREAM_BACKLOG).0,
         })
     }
 
     /// A hub reading the index's ConfigMaps until `stop`.
-    pub fn start(index: &Arc<Index>, mut stop: watch::Receiver<bool>) -> Arc<Self> {
-        let hub = Self::new();
+    pub fn start(
+        component: &'static str,
+        index: &Arc<Index>,
+        mut stop: watch::Receiver<bool>,
+    ) -> Arc<Self> {
+        let hub = Self::new(component);
         let mut changes = Box::pin(index.feeds.config_maps.subscribe());
         let reader = hub.clone();
         tokio::spawn(async move {
@@ -80,26 +93,27 @@ impl Hub {
 
     /// The requests written from now on, for the app's streams (a request may come more
     /// than once: each change of its map brings the ones still waiting again).
-    pub fn subscribe(&self) -> broadcast::Receiver<ForApp> {
+    pub fn subscribe(&self) -> broadcast::Receiver<ForApp<A>> {
         self.requests.subscribe()
     }
 
-    /// A chat's live ConfigMap was made or changed.
+    /// A ConfigMap was made or changed: if it is one of this kind's, its answers wake their
+    /// waiters and its asks still waiting go to the streams.
     pub fn saw(&self, map: &ConfigMap) {
-        if map.labels().get(LABEL_COMPONENT).map(String::as_str) != Some(session::COMPONENT) {
+        if map.labels().get(LABEL_COMPONENT).map(String::as_str) != Some(self.component) {
             return;
         }
         let namespace = map.namespace().unwrap_or_default();
         let name = map.name_any();
-        for request in request::requests(map) {
-            if let Some(response) = request::response(map, &request.id) {
-                let key = (namespace.clone(), name.clone(), request.id.clone());
+        for request in record::requests::<A>(map) {
+            if let Some(response) = record::response(map, request.id()) {
+                let key = (namespace.clone(), name.clone(), request.id().to_string());
                 if let Some(waiter) = self.lock().remove(&key) {
                     let _ = waiter.send(response);
                 }
             }
         }
-        for request in request::pending(map, jiff::Timestamp::now()) {
+        for request in record::pending::<A>(map, jiff::Timestamp::now()) {
             let _ = self.requests.send(ForApp {
                 namespace: namespace.clone(),
                 request,
@@ -115,40 +129,33 @@ impl Hub {
     }
 }
 
+impl<A: Ask> Sees for Hub<A> {
+    fn saw(&self, map: &ConfigMap) {
+        Hub::saw(self, map)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use serde_json::json;
 
     use super::*;
+    use crate::asks::testing::{COMPONENT, Probe, map_of};
 
-    fn request(id: &str) -> ControlRequest {
-        ControlRequest::new(
-            id.into(),
-            "general",
-            "echo",
-            "interrupt",
-            json!({}),
-            jiff::Timestamp::now(),
-            Duration::from_secs(30),
-        )
+    fn request(id: &str) -> Probe {
+        Probe::new(id, jiff::Timestamp::now(), 30)
     }
 
-    fn live_map(patches: &[request::DataPatch]) -> ConfigMap {
-        let mut map = session::config_map("team", "general", "proj", None);
-        for patch in patches {
-            request::apply(map.data.get_or_insert_default(), patch);
-        }
-        map
+    fn live_map(patches: &[record::DataPatch]) -> ConfigMap {
+        map_of("team", "live-general", patches)
     }
 
     #[tokio::test]
     async fn a_new_request_goes_to_the_streams_and_its_answer_to_its_waiter() {
-        let hub = Hub::new();
+        let hub = Hub::<Probe>::new(COMPONENT);
         let mut stream = hub.subscribe();
         let waiter = hub.wait_for("team", "live-general", "a");
-        let asked = live_map(&[request::add(&request("a"))]);
+        let asked = live_map(&[record::add(&request("a"))]);
         hub.saw(&asked);
         let sent = stream.try_recv().unwrap();
         assert_eq!(
@@ -156,8 +163,8 @@ mod tests {
             ("team", "a")
         );
         let answered = live_map(&[
-            request::add(&request("a")),
-            request::answer("a", &json!({"ok": 1})),
+            record::add(&request("a")),
+            record::answer("a", &json!({"ok": 1})),
         ]);
         hub.saw(&answered);
         assert_eq!(waiter.await.unwrap(), json!({"ok": 1}));
@@ -169,9 +176,9 @@ mod tests {
 
     #[tokio::test]
     async fn other_config_maps_are_ignored() {
-        let hub = Hub::new();
+        let hub = Hub::<Probe>::new(COMPONENT);
         let mut stream = hub.subscribe();
-        let mut map = live_map(&[request::add(&request("a"))]);
+        let mut map = live_map(&[record::add(&request("a"))]);
         map.metadata
             .labels
             .as_mut()

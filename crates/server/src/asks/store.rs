@@ -1,7 +1,7 @@
-//! Where chats' live ConfigMaps are read and written: the cluster ([`KubeStore`]: reads from
+//! Where the ConfigMaps of chats' asks are read and written: the cluster ([`KubeStore`]: reads from
 //! the index, writes through the Kubernetes API, whose watch brings them back to every
-//! replica's index and hub), or memory ([`MemoryStore`], for request-level tests: its writes
-//! reach the hub at once, as a watch would bring them). A write is a creation of the empty
+//! replica's index and hubs), or memory ([`MemoryStore`], for request-level tests: its writes
+//! reach its hub at once, as a watch would bring them). A write is a creation of the empty
 //! map when missing, or a merge patch of some of its keys: nothing is ever deleted (the map
 //! goes with its chat), so the API server needs no right to delete ConfigMaps.
 
@@ -15,8 +15,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use super::hub::Hub;
-use super::request::{self, DataPatch};
+use super::hub::Sees;
+use super::record::{self, DataPatch};
 use crate::index::Index;
 
 /// Why a write failed.
@@ -28,8 +28,8 @@ pub enum StoreError {
     Failed(String),
 }
 
-/// The reads and writes of chats' live ConfigMaps.
-pub trait LiveStore: Send + Sync {
+/// The reads and writes of the ConfigMaps of chats' asks.
+pub trait AskStore: Send + Sync {
     /// The ConfigMap `name` of `namespace`.
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>>;
     /// Makes `map` unless it is there.
@@ -59,7 +59,7 @@ impl KubeStore {
     }
 }
 
-impl LiveStore for KubeStore {
+impl AskStore for KubeStore {
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
         self.index
             .config_maps
@@ -116,15 +116,15 @@ impl LiveStore for KubeStore {
     }
 }
 
-/// Memory: what request-level tests keep sessions in.
+/// Memory: what request-level tests keep asks in.
 pub struct MemoryStore {
     maps: Mutex<BTreeMap<(String, String), Arc<ConfigMap>>>,
-    hub: Arc<Hub>,
+    hub: Arc<dyn Sees>,
 }
 
 impl MemoryStore {
     /// A store whose writes reach `hub`.
-    pub fn new(hub: Arc<Hub>) -> Self {
+    pub fn new(hub: Arc<dyn Sees>) -> Self {
         Self {
             maps: Mutex::new(BTreeMap::new()),
             hub,
@@ -142,7 +142,7 @@ impl MemoryStore {
     }
 }
 
-impl LiveStore for MemoryStore {
+impl AskStore for MemoryStore {
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
         self.lock()
             .get(&(namespace.to_string(), name.to_string()))
@@ -172,7 +172,7 @@ impl LiveStore for MemoryStore {
             }),
             Some(map) => {
                 let mut map = (*map).clone();
-                request::apply(map.data.get_or_insert_default(), &patch);
+                record::apply(map.data.get_or_insert_default(), &patch);
                 self.put(map);
                 Ok(())
             }
