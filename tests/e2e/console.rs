@@ -30,6 +30,11 @@
 //!   with a reason refuses the next run's call with that reason and the run ends on that; the
 //!   decisions are listed with who made them.
 //!
+//! - `a_plugins_ui_command_is_carried_out_in_the_console_and_answered_step_by_step`: the
+//!   console following the chosen chat's UI commands carries out a plugin's command (the chat
+//!   chosen, its pane brought forward, its message shown) and answers each step, the composer
+//!   it does not have as `unsupported`.
+//!
 //! The screenshots of the README (`docs/images/console-*.png`) are the first two tests'; set
 //! `LOOP_PLUGINS_CONSOLE_SHOTS=docs/images` to write them there.
 
@@ -77,7 +82,78 @@ pub fn tests() -> Vec<E2eTest> {
             an_agents_call_waits_in_the_drawer,
         )
         .timeout(timeout),
+        test(
+            "console::a_plugins_ui_command_is_carried_out_in_the_console_and_answered_step_by_step",
+            a_ui_command_is_carried_out,
+        )
+        .timeout(timeout),
     ]
+}
+
+/// The plugin's UI command, as the console following the chat carries it out: the chat
+/// chosen, the pane brought forward, the message shown; the composer it does not have said so.
+async fn a_ui_command_is_carried_out(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start(&ns).await?;
+    echo_pane_connected(&world).await?;
+    // The console follows the chat's commands once its chat is shown.
+    world
+        .wait(
+            "the console following the chat's UI commands",
+            "window.loopConsole.followCommands?.chat === 'general' \
+             && window.loopConsole.commandsRefused === null",
+        )
+        .await?;
+    let command = json!({
+        "steps": [
+            { "type": "select_chat" },
+            { "type": "open_panel", "panel": "main" },
+            { "type": "notify", "message": "The weekly report is ready", "level": "warning" },
+            { "type": "compose", "text": "/report" },
+        ],
+        "timeout_seconds": 60,
+    });
+    let sent = {
+        let world = &world;
+        let ns = &ns;
+        async move { world.post_ui_command(ns, command).await }
+    };
+    let shown = world.wait(
+        "the command's message and the pane brought forward",
+        "[...document.querySelectorAll('#toasts .toast.warning .toast-message')]\
+           .some(m => m.textContent === 'The weekly report is ready') \
+         && document.querySelector('#panes section.pane.called') !== null",
+    );
+    let (sent, shown) = tokio::join!(sent, shown);
+    let (status, answer) = sent?;
+    shown?;
+    world.screenshot(&ns, "ui-command").await?;
+    ensure!(status == 200, "POST /ui/commands: {status} {answer}");
+    ensure!(
+        answer["ran"] == false
+            && answer["steps"]
+                == json!([
+                    { "type": "select_chat", "status": "ran" },
+                    { "type": "open_panel", "status": "ran" },
+                    { "type": "notify", "status": "ran" },
+                    { "type": "compose", "status": "unsupported", "error": "this console has no composer" },
+                ]),
+        "the plugin got {answer}"
+    );
+    // The drawer opened, the chat chosen again: all ran.
+    let (status, answer) = world
+        .post_ui_command(
+            &ns,
+            json!({ "steps": [
+                { "type": "open_drawer" },
+                { "type": "select_chat" },
+            ] }),
+        )
+        .await?;
+    ensure!(
+        status == 200 && answer["ran"] == true,
+        "open_drawer and select_chat: {status} {answer}"
+    );
+    Ok(())
 }
 
 /// The src of the first frame `selector` names in the console.

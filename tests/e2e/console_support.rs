@@ -48,7 +48,7 @@ pub struct ConsoleWorld {
 }
 
 /// The echo plugin under `id`, with a card `score` (`ui/card/score.html`), approved for
-/// `ui.notification.card` and `notifications.send`.
+/// `ui.notification.card`, `notifications.send` and `ui.command`.
 fn console_plugin(id: &str) -> anyhow::Result<Plugin> {
     let mut plugin = echo_plugin(id)?;
     let manifest = &mut plugin.spec.manifest.rest;
@@ -58,9 +58,10 @@ fn console_plugin(id: &str) -> anyhow::Result<Plugin> {
         .context("the manifest's capabilities")?;
     capabilities.push(json!("ui.notification.card"));
     capabilities.push(json!("notifications.send"));
+    capabilities.push(json!("ui.command"));
     manifest.get_mut("ui").context("the manifest's ui")?["cards"] =
         json!([{ "id": "score", "entry": "ui/card/score.html" }]);
-    for approved in ["ui.notification.card", "notifications.send"] {
+    for approved in ["ui.notification.card", "notifications.send", "ui.command"] {
         plugin.spec.approved_capabilities.push(approved.into());
     }
     Ok(plugin)
@@ -318,6 +319,26 @@ impl ConsoleWorld {
             .as_str()
             .map(str::to_string)
             .with_context(|| format!("a notification's id: {body}"))
+    }
+
+    /// Sends a UI command to chat `general` as the plugin does (`POST /ui/commands` of the
+    /// Plugin API, its own token); answers the status and the answer.
+    pub async fn post_ui_command(&self, ns: &Ns, body: Value) -> anyhow::Result<(u16, Value)> {
+        let token = crate::api::api_support::token_of(ns, &self.plugin, "general").await?;
+        let http = reqwest::Client::builder().no_proxy().build()?;
+        let url = format!(
+            "{}{}/ui/commands",
+            self.host.url,
+            server::plugin_api::PREFIX
+        );
+        let answer = http
+            .post(&url)
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await?;
+        let status = answer.status().as_u16();
+        Ok((status, answer.json().await.unwrap_or(Value::Null)))
     }
 
     /// Starts a run of the plugin's `say` agent in chat `general` as the plugin does

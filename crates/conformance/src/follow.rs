@@ -11,7 +11,10 @@
 //!   that breaks its schema, a route or method it does not have, a secret setting not
 //!   listed); refusals that are answers a plugin must expect (a memory key never written, a
 //!   chat that is not live, a full memory, a secret setting the config references no Secret
-//!   for) are not.
+//!   for) are not;
+//! - each UI command the host took is listed, with its steps (its refusals are problems like
+//!   any other call's: one without `ui.command` fails, a step the manifest does not back, such
+//!   as a panel it does not declare, warns).
 
 use std::time::{Duration, Instant};
 
@@ -165,8 +168,22 @@ pub async fn follow(
     if !runs.is_empty() {
         settle(host, crate::SETTLE_QUIET, crate::SETTLE_MAX).await;
     }
-    findings.extend(host.recorded().refusals.iter().filter_map(refusal_finding));
+    let recorded = host.recorded();
+    findings.extend(recorded.ui_commands.iter().map(ui_command_finding));
+    findings.extend(recorded.refusals.iter().filter_map(refusal_finding));
     findings
+}
+
+/// A UI command the host took (its steps checked against the manifest and the approved
+/// capabilities as the host checks them; one it refused is a refusal's finding).
+pub fn ui_command_finding(command: &sdk::api::ui_command::UiCommandRequest) -> Finding {
+    let steps: Vec<&str> = command.steps.iter().map(|s| s.kind()).collect();
+    Finding {
+        area: Area::Api,
+        what: format!("a UI command the plugin ran: {}", steps.join(", ")),
+        at: "POST /api/plugin/v1/ui/commands".into(),
+        outcome: Outcome::Pass,
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::post;
 use loop_plugins_conformance::{Contract, Outcome, Report, Target, check_with_host};
+use sdk::api::ui_command::{Step, UiCommandRequest};
 use sdk::testing::{Config, FakeHost};
 use sdk::{Plugin, ToolRequest, ToolResult};
 use serde_json::json;
@@ -18,7 +19,8 @@ const SECRET: &str = "s3cret";
 
 const MANIFEST: &str = r#"{
   "id": "quiz", "name": "Quiz", "version": "0.3.0", "api": "1",
-  "capabilities": ["agent.readonly", "memory.read", "ui.composer_switch", "events.subscribe"],
+  "capabilities": ["agent.readonly", "memory.read", "ui.composer_switch", "events.subscribe",
+                   "ui.command", "ui.panel"],
   "agents": [{ "id": "ask", "read_only": true, "tools": ["grade"] }],
   "tools": [{
     "name": "grade",
@@ -29,15 +31,17 @@ const MANIFEST: &str = r#"{
   }],
   "actions": [{ "id": "quiz" }],
   "events": ["message.created"],
-  "ui": { "composer_switches": [{ "id": "hints", "label": "Hints", "icon": "ui/hints.svg" }] }
+  "ui": { "composer_switches": [{ "id": "hints", "label": "Hints", "icon": "ui/hints.svg" }],
+          "panels": [{ "id": "board", "label": "Board", "entry": "ui/board/index.html" }] }
 }"#;
 
 fn manifest() -> manifest::Manifest {
     manifest::parse_str(MANIFEST).unwrap()
 }
 
-/// The quiz plugin: `quiz` starts a run of `ask` (and, when `greedy`, also writes memory it
-/// did not declare); `grade` grades; the run ends are kept in `ended`.
+/// The quiz plugin: `quiz` starts a run of `ask` and shows its board with a UI command (and,
+/// when `greedy`, also writes memory it did not declare and opens a panel it does not
+/// declare); `grade` grades; the run ends are kept in `ended`.
 fn quiz(host: &FakeHost, greedy: bool, ended: Arc<Mutex<Vec<String>>>) -> Plugin {
     let client = host.client();
     Plugin::new(manifest())
@@ -45,6 +49,15 @@ fn quiz(host: &FakeHost, greedy: bool, ended: Arc<Mutex<Vec<String>>>) -> Plugin
             let client = client.clone();
             async move {
                 let _ = client.start_run("ask", "Ask what 2+2 is").await;
+                let panel = if greedy { "scores" } else { "board" };
+                let _ = client
+                    .run_ui(&UiCommandRequest {
+                        steps: vec![Step::OpenPanel {
+                            panel: panel.into(),
+                        }],
+                        timeout_seconds: None,
+                    })
+                    .await;
                 if greedy {
                     let _ = client.remember("last", json!("now")).await;
                 }
@@ -121,6 +134,14 @@ async fn the_runs_a_plugin_starts_are_ended_and_it_takes_their_end() {
     ended.retain(|id| ids.contains(id));
     ended.sort();
     assert_eq!(ended, ids, "the plugin got each run's end");
+    // Its UI commands are listed, one per run of `quiz`.
+    let commands = report
+        .text()
+        .matches(
+            "PASS api POST /api/plugin/v1/ui/commands (a UI command the plugin ran: open_panel)",
+        )
+        .count();
+    assert_eq!(commands, 3, "{}", report.text());
 }
 
 #[tokio::test]
@@ -128,6 +149,12 @@ async fn a_call_the_manifest_does_not_cover_is_a_problem() {
     let (report, _host, _) = check_quiz(true, Router::new()).await;
     let failures: Vec<String> = report.failures().map(|f| f.line()).collect();
     assert_eq!(failures.len(), 3, "{}", report.text());
+    // A panel it does not declare is this host's rule, not the reference's: a warning.
+    let text = report.text();
+    assert!(
+        text.contains("WARN api POST /api/plugin/v1/ui/commands (a call the plugin made): the host refused it 400 invalid_body: steps[0].panel: \"scores\" is not one of the manifest's ui.panels"),
+        "{text}"
+    );
     assert!(
         failures.iter().all(|l| l.starts_with(
             "FAIL api PUT /api/plugin/v1/memory/last (a call the plugin made): the host refused it 403 capability_not_approved: this route needs the capability memory.write, and the manifest does not declare it"

@@ -13,7 +13,8 @@
 //! page: sign-in, lists, panes, drawer), `api.js` (the host API with the token, and its
 //! server-sent events over `fetch`), `bridge.js` (the host end of the bridge: the port per
 //! frame load and the JSON-RPC dispatch), `frames.js` (what each method answers for a pane or
-//! a card), `switches.js` (what a composer switch shows while its click is out), `theme.js`
+//! a card), `commands.js` (carrying out a plugin's UI command, a result per step),
+//! `switches.js` (what a composer switch shows while its click is out), `theme.js`
 //! (the reference's ten variables, light and dark), `dom.js` (building elements).
 
 pub mod policy;
@@ -28,7 +29,7 @@ use axum::routing::get;
 pub const PREFIX: &str = "/console";
 
 /// Every file the console serves: its name under [`PREFIX`], its content type and its text.
-pub const ASSETS: [(&str, &str, &str); 10] = [
+pub const ASSETS: [(&str, &str, &str); 11] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -63,6 +64,11 @@ pub const ASSETS: [(&str, &str, &str); 10] = [
         "approvals.js",
         "text/javascript; charset=utf-8",
         include_str!("assets/approvals.js"),
+    ),
+    (
+        "commands.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/commands.js"),
     ),
     (
         "switches.js",

@@ -105,7 +105,7 @@ pub struct View {
     pub pending: Vec<ControlRequest>,
 }
 
-/// Chats' live sessions, kept in a [`LiveStore`].
+/// Chats' live sessions, kept in a [`AskStore`].
 pub struct Live {
     store: Arc<dyn AskStore>,
     index: Arc<Index>,

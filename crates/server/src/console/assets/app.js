@@ -10,6 +10,7 @@ import {
   ANSWERS, decisionText, forChat, inputText, pendingByChat, refusalText, timeLeft,
 } from "./approvals.js";
 import { bridgeFrame } from "./bridge.js";
+import { runSteps, summary } from "./commands.js";
 import { frameHandlers, memoryState, paneState } from "./frames.js";
 import { SwitchBook, switchKey } from "./switches.js";
 import { applyTheme, theme } from "./theme.js";
@@ -60,6 +61,11 @@ const state = {
   /** approval name → its card while it waits: {article, reason, left, buttons} */
   approvalCards: new Map(),
   followApprovals: null,
+  /** The chosen chat's stream of UI commands, and why it cannot be followed (RBAC), or null. */
+  followCommands: null,
+  commandsRefused: null,
+  /** The UI commands carried out here, newest last: {id, plugin, steps, answer}. */
+  commands: [],
   /** The countdown of the waiting calls (each second). */
   tick: 0,
   ready: false,
@@ -211,6 +217,7 @@ async function selectChat(name) {
   renderInstances(chat);
   renderApprovals();
   await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadNotifications(), loadRuns()]);
+  followCommands(chat.name);
 }
 
 function clearChat() {
@@ -734,6 +741,90 @@ function tickApprovals() {
   }
 }
 
+// ---- UI commands ----------------------------------------------------------------------------
+
+/** Follows the UI commands the plugins send to `chat`, while it is the chosen one. */
+function followCommands(chat) {
+  if (state.followCommands?.chat === chat) return;
+  state.followCommands?.abort();
+  const control = new AbortController();
+  control.chat = chat;
+  state.followCommands = control;
+  const again = (e) => {
+    if (control.signal.aborted || state.followCommands !== control) return;
+    if (e instanceof HostError && e.status === 403) {
+      state.commandsRefused = `This token may not follow the chat's UI commands (watch channels/uicommands): ${e.message}`;
+      return;
+    }
+    setTimeout(() => {
+      if (state.followCommands !== control) return;
+      state.followCommands = null;
+      followCommands(chat);
+    }, 2000);
+  };
+  state.api.follow(state.api.chat(chat, "/ui/commands"), {
+    signal: control.signal,
+    onOpen: () => { state.commandsRefused = null; },
+    onEvent: ({ event, data }) => {
+      if (event !== "command") return;
+      let command;
+      try { command = JSON.parse(data); } catch { return; }
+      if (command?.chat !== chat || typeof command.id !== "string") return;
+      carryOut(chat, command);
+    },
+  }).then(again, again);
+}
+
+/** Carries out a command's steps here and answers for each. */
+async function carryOut(chat, command) {
+  const answer = await runSteps(command.steps, commandDoers(chat, command));
+  state.commands.push({ id: command.id, plugin: command.plugin, steps: command.steps, answer });
+  if (state.commands.length > 50) state.commands.shift();
+  try {
+    await state.api.post(state.api.chat(chat, `/ui/commands/${encodeURIComponent(command.id)}`), answer);
+    status(summary(command, answer));
+  } catch (e) {
+    // Another tab of this chat answered first (404), or the command lapsed.
+    status(`A UI command of ${command.plugin}: ${e.message}`, !(e instanceof HostError && e.status === 404));
+  }
+}
+
+/** What this console does for each step of `command`, in `chat`. */
+function commandDoers(chat, command) {
+  return {
+    select_chat: async () => {
+      if (state.chat !== chat) await selectChat(chat);
+      $("chat").focus();
+    },
+    open_panel: async ({ panel }) => {
+      const pane = state.panes.get(`${command.plugin}/${panel}`);
+      if (!pane) throw new Error(`panel ${panel} of plugin ${command.plugin} is not shown in this chat`);
+      if (!pane.note.hidden) throw new Error(pane.note.textContent);
+      pane.section.scrollIntoView({ block: "nearest" });
+      pane.section.classList.remove("called");
+      void pane.section.offsetWidth; // Restarts the highlight.
+      pane.section.classList.add("called");
+      pane.frame.focus();
+    },
+    open_drawer: async () => {
+      $("drawer").scrollIntoView({ block: "nearest" });
+      $("cards-title").setAttribute("tabindex", "-1");
+      $("cards-title").focus();
+    },
+    notify: async ({ message, level }) => toast(command.plugin, String(message), level),
+  };
+}
+
+/** A passing message of `plugin`, read out by screen readers, gone after a while. */
+function toast(plugin, message, level = "info") {
+  const known = ["info", "success", "warning", "error"].includes(level) ? level : "info";
+  const item = h("li", { class: `toast ${known}`, role: known === "error" ? "alert" : "status" },
+    h("span", { class: "toast-plugin" }, plugin), " ", h("span", { class: "toast-message" }, message),
+    h("button", { type: "button", class: "toast-close", "aria-label": "Dismiss", onclick: () => item.remove() }, "×"));
+  $("toasts").append(item);
+  setTimeout(() => item.remove(), 10000);
+}
+
 // ---- agent runs -----------------------------------------------------------------------------
 
 async function loadRuns() {
@@ -762,6 +853,8 @@ async function loadRuns() {
 function stopFollowing() {
   state.follow?.abort();
   state.follow = null;
+  state.followCommands?.abort();
+  state.followCommands = null;
   state.followApprovals?.abort();
   state.followApprovals = null;
   clearInterval(state.poll);
