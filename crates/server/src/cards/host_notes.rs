@@ -1,9 +1,12 @@
 //! The host's own notifications in a chat's drawer, beside its plugins' (the reference puts
 //! Loop's own there: "scheduled runs, failed runs and scheduled scripts and plugin actions that
-//! failed, workflows"). This host tells two: a scheduled action that failed (the host API's
-//! action route, called by a schedule's CronJob, got an error: `crate::host_api::actions`) and
-//! an agent run that failed (the fan-out, once the run ended Failed:
-//! `crate::fanout::failed_runs`).
+//! failed, workflows"). This host tells those about its plugins: a scheduled action that
+//! failed (the host API's action route, called by a schedule's CronJob, got an error:
+//! `crate::host_api::actions`), an agent run that failed (the fan-out, once the run ended
+//! Failed: `crate::fanout::failed_runs`), and a workflow's call of a plugin's action or tool
+//! that failed (`crate::host_api::{actions, tools}`, the call's `run_id` naming the workflow
+//! run and node). Scheduled runs and scripts are Loop's own (prompts and scripts on a
+//! schedule): this host runs none, so it has none to tell.
 //!
 //! They are kept in one inbox ConfigMap per chat, `<chat>-host-inbox`, owned by the Channel
 //! (they go with the chat), labelled like the plugins' inboxes but with an empty
@@ -54,6 +57,14 @@ pub enum About<'a> {
     },
     /// An agent run ended Failed.
     FailedRun { run: &'a AgentRun },
+    /// A workflow's call (`run_id` `workflow:<run id>:<node id>`) of a plugin's action or tool
+    /// (`what`: `action sync`, `tool grade`) failed.
+    FailedWorkflowCall {
+        plugin: &'a str,
+        what: &'a str,
+        run_id: &'a str,
+        why: &'a str,
+    },
 }
 
 /// The notification, posted at `created` (RFC 3339).
@@ -70,6 +81,23 @@ pub fn entry(about: &About, created: &str) -> Entry {
             why.to_string(),
             json!({ "plugin": plugin, "action": action, "task": task }),
         ),
+        About::FailedWorkflowCall {
+            plugin,
+            what,
+            run_id,
+            why,
+        } => {
+            let (run, node) = run_id
+                .strip_prefix("workflow:")
+                .and_then(|r| r.split_once(':'))
+                .unwrap_or((run_id, ""));
+            (
+                format!("workflow/{plugin}/{run_id}/{what}"),
+                format!("Workflow {run}, node {node}: {what} of {plugin} failed"),
+                why.to_string(),
+                json!({ "plugin": plugin, "workflow_run": run, "node": node, "call": what }),
+            )
+        }
         About::FailedRun { run } => {
             let status = run.status.clone().unwrap_or_default();
             let reason = status.reason.unwrap_or_else(|| "Failed".into());
@@ -200,6 +228,25 @@ mod tests {
 
     fn read_marks_key_fits(id: &str) -> bool {
         super::super::read_marks::mark_key(id).is_some()
+    }
+
+    #[test]
+    fn a_failed_workflow_call_names_the_run_and_node_once() {
+        let about = About::FailedWorkflowCall {
+            plugin: "quiz",
+            what: "tool grade",
+            run_id: "workflow:r-17:n3",
+            why: "the tool answered an error",
+        };
+        let first = entry(&about, "2026-12-05T09:00:00Z");
+        let again = entry(&about, "2026-12-05T09:00:09Z");
+        assert_eq!(first.id, again.id, "a retried node is told once");
+        assert_eq!(
+            first.title,
+            "Workflow r-17, node n3: tool grade of quiz failed"
+        );
+        assert_eq!(first.data.as_ref().unwrap()["node"], "n3");
+        assert_eq!(first.level, Some(Level::Error));
     }
 
     #[test]

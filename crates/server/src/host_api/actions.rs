@@ -91,6 +91,9 @@ pub async fn post(
     check(&target.compiled.manifest, &action, &call)?;
     let scheduled =
         (call.trigger == Trigger::Schedule).then(|| call.task_id.clone().unwrap_or_default());
+    let workflow = (call.trigger == Trigger::Workflow)
+        .then(|| call.run_id.clone())
+        .flatten();
     let limits = s.calls.limits();
     let request = PluginRequest::json(
         CallKind::Action,
@@ -106,18 +109,31 @@ pub async fn post(
             &what(&target, &format!("action {action}")),
         )
         .await;
-    // A schedule's call that failed is the host's to tell the chat: nobody waits on it.
-    if let (Err(failed), Some(task)) = (&called, &scheduled)
+    // A schedule's or a workflow's call that failed is the host's to tell the chat: nobody
+    // in it waits on the call.
+    if let Err(failed) = &called
         && let Some(chat) = s.index().channel(&ns, &chat)
     {
-        let about = About::FailedAction {
-            plugin: &plugin,
-            action: &action,
-            task,
-            why: &failed.message,
+        let what = format!("action {action}");
+        let about = match (&scheduled, &workflow) {
+            (Some(task), _) => Some(About::FailedAction {
+                plugin: &plugin,
+                action: &action,
+                task,
+                why: &failed.message,
+            }),
+            (None, Some(run_id)) => Some(About::FailedWorkflowCall {
+                plugin: &plugin,
+                what: &what,
+                run_id,
+                why: &failed.message,
+            }),
+            (None, None) => None,
         };
-        let now = crate::clock::rfc3339(jiff::Timestamp::now());
-        host_notes::tell(s.marks.as_ref(), s.index(), &chat, &about, &now).await;
+        if let Some(about) = about {
+            let now = crate::clock::rfc3339(jiff::Timestamp::now());
+            host_notes::tell(s.marks.as_ref(), s.index(), &chat, &about, &now).await;
+        }
     }
     called?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "accepted": true }))).into_response())

@@ -220,11 +220,26 @@ async fn a_workflow_calls_any_tool_and_may_take_longer_than_the_tool_limit() {
     assert_eq!(seen[0].body["agent"], "");
     assert_eq!(seen[0].body["thread_id"], "");
     // Without the longer limit the 300 ms tool limit applies.
+    assert!(
+        w.marks.posted.lock().unwrap().is_empty(),
+        "a call that ran tells nobody"
+    );
     let body = r#"{"input": {}, "run_id": "workflow:run-7:node-2"}"#;
     let a = w
         .send("POST", &at("general", "/tools/raw"), Some(TOKEN), body)
         .await;
     assert_eq!(a.json["error_code"], "plugin_timeout");
+    // Nobody in the chat waits on a workflow's call: its failure is told in the drawer.
+    let posted = w.marks.posted.lock().unwrap().clone();
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert_eq!(posted[0].0, "general-host-inbox");
+    let entry: Value =
+        serde_json::from_str(posted[0].1.values().next().unwrap().as_deref().unwrap()).unwrap();
+    assert_eq!(
+        entry["title"],
+        "Workflow run-7, node node-2: tool raw of echo failed"
+    );
+    assert_eq!(entry["data"]["workflow_run"], "run-7");
 }
 
 #[tokio::test]
