@@ -30,6 +30,10 @@
 //!   with a reason refuses the next run's call with that reason and the run ends on that; the
 //!   decisions are listed with who made them.
 //!
+//! - `panes_are_added_from_the_menu_closed_and_kept_and_a_singleton_is_shown_once`: the
+//!   add-pane menu lists the chat's plugins' panels, a singleton shown already disabled and
+//!   refused; a pane closed stays closed across a reload (the layout kept per person and chat
+//!   in the browser), and comes back from the menu.
 //! - `a_plugins_ui_command_is_carried_out_in_the_console_and_answered_step_by_step`: the
 //!   console following the chosen chat's UI commands carries out a plugin's command (the chat
 //!   chosen, its pane brought forward, its message shown) and answers each step, the composer
@@ -83,11 +87,87 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(timeout),
         test(
+            "console::panes_are_added_from_the_menu_closed_and_kept_and_a_singleton_is_shown_once",
+            panes_from_the_menu,
+        )
+        .timeout(timeout),
+        test(
             "console::a_plugins_ui_command_is_carried_out_in_the_console_and_answered_step_by_step",
             a_ui_command_is_carried_out,
         )
         .timeout(timeout),
     ]
+}
+
+/// The add-pane menu: the echo panel (a singleton) offered once per layout; its pane closed,
+/// the layout kept across a reload, and the pane added back from the menu.
+async fn panes_from_the_menu(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start(&ns).await?;
+    let page = &world.page;
+    echo_pane_connected(&world).await?;
+    let item = format!(
+        "#add-pane-list button.add-pane-item[data-plugin=\"{}\"][data-panel=main]",
+        world.plugin
+    );
+    // Shown already: the menu offers it no more, and says why.
+    page.click("#add-pane > summary").await?;
+    world
+        .wait(
+            "the menu with the singleton shown",
+            &format!(
+                "document.querySelector('{item}')?.disabled === true \
+                 && /once per layout/.test(document.querySelector('{item}').title)"
+            ),
+        )
+        .await?;
+    world.screenshot(&ns, "add-pane").await?;
+    // A second one is refused however it is asked for.
+    let refused = page
+        .evaluate(&format!(
+            "(() => {{ document.querySelector('{item}').click(); \
+               return document.querySelectorAll('#panes section.pane').length; }})()"
+        ))
+        .await?;
+    ensure!(refused == 1, "a second echo pane: {refused} panes");
+    page.click("#add-pane > summary").await?;
+
+    // Closed: gone, kept so across a reload.
+    page.click("#panes section.pane .pane-close").await?;
+    world
+        .wait(
+            "the pane closed",
+            "document.querySelectorAll('#panes section.pane').length === 0 \
+             && /add one from the menu/.test(document.querySelector('#panes p.empty')?.textContent)",
+        )
+        .await?;
+    page.evaluate("location.reload(); true").await?;
+    world
+        .wait(
+            "the console again, without the pane",
+            "window.loopConsole?.ready === true \
+             && window.loopConsole.chat === 'general' \
+             && document.querySelector('#panes p.empty') !== null \
+             && document.querySelectorAll('#panes section.pane').length === 0",
+        )
+        .await?;
+
+    // Added back from the menu: connected again, and the menu offers it no more.
+    page.click("#add-pane > summary").await?;
+    world
+        .wait(
+            "the menu offering the panel",
+            &format!("document.querySelector('{item}')?.disabled === false"),
+        )
+        .await?;
+    page.click(&item).await?;
+    echo_pane_connected(&world).await?;
+    world
+        .wait(
+            "the menu again",
+            &format!("document.querySelector('{item}')?.disabled === true"),
+        )
+        .await?;
+    Ok(())
 }
 
 /// The plugin's UI command, as the console following the chat carries it out: the chat

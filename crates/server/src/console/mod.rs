@@ -14,7 +14,8 @@
 //! server-sent events over `fetch`), `bridge.js` (the host end of the bridge: the port per
 //! frame load and the JSON-RPC dispatch), `frames.js` (what each method answers for a pane or
 //! a card), `commands.js` (carrying out a plugin's UI command, a result per step),
-//! `switches.js` (what a composer switch shows while its click is out), `theme.js`
+//! `layout.js` (the add-pane menu, a singleton once per layout, the layout kept per user and
+//! chat), `switches.js` (what a composer switch shows while its click is out), `theme.js`
 //! (the reference's ten variables, light and dark), `dom.js` (building elements).
 
 pub mod policy;
@@ -29,7 +30,7 @@ use axum::routing::get;
 pub const PREFIX: &str = "/console";
 
 /// Every file the console serves: its name under [`PREFIX`], its content type and its text.
-pub const ASSETS: [(&str, &str, &str); 11] = [
+pub const ASSETS: [(&str, &str, &str); 12] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -69,6 +70,11 @@ pub const ASSETS: [(&str, &str, &str); 11] = [
         "commands.js",
         "text/javascript; charset=utf-8",
         include_str!("assets/commands.js"),
+    ),
+    (
+        "layout.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/layout.js"),
     ),
     (
         "switches.js",

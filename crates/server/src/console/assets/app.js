@@ -10,6 +10,9 @@ import {
   ANSWERS, decisionText, forChat, inputText, pendingByChat, refusalText, timeLeft,
 } from "./approvals.js";
 import { bridgeFrame } from "./bridge.js";
+import {
+  add, initialLayout, layoutKey, menu, panelOf, readLayout, userOf, writeLayout,
+} from "./layout.js";
 import { runSteps, summary } from "./commands.js";
 import { frameHandlers, memoryState, paneState } from "./frames.js";
 import { SwitchBook, switchKey } from "./switches.js";
@@ -40,8 +43,11 @@ const state = {
   chat: null,
   /** plugin → why it can no longer be used in the chat (removed, disabled). */
   gone: new Map(),
-  /** `${plugin}/${panel}` → {section, frame, bridge} */
+  /** pane key (layout.js) → {section, frame, bridge, note, expires}; frame and bridge are
+   * null for a kept pane whose plugin no longer runs here */
   panes: new Map(),
+  /** The panels the chat's plugins offer, in the add-pane menu's order. */
+  panels: [],
   /** card id → {article, frame, bridge} */
   cards: new Map(),
   // plugin → the Loop events its frames get as the bridge's `event` (what it subscribes to).
@@ -221,14 +227,15 @@ async function selectChat(name) {
 }
 
 function clearChat() {
-  for (const pane of state.panes.values()) pane.bridge.close();
+  for (const pane of state.panes.values()) pane.bridge?.close();
   for (const card of state.cards.values()) card.bridge?.close();
   state.panes.clear();
+  state.panels = [];
   state.cards.clear();
   state.gone.clear();
   state.events.clear();
   state.approvalCards.clear();
-  for (const id of ["panes", "cards", "notifications", "switches", "plugins", "runs", "approvals", "decided"]) {
+  for (const id of ["panes", "add-pane-list", "cards", "notifications", "switches", "plugins", "runs", "approvals", "decided"]) {
     fill($(id));
     delete $(id).dataset.model;
   }
@@ -346,6 +353,18 @@ function switchPill(chat, listed, mark) {
 
 // ---- panes ----------------------------------------------------------------------------------
 
+/** Where this person's layout of `chat` is kept. */
+function layoutStore(chat) {
+  return layoutKey(state.api.namespace, userOf(state.api.token), chat);
+}
+
+/** Keeps the panes open now, in their order, as the person's layout of the chat. */
+function saveLayout() {
+  if (!state.chat) return;
+  const keys = [...$("panes").querySelectorAll("section.pane[data-key]")].map((s) => s.dataset.key);
+  writeLayout(localStorage, layoutStore(state.chat), keys);
+}
+
 async function loadPanes(chat) {
   const found = await Promise.all(chat.plugins.map(async ({ plugin }) => {
     try {
@@ -357,40 +376,138 @@ async function loadPanes(chat) {
     }
   }));
   if (state.chat !== chat.name) return;
-  const listed = new Set();
+  const panels = [];
   for (const p of found.flat()) {
-    if (p.error) {
-      if (p.error.status === 409) state.gone.set(p.plugin, p.error.message);
+    if (!p.error) panels.push(p);
+    else if (p.error.status === 409) state.gone.set(p.plugin, p.error.message);
+  }
+  state.panels = panels;
+  const byPanel = new Map(panels.map((p) => [`${p.plugin}/${p.id}`, p]));
+  const wanted = initialLayout(readLayout(localStorage, layoutStore(chat.name)), panels);
+  for (const key of wanted) {
+    const at = panelOf(key);
+    const panel = at && byPanel.get(`${at.plugin}/${at.panel}`);
+    const pane = state.panes.get(key);
+    if (!panel) {
+      // Kept in the layout, but its plugin no longer runs here: the pane says so.
+      if (at && !pane) addGonePane(at, key);
       continue;
     }
-    const key = `${p.plugin}/${p.id}`;
-    listed.add(key);
-    const pane = state.panes.get(key);
-    if (pane) pane.note.hidden = true; // Its plugin runs here (again).
+    if (pane?.frame) pane.note.hidden = true; // Its plugin runs here (again).
     if (!pane) {
-      addPane(chat, p, key);
-    } else if (due(pane.expires) && p.expires !== pane.expires) {
+      addPane(chat, panel, key);
+    } else if (!pane.frame) {
+      closePane(key, { keep: true });
+      addPane(chat, panel, key);
+    } else if (due(pane.expires) && panel.expires !== pane.expires) {
       // The page reloads from a fresh link; its state is kept (state.get/set).
-      pane.expires = p.expires;
-      pane.frame.src = p.url;
+      pane.expires = panel.expires;
+      pane.frame.src = panel.url;
     }
   }
   // A pane already open whose plugin the chat no longer runs says so.
   for (const [key, pane] of state.panes) {
-    if (listed.has(key)) continue;
-    const plugin = key.split("/")[0];
-    const why = state.gone.get(plugin) ?? `plugin ${plugin} no longer runs in this chat`;
-    state.gone.set(plugin, why);
+    const at = panelOf(key);
+    if (at && byPanel.has(`${at.plugin}/${at.panel}`)) continue;
+    const why = state.gone.get(at?.plugin) ?? `plugin ${at?.plugin} no longer runs in this chat`;
+    state.gone.set(at?.plugin, why);
     pane.note.textContent = why;
     pane.note.hidden = false;
   }
-  if (!state.panes.size) {
-    fill($("panes"), h("p", { class: "empty" }, "No plugin of this chat has a panel."));
+  renderPaneMenu();
+  showEmptyPanes();
+}
+
+function showEmptyPanes() {
+  const empty = $("panes").querySelector(":scope > p.empty");
+  if (state.panes.size) {
+    empty?.remove();
+  } else if (!empty) {
+    $("panes").append(h("p", { class: "empty" }, state.panels?.length
+      ? "No pane open: add one from the menu."
+      : "No plugin of this chat has a panel."));
   }
 }
 
+/** The add-pane menu: the panels of the plugins the project enables, a singleton shown once. */
+function renderPaneMenu() {
+  const open = [...state.panes.keys()];
+  const entries = menu(state.panels ?? [], open);
+  const model = [state.chat, entries];
+  render($("add-pane-list"), model, () => fill($("add-pane-list"), entries.length
+    ? entries.map((e) => h("li", {},
+      h("button", {
+        type: "button",
+        class: "add-pane-item",
+        disabled: e.disabled,
+        title: e.why ?? `Add a pane of ${e.label}`,
+        dataset: { plugin: e.plugin, panel: e.panel, focusKey: `add:${e.plugin}/${e.panel}` },
+        onclick: () => addFromMenu(e.plugin, e.panel),
+      }, h("span", {}, e.label), " ", h("span", { class: "muted" }, e.plugin),
+      e.why ? h("span", { class: "muted" }, ` (${e.why})`) : null)))
+    : h("li", { class: "empty" }, "No plugin of this chat has a panel.")));
+  $("add-pane").querySelector("summary").setAttribute("aria-label", `Add pane (${entries.filter((e) => !e.disabled).length} available)`);
+}
+
+/** Adds a pane of `plugin`'s `panel` as the menu does; answers its key, or throws why not. */
+function openPanel(plugin, panelId) {
+  const chat = current();
+  const panel = (state.panels ?? []).find((p) => p.plugin === plugin && p.id === panelId);
+  if (!chat || !panel) throw new Error(`panel ${panelId} of plugin ${plugin} is not offered in this chat`);
+  const added = add(panel, [...state.panes.keys()]);
+  if (added.refused) throw new Error(added.refused);
+  addPane(chat, panel, added.key);
+  saveLayout();
+  renderPaneMenu();
+  return added.key;
+}
+
+function addFromMenu(plugin, panel) {
+  try {
+    const key = openPanel(plugin, panel);
+    $("add-pane").open = false;
+    state.panes.get(key)?.frame?.focus();
+  } catch (e) {
+    status(e.message, true);
+  }
+}
+
+function closePane(key, { keep = false } = {}) {
+  const pane = state.panes.get(key);
+  if (!pane) return;
+  pane.bridge?.close();
+  pane.section.remove();
+  state.panes.delete(key);
+  if (keep) return;
+  saveLayout();
+  renderPaneMenu();
+  showEmptyPanes();
+}
+
+function paneSection(key, title, plugin, ...body) {
+  const close = h("button", {
+    type: "button",
+    class: "pane-close",
+    "aria-label": `Close the ${title} pane`,
+    dataset: { focusKey: `close:${key}` },
+    onclick: () => closePane(key),
+  }, "Close");
+  return h("section", { class: "pane", "aria-label": `${title} (${plugin})`, dataset: { key } },
+    h("header", { class: "pane-head" },
+      h("h4", {}, title), h("span", { class: "muted" }, plugin), close),
+    ...body);
+}
+
+/** A pane kept in the layout whose plugin no longer runs in the chat: it says so. */
+function addGonePane(at, key) {
+  const why = state.gone.get(at.plugin) ?? `plugin ${at.plugin} is no longer enabled in this chat`;
+  const note = h("p", { class: "note", role: "status" }, why);
+  const section = paneSection(key, at.panel, at.plugin, note);
+  $("panes").append(section);
+  state.panes.set(key, { section, frame: null, bridge: null, note, expires: null });
+}
+
 function addPane(chat, panel, key) {
-  if (!state.panes.size) fill($("panes"));
   const context = {
     namespace: state.api.namespace,
     chat: chat.name,
@@ -407,10 +524,7 @@ function addPane(chat, panel, key) {
     dataset: { plugin: panel.plugin, panel: panel.id },
   });
   const note = h("p", { class: "note", role: "status", hidden: true });
-  const section = h("section", { class: "pane", "aria-label": `${panel.label} (${panel.plugin})` },
-    h("header", { class: "pane-head" },
-      h("h4", {}, panel.label), h("span", { class: "muted" }, panel.plugin)),
-    note, frame);
+  const section = paneSection(key, panel.label, panel.plugin, note, frame);
   const bridge = bridgeFrame(frame, frameHandlers({
     api: state.api,
     context,
@@ -422,6 +536,7 @@ function addPane(chat, panel, key) {
   frame.src = panel.url;
   $("panes").append(section);
   state.panes.set(key, { section, frame, bridge, note, expires: panel.expires });
+  showEmptyPanes();
 }
 
 // ---- the card drawer ------------------------------------------------------------------------
@@ -797,9 +912,14 @@ function commandDoers(chat, command) {
       $("chat").focus();
     },
     open_panel: async ({ panel }) => {
-      const pane = state.panes.get(`${command.plugin}/${panel}`);
-      if (!pane) throw new Error(`panel ${panel} of plugin ${command.plugin} is not shown in this chat`);
-      if (!pane.note.hidden) throw new Error(pane.note.textContent);
+      // The pane open already (a singleton's one), else a new one, as the menu adds it.
+      const open = [...state.panes.entries()].find(([k]) => {
+        const at = panelOf(k);
+        return at?.plugin === command.plugin && at.panel === panel;
+      });
+      const key = open ? open[0] : openPanel(command.plugin, panel);
+      const pane = state.panes.get(key);
+      if (!pane.frame || !pane.note.hidden) throw new Error(pane.note.textContent);
       pane.section.scrollIntoView({ block: "nearest" });
       pane.section.classList.remove("called");
       void pane.section.offsetWidth; // Restarts the highlight.
@@ -926,7 +1046,7 @@ async function settingsChanged(chat) {
     if (state.chat !== chat.name) return;
     const event = { type: "settings.changed", data: { settings } };
     for (const [key, pane] of state.panes) {
-      if (key.split("/")[0] === plugin) pane.bridge.notify("event", event);
+      if (panelOf(key)?.plugin === plugin) pane.bridge?.notify("event", event);
     }
     for (const card of state.cards.values()) {
       if (card.article.dataset.plugin === plugin) card.bridge?.notify("event", event);
@@ -963,7 +1083,7 @@ function setScheme(scheme) {
   const dark = scheme === "dark";
   $("theme").setAttribute("aria-pressed", String(dark));
   const now = theme(scheme);
-  for (const pane of state.panes.values()) pane.bridge.notify("theme.changed", now);
+  for (const pane of state.panes.values()) pane.bridge?.notify("theme.changed", now);
   for (const card of state.cards.values()) card.bridge?.notify("theme.changed", now);
 }
 
