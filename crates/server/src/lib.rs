@@ -42,6 +42,7 @@ pub mod live;
 pub mod mcp;
 #[cfg(test)]
 mod openapi_spec;
+pub mod person;
 pub mod plugin_api;
 pub mod records;
 pub mod serve;

@@ -78,10 +78,14 @@ pub struct ApiArgs {
     pub ui_links_secret: String,
 }
 
-/// Runs the server with the cluster's default client.
+/// Runs the server with the cluster's default client (a person's writes go to the same
+/// cluster, with their token).
 pub async fn serve(args: ApiArgs) -> anyhow::Result<()> {
-    let client = Client::try_default().await?;
-    run(client, args).await
+    let config = kube::Config::infer().await?;
+    let client = Client::try_from(config.clone())?;
+    let mut options = Options::from_args(&args);
+    options.person = Some(config);
+    run_with(client, args, options).await
 }
 
 /// How a server is set up.
@@ -93,6 +97,9 @@ pub struct Options {
     /// The fan-out Lease (namespace, name, our identity); None: this server does it alone.
     pub lease: Option<(String, String, String)>,
     pub ui: UiOptions,
+    /// How to reach the cluster as a person, with their token instead of the server's own
+    /// credentials (Settings → Plugins, trust); None: the server makes no such writes.
+    pub person: Option<kube::Config>,
 }
 
 /// How the UI's bundles are served.
@@ -138,6 +145,7 @@ impl Options {
             calls: CallSettings::default(),
             review_ttl: REVIEW_TTL,
             lease,
+            person: None,
             ui: UiOptions {
                 links_secret: args.ui_links_secret.clone(),
                 ..UiOptions::default()
@@ -240,6 +248,9 @@ impl Server {
             stopped.clone(),
         ));
         host.ui_commands = Some(ui_commands.clone());
+        host.person = options.person.clone().map(|config| {
+            Arc::new(crate::person::KubeWrites::new(config)) as crate::person::SharedWrites
+        });
         let secrets = crate::plugin_api::secrets::SecretSettings {
             reader: Arc::new(crate::plugin_api::secrets::KubeSecretReader::new(
                 client.clone(),
@@ -361,7 +372,12 @@ impl Drop for Server {
 
 /// Runs the server until SIGTERM or Ctrl-C.
 pub async fn run(client: Client, args: ApiArgs) -> anyhow::Result<()> {
-    let server = Server::start(client, Options::from_args(&args)).await?;
+    let options = Options::from_args(&args);
+    run_with(client, args, options).await
+}
+
+async fn run_with(client: Client, args: ApiArgs, options: Options) -> anyhow::Result<()> {
+    let server = Server::start(client, options).await?;
     let api_listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!(listen = %args.listen, metrics_addr = %args.metrics_addr, "API server serving");
     let api =

@@ -15,6 +15,7 @@
 pub mod approval;
 pub mod capabilities;
 pub mod chat;
+pub mod edit;
 pub mod enabled;
 #[cfg(test)]
 pub(crate) mod fixtures;

@@ -148,6 +148,41 @@ impl Permission {
         Self::on_instance("watch", "", ns, "")
     }
 
+    /// `<verb> projects` of one Project: reading (`get`) or editing (`patch`) its plugin
+    /// config (Settings → Plugins).
+    pub fn project(verb: &'static str, ns: &str, name: &str) -> Self {
+        Self {
+            verb,
+            resource: "projects",
+            subresource: "",
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
+    /// `patch projecttrusts` of a project: trusting its config (the chart's
+    /// `loop-plugins-project-trustee` role).
+    pub fn project_trust(ns: &str, name: &str) -> Self {
+        Self {
+            verb: "patch",
+            resource: "projecttrusts",
+            subresource: "",
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
+    /// `<verb> hostconfigs` of `default`: the global config (cluster-scoped).
+    pub fn host_config(verb: &'static str) -> Self {
+        Self {
+            verb,
+            resource: "hostconfigs",
+            subresource: "",
+            namespace: String::new(),
+            name: model::resources::HOST_CONFIG_NAME.into(),
+        }
+    }
+
     /// `list agentruns`: a chat's agent runs.
     pub fn list_runs(ns: &str) -> Self {
         Self {

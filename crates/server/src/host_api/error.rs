@@ -73,6 +73,14 @@ pub enum Code {
     /// An agent's call that needed a person's approval did not get it (only in an `is_error`
     /// tool result).
     ApprovalDenied,
+    /// No Project of that name in the namespace.
+    ProjectNotFound,
+    /// The plugin is installed but not admitted: its manifest, and so its settings, are not
+    /// known.
+    PluginNotAdmitted,
+    /// The config changed since the caller read it (a trust of an older version, a write
+    /// that lost a race): read it again.
+    ConfigChanged,
     /// A Kubernetes call failed (a review, a write); try again.
     Unavailable,
     /// A bug: never answered on purpose.
@@ -81,7 +89,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for the spec check.
-    pub const ALL: [Code; 35] = [
+    pub const ALL: [Code; 38] = [
         Code::MissingToken,
         Code::InvalidToken,
         Code::Forbidden,
@@ -115,6 +123,9 @@ impl Code {
         Code::ApprovalDecided,
         Code::ApprovalExpired,
         Code::ApprovalDenied,
+        Code::ProjectNotFound,
+        Code::PluginNotAdmitted,
+        Code::ConfigChanged,
         Code::Unavailable,
         Code::Internal,
     ];
@@ -156,6 +167,9 @@ impl ErrorCode for Code {
             Code::ApprovalDecided => "approval_decided",
             Code::ApprovalExpired => "approval_expired",
             Code::ApprovalDenied => crate::tool_calls::approval::APPROVAL_DENIED,
+            Code::ProjectNotFound => "project_not_found",
+            Code::PluginNotAdmitted => "plugin_not_admitted",
+            Code::ConfigChanged => "config_changed",
             Code::Unavailable => "unavailable",
             Code::Internal => "internal",
         }
@@ -175,12 +189,15 @@ impl ErrorCode for Code {
             | Code::AgentNotFound
             | Code::SwitchNotFound
             | Code::RequestNotFound
+            | Code::ProjectNotFound
             | Code::ApprovalNotFound => StatusCode::NOT_FOUND,
             Code::ApprovalOtherChat | Code::ApprovalDecided | Code::ApprovalExpired => {
                 StatusCode::CONFLICT
             }
             Code::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Code::PluginNotEnabled => StatusCode::CONFLICT,
+            Code::PluginNotEnabled | Code::PluginNotAdmitted | Code::ConfigChanged => {
+                StatusCode::CONFLICT
+            }
             Code::InputInvalid | Code::OutputInvalid => StatusCode::UNPROCESSABLE_ENTITY,
             Code::InstancePending
             | Code::QueueFull

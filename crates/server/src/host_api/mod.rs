@@ -51,6 +51,7 @@ pub mod auth;
 pub mod cards;
 pub mod changes;
 pub mod chats;
+pub mod config;
 pub mod error;
 pub mod events;
 pub mod live;

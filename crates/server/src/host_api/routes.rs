@@ -5,18 +5,18 @@
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 
 use super::state::HostState;
 use super::{
-    actions, approvals, cards, changes, chats, events, live, notifications, panels, proxy, runs,
-    settings, stop, switches, tools, ui_commands,
+    actions, approvals, cards, changes, chats, config, events, live, notifications, panels, proxy,
+    runs, settings, stop, switches, tools, ui_commands,
 };
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 32] = [
+pub const ROUTES: [(&str, &str); 36] = [
     ("GET", "/approvals"),
     ("GET", "/namespaces/{namespace}/approvals"),
     ("GET", "/namespaces/{namespace}/approvals/watch"),
@@ -99,6 +99,13 @@ pub const ROUTES: [(&str, &str); 32] = [
         "/namespaces/{namespace}/channels/{channel}/ui/commands/{id}",
     ),
     ("GET", "/namespaces/{namespace}/chats"),
+    ("GET", "/namespaces/{namespace}/projects/{project}/plugins"),
+    (
+        "PATCH",
+        "/namespaces/{namespace}/projects/{project}/plugins/{plugin}",
+    ),
+    ("POST", "/namespaces/{namespace}/projects/{project}/trust"),
+    ("PATCH", "/global/plugins/{plugin}"),
     ("GET", "/namespaces/{namespace}/plugins/changes"),
     ("GET", "/namespaces/{namespace}/channels/{channel}/runs"),
     (
@@ -183,6 +190,22 @@ pub fn routes(state: &HostState) -> Router<HostState> {
             post(ui_commands::answer).layer(small),
         )
         .route("/namespaces/{namespace}/chats", get(chats::list))
+        .route(
+            "/namespaces/{namespace}/projects/{project}/plugins",
+            get(config::view),
+        )
+        .route(
+            "/namespaces/{namespace}/projects/{project}/plugins/{plugin}",
+            patch(config::edit_project).layer(small),
+        )
+        .route(
+            "/namespaces/{namespace}/projects/{project}/trust",
+            post(config::trust).layer(small),
+        )
+        .route(
+            "/global/plugins/{plugin}",
+            patch(config::edit_global).layer(small),
+        )
         .route("/approvals", get(approvals::list_all))
         .route("/namespaces/{namespace}/approvals", get(approvals::list))
         .route(

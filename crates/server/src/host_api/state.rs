@@ -45,6 +45,8 @@ pub struct HostState {
     pub live: Option<Arc<crate::live::Live>>,
     /// Chats' UI commands (None: a server without a cluster carries none).
     pub ui_commands: Option<Arc<crate::ui_commands::UiCommands>>,
+    /// The writes a person makes with their own token (None: a server without a cluster).
+    pub person: Option<crate::person::SharedWrites>,
     /// The one path of a tool call, with the approval desk an agent's call waits at.
     pub tools: ToolCalls,
 }
@@ -69,6 +71,7 @@ impl HostState {
             links: watch::channel(None).1,
             live: None,
             ui_commands: None,
+            person: None,
         }
     }
 

@@ -316,6 +316,8 @@ pub struct World {
     pub live: Arc<crate::live::Live>,
     /// Chats' UI commands, in memory.
     pub ui_commands: Arc<crate::ui_commands::UiCommands>,
+    /// A person's writes, recorded.
+    pub person: Arc<crate::person::Recorded>,
     /// The approvals the desk made and decided, in the index's store.
     pub approvals: Arc<StoreApprovals>,
 }
@@ -526,6 +528,8 @@ impl World {
             state.index().clone(),
         ));
         state.ui_commands = Some(ui_commands.clone());
+        let person = Arc::new(crate::person::Recorded::default());
+        state.person = Some(person.clone());
         state.links = tokio::sync::watch::channel(Some(crate::ui::link::LinkKeys {
             current: crate::ui::link::LinkKey {
                 id: "k".into(),
@@ -543,6 +547,7 @@ impl World {
             marks,
             live,
             ui_commands,
+            person,
             approvals,
         }
     }

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod cards;
+mod config;
 mod console;
 mod fixtures;
 mod hostile;

@@ -1,5 +1,7 @@
-//! `project trust`: records the owner's approval of a project's current plugin config, as a
-//! `ProjectTrust` of its own (see `model::resources::project_trust`).
+//! Trusting a project: records the owner's approval of a project's current plugin config, as a
+//! `ProjectTrust` of its own (see `model::resources::project_trust`). `loop-plugins project
+//! trust` writes it with the person's kubeconfig, the console through the host API with the
+//! person's token: the same write, so the same RBAC.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Patch, PatchParams};
@@ -9,9 +11,9 @@ use model::config::config_hash;
 use model::names::FIELD_MANAGER_TRUST;
 use model::resources::{Project, ProjectTrust};
 
-/// Why an operator verb failed.
+/// Why trusting a project failed.
 #[derive(Debug, thiserror::Error)]
-pub enum OperatorError {
+pub enum TrustError {
     #[error("reading Project {namespace}/{name}: {source}")]
     ReadProject {
         namespace: String,
@@ -49,12 +51,12 @@ pub async fn trust_project(
     namespace: &str,
     name: &str,
     expected_hash: Option<&str>,
-) -> Result<String, OperatorError> {
+) -> Result<String, TrustError> {
     let projects: Api<Project> = Api::namespaced(client.clone(), namespace);
     let project = projects
         .get(name)
         .await
-        .map_err(|source| OperatorError::ReadProject {
+        .map_err(|source| TrustError::ReadProject {
             namespace: namespace.into(),
             name: name.into(),
             source,
@@ -63,7 +65,7 @@ pub async fn trust_project(
     if let Some(expected) = expected_hash
         && expected != hash
     {
-        return Err(OperatorError::ConfigChanged {
+        return Err(TrustError::ConfigChanged {
             namespace: namespace.into(),
             name: name.into(),
             expected: expected.into(),
@@ -79,7 +81,7 @@ pub async fn trust_project(
             &Patch::Apply(&trust),
         )
         .await
-        .map_err(|source| OperatorError::Trust {
+        .map_err(|source| TrustError::Trust {
             namespace: namespace.into(),
             name: name.into(),
             source,

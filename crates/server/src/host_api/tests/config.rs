@@ -1,0 +1,162 @@
+//! Settings → Plugins through the host API: the view of a project's plugins, an edit checked
+//! against the manifest before it is written with the caller's own token, the cluster's
+//! refusal passed on, and a trust of the version read.
+
+use axum::http::StatusCode;
+use serde_json::json;
+
+use super::fixtures::*;
+use crate::person::Written;
+
+const VIEW: &str = "/projects/proj/plugins";
+
+#[tokio::test]
+async fn the_view_has_each_plugins_schema_entries_and_what_it_sees() {
+    let w = World::new().await;
+    let a = w.send("GET", VIEW, Some(TOKEN), "").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert_eq!(a.json["project"]["trust"], "Trusted");
+    let hash = a.json["project"]["hash"].as_str().unwrap();
+    assert!(hash.starts_with("sha256:"), "{hash}");
+    let echo = &a.json["plugins"][0];
+    assert_eq!(echo["plugin"], "echo");
+    assert_eq!(echo["settings"]["verbose"]["type"], "boolean");
+    assert_eq!(echo["project"], json!({ "enabled": true }));
+    assert_eq!(echo["enabled"], true);
+    assert_eq!(echo["effective"], json!({ "verbose": false }));
+    let actions: Vec<&str> = echo["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["ping", "tick"]);
+    let a = w
+        .send("GET", "/projects/nope/plugins", Some(TOKEN), "")
+        .await;
+    assert_eq!(
+        (a.status, a.code()),
+        (StatusCode::NOT_FOUND, "project_not_found")
+    );
+}
+
+#[tokio::test]
+async fn an_edit_is_checked_then_written_as_the_caller() {
+    let w = World::new().await;
+    let edit = r#"{"settings": {"verbose": true}, "schedules": {"tick": {"enabled": false}}}"#;
+    let a = w
+        .send("PATCH", &format!("{VIEW}/echo"), Some(TOKEN), edit)
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert_eq!(
+        w.person.written.lock().unwrap().clone(),
+        [Written::Project {
+            token: TOKEN.into(),
+            namespace: NS.into(),
+            project: "proj".into(),
+            patch: json!({ "spec": { "plugins": { "echo": {
+                "settings": { "verbose": true },
+                "schedules": { "tick": { "enabled": false } },
+            } } } }),
+        }]
+    );
+    // Refused before anything is written, naming each field and why.
+    let bad = r#"{"settings": {"verbose": "yes", "nope": 1}, "schedules": {"tick": {"type": "cron", "schedule": "soon"}}}"#;
+    let a = w
+        .send("PATCH", &format!("{VIEW}/echo"), Some(TOKEN), bad)
+        .await;
+    assert_eq!(
+        (a.status, a.code()),
+        (StatusCode::BAD_REQUEST, "invalid_body")
+    );
+    let message = a.json["error"]["message"].as_str().unwrap();
+    for field in ["settings.verbose:", "settings.nope:", "schedules.tick:"] {
+        assert!(message.contains(field), "{field} in {message}");
+    }
+    let a = w
+        .send("PATCH", &format!("{VIEW}/echo"), Some(TOKEN), "{}")
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "an edit of nothing");
+    let a = w
+        .send("PATCH", &format!("{VIEW}/ghost"), Some(TOKEN), edit)
+        .await;
+    assert_eq!(
+        (a.status, a.code()),
+        (StatusCode::NOT_FOUND, "plugin_not_found")
+    );
+    assert_eq!(w.person.written.lock().unwrap().len(), 1);
+
+    // The global entry goes to HostConfig's defaults.
+    let a = w
+        .send(
+            "PATCH",
+            "//global/plugins/echo",
+            Some(TOKEN),
+            r#"{"enabled": false}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert_eq!(
+        w.person.written.lock().unwrap().last().cloned().unwrap(),
+        Written::HostConfig {
+            token: TOKEN.into(),
+            patch: json!({ "spec": { "plugins": { "defaults": { "echo": { "enabled": false } } } } }),
+        }
+    );
+}
+
+#[tokio::test]
+async fn the_clusters_refusal_is_the_answer_and_a_trust_names_the_version_read() {
+    let w = World::new().await;
+    *w.person.refuse.lock().unwrap() = Some((
+        403,
+        "projects.plugins.loop.dev \"proj\" is forbidden: User \"ana\" cannot patch resource \"projects\"".into(),
+    ));
+    let a = w
+        .send(
+            "PATCH",
+            &format!("{VIEW}/echo"),
+            Some(TOKEN),
+            r#"{"enabled": false}"#,
+        )
+        .await;
+    assert_eq!((a.status, a.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    assert!(
+        a.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot patch resource \"projects\""),
+        "{}",
+        a.json
+    );
+    *w.person.refuse.lock().unwrap() = None;
+
+    let a = w
+        .send(
+            "POST",
+            "/projects/proj/trust",
+            Some(TOKEN),
+            r#"{"hash": "latest"}"#,
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    let hash = w.send("GET", VIEW, Some(TOKEN), "").await.json["project"]["hash"].clone();
+    let a = w
+        .send(
+            "POST",
+            "/projects/proj/trust",
+            Some(TOKEN),
+            &json!({ "hash": hash }).to_string(),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert_eq!(
+        w.person.written.lock().unwrap().clone(),
+        [Written::Trust {
+            token: TOKEN.into(),
+            namespace: NS.into(),
+            project: "proj".into(),
+            hash: hash.as_str().unwrap().into(),
+        }]
+    );
+}

@@ -1,0 +1,237 @@
+//! What a person changes through the host API, made with their own token, so Kubernetes RBAC
+//! decides and the API server's audit log names them: a plugin's entry in the global config
+//! (HostConfig) or a project's (Project), and trusting a project's config. The API server's own
+//! ServiceAccount has none of these rights, and needs none.
+//!
+//! - [`trust`]: trusting a project (the CLI's `project trust` is the same write);
+//! - [`Writes`]: the writes, to the cluster ([`KubeWrites`]) or recorded (tests).
+
+pub mod trust;
+
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use model::resources::{HOST_CONFIG_NAME, HostConfig, Project};
+
+/// Why a person's write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The cluster refused it (RBAC's 403 says which right is missing; 404, 409, 422).
+    #[error("{message}")]
+    Refused { status: u16, message: String },
+    #[error(transparent)]
+    Trust(#[from] trust::TrustError),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl WriteError {
+    fn of(what: &str, e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) => WriteError::Refused {
+                status: s.code,
+                message: format!("{what}: {}", s.message),
+            },
+            e => WriteError::Failed(format!("{what}: {e}")),
+        }
+    }
+}
+
+/// A person's writes, each with their token.
+pub trait Writes: Send + Sync {
+    /// Merge-patches Project `project` of `namespace`.
+    fn patch_project<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        project: &'a str,
+        patch: Value,
+    ) -> BoxFuture<'a, Result<(), WriteError>>;
+    /// Merge-patches HostConfig `default`.
+    fn patch_host_config<'a>(
+        &'a self,
+        token: &'a str,
+        patch: Value,
+    ) -> BoxFuture<'a, Result<(), WriteError>>;
+    /// Trusts Project `project`'s config of hash `hash`; answers the hash trusted.
+    fn trust<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        project: &'a str,
+        hash: &'a str,
+    ) -> BoxFuture<'a, Result<String, WriteError>>;
+}
+
+/// The cluster, reached as the person: the API server's own connection (its address and CA)
+/// with the person's bearer token instead of its own credentials.
+pub struct KubeWrites {
+    config: kube::Config,
+}
+
+impl KubeWrites {
+    pub fn new(config: kube::Config) -> Self {
+        Self { config }
+    }
+
+    fn client(&self, token: &str) -> Result<Client, WriteError> {
+        let mut config = self.config.clone();
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.to_string().into()),
+            ..Default::default()
+        };
+        Client::try_from(config)
+            .map_err(|e| WriteError::Failed(format!("a client with the person's token: {e}")))
+    }
+}
+
+impl Writes for KubeWrites {
+    fn patch_project<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        project: &'a str,
+        patch: Value,
+    ) -> BoxFuture<'a, Result<(), WriteError>> {
+        Box::pin(async move {
+            let api: Api<Project> = Api::namespaced(self.client(token)?, namespace);
+            api.patch(project, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(|e| WriteError::of(&format!("Project {namespace}/{project}"), e))
+        })
+    }
+
+    fn patch_host_config<'a>(
+        &'a self,
+        token: &'a str,
+        patch: Value,
+    ) -> BoxFuture<'a, Result<(), WriteError>> {
+        Box::pin(async move {
+            let api: Api<HostConfig> = Api::all(self.client(token)?);
+            api.patch(
+                HOST_CONFIG_NAME,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| WriteError::of(&format!("HostConfig {HOST_CONFIG_NAME}"), e))
+        })
+    }
+
+    fn trust<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        project: &'a str,
+        hash: &'a str,
+    ) -> BoxFuture<'a, Result<String, WriteError>> {
+        Box::pin(async move {
+            let client = self.client(token)?;
+            trust::trust_project(client, namespace, project, Some(hash))
+                .await
+                .map_err(|e| match e {
+                    trust::TrustError::ReadProject { source, .. }
+                    | trust::TrustError::Trust { source, .. }
+                        if matches!(source, kube::Error::Api(_)) =>
+                    {
+                        let what = format!("trusting Project {namespace}/{project}");
+                        WriteError::of(&what, source)
+                    }
+                    e => WriteError::Trust(e),
+                })
+        })
+    }
+}
+
+/// One write a person made, as [`Recorded`] keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Written {
+    Project {
+        token: String,
+        namespace: String,
+        project: String,
+        patch: Value,
+    },
+    HostConfig {
+        token: String,
+        patch: Value,
+    },
+    Trust {
+        token: String,
+        namespace: String,
+        project: String,
+        hash: String,
+    },
+}
+
+/// Writes recorded, for request-level tests; `refuse` answers every write with it instead.
+#[derive(Default)]
+pub struct Recorded {
+    pub written: Mutex<Vec<Written>>,
+    pub refuse: Mutex<Option<(u16, String)>>,
+}
+
+impl Recorded {
+    fn record(&self, w: Written) -> Result<(), WriteError> {
+        if let Some((status, message)) = self.refuse.lock().expect("lock").clone() {
+            return Err(WriteError::Refused { status, message });
+        }
+        self.written.lock().expect("lock").push(w);
+        Ok(())
+    }
+}
+
+impl Writes for Recorded {
+    fn patch_project<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        project: &'a str,
+        patch: Value,
+    ) -> BoxFuture<'a, Result<(), WriteError>> {
+        let w = Written::Project {
+            token: token.into(),
+            namespace: namespace.into(),
+            project: project.into(),
+            patch,
+        };
+        Box::pin(async move { self.record(w) })
+    }
+
+    fn patch_host_config<'a>(
+        &'a self,
+        token: &'a str,
+        patch: Value,
+    ) -> BoxFuture<'a, Result<(), WriteError>> {
+        let w = Written::HostConfig {
+            token: token.into(),
+            patch,
+        };
+        Box::pin(async move { self.record(w) })
+    }
+
+    fn trust<'a>(
+        &'a self,
+        token: &'a str,
+        namespace: &'a str,
+        project: &'a str,
+        hash: &'a str,
+    ) -> BoxFuture<'a, Result<String, WriteError>> {
+        let w = Written::Trust {
+            token: token.into(),
+            namespace: namespace.into(),
+            project: project.into(),
+            hash: hash.into(),
+        };
+        Box::pin(async move { self.record(w).map(|()| hash.to_string()) })
+    }
+}
+
+/// Shared, as the host API's state holds it.
+pub type SharedWrites = Arc<dyn Writes>;
