@@ -494,6 +494,29 @@ fn the_caller_role_grants_every_host_api_permission_and_no_more() {
         .expect("the approval routes ask about toolcallapprovals");
     approving.retain(|v| v != "approve");
     let docs = render(&[]);
+    // Settings → Plugins is written with the person's own rights: the project roles' (editor:
+    // read and patch a Project; trustee: patch its ProjectTrust), and for the global config
+    // whoever may patch HostConfig (a cluster admin); a caller is granted none of them.
+    let project = asked
+        .remove("projects")
+        .expect("the settings routes ask about projects");
+    assert_eq!(project, ["get", "patch"]);
+    let editor = find(&docs, "ClusterRole", "loop-plugins-project-editor");
+    assert!(
+        project
+            .iter()
+            .all(|v| verbs_on(editor, "projects").contains(v)),
+        "{editor}"
+    );
+    let trusting = asked.remove("projecttrusts").expect("the trust route");
+    let trustee = find(&docs, "ClusterRole", "loop-plugins-project-trustee");
+    assert!(
+        trusting
+            .iter()
+            .all(|v| verbs_on(trustee, "projecttrusts").contains(v)),
+        "{trustee}"
+    );
+    assert_eq!(asked.remove("hostconfigs"), Some(vec!["patch".to_string()]));
     let approver = find(&docs, "ClusterRole", "loop-plugins-approver");
     assert_eq!(
         verbs_on(approver, "toolcallapprovals"),

@@ -30,6 +30,10 @@
 //!   with a reason refuses the next run's call with that reason and the run ends on that; the
 //!   decisions are listed with who made them.
 //!
+//! - `settings_a_setting_edited_reaches_the_pane_and_a_project_edit_waits_for_the_trust`:
+//!   Settings → Plugins as a person with the chart's project editor and trustee roles: a
+//!   setting saved reaches the pane as `settings.changed`; turning the plugin off waits for the
+//!   owner's trust, then takes it out of the chat; the global config refuses, naming the right.
 //! - `panes_are_added_from_the_menu_closed_and_kept_and_a_singleton_is_shown_once`: the
 //!   add-pane menu lists the chat's plugins' panels, a singleton shown already disabled and
 //!   refused; a pane closed stays closed across a reload (the layout kept per person and chat
@@ -87,6 +91,11 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(timeout),
         test(
+            "console::settings_a_setting_edited_reaches_the_pane_and_a_project_edit_waits_for_the_trust",
+            settings_edit_and_trust,
+        )
+        .timeout(timeout),
+        test(
             "console::panes_are_added_from_the_menu_closed_and_kept_and_a_singleton_is_shown_once",
             panes_from_the_menu,
         )
@@ -97,6 +106,109 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(timeout),
     ]
+}
+
+/// Settings → Plugins as a person with the chart's project editor and trustee roles: a
+/// setting edited reaches the echo pane as settings.changed; turning the plugin off waits for
+/// the owner's trust, then takes it out of the chat; the global config, which the person may
+/// not edit, refuses saying which right is missing.
+async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start(&ns).await?;
+    let page = &world.page;
+    let frame = echo_pane_connected(&world).await?;
+    crate::controller_support::bind_chart_role(&ns, "person", "project-editor").await?;
+    crate::controller_support::bind_chart_role(&ns, "person", "project-trustee").await?;
+    let plugin = world.plugin.clone();
+    let form = format!("#settings-body fieldset[data-plugin=\"{plugin}\"]");
+    let control = |what: &str| format!("set-{plugin}-{what}");
+    page.click("#settings-open").await?;
+    world
+        .wait(
+            "the settings of the project's plugins",
+            &format!(
+                "document.getElementById('settings').open \
+                 && document.querySelector('{form} #{}') !== null \
+                 && /runs in this project/.test(document.querySelector('{form}').textContent) \
+                 && document.querySelector('#settings-body .settings-trust')?.dataset.trust === 'Trusted'",
+                control("setting-verbose")
+            ),
+        )
+        .await?;
+    // A setting: saved, and the pane told.
+    page.evaluate(&format!(
+        "document.getElementById('{}').value = 'true'; true",
+        control("setting-verbose")
+    ))
+    .await?;
+    page.click(&format!("{form} .settings-save")).await?;
+    world
+        .wait(
+            "the setting saved",
+            "/^Saved /.test(document.getElementById('settings-status').textContent)",
+        )
+        .await?;
+    if let Err(e) = frame
+        .wait_for(
+            "document.getElementById('verbose')?.textContent === 'on'",
+            SHOW,
+        )
+        .await
+    {
+        anyhow::bail!("the pane's settings.changed: {e}\n  {}", world.reports());
+    }
+    // Turned off in the project: saved, but it waits for the trust.
+    page.evaluate(&format!(
+        "document.getElementById('{}').value = 'false'; true",
+        control("enabled")
+    ))
+    .await?;
+    page.click(&format!("{form} .settings-save")).await?;
+    world
+        .wait(
+            "the project's change waiting for the trust",
+            &format!(
+                "document.querySelector('#settings-body .settings-trust')?.dataset.trust === 'LastApproved' \
+                 && document.getElementById('settings-trust') !== null \
+                 && /runs in this project · a change waits/.test(document.querySelector('{form}').textContent)"
+            ),
+        )
+        .await?;
+    world.screenshot(&ns, "settings").await?;
+    // The global config: this person may not edit it, and is told which right is missing.
+    page.click("#settings-global").await?;
+    page.evaluate(&format!(
+        "document.getElementById('{}').value = 'true'; true",
+        control("setting-verbose")
+    ))
+    .await?;
+    page.click(&format!("{form} .settings-save")).await?;
+    world
+        .wait(
+            "the global edit refused",
+            "document.getElementById('settings-status').classList.contains('error') \
+             && /hostconfigs/.test(document.getElementById('settings-status').textContent)",
+        )
+        .await?;
+    // Trusted: the plugin no longer runs in the project, and its open pane says so.
+    page.click("#settings-project").await?;
+    page.click("#settings-trust").await?;
+    world
+        .wait(
+            "the config trusted",
+            &format!(
+                "document.querySelector('#settings-body .settings-trust')?.dataset.trust === 'Trusted' \
+                 && /does not run in this project/.test(document.querySelector('{form}').textContent)"
+            ),
+        )
+        .await?;
+    page.click("#settings-close").await?;
+    world
+        .wait(
+            "the pane saying its plugin no longer runs here",
+            "[...document.querySelectorAll('#panes section.pane .note')].some(n => !n.hidden)",
+        )
+        .await?;
+    Ok(())
 }
 
 /// The add-pane menu: the echo panel (a singleton) offered once per layout; its pane closed,

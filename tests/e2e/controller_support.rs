@@ -165,6 +165,37 @@ pub fn approver_role(ns: &Ns) -> String {
 
 /// Binds ServiceAccount `account` of the test's namespace to the chart's approver ClusterRole
 /// there, as an operator binds the people who approve in a project's namespace.
+/// The chart's ClusterRole `<fullname>-<suffix>` (`project-editor`, `project-trustee`, ...).
+pub fn chart_role(ns: &Ns, suffix: &str) -> String {
+    match ns.cluster().existing() {
+        Some(existing) => format!("{}-{suffix}", existing.fullname()),
+        None => format!("{RELEASE}-loop-plugins-{suffix}"),
+    }
+}
+
+/// Binds the chart's ClusterRole `<fullname>-<suffix>` to ServiceAccount `account` of the
+/// test's namespace, in that namespace.
+pub async fn bind_chart_role(ns: &Ns, account: &str, suffix: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+    let mut binding = RoleBinding {
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: chart_role(ns, suffix),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account.into(),
+            namespace: Some(ns.name().into()),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    };
+    binding.metadata.name = Some(format!("{account}-{suffix}"));
+    apply(ns, &binding).await?;
+    Ok(())
+}
+
 pub async fn bind_approver(ns: &Ns, account: &str) -> anyhow::Result<()> {
     use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
     let mut binding = RoleBinding {

@@ -135,7 +135,7 @@ struct LocalHost {
 /// A server of the test's own, as the chart runs them: every server of the local suite (these,
 /// the API server processes and the suite's fan-out replica) elects the one that does the
 /// fan-out on the same Lease.
-fn local_options(calls: CallSettings) -> Options {
+fn local_options(calls: CallSettings, person: kube::Config) -> Options {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     Options {
@@ -143,6 +143,7 @@ fn local_options(calls: CallSettings) -> Options {
         calls,
         review_ttl: server::host_api::state::REVIEW_TTL,
         ui: Default::default(),
+        person: Some(person),
         lease: Some((
             crate::controller_support::CONTROLLER_NAMESPACE.to_string(),
             crate::controller_support::FANOUT_LEASE.to_string(),
@@ -160,7 +161,7 @@ pub async fn start_fanout_replica(ns: &Ns) -> anyhow::Result<()> {
     ns.cluster()
         .keep_fanout_replica(Server::start(
             ns.client(),
-            local_options(CallSettings::default()),
+            local_options(CallSettings::default(), ns.cluster().config()),
         ))
         .await
 }
@@ -180,7 +181,7 @@ pub async fn host_with(ns: &Ns, settings: CallSettings) -> anyhow::Result<HostSe
             local: None,
         });
     }
-    let server = Server::start(ns.client(), local_options(settings)).await?;
+    let server = Server::start(ns.client(), local_options(settings, ns.cluster().config())).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let app = server.router.clone();

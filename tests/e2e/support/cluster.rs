@@ -124,6 +124,12 @@ impl Cluster {
         self.client.clone()
     }
 
+    /// The admin's client config (a server of the test's own reaches the cluster as a person
+    /// with it, their token in place of the admin's credentials).
+    pub fn config(&self) -> kube::Config {
+        self.config.clone()
+    }
+
     /// A client that authenticates with a bearer token (a ServiceAccount's), on either target.
     pub fn client_with_token(&self, token: &str) -> anyhow::Result<Client> {
         let config = devcluster::kubeconfig::with_token(&self.config, token);

@@ -15,7 +15,8 @@
 //! frame load and the JSON-RPC dispatch), `frames.js` (what each method answers for a pane or
 //! a card), `commands.js` (carrying out a plugin's UI command, a result per step),
 //! `layout.js` (the add-pane menu, a singleton once per layout, the layout kept per user and
-//! chat), `switches.js` (what a composer switch shows while its click is out), `theme.js`
+//! chat), `settings_form.js` (Settings → Plugins: a field per setting's schema, the edit
+//! sent), `switches.js` (what a composer switch shows while its click is out), `theme.js`
 //! (the reference's ten variables, light and dark), `dom.js` (building elements).
 
 pub mod policy;
@@ -30,7 +31,7 @@ use axum::routing::get;
 pub const PREFIX: &str = "/console";
 
 /// Every file the console serves: its name under [`PREFIX`], its content type and its text.
-pub const ASSETS: [(&str, &str, &str); 12] = [
+pub const ASSETS: [(&str, &str, &str); 13] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -75,6 +76,11 @@ pub const ASSETS: [(&str, &str, &str); 12] = [
         "layout.js",
         "text/javascript; charset=utf-8",
         include_str!("assets/layout.js"),
+    ),
+    (
+        "settings_form.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/settings_form.js"),
     ),
     (
         "switches.js",

@@ -106,6 +106,12 @@ export class HostApi {
 
   get(path) { return this.json("GET", path); }
   post(path, body = {}) { return this.json("POST", path, body); }
+  patch(path, body = {}) { return this.json("PATCH", path, body); }
+
+  /** The path of a route of the whole host (the global config). */
+  host(rest) {
+    return `${PREFIX}${rest}`;
+  }
 
   /**
    * Follows a server-sent events route (EventSource cannot send a token, so this reads the

@@ -15,6 +15,7 @@ import {
 } from "./layout.js";
 import { runSteps, summary } from "./commands.js";
 import { frameHandlers, memoryState, paneState } from "./frames.js";
+import { editOf, fieldOf, shown } from "./settings_form.js";
 import { SwitchBook, switchKey } from "./switches.js";
 import { applyTheme, theme } from "./theme.js";
 import { ago, fill, h } from "./dom.js";
@@ -72,6 +73,9 @@ const state = {
   commandsRefused: null,
   /** The UI commands carried out here, newest last: {id, plugin, steps, answer}. */
   commands: [],
+  /** Settings → Plugins: the project's view as last read, and the config shown. */
+  settings: null,
+  settingsScope: "project",
   /** The countdown of the waiting calls (each second). */
   tick: 0,
   ready: false,
@@ -220,6 +224,7 @@ async function selectChat(name) {
   $("chat-title").textContent = chat.kind === "channel" ? `# ${chat.name}` : chat.name;
   const parent = chat.parent ? `, in # ${chat.parent}` : "";
   $("chat-meta").textContent = `${chat.kind}${parent} · project ${chat.project} · ${chat.app}`;
+  $("settings-open").disabled = false;
   renderInstances(chat);
   renderApprovals();
   await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadNotifications(), loadRuns()]);
@@ -856,6 +861,187 @@ function tickApprovals() {
   }
 }
 
+// ---- Settings → Plugins ---------------------------------------------------------------------
+
+function settingsStatus(text, error = false) {
+  const el = $("settings-status");
+  el.textContent = text;
+  el.classList.toggle("error", error);
+}
+
+async function openSettings() {
+  const chat = current();
+  if (!chat) return;
+  if (!$("settings").open) $("settings").showModal();
+  await loadSettings(chat.project);
+}
+
+async function loadSettings(project) {
+  try {
+    state.settings = await state.api.get(state.api.ns(`/projects/${encodeURIComponent(project)}/plugins`));
+    renderSettings();
+  } catch (e) {
+    state.settings = null;
+    fill($("settings-body"));
+    settingsStatus(e instanceof HostError && e.status === 403
+      ? `This token may not read project ${project}'s config (get projects): ${e.message}`
+      : `Project ${project}: ${e.message}`, true);
+  }
+}
+
+function setScope(scope) {
+  state.settingsScope = scope;
+  $("settings-project").setAttribute("aria-pressed", String(scope === "project"));
+  $("settings-global").setAttribute("aria-pressed", String(scope === "global"));
+  renderSettings();
+}
+
+const TRUST_SAYS = {
+  Trusted: "The owner trusts this config.",
+  LastApproved: "Changed since the owner trusted it: enabled and schedules wait for the trust; settings count now.",
+  NeverTrusted: "Never trusted: enabled and schedules count once the owner trusts it; settings count now.",
+  ApprovedHashMismatch: "The trusted version does not match its hash: trust it again.",
+  OtherProject: "The trust on record was made for another project of this name: trust it again.",
+};
+
+function renderSettings() {
+  const view = state.settings;
+  if (!view) return;
+  const scope = state.settingsScope;
+  const project = view.project;
+  const head = scope === "project"
+    ? h("div", { class: "settings-trust", dataset: { trust: project.trust } },
+      h("p", {}, `Project ${project.name}: ${TRUST_SAYS[project.trust] ?? project.trust}`),
+      project.trust === "Trusted" ? null : h("button", {
+        type: "button",
+        id: "settings-trust",
+        onclick: () => trustProject(project),
+      }, "Trust this config"))
+    : h("p", { class: "muted" }, "The global config: every project's, under its own entries.");
+  const plugins = view.plugins.map((p) => pluginForm(p, scope));
+  fill($("settings-body"), head, plugins.length ? plugins : h("p", { class: "empty" }, "No plugin is installed."));
+}
+
+async function trustProject(project) {
+  try {
+    await state.api.post(state.api.ns(`/projects/${encodeURIComponent(project.name)}/trust`), { hash: project.hash });
+    settingsStatus(`Trusted project ${project.name}'s config.`);
+  } catch (e) {
+    settingsStatus(`Trusting: ${e.message}`, true);
+  }
+  await loadSettings(project.name);
+}
+
+function select(id, label, value, options) {
+  return [h("label", { for: id }, label),
+    h("select", { id }, options.map(([v, text]) => h("option", { value: v, selected: v === value }, text)))];
+}
+
+/** One plugin's entry at `scope` as a form. */
+function pluginForm(p, scope) {
+  const id = (what) => `set-${p.plugin}-${what}`.replace(/[^a-zA-Z0-9_-]/g, "_");
+  const title = `${p.name ?? p.plugin} (${p.plugin}${p.version ? ` ${p.version}` : ""})`;
+  if (p.notAdmitted) {
+    return h("fieldset", { class: "plugin-settings", dataset: { plugin: p.plugin } },
+      h("legend", {}, title), h("p", { class: "note" }, `Not admitted: ${p.notAdmitted}`));
+  }
+  const entry = (scope === "global" ? p.global : p.project) ?? {};
+  const secret = new Set(p.secretSettings ?? []);
+  const fields = Object.entries(p.settings ?? {}).map(([n, schema]) => fieldOf(n, schema, secret.has(n)));
+  const runs = p.enabled ? "runs in this project" : "does not run in this project";
+  const waits = p.awaitingTrust ? " · a change waits for the owner's trust" : "";
+  const enabledValue = entry.enabled === true ? "true" : entry.enabled === false ? "false" : "";
+  const below = scope === "global" ? "the host's default" : "the global config";
+  const settingRows = fields.map((f) => {
+    const control = id(`setting-${f.name}`);
+    const now = p.effective?.[f.name];
+    const hint = f.kind === "secret"
+      ? "a Secret's name and key; never its value"
+      : `now ${now === undefined ? "unset" : JSON.stringify(now)}${f.description ? ` · ${f.description}` : ""}`;
+    let input;
+    if (f.kind === "secret") {
+      const ref = entry.secretSettings?.[f.name]?.secretKeyRef ?? {};
+      input = h("span", { class: "secret-ref", dataset: { setting: f.name } },
+        h("input", { id: control, placeholder: "Secret name", value: ref.name ?? "", "aria-label": `${f.title}: Secret name` }),
+        h("input", { id: `${control}-key`, placeholder: "key", value: ref.key ?? "", "aria-label": `${f.title}: key` }));
+    } else if (f.options) {
+      const value = shown(f, entry.settings?.[f.name]);
+      input = h("select", { id: control, dataset: { setting: f.name } },
+        h("option", { value: "", selected: value === "" }, "(unset)"),
+        f.options.map((o) => h("option", { value: o, selected: o === value }, o)));
+    } else if (f.kind === "json") {
+      input = h("textarea", { id: control, rows: 3, dataset: { setting: f.name }, spellcheck: "false" },
+        shown(f, entry.settings?.[f.name]));
+    } else {
+      input = h("input", {
+        id: control,
+        type: f.kind === "string" ? "text" : "number",
+        min: f.min, max: f.max,
+        step: f.kind === "integer" ? 1 : "any",
+        value: shown(f, entry.settings?.[f.name]),
+        placeholder: "(unset)",
+        dataset: { setting: f.name },
+      });
+    }
+    return h("div", { class: "setting-row" },
+      h("label", { for: control }, f.title), input, h("span", { class: "muted" }, hint));
+  });
+  const scheduleRows = (p.actions ?? []).map((a) => {
+    const row = entry.schedules?.[a.id];
+    const base = id(`schedule-${a.id}`);
+    const def = a.default_schedule ? `${a.default_schedule.type} ${a.default_schedule.schedule}` : "no default";
+    return h("div", { class: "schedule-row", dataset: { action: a.id } },
+      h("label", {}, h("input", { type: "checkbox", id: `${base}-on`, checked: !!row }), ` ${a.id}`),
+      ...select(`${base}-enabled`, "turned", row?.enabled === true ? "true" : row?.enabled === false ? "false" : "",
+        [["", "on (default)"], ["true", "on"], ["false", "off"]]),
+      ...select(`${base}-type`, "type", row?.type ?? "", [["", "default"], ["cron", "cron"], ["interval", "interval"]]),
+      h("input", { id: `${base}-schedule`, value: row?.schedule ?? "", placeholder: def, "aria-label": `${a.id}: schedule` }));
+  });
+  const form = h("fieldset", { class: "plugin-settings", dataset: { plugin: p.plugin } },
+    h("legend", {}, title),
+    h("p", { class: "muted" }, `${runs}${waits}`),
+    h("div", { class: "setting-row" },
+      ...select(id("enabled"), "Enabled", enabledValue, [["", `as ${below} says`], ["true", "on"], ["false", "off"]])),
+    settingRows.length ? h("div", { class: "settings-fields" }, settingRows) : null,
+    (p.leftOut ?? []).length ? h("ul", { class: "note" }, p.leftOut.map((l) => h("li", {}, l))) : null,
+    scheduleRows.length ? h("div", { class: "schedules" }, h("h4", {}, "Scheduled actions"), scheduleRows) : null,
+    h("button", { type: "button", class: "settings-save", onclick: () => saveEntry(p, scope, fields, entry, id) }, "Save"));
+  return form;
+}
+
+async function saveEntry(p, scope, fields, entry, id) {
+  const value = (el) => $(el)?.value ?? "";
+  const typed = { enabled: value(id("enabled")), settings: {}, secrets: {}, schedules: {} };
+  for (const f of fields) {
+    const control = id(`setting-${f.name}`);
+    if (f.kind === "secret") typed.secrets[f.name] = { name: value(control), key: value(`${control}-key`) };
+    else typed.settings[f.name] = value(control);
+  }
+  for (const a of p.actions ?? []) {
+    const base = id(`schedule-${a.id}`);
+    const on = $(`${base}-on`)?.checked ?? false;
+    typed.schedules[a.id] = {
+      remove: !on, keep: on,
+      enabled: value(`${base}-enabled`), type: value(`${base}-type`), schedule: value(`${base}-schedule`),
+    };
+  }
+  const made = editOf(entry, fields, typed);
+  if (made.errors) return settingsStatus(made.errors.join("; "), true);
+  if (!Object.keys(made.edit).length) return settingsStatus(`${p.plugin}: nothing changed.`);
+  const path = scope === "global"
+    ? state.api.host(`/global/plugins/${encodeURIComponent(p.plugin)}`)
+    : state.api.ns(`/projects/${encodeURIComponent(state.settings.project.name)}/plugins/${encodeURIComponent(p.plugin)}`);
+  try {
+    await state.api.patch(path, made.edit);
+    settingsStatus(scope === "global"
+      ? `Saved ${p.plugin}'s global entry.`
+      : `Saved ${p.plugin}'s entry in project ${state.settings.project.name}.`);
+  } catch (e) {
+    settingsStatus(`${p.plugin}: ${e.message}`, true);
+  }
+  await loadSettings(state.settings.project.name);
+}
+
 // ---- UI commands ----------------------------------------------------------------------------
 
 /** Follows the UI commands the plugins send to `chat`, while it is the chosen one. */
@@ -1113,6 +1299,10 @@ function wire() {
   $("theme").addEventListener("click", () => setScheme(state.scheme === "dark" ? "light" : "dark"));
   $("read-all").addEventListener("click", () => markRead(null));
   $("notifications-read-all").addEventListener("click", () => markNotificationsRead(null));
+  $("settings-open").addEventListener("click", () => openSettings());
+  $("settings-close").addEventListener("click", () => $("settings").close());
+  $("settings-project").addEventListener("click", () => setScope("project"));
+  $("settings-global").addEventListener("click", () => setScope("global"));
 }
 
 wire();
