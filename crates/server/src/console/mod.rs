@@ -14,7 +14,8 @@
 //! server-sent events over `fetch`), `bridge.js` (the host end of the bridge: the port per
 //! frame load and the JSON-RPC dispatch), `frames.js` (what each method answers for a pane or
 //! a card), `commands.js` (carrying out a plugin's UI command, a result per step),
-//! `layout.js` (the add-pane menu, a singleton once per layout, the layout kept per user and
+//! `agent_view.js` (a pane's agent label and its run's chat beside it), `layout.js` (the
+//! add-pane menu, a singleton once per layout, the layout kept per user and
 //! chat), `settings_form.js` (Settings → Plugins: a field per setting's schema, the edit
 //! sent), `switches.js` (what a composer switch shows while its click is out), `theme.js`
 //! (the reference's ten variables, light and dark), `dom.js` (building elements).
@@ -31,7 +32,7 @@ use axum::routing::get;
 pub const PREFIX: &str = "/console";
 
 /// Every file the console serves: its name under [`PREFIX`], its content type and its text.
-pub const ASSETS: [(&str, &str, &str); 13] = [
+pub const ASSETS: [(&str, &str, &str); 14] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -61,6 +62,11 @@ pub const ASSETS: [(&str, &str, &str); 13] = [
         "frames.js",
         "text/javascript; charset=utf-8",
         include_str!("assets/frames.js"),
+    ),
+    (
+        "agent_view.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/agent_view.js"),
     ),
     (
         "approvals.js",

@@ -9,6 +9,7 @@ import { HostApi, HostError } from "./api.js";
 import {
   ANSWERS, decisionText, forChat, inputText, pendingByChat, refusalText, timeLeft,
 } from "./approvals.js";
+import { entries, isLive, pluginsWithRuns, runFor } from "./agent_view.js";
 import { bridgeFrame } from "./bridge.js";
 import {
   add, initialLayout, layoutKey, menu, panelOf, readLayout, userOf, writeLayout,
@@ -73,6 +74,8 @@ const state = {
   commandsRefused: null,
   /** The UI commands carried out here, newest last: {id, plugin, steps, answer}. */
   commands: [],
+  /** The chat's agent runs as last listed, newest first. */
+  runs: [],
   /** Settings → Plugins: the project's view as last read, and the config shown. */
   settings: null,
   settingsScope: "project",
@@ -232,10 +235,14 @@ async function selectChat(name) {
 }
 
 function clearChat() {
-  for (const pane of state.panes.values()) pane.bridge?.close();
+  for (const pane of state.panes.values()) {
+    closeAgentView(pane);
+    pane.bridge?.close();
+  }
   for (const card of state.cards.values()) card.bridge?.close();
   state.panes.clear();
   state.panels = [];
+  state.runs = [];
   state.cards.clear();
   state.gone.clear();
   state.events.clear();
@@ -480,6 +487,7 @@ function addFromMenu(plugin, panel) {
 function closePane(key, { keep = false } = {}) {
   const pane = state.panes.get(key);
   if (!pane) return;
+  closeAgentView(pane);
   pane.bridge?.close();
   pane.section.remove();
   state.panes.delete(key);
@@ -542,6 +550,7 @@ function addPane(chat, panel, key) {
   $("panes").append(section);
   state.panes.set(key, { section, frame, bridge, note, expires: panel.expires });
   showEmptyPanes();
+  if (state.runs.length) renderAgentLabels();
 }
 
 // ---- the card drawer ------------------------------------------------------------------------
@@ -861,6 +870,98 @@ function tickApprovals() {
   }
 }
 
+// ---- the agent view -------------------------------------------------------------------------
+
+/** The agent label on each pane whose plugin started a run in the chat. */
+function renderAgentLabels() {
+  const started = pluginsWithRuns(state.runs);
+  for (const [key, pane] of state.panes) {
+    const plugin = panelOf(key)?.plugin;
+    const has = started.has(plugin) && !!pane.frame;
+    if (has && !pane.agentButton) {
+      pane.agentButton = h("button", {
+        type: "button",
+        class: "agent-label",
+        "aria-pressed": "false",
+        title: `The chat of ${plugin}'s agent run, beside its panel`,
+        onclick: () => toggleAgentView(key),
+      }, "Agent");
+      pane.section.querySelector(".pane-close").before(pane.agentButton);
+    } else if (!has && pane.agentButton) {
+      closeAgentView(pane);
+      pane.agentButton.remove();
+      pane.agentButton = null;
+    }
+    if (pane.agent) refreshAgentView(key);
+  }
+}
+
+function toggleAgentView(key) {
+  const pane = state.panes.get(key);
+  if (!pane) return;
+  if (pane.agent) return closeAgentView(pane);
+  const chatView = h("section", { class: "agent-chat", "aria-label": "The agent run's chat, read-only", tabindex: "-1" });
+  pane.section.classList.add("with-agent");
+  pane.frame.after(chatView);
+  pane.agent = { view: chatView, run: null, shown: "", timer: 0 };
+  pane.agentButton.setAttribute("aria-pressed", "true");
+  refreshAgentView(key);
+}
+
+function closeAgentView(pane) {
+  if (!pane.agent) return;
+  clearTimeout(pane.agent.timer);
+  pane.agent.view.remove();
+  pane.agent = null;
+  pane.section.classList.remove("with-agent");
+  pane.agentButton?.setAttribute("aria-pressed", "false");
+}
+
+/** Reads the pane's run again and draws its chat; again in 2 s while it runs. */
+async function refreshAgentView(key) {
+  const pane = state.panes.get(key);
+  const agent = pane?.agent;
+  if (!agent) return;
+  clearTimeout(agent.timer);
+  const listed = runFor(state.runs, panelOf(key)?.plugin);
+  if (!listed) return;
+  let run;
+  try {
+    run = await state.api.get(state.api.chat(state.chat, `/runs/${encodeURIComponent(listed.id)}`));
+  } catch (e) {
+    fill(agent.view, h("p", { class: "error" }, `Run ${listed.id}: ${e.message}`));
+    return;
+  }
+  if (pane.agent !== agent) return;
+  const { live, items } = entries(run);
+  const model = JSON.stringify([run.id, run.phase, items]);
+  if (model !== agent.shown) {
+    agent.shown = model;
+    fill(agent.view,
+      h("header", { class: "agent-head" },
+        h("span", { class: `run-mark${live ? " live" : ""}`, "aria-hidden": "true" }),
+        h("strong", {}, `${run.agent ?? "agent"}`), " ",
+        h("span", { class: "muted" }, `${run.id} · ${run.phase}`)),
+      h("ol", { class: "agent-entries" }, items.map(agentEntry)));
+    agent.view.dataset.phase = run.phase;
+  }
+  if (live) agent.timer = setTimeout(() => refreshAgentView(key), 2000);
+}
+
+function agentEntry(item) {
+  switch (item.kind) {
+    case "user": return h("li", { class: "entry user" }, h("span", { class: "who" }, "Prompt"), h("pre", {}, item.text));
+    case "tool":
+      return h("li", { class: `entry tool${item.error ? " error" : ""}` },
+        h("span", { class: "who" }, `Tool ${item.tool}`),
+        h("pre", { class: "input" }, item.input),
+        h("pre", { class: "answer" }, item.answer));
+    case "agent": return h("li", { class: "entry agent" }, h("span", { class: "who" }, "Answer"), h("p", {}, item.text));
+    case "failed": return h("li", { class: "entry failed" }, h("span", { class: "who" }, "Failed"), h("p", {}, item.text));
+    default: return h("li", { class: "entry note" }, item.text);
+  }
+}
+
 // ---- Settings → Plugins ---------------------------------------------------------------------
 
 function settingsStatus(text, error = false) {
@@ -1144,6 +1245,8 @@ async function loadRuns() {
     return;
   }
   if (state.chat !== chat) return;
+  state.runs = runs;
+  renderAgentLabels();
   const items = runs.map((r) => h("li", { class: "run", dataset: { run: r.id } },
     h("span", { class: `pill run-${r.phase.toLowerCase()}` }, r.phase),
     h("span", { class: "run-what" }, `${r.plugin} · ${r.agent}`),
