@@ -268,6 +268,7 @@ pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<S
             "channels/notifications",
             "channels/live",
             "channels/uicommands",
+            "channels/tasks",
         ],
         Grant::Actions => &["plugininstances/actions"],
         Grant::None => &[],

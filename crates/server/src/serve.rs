@@ -248,8 +248,9 @@ impl Server {
             stopped.clone(),
         ));
         host.ui_commands = Some(ui_commands.clone());
+        host.tasks = Some(Arc::new(client.clone()));
         host.person = options.person.clone().map(|config| {
-            Arc::new(crate::person::KubeWrites::new(config)) as crate::person::SharedWrites
+            Arc::new(crate::person::KubePerson::new(config)) as crate::person::SharedPerson
         });
         let secrets = crate::plugin_api::secrets::SecretSettings {
             reader: Arc::new(crate::plugin_api::secrets::KubeSecretReader::new(

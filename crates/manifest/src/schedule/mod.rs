@@ -493,3 +493,148 @@ mod tests {
         assert_eq!(interval("90s").unwrap().kind(), ScheduleType::Interval);
     }
 }
+
+/// The values one field of a checked cron expression takes, as a bit set (bit `n` is value `n`).
+fn cron_set(field: &CronField, value: &str) -> u64 {
+    let mut set = 0u64;
+    for part in value.split(',') {
+        let (range, step) = match part.split_once('/') {
+            Some((range, step)) => (range, step.parse::<u32>().unwrap_or(1).max(1)),
+            None => (part, 1),
+        };
+        let (lo, hi) = if range == "*" || range == "?" {
+            (field.min, field.max)
+        } else {
+            match range.split_once('-') {
+                Some((lo, hi)) => (
+                    cron_value(field, lo).unwrap_or(field.min),
+                    cron_value(field, hi).unwrap_or(field.max),
+                ),
+                // `5/15`: from 5 to the end, every 15.
+                None if step > 1 => (cron_value(field, range).unwrap_or(field.min), field.max),
+                None => {
+                    let v = cron_value(field, range).unwrap_or(field.min);
+                    (v, v)
+                }
+            }
+        };
+        let mut v = lo;
+        while v <= hi.min(field.max) {
+            set |= 1 << v;
+            v += step;
+        }
+    }
+    set
+}
+
+/// When a CronJob of `expr` runs next after `after`, in UTC (the time zone a CronJob without
+/// one uses in the clusters we make); None when it never runs within a year (`0 0 30 2 *`).
+/// A day matches its day-of-month or its day-of-week when both are restricted, as cron does.
+pub fn next_run(expr: &CronExpr, after: jiff::Timestamp) -> Option<jiff::Timestamp> {
+    use jiff::ToSpan;
+    let fields: Vec<&str> = expr.as_str().split_whitespace().collect();
+    if fields.len() != 5 {
+        return None;
+    }
+    let sets: Vec<u64> = fields
+        .iter()
+        .zip(CRON_FIELDS.iter())
+        .map(|(v, f)| cron_set(f, v))
+        .collect();
+    let restricted = |i: usize| !fields[i].starts_with('*') && !fields[i].starts_with('?');
+    let day_matches = |d: &jiff::civil::DateTime| {
+        let dom = sets[2] & (1 << d.day()) != 0;
+        let dow = sets[4] & (1 << d.weekday().to_sunday_zero_offset()) != 0;
+        match (restricted(2), restricted(4)) {
+            (true, true) => dom || dow,
+            (true, false) => dom,
+            (false, true) => dow,
+            (false, false) => true,
+        }
+    };
+    let utc = jiff::tz::Offset::UTC;
+    let start = utc.to_datetime(after);
+    let mut t = start
+        .with()
+        .second(0)
+        .subsec_nanosecond(0)
+        .build()
+        .ok()?
+        .checked_add(1.minute())
+        .ok()?;
+    let end = start.checked_add(366.days()).ok()?;
+    while t <= end {
+        if sets[3] & (1 << t.month()) == 0 {
+            t = t
+                .first_of_month()
+                .checked_add(1.month())
+                .ok()?
+                .start_of_day();
+            continue;
+        }
+        if !day_matches(&t) {
+            t = t.checked_add(1.day()).ok()?.start_of_day();
+            continue;
+        }
+        if sets[1] & (1 << t.hour()) == 0 {
+            t = t
+                .with()
+                .minute(0)
+                .build()
+                .ok()?
+                .checked_add(1.hour())
+                .ok()?;
+            continue;
+        }
+        if sets[0] & (1 << t.minute()) == 0 {
+            t = t.checked_add(1.minute()).ok()?;
+            continue;
+        }
+        return utc.to_timestamp(t).ok();
+    }
+    None
+}
+
+#[cfg(test)]
+mod next_run_tests {
+    use super::*;
+
+    fn next(expr: &str, after: &str) -> Option<String> {
+        let cron = parse_cron(expr).unwrap();
+        next_run(&cron, after.parse().unwrap()).map(|t| t.to_string())
+    }
+
+    #[test]
+    fn the_next_run_is_the_first_minute_every_field_takes() {
+        let at = "2026-12-07T05:31:20Z";
+        assert_eq!(next("*/5 * * * *", at).unwrap(), "2026-12-07T05:35:00Z");
+        assert_eq!(next("0 9 * * 1-5", at).unwrap(), "2026-12-07T09:00:00Z");
+        assert_eq!(next("30 2 1 jan *", at).unwrap(), "2027-01-01T02:30:00Z");
+        assert_eq!(next("15,45 */6 * * *", at).unwrap(), "2026-12-07T06:15:00Z");
+        assert_eq!(next("0 0 * * sun", at).unwrap(), "2026-12-13T00:00:00Z");
+        // Both days restricted: either counts (the 13th of December 2026 is a Sunday; so is the
+        // 1st of... the 8th is a Tuesday).
+        assert_eq!(next("0 12 8 * 0", at).unwrap(), "2026-12-08T12:00:00Z");
+        assert_eq!(next("0 0 30 2 *", at), None, "February has no 30th");
+        assert_eq!(next("5/20 * * * *", at).unwrap(), "2026-12-07T05:45:00Z");
+    }
+
+    #[test]
+    fn every_checked_expression_answers_within_a_year_of_steps() {
+        let exprs = [
+            "* * * * *",
+            "59 23 31 12 *",
+            "0 0 29 2 *",
+            "*/59 */23 */31 */12 */6",
+            "1-59/7 0-23/5 1-31/3 1-12/2 0-6/4",
+            "0 0 31 4 *",
+            "0-59 0-23 1-31 1-12 0-6",
+        ];
+        for e in exprs {
+            let cron = parse_cron(e).unwrap();
+            if let Some(t) = next_run(&cron, "2026-12-07T05:31:20Z".parse().unwrap()) {
+                assert!(t > "2026-12-07T05:31:20Z".parse().unwrap(), "{e}");
+            }
+        }
+    }
+}

@@ -120,6 +120,11 @@ impl Permission {
         Self::on_chat("update", "notifications", ns, chat)
     }
 
+    /// `get channels/tasks`: a chat's scheduled tasks (the Tasks panel).
+    pub fn tasks(ns: &str, chat: &str) -> Self {
+        Self::on_chat("get", "tasks", ns, chat)
+    }
+
     /// `<verb> channels/live`: a chat's live session (get, update, delete; watch for the
     /// stream of control requests).
     pub fn live(verb: &'static str, ns: &str, chat: &str) -> Self {

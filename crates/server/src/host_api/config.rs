@@ -24,13 +24,13 @@ use serde_json::{Value, json};
 use super::auth::{Permission, bearer};
 use super::error::{Code, HostError, HostResult};
 use super::state::{HostState, json_body};
-use crate::person::{SharedWrites, WriteError};
+use crate::person::{PersonError, SharedPerson};
 use model::config::ConfigLevel;
 use model::resolve::edit::{self, EntryEdit};
 use model::resolve::{ProjectView, TrustState, approved_plugins, plugin_enabled};
 use model::resources::{HOST_CONFIG_NAME, Project};
 
-fn writes(s: &HostState) -> HostResult<SharedWrites> {
+fn writes(s: &HostState) -> HostResult<SharedPerson> {
     s.person.clone().ok_or_else(|| {
         HostError::new(
             Code::Unavailable,
@@ -39,9 +39,9 @@ fn writes(s: &HostState) -> HostResult<SharedWrites> {
     })
 }
 
-fn write_error(e: WriteError) -> HostError {
+fn write_error(e: PersonError) -> HostError {
     match e {
-        WriteError::Refused { status, message } => {
+        PersonError::Refused { status, message } => {
             let code = match status {
                 401 => Code::InvalidToken,
                 403 => Code::Forbidden,
@@ -51,14 +51,14 @@ fn write_error(e: WriteError) -> HostError {
             };
             HostError::new(code, message)
         }
-        WriteError::Trust(e) => {
+        PersonError::Trust(e) => {
             let code = match &e {
                 crate::person::trust::TrustError::ConfigChanged { .. } => Code::ConfigChanged,
                 _ => Code::Unavailable,
             };
             HostError::new(code, e.to_string())
         }
-        WriteError::Failed(why) => HostError::new(Code::Unavailable, why),
+        PersonError::Failed(why) => HostError::new(Code::Unavailable, why),
     }
 }
 

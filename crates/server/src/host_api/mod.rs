@@ -65,6 +65,7 @@ pub mod settings;
 pub mod state;
 pub mod stop;
 pub mod switches;
+pub mod tasks;
 pub mod tools;
 pub mod ui_commands;
 

@@ -10,13 +10,13 @@ use axum::routing::{get, patch, post};
 use super::state::HostState;
 use super::{
     actions, approvals, cards, changes, chats, config, events, live, notifications, panels, proxy,
-    runs, settings, stop, switches, tools, ui_commands,
+    runs, settings, stop, switches, tasks, tools, ui_commands,
 };
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 36] = [
+pub const ROUTES: [(&str, &str); 37] = [
     ("GET", "/approvals"),
     ("GET", "/namespaces/{namespace}/approvals"),
     ("GET", "/namespaces/{namespace}/approvals/watch"),
@@ -99,6 +99,7 @@ pub const ROUTES: [(&str, &str); 36] = [
         "/namespaces/{namespace}/channels/{channel}/ui/commands/{id}",
     ),
     ("GET", "/namespaces/{namespace}/chats"),
+    ("GET", "/namespaces/{namespace}/channels/{channel}/tasks"),
     ("GET", "/namespaces/{namespace}/projects/{project}/plugins"),
     (
         "PATCH",
@@ -190,6 +191,10 @@ pub fn routes(state: &HostState) -> Router<HostState> {
             post(ui_commands::answer).layer(small),
         )
         .route("/namespaces/{namespace}/chats", get(chats::list))
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/tasks",
+            get(tasks::list),
+        )
         .route(
             "/namespaces/{namespace}/projects/{project}/plugins",
             get(config::view),

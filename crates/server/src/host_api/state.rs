@@ -46,7 +46,9 @@ pub struct HostState {
     /// Chats' UI commands (None: a server without a cluster carries none).
     pub ui_commands: Option<Arc<crate::ui_commands::UiCommands>>,
     /// The writes a person makes with their own token (None: a server without a cluster).
-    pub person: Option<crate::person::SharedWrites>,
+    pub person: Option<crate::person::SharedPerson>,
+    /// Where chats' scheduled tasks (CronJobs) are read (None: a server without a cluster).
+    pub tasks: Option<Arc<dyn super::tasks::TaskReader>>,
     /// The one path of a tool call, with the approval desk an agent's call waits at.
     pub tools: ToolCalls,
 }
@@ -72,6 +74,7 @@ impl HostState {
             live: None,
             ui_commands: None,
             person: None,
+            tasks: None,
         }
     }
 

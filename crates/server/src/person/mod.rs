@@ -4,7 +4,7 @@
 //! ServiceAccount has none of these rights, and needs none.
 //!
 //! - [`trust`]: trusting a project (the CLI's `project trust` is the same write);
-//! - [`Writes`]: the writes, to the cluster ([`KubeWrites`]) or recorded (tests).
+//! - [`Person`]: the calls, to the cluster ([`KubePerson`]) or recorded (tests).
 
 pub mod trust;
 
@@ -19,7 +19,7 @@ use model::resources::{HOST_CONFIG_NAME, HostConfig, Project};
 
 /// Why a person's write failed.
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub enum PersonError {
     /// The cluster refused it (RBAC's 403 says which right is missing; 404, 409, 422).
     #[error("{message}")]
     Refused { status: u16, message: String },
@@ -29,20 +29,20 @@ pub enum WriteError {
     Failed(String),
 }
 
-impl WriteError {
+impl PersonError {
     fn of(what: &str, e: kube::Error) -> Self {
         match e {
-            kube::Error::Api(s) => WriteError::Refused {
+            kube::Error::Api(s) => PersonError::Refused {
                 status: s.code,
                 message: format!("{what}: {}", s.message),
             },
-            e => WriteError::Failed(format!("{what}: {e}")),
+            e => PersonError::Failed(format!("{what}: {e}")),
         }
     }
 }
 
-/// A person's writes, each with their token.
-pub trait Writes: Send + Sync {
+/// What a person does through the host API, each call with their token.
+pub trait Person: Send + Sync {
     /// Merge-patches Project `project` of `namespace`.
     fn patch_project<'a>(
         &'a self,
@@ -50,13 +50,13 @@ pub trait Writes: Send + Sync {
         namespace: &'a str,
         project: &'a str,
         patch: Value,
-    ) -> BoxFuture<'a, Result<(), WriteError>>;
+    ) -> BoxFuture<'a, Result<(), PersonError>>;
     /// Merge-patches HostConfig `default`.
     fn patch_host_config<'a>(
         &'a self,
         token: &'a str,
         patch: Value,
-    ) -> BoxFuture<'a, Result<(), WriteError>>;
+    ) -> BoxFuture<'a, Result<(), PersonError>>;
     /// Trusts Project `project`'s config of hash `hash`; answers the hash trusted.
     fn trust<'a>(
         &'a self,
@@ -64,45 +64,45 @@ pub trait Writes: Send + Sync {
         namespace: &'a str,
         project: &'a str,
         hash: &'a str,
-    ) -> BoxFuture<'a, Result<String, WriteError>>;
+    ) -> BoxFuture<'a, Result<String, PersonError>>;
 }
 
 /// The cluster, reached as the person: the API server's own connection (its address and CA)
 /// with the person's bearer token instead of its own credentials.
-pub struct KubeWrites {
+pub struct KubePerson {
     config: kube::Config,
 }
 
-impl KubeWrites {
+impl KubePerson {
     pub fn new(config: kube::Config) -> Self {
         Self { config }
     }
 
-    fn client(&self, token: &str) -> Result<Client, WriteError> {
+    fn client(&self, token: &str) -> Result<Client, PersonError> {
         let mut config = self.config.clone();
         config.auth_info = kube::config::AuthInfo {
             token: Some(token.to_string().into()),
             ..Default::default()
         };
         Client::try_from(config)
-            .map_err(|e| WriteError::Failed(format!("a client with the person's token: {e}")))
+            .map_err(|e| PersonError::Failed(format!("a client with the person's token: {e}")))
     }
 }
 
-impl Writes for KubeWrites {
+impl Person for KubePerson {
     fn patch_project<'a>(
         &'a self,
         token: &'a str,
         namespace: &'a str,
         project: &'a str,
         patch: Value,
-    ) -> BoxFuture<'a, Result<(), WriteError>> {
+    ) -> BoxFuture<'a, Result<(), PersonError>> {
         Box::pin(async move {
             let api: Api<Project> = Api::namespaced(self.client(token)?, namespace);
             api.patch(project, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map(|_| ())
-                .map_err(|e| WriteError::of(&format!("Project {namespace}/{project}"), e))
+                .map_err(|e| PersonError::of(&format!("Project {namespace}/{project}"), e))
         })
     }
 
@@ -110,7 +110,7 @@ impl Writes for KubeWrites {
         &'a self,
         token: &'a str,
         patch: Value,
-    ) -> BoxFuture<'a, Result<(), WriteError>> {
+    ) -> BoxFuture<'a, Result<(), PersonError>> {
         Box::pin(async move {
             let api: Api<HostConfig> = Api::all(self.client(token)?);
             api.patch(
@@ -120,7 +120,7 @@ impl Writes for KubeWrites {
             )
             .await
             .map(|_| ())
-            .map_err(|e| WriteError::of(&format!("HostConfig {HOST_CONFIG_NAME}"), e))
+            .map_err(|e| PersonError::of(&format!("HostConfig {HOST_CONFIG_NAME}"), e))
         })
     }
 
@@ -130,7 +130,7 @@ impl Writes for KubeWrites {
         namespace: &'a str,
         project: &'a str,
         hash: &'a str,
-    ) -> BoxFuture<'a, Result<String, WriteError>> {
+    ) -> BoxFuture<'a, Result<String, PersonError>> {
         Box::pin(async move {
             let client = self.client(token)?;
             trust::trust_project(client, namespace, project, Some(hash))
@@ -141,9 +141,9 @@ impl Writes for KubeWrites {
                         if matches!(source, kube::Error::Api(_)) =>
                     {
                         let what = format!("trusting Project {namespace}/{project}");
-                        WriteError::of(&what, source)
+                        PersonError::of(&what, source)
                     }
-                    e => WriteError::Trust(e),
+                    e => PersonError::Trust(e),
                 })
         })
     }
@@ -178,23 +178,23 @@ pub struct Recorded {
 }
 
 impl Recorded {
-    fn record(&self, w: Written) -> Result<(), WriteError> {
+    fn record(&self, w: Written) -> Result<(), PersonError> {
         if let Some((status, message)) = self.refuse.lock().expect("lock").clone() {
-            return Err(WriteError::Refused { status, message });
+            return Err(PersonError::Refused { status, message });
         }
         self.written.lock().expect("lock").push(w);
         Ok(())
     }
 }
 
-impl Writes for Recorded {
+impl Person for Recorded {
     fn patch_project<'a>(
         &'a self,
         token: &'a str,
         namespace: &'a str,
         project: &'a str,
         patch: Value,
-    ) -> BoxFuture<'a, Result<(), WriteError>> {
+    ) -> BoxFuture<'a, Result<(), PersonError>> {
         let w = Written::Project {
             token: token.into(),
             namespace: namespace.into(),
@@ -208,7 +208,7 @@ impl Writes for Recorded {
         &'a self,
         token: &'a str,
         patch: Value,
-    ) -> BoxFuture<'a, Result<(), WriteError>> {
+    ) -> BoxFuture<'a, Result<(), PersonError>> {
         let w = Written::HostConfig {
             token: token.into(),
             patch,
@@ -222,7 +222,7 @@ impl Writes for Recorded {
         namespace: &'a str,
         project: &'a str,
         hash: &'a str,
-    ) -> BoxFuture<'a, Result<String, WriteError>> {
+    ) -> BoxFuture<'a, Result<String, PersonError>> {
         let w = Written::Trust {
             token: token.into(),
             namespace: namespace.into(),
@@ -234,4 +234,4 @@ impl Writes for Recorded {
 }
 
 /// Shared, as the host API's state holds it.
-pub type SharedWrites = Arc<dyn Writes>;
+pub type SharedPerson = Arc<dyn Person>;

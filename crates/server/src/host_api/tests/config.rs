@@ -160,3 +160,49 @@ async fn the_clusters_refusal_is_the_answer_and_a_trust_names_the_version_read()
         }]
     );
 }
+
+/// The Tasks panel's list: the chat's CronJobs as tasks, each with whose entry makes it.
+#[tokio::test]
+async fn the_tasks_are_the_chats_cronjobs_with_whose_entry_makes_each() {
+    use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec};
+    use model::names::{
+        LABEL_ACTION, LABEL_CHANNEL, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_PLUGIN, MANAGED_BY,
+    };
+    let w = World::new().await;
+    let cronjob = |chat: &str, action: &str| {
+        let mut c = CronJob {
+            spec: CronJobSpec {
+                schedule: "*/5 * * * *".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        c.metadata.name = Some(format!("echo-{chat}-{action}"));
+        c.metadata.namespace = Some(NS.into());
+        c.metadata.labels = Some(
+            [
+                (LABEL_MANAGED_BY, MANAGED_BY),
+                (LABEL_COMPONENT, "schedule"),
+                (LABEL_CHANNEL, chat),
+                (LABEL_PLUGIN, "echo"),
+                (LABEL_ACTION, action),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        c
+    };
+    *w.tasks.0.lock().unwrap() = vec![cronjob("general", "tick"), cronjob("random", "tick")];
+    let a = w
+        .send("GET", "/channels/general/tasks", Some(TOKEN), "")
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    let tasks = a.json["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "only the chat's: {}", a.json);
+    assert_eq!(tasks[0]["name"], "echo-general-tick");
+    assert_eq!(tasks[0]["enabled"], true);
+    assert!(tasks[0]["nextRun"].is_string(), "{}", a.json);
+    // No entry asks for it in this world (the project's entry has no schedules).
+    assert_eq!(tasks[0]["deletable"], false);
+}

@@ -318,6 +318,8 @@ pub struct World {
     pub ui_commands: Arc<crate::ui_commands::UiCommands>,
     /// A person's writes, recorded.
     pub person: Arc<crate::person::Recorded>,
+    /// The CronJobs the Tasks panel lists.
+    pub tasks: Arc<crate::host_api::tasks::TaskList>,
     /// The approvals the desk made and decided, in the index's store.
     pub approvals: Arc<StoreApprovals>,
 }
@@ -530,6 +532,8 @@ impl World {
         state.ui_commands = Some(ui_commands.clone());
         let person = Arc::new(crate::person::Recorded::default());
         state.person = Some(person.clone());
+        let tasks = Arc::new(crate::host_api::tasks::TaskList::default());
+        state.tasks = Some(tasks.clone());
         state.links = tokio::sync::watch::channel(Some(crate::ui::link::LinkKeys {
             current: crate::ui::link::LinkKey {
                 id: "k".into(),
@@ -548,6 +552,7 @@ impl World {
             live,
             ui_commands,
             person,
+            tasks,
             approvals,
         }
     }

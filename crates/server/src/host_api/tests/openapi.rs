@@ -130,6 +130,7 @@ fn every_operation_states_its_time_limit_and_permission() {
             "/ui/commands",
             "/ui/commands/{id}",
             "/chats",
+            "/tasks",
             "/projects/{project}/plugins",
             "/projects/{project}/plugins/{plugin}",
             "/projects/{project}/trust",

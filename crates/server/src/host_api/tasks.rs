@@ -1,0 +1,285 @@
+//! `GET .../channels/{channel}/tasks`: the chat's scheduled tasks (the reference's Tasks panel):
+//! each CronJob the controller made for a plugin's action in the chat, with its schedule, its
+//! next and last run and how the last one ended, and which config's entry makes it (a task a
+//! project's own entry makes can be deleted by removing that entry; a global entry's comes back
+//! only when the entry changes). The caller needs `get channels/tasks` on the chat; the API
+//! server then lists the chat's CronJobs itself (a live list: its index holds none). Making,
+//! editing, turning off and deleting a task are edits of the project's entry
+//! (`PATCH .../projects/{project}/plugins/{plugin}`, `crate::host_api::config`).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::CronJob;
+use serde::Serialize;
+use serde_json::json;
+
+use super::auth::Permission;
+use super::error::{Code, HostError, HostResult};
+use super::state::HostState;
+use model::config::ConfigLevel;
+use model::names::{
+    LABEL_ACTION, LABEL_CHANNEL, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_PLUGIN, MANAGED_BY,
+};
+use model::resolve::schedules::resolve_schedules;
+use model::resolve::{ProjectView, approved_plugins};
+use model::schedule::{next_run, parse_cron};
+
+/// Where the chat's CronJobs are read: the cluster, as the API server, or a list (tests).
+pub trait TaskReader: Send + Sync {
+    /// The CronJobs of `namespace` with labels `selector`.
+    fn cronjobs<'a>(
+        &'a self,
+        namespace: &'a str,
+        selector: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<CronJob>, String>>;
+}
+
+impl TaskReader for kube::Client {
+    fn cronjobs<'a>(
+        &'a self,
+        namespace: &'a str,
+        selector: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<CronJob>, String>> {
+        Box::pin(async move {
+            let api: kube::Api<CronJob> = kube::Api::namespaced(self.clone(), namespace);
+            api.list(&kube::api::ListParams::default().labels(selector))
+                .await
+                .map(|l| l.items)
+                .map_err(|e| format!("listing the CronJobs of namespace {namespace}: {e}"))
+        })
+    }
+}
+
+/// CronJobs kept in memory (request-level tests), filtered by the selector's `key=value`s.
+#[derive(Default)]
+pub struct TaskList(pub std::sync::Mutex<Vec<CronJob>>);
+
+impl TaskReader for TaskList {
+    fn cronjobs<'a>(
+        &'a self,
+        namespace: &'a str,
+        selector: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<CronJob>, String>> {
+        let wanted: Vec<(&str, &str)> = selector
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        let found = self
+            .0
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|c| c.metadata.namespace.as_deref() == Some(namespace))
+            .filter(|c| {
+                let labels = c.metadata.labels.clone().unwrap_or_default();
+                wanted
+                    .iter()
+                    .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+            })
+            .cloned()
+            .collect();
+        Box::pin(async move { Ok(found) })
+    }
+}
+
+/// One task as the Tasks panel shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskView {
+    /// The CronJob's name: the task's id.
+    pub name: String,
+    pub plugin: String,
+    pub action: String,
+    /// The CronJob's cron expression.
+    pub cron: String,
+    /// The entry's schedule as written (`interval 5m`, `cron 0 9 * * *`), when the config
+    /// still asks for the task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// Not suspended.
+    pub enabled: bool,
+    /// Which config's entry makes it: `global` or `project`; none when no entry asks for it
+    /// any more (the controller deletes it soon).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<&'static str>,
+    /// Whether deleting it is removing the project's own entry.
+    pub deletable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_run: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<String>,
+    /// `running`, `succeeded` or `failed`, for the last run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_outcome: Option<&'static str>,
+}
+
+/// Which config's entry asks for a plugin's action, and its schedule as written.
+pub type EntryOf<'a> = dyn Fn(&str, &str) -> Option<(ConfigLevel, String)> + 'a;
+
+/// A CronJob as the panel shows it, `entries` saying which config asks for which plugin's
+/// action and with what schedule; None for one that is not a task of ours.
+pub fn task_view(cronjob: &CronJob, entries: &EntryOf, now: Timestamp) -> Option<TaskView> {
+    let labels = cronjob.metadata.labels.as_ref()?;
+    let plugin = labels.get(LABEL_PLUGIN)?.clone();
+    let action = labels.get(LABEL_ACTION)?.clone();
+    let spec = &cronjob.spec;
+    let enabled = spec.suspend != Some(true);
+    let status = cronjob.status.clone().unwrap_or_default();
+    let last_scheduled = status.last_schedule_time.map(|t| t.0);
+    let last_success = status.last_successful_time.map(|t| t.0);
+    let running = status.active.as_ref().is_some_and(|a| !a.is_empty());
+    let last_outcome = match (last_scheduled, last_success) {
+        _ if running => Some("running"),
+        (Some(s), Some(ok)) if ok >= s => Some("succeeded"),
+        (Some(_), _) => Some("failed"),
+        (None, _) => None,
+    };
+    let next = enabled
+        .then(|| parse_cron(&spec.schedule).ok())
+        .flatten()
+        .and_then(|cron| next_run(&cron, now));
+    let entry = entries(&plugin, &action);
+    let source = entry.as_ref().map(|(level, _)| match level {
+        ConfigLevel::Global => "global",
+        ConfigLevel::Project => "project",
+    });
+    Some(TaskView {
+        name: cronjob.metadata.name.clone().unwrap_or_default(),
+        deletable: source == Some("project"),
+        schedule: entry.map(|(_, s)| s),
+        plugin,
+        action,
+        cron: spec.schedule.clone(),
+        enabled,
+        source,
+        next_run: next.map(|t| t.to_string()),
+        last_run: last_scheduled.map(|t| t.to_string()),
+        last_outcome,
+    })
+}
+
+/// `GET .../channels/{channel}/tasks`.
+pub async fn list(
+    State(s): State<HostState>,
+    Path((ns, chat)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> HostResult<Response> {
+    s.authorize(&headers, &Permission::tasks(&ns, &chat))
+        .await?;
+    let reader = s.tasks.clone().ok_or_else(|| {
+        HostError::new(
+            Code::Unavailable,
+            "this server lists no tasks (it runs without a cluster)",
+        )
+    })?;
+    let index = s.index();
+    let channel = crate::delivery::target::chat(index, &ns, &chat)?;
+    let selector = format!(
+        "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}=schedule,{LABEL_CHANNEL}={chat}"
+    );
+    let cronjobs = reader
+        .cronjobs(&ns, &selector)
+        .await
+        .map_err(|why| HostError::new(Code::Unavailable, why))?;
+    // Which config asks for each task: the global entries, each replaced by the project's
+    // approved one, as the controller resolves them.
+    let host = index.host_config();
+    let project = index.project(&ns, &channel.spec.project);
+    let trust = index.project_trust(&ns, &channel.spec.project);
+    let approved = project
+        .as_deref()
+        .map(|p| approved_plugins(ProjectView::new(p, trust.as_deref())));
+    let entries = |plugin: &str, action: &str| {
+        let found = index.plugin(plugin)?;
+        let compiled = index.manifests.get(&found).ok()?;
+        let global = host.spec.plugins.defaults.get(plugin);
+        let own = approved.as_ref().and_then(|a| a.plugin(plugin));
+        let resolved = resolve_schedules(&compiled.manifest, global, own);
+        resolved
+            .schedules
+            .into_iter()
+            .find(|r| r.action == action)
+            .map(|r| (r.source, r.schedule.to_string()))
+    };
+    let now = Timestamp::now();
+    let mut tasks: Vec<TaskView> = cronjobs
+        .iter()
+        .filter_map(|c| task_view(c, &entries, now))
+        .collect();
+    tasks.sort_by(|a, b| (&a.plugin, &a.action).cmp(&(&b.plugin, &b.action)));
+    Ok(Json(json!({
+        "chat": chat,
+        "project": channel.spec.project,
+        "tasks": tasks,
+    }))
+    .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::batch::v1::{CronJobSpec, CronJobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+
+    fn cronjob(suspend: bool, status: CronJobStatus) -> CronJob {
+        let mut c = CronJob {
+            spec: CronJobSpec {
+                schedule: "*/5 * * * *".into(),
+                suspend: Some(suspend),
+                ..Default::default()
+            },
+            status: Some(status),
+            ..Default::default()
+        };
+        c.metadata.name = Some("echo-general-tick".into());
+        c.metadata.labels = Some(
+            [
+                (LABEL_PLUGIN.to_string(), "echo".to_string()),
+                (LABEL_ACTION.to_string(), "tick".to_string()),
+            ]
+            .into(),
+        );
+        c
+    }
+
+    fn at(t: &str) -> Time {
+        Time(t.parse().unwrap())
+    }
+
+    #[test]
+    fn a_task_shows_its_next_and_last_run_and_whose_entry_it_is() {
+        let now: Timestamp = "2026-12-07T05:31:20Z".parse().unwrap();
+        let project = |_: &str, _: &str| Some((ConfigLevel::Project, "interval 5m".to_string()));
+        let failed = CronJobStatus {
+            last_schedule_time: Some(at("2026-12-07T05:30:00Z")),
+            last_successful_time: Some(at("2026-12-07T05:25:00Z")),
+            ..Default::default()
+        };
+        let t = task_view(&cronjob(false, failed), &project, now).unwrap();
+        assert_eq!(t.next_run.as_deref(), Some("2026-12-07T05:35:00Z"));
+        assert_eq!(t.last_run.as_deref(), Some("2026-12-07T05:30:00Z"));
+        assert_eq!(t.last_outcome, Some("failed"));
+        assert!(t.deletable && t.enabled);
+        assert_eq!(t.schedule.as_deref(), Some("interval 5m"));
+
+        let global = |_: &str, _: &str| Some((ConfigLevel::Global, "interval 5m".to_string()));
+        let ok = CronJobStatus {
+            last_schedule_time: Some(at("2026-12-07T05:30:00Z")),
+            last_successful_time: Some(at("2026-12-07T05:30:04Z")),
+            ..Default::default()
+        };
+        let t = task_view(&cronjob(true, ok), &global, now).unwrap();
+        assert_eq!(t.last_outcome, Some("succeeded"));
+        assert!(!t.deletable && !t.enabled);
+        assert_eq!(t.next_run, None, "a task turned off does not run");
+        let none = |_: &str, _: &str| None;
+        let t = task_view(&cronjob(false, Default::default()), &none, now).unwrap();
+        assert_eq!((t.source, t.last_outcome), (None, None));
+        assert!(task_view(&CronJob::default(), &none, now).is_none());
+    }
+}
