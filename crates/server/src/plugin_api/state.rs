@@ -10,7 +10,6 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::files::MAX_FILE_BYTES;
 use super::metrics::Metrics;
-use super::own_writes::OwnWrites;
 use super::quota::Ledger;
 use super::secrets::SecretSettings;
 use super::writes::Writer;
@@ -18,6 +17,7 @@ use crate::calls::Calls;
 use crate::clock::Clock;
 use crate::index::Index;
 use crate::live::LiveSessions;
+use crate::own_writes::OwnWrites;
 use crate::status::StatusWriter;
 use model::resources::{AgentRun, PluginInstance};
 
