@@ -718,6 +718,22 @@ fn gated() -> Vec<Gated> {
         ),
         g(
             "GET",
+            "/hotspots",
+            "/hotspots",
+            None,
+            "files.read",
+            (404, Some("scan_not_found")),
+        ),
+        g(
+            "GET",
+            "/hotspots/page",
+            "/hotspots/page?offset=0&limit=5",
+            None,
+            "files.read",
+            (404, Some("scan_not_found")),
+        ),
+        g(
+            "GET",
             "/memory/{key}",
             "/memory/last-quiz",
             None,

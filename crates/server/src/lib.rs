@@ -13,6 +13,8 @@
 //!   reference's content security policy (the host API lists the links);
 //! - [`own_writes`]: what this process just wrote, over the index until its watch shows it;
 //! - [`live`]: chats' live sessions, kept in the cluster so any replica serves them;
+//! - [`quality`]: chats' quality scans, which the app posts and plugins read as hotspots, kept
+//!   in the cluster so any replica serves them;
 //! - [`plugin_api`], [`host_api`]: the two APIs' routes;
 //! - [`mcp`]: each agent run's MCP endpoint, the plugin's tools through the host API's one
 //!   way to call a tool;
@@ -44,6 +46,7 @@ pub mod mcp;
 mod openapi_spec;
 pub mod own_writes;
 pub mod plugin_api;
+pub mod quality;
 pub mod records;
 pub mod serve;
 pub mod ui;

@@ -253,6 +253,10 @@ impl Server {
             live.clone(),
             api_metrics,
         );
+        app.quality = Arc::new(crate::quality::Quality::in_cluster(
+            client.clone(),
+            index.clone(),
+        ));
         match &replicas_namespace {
             Some(namespace) => {
                 tracing::info!(%namespace, "replicas count plugins.daily_runs together");

@@ -12,6 +12,7 @@
 //! | POST | `/notifications` | `notifications.send` |
 //! | POST | `/channel/live/control`, PUT `/channel/live/hold` | `live.control` |
 //! | GET | `/files/{path}` | `files.read` |
+//! | GET | `/hotspots`, `/hotspots/page` (the chat's quality scan, `crate::quality`) | `files.read` |
 //! | GET, PUT | `/memory/{key}` | `memory.read`, `memory.write` |
 //! | GET | `/settings/secrets/{name}` | `secrets.read` |
 //!

@@ -18,6 +18,7 @@ use crate::clock::Clock;
 use crate::index::Index;
 use crate::live::LiveSessions;
 use crate::own_writes::OwnWrites;
+use crate::quality::Quality;
 use crate::status::StatusWriter;
 use model::resources::{AgentRun, PluginInstance};
 
@@ -77,6 +78,9 @@ pub struct PluginApiState {
     /// The runs record shared with the other replicas, when there is a namespace for it.
     pub shared_runs: Option<super::shared_runs::SharedRuns>,
     pub locks: KeyedLocks,
+    /// Chats' quality scans (the hotspots): the host API's, so this process reads what it
+    /// stored before its watch shows it (in memory until `serve` shares the cluster's).
+    pub quality: Arc<Quality>,
 }
 
 impl PluginApiState {
@@ -93,6 +97,7 @@ impl PluginApiState {
     ) -> Self {
         Self {
             config,
+            quality: Arc::new(Quality::in_memory(calls.index().clone())),
             index: calls.index().clone(),
             callers: Default::default(),
             calls,

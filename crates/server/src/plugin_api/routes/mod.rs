@@ -5,6 +5,7 @@
 mod cards;
 mod channel;
 mod files;
+mod hotspots;
 mod live;
 mod memory;
 mod notifications;
@@ -44,7 +45,7 @@ impl FromRequestParts<Arc<PluginApiState>> for Caller {
 pub const PREFIX: &str = "/api/plugin/v1";
 
 /// Every (method, path) served under [`PREFIX`], as the spec lists them.
-pub const ROUTES: [(&str, &str); 14] = [
+pub const ROUTES: [(&str, &str); 16] = [
     ("GET", "/channel"),
     ("POST", "/runs"),
     ("GET", "/runs/{run_id}"),
@@ -56,6 +57,8 @@ pub const ROUTES: [(&str, &str); 14] = [
     ("POST", "/channel/live/control"),
     ("PUT", "/channel/live/hold"),
     ("GET", "/files/{path}"),
+    ("GET", "/hotspots"),
+    ("GET", "/hotspots/page"),
     ("GET", "/memory/{key}"),
     ("PUT", "/memory/{key}"),
     ("GET", "/settings/secrets/{name}"),
@@ -79,6 +82,8 @@ pub fn routes() -> Router<Arc<PluginApiState>> {
         .route(&at("/channel/live/control"), post(live::control))
         .route(&at("/channel/live/hold"), put(live::hold))
         .route(&at("/files/{*path}"), get(files::get))
+        .route(&at("/hotspots"), get(hotspots::worst))
+        .route(&at("/hotspots/page"), get(hotspots::page))
         .route(&at("/memory/{key}"), get(memory::get).put(memory::put))
         .route(&at("/settings/secrets/{name}"), get(secrets::get))
 }
