@@ -266,6 +266,7 @@ pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<S
             "channels/cards",
             "channels/notifications",
             "channels/live",
+            "channels/quality",
         ],
         Grant::Actions => &["plugininstances/actions"],
         Grant::None => &[],

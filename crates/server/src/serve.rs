@@ -253,10 +253,14 @@ impl Server {
             live.clone(),
             api_metrics,
         );
-        app.quality = Arc::new(crate::quality::Quality::in_cluster(
+        // One store of the chats' quality scans: what the host API stores, the Plugin API on
+        // this replica reads at once.
+        let quality = Arc::new(crate::quality::Quality::in_cluster(
             client.clone(),
             index.clone(),
         ));
+        host.quality = quality.clone();
+        app.quality = quality;
         match &replicas_namespace {
             Some(namespace) => {
                 tracing::info!(%namespace, "replicas count plugins.daily_runs together");

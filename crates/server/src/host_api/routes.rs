@@ -9,14 +9,14 @@ use axum::routing::{get, post};
 
 use super::state::HostState;
 use super::{
-    actions, approvals, cards, changes, chats, events, live, notifications, panels, proxy, runs,
-    settings, stop, switches, tools,
+    actions, approvals, cards, changes, chats, events, live, notifications, panels, proxy, quality,
+    runs, settings, stop, switches, tools,
 };
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 30] = [
+pub const ROUTES: [(&str, &str); 32] = [
     ("GET", "/approvals"),
     ("GET", "/namespaces/{namespace}/approvals"),
     ("GET", "/namespaces/{namespace}/approvals/watch"),
@@ -79,6 +79,8 @@ pub const ROUTES: [(&str, &str); 30] = [
         "/namespaces/{namespace}/channels/{channel}/cards/read",
     ),
     ("GET", "/namespaces/{namespace}/cards/unread"),
+    ("GET", "/namespaces/{namespace}/channels/{channel}/quality"),
+    ("PUT", "/namespaces/{namespace}/channels/{channel}/quality"),
     ("GET", "/namespaces/{namespace}/channels/{channel}/live"),
     ("PUT", "/namespaces/{namespace}/channels/{channel}/live"),
     ("DELETE", "/namespaces/{namespace}/channels/{channel}/live"),
@@ -151,6 +153,12 @@ pub fn routes(state: &HostState) -> Router<HostState> {
             post(notifications::mark_read).layer(small),
         )
         .route("/namespaces/{namespace}/cards/unread", get(cards::unread))
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/quality",
+            get(quality::get)
+                .put(quality::put)
+                .layer(DefaultBodyLimit::max(crate::quality::scan::MAX_BODY_BYTES)),
+        )
         .route(
             "/namespaces/{namespace}/channels/{channel}/live",
             get(live::get)

@@ -20,6 +20,7 @@ use crate::calls::{CallError, CallOptions, Calls, Target, failure};
 use crate::cards::marks::MarkWriter;
 use crate::delivery::target;
 use crate::index::Index;
+use crate::quality::Quality;
 use crate::status::StatusWriter;
 use crate::tool_calls::ToolCalls;
 use crate::tool_calls::approval::ApprovalDesk;
@@ -45,6 +46,9 @@ pub struct HostState {
     pub live: Option<Arc<crate::live::Live>>,
     /// The one path of a tool call, with the approval desk an agent's call waits at.
     pub tools: ToolCalls,
+    /// Chats' quality scans: the app's writes, shared with the Plugin API that reads them
+    /// (in memory until `serve` shares the cluster's).
+    pub quality: Arc<Quality>,
 }
 
 impl HostState {
@@ -58,6 +62,7 @@ impl HostState {
         desk: ApprovalDesk,
     ) -> Self {
         Self {
+            quality: Arc::new(Quality::in_memory(calls.index().clone())),
             tools: ToolCalls::new(calls.clone(), desk),
             calls,
             status,

@@ -706,6 +706,32 @@ pub fn inbox(chat: &str, cards: &[(&str, &str)]) -> ConfigMap {
     map
 }
 
+/// A quality scan body of `n` functions `f0`, `f1`, ... scoring 0, 1, ... (the worst listed
+/// last), with totals `files: 3`, `functions: n + 10` and `lines: 1234`.
+pub fn scan_body(n: usize) -> Value {
+    let functions: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"file": format!("src/f{i}.rs"), "name": format!("f{i}"), "line": i + 1,
+                   "complexity": i % 7, "lines": 10 + i, "score": i})
+        })
+        .collect();
+    json!({"commit": "3f2c1a9e", "totals": {"files": 3, "functions": n + 10, "lines": 1234},
+           "functions": functions})
+}
+
+/// `chat`'s quality ConfigMap holding [`scan_body`]`(n)`, as the host stores it.
+pub fn scan_map(chat_name: &str, n: usize) -> ConfigMap {
+    use crate::quality::scan;
+    let posted = scan::parse(scan_body(n).to_string().as_bytes()).expect("a scan");
+    let stored = scan::Scan::of(posted, "2026-12-05T09:00:00Z".parse().unwrap());
+    let mut map = scan::config_map(&chat(chat_name, ChannelKind::Channel, None, false));
+    for (k, v) in scan::write(&stored) {
+        map.data.get_or_insert_default().insert(k, v.unwrap());
+    }
+    map.metadata.resource_version = Some("1".into());
+    map
+}
+
 /// The instance key of echo in `chat`.
 pub fn key(chat: &str) -> InstanceKey {
     InstanceKey::new(NS, &names::instance_name("echo", chat))

@@ -6,4 +6,5 @@ mod console;
 mod fixtures;
 mod hostile;
 mod openapi;
+mod quality;
 mod requests;
