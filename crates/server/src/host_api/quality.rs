@@ -2,12 +2,15 @@
 //!
 //! | method | route (under `.../namespaces/{ns}/channels/{channel}`) | RBAC on `channels/quality` | answer |
 //! |---|---|---|---|
-//! | PUT | `/quality` `{commit?, totals, functions}` | update | the scan as stored: its totals, when, how many functions were listed and kept |
+//! | PUT | `/quality` `{commit?, totals, functions}` | update | the scan as stored: its totals, when, how many functions were listed and kept; and what became of its `quality.scanned` event |
 //! | GET | `/quality` | get | the scan as kept (404 `scan_not_found` before the first) |
 //!
 //! The body is read and checked by `crate::quality::scan::parse` (400 `invalid_body` naming
 //! the field's path), at most `crate::quality::scan::MAX_BODY_BYTES` (413). Plugins read the
-//! scan as hotspots through the Plugin API.
+//! scan as hotspots through the Plugin API. A stored scan is a Loop event in the chat,
+//! `quality.scanned` with `{commit, totals, scanned_at}`: `crate::delivery` sends it to the
+//! containers the rules name (the chat's plugins subscribed to it), as `POST .../events`
+//! sends the app's, and the answer says what became of it ([`super::events::answer`]).
 
 use axum::Json;
 use axum::body::Bytes;
@@ -18,11 +21,14 @@ use jiff::Timestamp;
 
 use super::auth::Permission;
 use super::error::{Code, HostError, HostResult};
+use super::events;
 use super::state::HostState;
-use crate::delivery::target;
+use crate::calls::CallOptions;
+use crate::delivery::{deliver_event, target};
 use crate::quality::scan::{self, Scan};
 
-/// `PUT .../quality`: stores the scan as the chat's latest.
+/// `PUT .../quality`: stores the scan as the chat's latest, then sends `quality.scanned`,
+/// starting the stopped containers the rules let it start.
 pub async fn put(
     State(s): State<HostState>,
     Path((ns, chat)): Path<(String, String)>,
@@ -39,7 +45,18 @@ pub async fn put(
         tracing::warn!(error = %e, "a quality scan was not stored");
         HostError::new(Code::Unavailable, format!("{e}; try again")).retry_after(1)
     })?;
-    Ok(Json(scan::stored(&chat, &stored)).into_response())
+    let report = deliver_event(
+        &s.calls,
+        &ns,
+        &channel,
+        scan::EVENT,
+        &scan::event_data(&stored),
+        CallOptions::DEMAND,
+    )
+    .await;
+    let mut answer = scan::stored(&chat, &stored);
+    answer["event"] = events::answer(&report);
+    Ok(Json(answer).into_response())
 }
 
 /// `GET .../quality`: the chat's latest scan, as kept.

@@ -50,8 +50,8 @@ pub const SECRET: &str = "s3cret";
 pub const TOKEN: &str = "good";
 pub const LIMITED: &str = "limited";
 
-/// The echo plugin's manifest, plus a tool without an output schema, `both` thread events and
-/// a card.
+/// The echo plugin's manifest, plus a tool without an output schema, `both` thread events, a
+/// card and the `quality.scanned` event.
 pub const MANIFEST: &str = r#"{
   "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1",
   "capabilities": ["agent.readonly", "schedule", "ui.composer_switch", "events.subscribe", "ui.panel",
@@ -67,7 +67,7 @@ pub const MANIFEST: &str = r#"{
   ],
   "actions": [{ "id": "ping" },
               { "id": "tick", "default_schedule": { "type": "cron", "schedule": "*/5 * * * *" } }],
-  "events": ["message.created", "settings.changed"],
+  "events": ["message.created", "settings.changed", "quality.scanned"],
   "settings": { "verbose": { "type": "boolean", "default": false } },
   "ui": { "composer_switches": [{ "id": "mode", "label": "Mode", "icon": "ui/mode.svg", "title": "Mode is off" }],
           "panels": [{ "id": "main", "label": "Echo", "entry": "ui/main/index.html", "singleton": true }],

@@ -251,3 +251,37 @@ async fn a_scan_the_cluster_does_not_take_is_a_503_and_the_last_one_stays() {
         "Channel"
     );
 }
+
+#[tokio::test]
+async fn a_stored_scan_is_sent_as_quality_scanned_to_the_plugins_subscribed() {
+    let mut w = World::new().await;
+    w.start("general", "uid-g");
+    let a = w
+        .send("PUT", AT, Some(TOKEN), &scan_body(4).to_string())
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert_eq!(
+        a.json["event"],
+        json!({
+            "type": "quality.scanned",
+            "deliveries": [{"plugin": "echo", "chat": "general", "start": false,
+                            "delivered": true, "status": 204}],
+            "skipped": [],
+        })
+    );
+    let seen = w.plugin.seen("/events");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        seen[0].body,
+        json!({
+            "type": "quality.scanned",
+            "data": {"commit": "3f2c1a9e", "totals": {"files": 3, "functions": 14, "lines": 1234},
+                     "scanned_at": a.json["scanned_at"]},
+        })
+    );
+
+    // A scan refused sends nothing.
+    let a = w.send("PUT", AT, Some(TOKEN), "{}").await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert_eq!(w.plugin.seen("/events").len(), 1);
+}
