@@ -164,17 +164,26 @@ pub fn parse(body: &[u8]) -> Result<Posted, Invalid> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let posted: Posted = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." || path == "?" {
+        // The root (`.`), a place serde could not tell (`?`), or a key with no name.
+        let field = if path.is_empty() || path == "." || path == "?" {
             "the body".to_string()
         } else {
-            path
+            cut(&path, 256)
         };
-        invalid(field, e.into_inner().to_string())
+        invalid(field, cut(&e.into_inner().to_string(), 512))
     })?;
     de.end()
         .map_err(|e| invalid("the body", format!("has more after its object: {e}")))?;
     check(&posted)?;
     Ok(posted)
+}
+
+/// `text`, cut to `max` characters (a refusal quotes what it refuses, which may be long).
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
 }
 
 /// The rules of a posted scan that its types do not hold.
@@ -588,6 +597,12 @@ mod tests {
             let r = parse(bad.as_bytes()).unwrap_err();
             assert_eq!(r.field, "the body", "{bad}: {r}");
         }
+        // An unknown field with no name, or a very long one, is still named, and shortly.
+        let r = parse(br#"{"": 1}"#).unwrap_err();
+        assert_eq!(r.field, "the body", "{r}");
+        let long = format!(r#"{{"{}": 1}}"#, "k".repeat(10_000));
+        let r = parse(long.as_bytes()).unwrap_err();
+        assert!(r.to_string().len() < 1000, "{}", r.to_string().len());
         let r = parse(br#"{"totals": {"files": 1, "functions": 1}}"#).unwrap_err();
         assert!(
             r.to_string()
