@@ -1,7 +1,7 @@
 //! A chat's quality scan, decided purely: the body the app posts (`PUT .../quality`) read and
 //! checked, every refusal naming the field's path and the reason ([`parse`]); what the host
 //! keeps of it ([`Scan::of`]: the worst functions, sorted, within a byte budget, the totals
-//! saying how many there were); where it is kept ([`config_map`], [`write`], [`read`]); which
+//! saying how many there were); where it is kept ([`config_map`], [`write()`], [`read`]); which
 //! chat's scan a chat reads ([`chats_read`]); and what is told of it ([`event_data`],
 //! [`stored`], [`view`]).
 //!
