@@ -205,7 +205,7 @@ fn conformance_passes_the_echo_plugin_running_as_a_process() {
     assert!(status.success(), "{text}");
     let summary = text.lines().last().unwrap();
     assert_eq!(
-        summary, "echo 0.1.0: 40 checks, 40 passed, 0 warned, 0 failed, 0 skipped",
+        summary, "echo 0.1.0: 41 checks, 41 passed, 0 warned, 0 failed, 0 skipped",
         "{text}"
     );
     assert!(
@@ -217,7 +217,7 @@ fn conformance_passes_the_echo_plugin_running_as_a_process() {
     assert!(status.success(), "{json}");
     let report: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(report["passed"], true);
-    assert_eq!(report["findings"].as_array().unwrap().len(), 40);
+    assert_eq!(report["findings"].as_array().unwrap().len(), 41);
 }
 
 #[test]
@@ -418,10 +418,10 @@ fn conformance_starts_a_plugin_command_with_the_fake_host_as_its_api() {
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    // The plan's 40 calls, and the runs it started: echo starts none, which is said.
+    // The plan's 41 calls, and the runs it started: echo starts none, which is said.
     assert_eq!(
         text.lines().last().unwrap(),
-        "echo 0.1.0: 41 checks, 40 passed, 0 warned, 0 failed, 1 skipped",
+        "echo 0.1.0: 42 checks, 41 passed, 0 warned, 0 failed, 1 skipped",
         "{text}"
     );
     assert!(

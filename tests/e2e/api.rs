@@ -718,6 +718,22 @@ fn gated() -> Vec<Gated> {
         ),
         g(
             "GET",
+            "/hotspots",
+            "/hotspots",
+            None,
+            "files.read",
+            (404, Some("scan_not_found")),
+        ),
+        g(
+            "GET",
+            "/hotspots/page",
+            "/hotspots/page?offset=0&limit=5",
+            None,
+            "files.read",
+            (404, Some("scan_not_found")),
+        ),
+        g(
+            "GET",
             "/memory/{key}",
             "/memory/last-quiz",
             None,
@@ -964,6 +980,30 @@ async fn schemathesis(ns: Ns) -> anyhow::Result<()> {
     let fifo = std::ffi::CString::new(tree.join("pipe").into_os_string().into_encoded_bytes())?;
     // SAFETY: mkfifo reads a NUL-terminated path that lives across the call.
     ensure!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) } == 0, "mkfifo");
+    // A quality scan of the chat, as the host API stores the app's, so the hotspots routes
+    // have something to page through.
+    {
+        use server::quality::scan;
+        let functions: Vec<Value> = (0..40)
+            .map(|i| {
+                json!({"file": format!("src/f{i}.rs"), "name": format!("f{i}"), "line": 1,
+                       "complexity": i, "lines": 20, "score": i})
+            })
+            .collect();
+        let body = json!({"totals": {"files": 5, "functions": 40}, "functions": functions});
+        let posted = scan::parse(body.to_string().as_bytes()).map_err(anyhow::Error::msg)?;
+        let stored = scan::Scan::of(posted, jiff::Timestamp::now());
+        let chat: model::resources::Channel = ns.get("general").await?;
+        let mut map = scan::config_map(&chat);
+        for (k, v) in scan::write(&stored) {
+            map.data
+                .get_or_insert_default()
+                .insert(k, v.unwrap_or_default());
+        }
+        ns.api::<ConfigMap>()
+            .create(&Default::default(), &map)
+            .await?;
+    }
 
     let run_dir = ns.cluster().run_dir();
     let script = devcluster::binaries::repo_root().join("hack/schemathesis.sh");

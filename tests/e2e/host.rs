@@ -60,6 +60,11 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(Duration::from_secs(180)),
         test(
+            "host::a_posted_quality_scan_is_read_as_hotspots_and_sent_as_quality_scanned",
+            quality_scan,
+        )
+        .timeout(Duration::from_secs(180)),
+        test(
             "host::a_click_and_the_plugins_put_that_arrive_together_both_survive",
             switch_race,
         )
@@ -269,6 +274,7 @@ pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<S
             "channels/live",
             "channels/uicommands",
             "channels/tasks",
+            "channels/quality",
         ],
         Grant::Actions => &["plugininstances/actions"],
         Grant::None => &[],
@@ -1223,6 +1229,137 @@ async fn events(ns: Ns) -> anyhow::Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    Ok(())
+}
+
+/// The app posts a chat's quality scan through the host API (RBAC `channels/quality`); the
+/// chat's plugin, approved for `files.read` and subscribed to `quality.scanned`, gets the
+/// event in its running container (its journal shows it), and with its own token reads the
+/// worst functions and a page of them through the SDK's client; the app reads the scan back.
+async fn quality_scan(ns: Ns) -> anyhow::Result<()> {
+    let _shared = shared().await;
+    let host = host(&ns).await?;
+    let id = plugin_id(&ns, "hq");
+    let mut plugin = plugin_with(&id, |m| {
+        if let Some(Value::Array(caps)) = m.get_mut("capabilities") {
+            caps.push(json!("files.read"));
+        }
+        m.insert(
+            "events".into(),
+            json!(["message.created", "quality.scanned"]),
+        );
+    })?;
+    // The owner approves it too (the list was approved before the edit).
+    plugin.spec.approved_capabilities.push("files.read".into());
+    world(
+        &ns,
+        &[(plugin, enabled())],
+        &[("general", ChannelKind::Channel, None, false)],
+    )
+    .await?;
+    let caller = Caller::new(
+        &host,
+        &ns,
+        Some(caller_token(&ns, "app", Grant::All).await?),
+    );
+    caller.warm("general", &id).await?;
+
+    let none = caller
+        .send_ready("GET", "/channels/general/quality", None)
+        .await?;
+    ensure!(
+        none.status == StatusCode::NOT_FOUND && none.code() == "scan_not_found",
+        "{none:?}"
+    );
+    // 30 functions f0..f29 scoring 0..29, listed best first.
+    let functions: Vec<Value> = (0..30)
+        .map(|i| {
+            json!({"file": format!("src/f{i}.rs"), "name": format!("f{i}"), "line": i + 1,
+                   "complexity": i, "lines": 10, "score": f64::from(i) / 2.0})
+        })
+        .collect();
+    let totals = json!({"files": 7, "functions": 120, "lines": 4000});
+    let scan = json!({"commit": "3f2c1a9e", "totals": totals, "functions": functions});
+    let put = caller
+        .send_ready("PUT", "/channels/general/quality", Some(scan))
+        .await?;
+    ensure!(put.status == StatusCode::OK, "{put:?}");
+    ensure!(
+        put.json["listed"] == 30 && put.json["kept"] == 30 && put.json["totals"] == totals,
+        "{}",
+        put.json
+    );
+    let deliveries = put.json["event"]["deliveries"]
+        .as_array()
+        .context("the event's deliveries")?;
+    ensure!(
+        deliveries.len() == 1
+            && deliveries[0]["plugin"] == id.as_str()
+            && deliveries[0]["chat"] == "general"
+            && deliveries[0]["delivered"] == true,
+        "{}",
+        put.json
+    );
+    let scanned_at = put.json["scanned_at"].clone();
+
+    // The plugin got it, with the commit, the totals and when it was stored.
+    let events = caller.journal("general", &id, "/events").await?;
+    let got: Vec<&Value> = events
+        .iter()
+        .map(|e| &e["body"])
+        .filter(|b| b["type"] == "quality.scanned")
+        .collect();
+    ensure!(
+        got.len() == 1
+            && got[0]["data"]
+                == json!({"commit": "3f2c1a9e", "totals": totals, "scanned_at": scanned_at}),
+        "the plugin's events: {events:#?}"
+    );
+
+    // The plugin reads the hotspots with its own token, through the SDK's client.
+    let instance = names::instance_name(&id, "general");
+    let token = instance_token(&ns, &instance).await?;
+    let plugin_api = sdk::api::Client::with_token(&host.url, token)?;
+    let worst = plugin_api
+        .hotspots(3)
+        .await?
+        .context("the chat's hotspots")?;
+    let names_of = |fs: &[sdk::api::wire::Hotspot]| -> Vec<String> {
+        fs.iter().map(|f| f.name.clone()).collect()
+    };
+    ensure!(
+        names_of(&worst.functions) == ["f29", "f28", "f27"]
+            && worst.commit.as_deref() == Some("3f2c1a9e")
+            && json!(worst.scanned_at) == scanned_at,
+        "{worst:?}"
+    );
+    let page = plugin_api
+        .hotspots_page(25, 10)
+        .await?
+        .context("a page of the chat's hotspots")?;
+    ensure!(
+        names_of(&page.functions) == ["f4", "f3", "f2", "f1", "f0"]
+            && page.total == 30
+            && (page.totals.files, page.totals.functions) == (7, 120)
+            && page.totals.other.get("lines").map(ToString::to_string) == Some("4000".into()),
+        "{page:?}"
+    );
+    let refused = plugin_api.hotspots(101).await.unwrap_err();
+    ensure!(
+        refused.code() == Some(sdk::api::ErrorCode::InvalidQuery),
+        "{refused}"
+    );
+
+    // The app reads it back, worst first.
+    let back = caller
+        .send("GET", "/channels/general/quality", None)
+        .await?;
+    ensure!(
+        back.status == StatusCode::OK
+            && back.json["functions"][0]["name"] == "f29"
+            && back.json["scanned_at"] == scanned_at,
+        "{back:?}"
+    );
     Ok(())
 }
 

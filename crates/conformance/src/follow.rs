@@ -11,7 +11,7 @@
 //!   that breaks its schema, a route or method it does not have, a secret setting not
 //!   listed); refusals that are answers a plugin must expect (a memory key never written, a
 //!   chat that is not live, a full memory, a secret setting the config references no Secret
-//!   for) are not;
+//!   for, a chat not scanned yet) are not;
 //! - each UI command the host took is listed, with its steps (its refusals are problems like
 //!   any other call's: one without `ui.command` fails, a step the manifest does not back, such
 //!   as a panel it does not declare, warns).
@@ -39,6 +39,7 @@ pub fn is_the_plugins_fault(code: ErrorCode) -> bool {
         InvalidBody
         | InvalidPath
         | InvalidKey
+        | InvalidQuery
         | MissingToken
         | MalformedToken
         | InvalidToken
@@ -52,9 +53,9 @@ pub fn is_the_plugins_fault(code: ErrorCode) -> bool {
         | SwitchNotFound
         | SettingNotFound => true,
         OutsideWorkingTree | RunNotFound | CardNotFound | FileNotFound | MemoryNotFound
-        | NoWorkingTree | SecretNotSet | PluginNotEnabled | NotLive | SecretUnavailable
-        | FileTooLarge | MemoryFull | NotARegularFile | DailyRunsExceeded | Unavailable
-        | Timeout | Internal => false,
+        | NoWorkingTree | SecretNotSet | ScanNotFound | PluginNotEnabled | NotLive
+        | SecretUnavailable | FileTooLarge | MemoryFull | NotARegularFile | DailyRunsExceeded
+        | Unavailable | Timeout | Internal => false,
     }
 }
 

@@ -436,7 +436,7 @@ mod tests {
             calls(&steps, Area::Switches),
             ["POST /switches/mode (on)", "POST /switches/mode (off)"]
         );
-        assert_eq!(calls(&steps, Area::Events).len(), 3);
+        assert_eq!(calls(&steps, Area::Events).len(), 4);
         assert_eq!(calls(&steps, Area::Runs).len(), 2);
         let tool = steps.iter().find(|s| s.area == Area::Tools).unwrap();
         assert_eq!(

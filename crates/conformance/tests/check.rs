@@ -92,12 +92,12 @@ async fn the_echo_manifests_plugin_passes() {
         "{}",
         report.text()
     );
-    // health 1, secret 18, actions 6, tools 2, runs 2, events 3, switches 2, errors 6.
-    assert_eq!(report.findings.len(), 40, "{}", report.text());
+    // health 1, secret 18, actions 6, tools 2, runs 2, events 4, switches 2, errors 6.
+    assert_eq!(report.findings.len(), 41, "{}", report.text());
     assert!(
         report
             .summary()
-            .ends_with(": 40 checks, 40 passed, 0 warned, 0 failed, 0 skipped"),
+            .ends_with(": 41 checks, 41 passed, 0 warned, 0 failed, 0 skipped"),
         "{}",
         report.summary()
     );
@@ -171,7 +171,7 @@ async fn a_plugin_within_the_reference_passes_with_warnings() {
     assert!(
         report
             .summary()
-            .ends_with(": 40 checks, 35 passed, 5 warned, 0 failed, 0 skipped"),
+            .ends_with(": 41 checks, 36 passed, 5 warned, 0 failed, 0 skipped"),
         "{}",
         report.summary()
     );

@@ -13,7 +13,7 @@
 //! | AgentRun | ours | ours | typed |
 //! | Job | runners' | | typed |
 //! | NetworkPolicy | all (ours, and those that close plugin Pods' egress) | | typed |
-//! | ConfigMap | | inbox, memory, live sessions (with their control requests) | typed |
+//! | ConfigMap | | inbox, memory, live sessions (with their control requests), quality scans | typed |
 //! | ToolCallApproval | | ours | typed |
 //!
 //! "ours" is [`MANAGED_SELECTOR`]: what we made. Every stored object loses its managedFields
@@ -133,9 +133,12 @@ pub fn runner_jobs_selector() -> String {
     format!("{MANAGED_SELECTOR},app.kubernetes.io/component=runner")
 }
 
-/// The label selector of the API server's inbox, memory, live session and UI command ConfigMaps.
+/// The label selector of the API server's inbox, memory, live session, UI command and quality
+/// scan ConfigMaps.
 pub fn config_maps_selector() -> String {
-    format!("{MANAGED_SELECTOR},app.kubernetes.io/component in (inbox,memory,live,ui-commands)")
+    format!(
+        "{MANAGED_SELECTOR},app.kubernetes.io/component in (inbox,memory,live,ui-commands,quality)"
+    )
 }
 
 /// The watches of a process, by the index's store each fills: `None` for a kind none of its

@@ -106,7 +106,8 @@ pub struct Index {
     // The API server's.
     /// Label-selected: the runs the API server made (the controller runs them).
     pub runs: Store<AgentRun>,
-    /// Label-selected: the inbox and memory ConfigMaps the API server made.
+    /// Label-selected: the inbox, memory, live session and quality scan ConfigMaps the API
+    /// server made.
     pub config_maps: Store<ConfigMap>,
     /// The agents' tool calls waiting for (or decided by) a person, which the API server made.
     pub approvals: Store<ToolCallApproval>,

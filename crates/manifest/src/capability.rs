@@ -10,6 +10,12 @@
 //! `secrets.read`, for the secret settings issue 30 adds (zeroclaw's `secrets.get`, named like
 //! our other reads), and `network.egress`, for the destinations a manifest's `egress` lists
 //! (issue 30: approving it approves exactly those). They live in this one table, so correcting one is a one-line change.
+//!
+//! The same cut table leaves open what the SDK's `Hotspots` and `HotspotsPage` (the worst
+//! functions of the chat's latest quality scan, `GET /hotspots` and `GET /hotspots/page`) need.
+//! Hotspots describe the chat's working tree (each names a file of it, which `GET /files`
+//! then reads), so `files.read`, the capability that grants reading the tree, grants them; no
+//! capability of their own.
 
 use std::fmt;
 use std::str::FromStr;
@@ -23,7 +29,8 @@ pub enum Capability {
     AgentReadonly,
     /// Run the manifest's agents that are not read-only.
     AgentWrite,
-    /// Read the chat's working tree.
+    /// Read the chat's working tree (`GET /files`), and the hotspots of its latest quality
+    /// scan (`GET /hotspots`).
     FilesRead,
     /// Read the project's memory.
     MemoryRead,
@@ -99,7 +106,9 @@ impl Capability {
                 "start runs of the manifest's read-only agents (POST /runs)"
             }
             Capability::AgentWrite => "start runs of the manifest's agents that may change files",
-            Capability::FilesRead => "read the chat's working tree",
+            Capability::FilesRead => {
+                "read the chat's working tree, and the hotspots of its latest quality scan"
+            }
             Capability::MemoryRead => "read the project's memory",
             Capability::MemoryWrite => "write the project's memory",
             Capability::NotificationsSend => "post notifications to the chat",

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use loop_plugin_sdk::api::ui_command::{Step, StepStatus, UiCommandRequest};
 use loop_plugin_sdk::api::wire::{
-    CardRequest, ChatKind, InboxKind, Level, LiveControlRequest, NotificationRequest, RunState,
-    SwitchRequest,
+    CardRequest, ChatKind, Hotspot, InboxKind, Level, LiveControlRequest, NotificationRequest,
+    RunState, ScanTotals, SwitchRequest,
 };
 use loop_plugin_sdk::api::{Client, ErrorCode, limits};
 use loop_plugin_sdk::manifest::{self, Capability};
-use loop_plugin_sdk::testing::{Config, FakeHost};
+use loop_plugin_sdk::testing::{Config, FakeHost, Scan};
 use serde_json::{Value, json};
 
 /// A manifest that uses every route of the Plugin API.
@@ -446,4 +446,118 @@ async fn a_secret_setting_is_read_at_its_revision_and_never_in_the_channel() {
         code(client.secret_setting("api_key").await),
         ErrorCode::CapabilityNotApproved
     );
+}
+
+fn hotspot(name: &str, score: f64) -> Hotspot {
+    Hotspot {
+        file: format!("src/{name}.rs"),
+        name: name.into(),
+        line: 1,
+        complexity: 3,
+        lines: 10,
+        score,
+    }
+}
+
+#[tokio::test]
+async fn hotspots_come_from_the_scan_the_test_sets_worst_first() {
+    let (host, client) = host(Config::new(quiz())).await;
+    // No scan yet: None, from 404 scan_not_found.
+    assert_eq!(client.hotspots(10).await.unwrap(), None);
+    assert_eq!(client.hotspots_page(0, 10).await.unwrap(), None);
+
+    let totals = ScanTotals {
+        files: 3,
+        functions: 40,
+        other: BTreeMap::from([("lines".to_string(), 1234.into())]),
+    };
+    host.set_scan(Some(Scan {
+        commit: Some("3f2c1a9e".into()),
+        totals: totals.clone(),
+        functions: (0..25)
+            .map(|i| hotspot(&format!("f{i:02}"), f64::from(i)))
+            .collect(),
+    }));
+    let worst = client.hotspots(3).await.unwrap().unwrap();
+    let names: Vec<&str> = worst.functions.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["f24", "f23", "f22"]);
+    assert_eq!(worst.commit.as_deref(), Some("3f2c1a9e"));
+    assert!(worst.scanned_at.parse::<jiff::Timestamp>().is_ok());
+
+    let page = client.hotspots_page(20, 10).await.unwrap().unwrap();
+    let names: Vec<&str> = page.functions.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["f04", "f03", "f02", "f01", "f00"]);
+    assert_eq!((page.offset, page.limit, page.total), (20, 10, 25));
+    assert_eq!(page.totals, totals);
+    assert!(
+        client
+            .hotspots_page(25, 10)
+            .await
+            .unwrap()
+            .unwrap()
+            .functions
+            .is_empty()
+    );
+
+    // A bad query parameter is 400 invalid_query, naming it.
+    for bad in [0, limits::MAX_HOTSPOTS + 1] {
+        let err = client.hotspots(bad).await.unwrap_err();
+        assert_eq!(err.code(), Some(ErrorCode::InvalidQuery), "{err}");
+        assert!(err.to_string().contains("limit"), "{err}");
+    }
+    let raw = reqwest::Client::new();
+    let res = raw
+        .get(format!("{}/api/plugin/v1/hotspots?offset=1", host.url()))
+        .bearer_auth(host.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 400);
+    let body: Value = res.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("offset"),
+        "{body}"
+    );
+    let queries = host.recorded().hotspots_read;
+    assert_eq!(queries.len(), 3, "{queries:?}");
+
+    // A new scan replaces the old one; none again is 404.
+    host.set_scan(Some(Scan {
+        commit: None,
+        totals,
+        functions: vec![hotspot("only", 1.0)],
+    }));
+    let worst = client.hotspots(10).await.unwrap().unwrap();
+    assert_eq!((worst.functions.len(), worst.commit), (1, None));
+    host.set_scan(None);
+    assert_eq!(client.hotspots_page(0, 1).await.unwrap(), None);
+    let refused = host.recorded().refusals.pop().unwrap();
+    assert_eq!(refused.code, ErrorCode::ScanNotFound);
+}
+
+#[tokio::test]
+async fn hotspots_need_files_read() {
+    let mut config = Config::new(quiz());
+    config.approved = Some(vec![Capability::MemoryRead]);
+    config.scan = Some(Scan {
+        commit: None,
+        totals: ScanTotals {
+            files: 1,
+            functions: 1,
+            other: BTreeMap::new(),
+        },
+        functions: vec![hotspot("a", 1.0)],
+    });
+    let (host, client) = host(config).await;
+    for err in [
+        client.hotspots(10).await.map(|_| ()).unwrap_err(),
+        client.hotspots_page(0, 10).await.map(|_| ()).unwrap_err(),
+    ] {
+        assert!(err.has_status(403), "{err}");
+        assert!(err.to_string().contains("files.read"), "{err}");
+    }
+    assert!(host.recorded().hotspots_read.is_empty());
 }

@@ -380,6 +380,53 @@ mod plugin_api {
             revision: s.clone(),
         };
         held_to(&spec, "SecretSetting", secret.clone(), secret);
+        let hotspot = Hotspot {
+            file: s.clone(),
+            name: s.clone(),
+            line: 1,
+            complexity: 2,
+            lines: 3,
+            score: 4.5,
+        };
+        held_to(&spec, "Hotspot", hotspot.clone(), hotspot.clone());
+        let totals = ScanTotals {
+            files: 1,
+            functions: 2,
+            other: Default::default(),
+        };
+        held_to(&spec, "ScanTotals", totals.clone(), totals.clone());
+        let hotspots = Hotspots {
+            functions: vec![hotspot.clone()],
+            commit: Some(s.clone()),
+            scanned_at: s.clone(),
+        };
+        held_to(
+            &spec,
+            "Hotspots",
+            hotspots.clone(),
+            Hotspots {
+                commit: None,
+                ..hotspots
+            },
+        );
+        let page = HotspotsPage {
+            functions: vec![hotspot],
+            offset: 0,
+            limit: 10,
+            total: 1,
+            totals,
+            commit: Some(s.clone()),
+            scanned_at: s.clone(),
+        };
+        held_to(
+            &spec,
+            "HotspotsPage",
+            page.clone(),
+            HotspotsPage {
+                commit: None,
+                ..page
+            },
+        );
         let error = ErrorBody::new(ErrorCode::Timeout, s);
         held_to(&spec, "Error", error.clone(), error);
     }

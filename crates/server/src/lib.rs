@@ -11,7 +11,10 @@
 //!   the rules name: what the host API and the fan-out both need, below both;
 //! - [`ui`]: what plugins show a person: their bundles' files from signed links, under the
 //!   reference's content security policy (the host API lists the links);
+//! - [`own_writes`]: what this process just wrote, over the index until its watch shows it;
 //! - [`live`]: chats' live sessions, kept in the cluster so any replica serves them;
+//! - [`quality`]: chats' quality scans, which the app posts and plugins read as hotspots, kept
+//!   in the cluster so any replica serves them;
 //! - [`plugin_api`], [`host_api`]: the two APIs' routes;
 //! - [`mcp`]: each agent run's MCP endpoint, the plugin's tools through the host API's one
 //!   way to call a tool;
@@ -42,8 +45,10 @@ pub mod live;
 pub mod mcp;
 #[cfg(test)]
 mod openapi_spec;
+pub mod own_writes;
 pub mod person;
 pub mod plugin_api;
+pub mod quality;
 pub mod records;
 pub mod serve;
 pub mod ui;

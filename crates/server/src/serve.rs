@@ -272,6 +272,14 @@ impl Server {
             api_metrics,
         );
         app.ui_commands = Some(ui_commands);
+        // One store of the chats' quality scans: what the host API stores, the Plugin API on
+        // this replica reads at once.
+        let quality = Arc::new(crate::quality::Quality::in_cluster(
+            client.clone(),
+            index.clone(),
+        ));
+        host.quality = quality.clone();
+        app.quality = quality;
         match &replicas_namespace {
             Some(namespace) => {
                 tracing::info!(%namespace, "replicas count plugins.daily_runs together");

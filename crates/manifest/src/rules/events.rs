@@ -91,6 +91,20 @@ mod tests {
     }
 
     #[test]
+    fn the_references_events_are_taken_quality_scanned_among_them() {
+        // The reference's example subscribes to message.created, agent.status and
+        // quality.scanned (the host sends the last when the app posts a chat's scan).
+        let events = json!(["message.created", "agent.status", "quality.scanned"]);
+        M::new()
+            .caps(&["events.subscribe"])
+            .set("events", events.clone())
+            .assert_valid();
+        M::new()
+            .set("events", events)
+            .assert_problem("events", "\"events.subscribe\" in capabilities");
+    }
+
+    #[test]
     fn live_system_needs_live_control() {
         let m = M::new().set("events", json!(["live.status", "live.system"]));
         m.clone()

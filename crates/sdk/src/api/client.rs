@@ -11,9 +11,9 @@ use serde_json::Value;
 use super::limits::REQUEST_TIMEOUT;
 use super::ui_command::{self, UiCommandAnswer, UiCommandRequest};
 use super::wire::{
-    CardRequest, Channel, ErrorBody, ErrorCode, Hold, InboxEntry, LiveControlAnswer,
-    LiveControlRequest, MemoryEntry, MemoryWrite, NotificationRequest, Run, RunRequest,
-    SecretSetting, Switch, SwitchRequest,
+    CardRequest, Channel, ErrorBody, ErrorCode, Hold, Hotspots, HotspotsPage, InboxEntry,
+    LiveControlAnswer, LiveControlRequest, MemoryEntry, MemoryWrite, NotificationRequest, Run,
+    RunRequest, SecretSetting, Switch, SwitchRequest,
 };
 use crate::env::{API_URL, Env, EnvError, TOKEN_FILE, read_trimmed};
 
@@ -281,6 +281,23 @@ impl Client {
             .await
     }
 
+    /// `GET /hotspots?limit=`: the worst `limit` functions (1 to
+    /// [`MAX_HOTSPOTS`](super::limits::MAX_HOTSPOTS)) of the chat's latest quality scan, worst
+    /// first, or `None` while the chat has no scan (`scan_not_found`). Needs `files.read`.
+    pub async fn hotspots(&self, limit: u32) -> Result<Option<Hotspots>> {
+        let path = format!("/hotspots?limit={limit}");
+        none_when_no_scan(self.json(Method::GET, &path, None::<&()>, TIMEOUT).await)
+    }
+
+    /// `GET /hotspots/page?offset=&limit=`: `limit` functions (1 to
+    /// [`MAX_HOTSPOTS`](super::limits::MAX_HOTSPOTS)) of the chat's latest quality scan from
+    /// the `offset`-th worst on, with the scan's totals, or `None` while the chat has no scan
+    /// (`scan_not_found`). Needs `files.read`.
+    pub async fn hotspots_page(&self, offset: u64, limit: u32) -> Result<Option<HotspotsPage>> {
+        let path = format!("/hotspots/page?offset={offset}&limit={limit}");
+        none_when_no_scan(self.json(Method::GET, &path, None::<&()>, TIMEOUT).await)
+    }
+
     /// `GET /settings/secrets/{name}`: a secret setting's value, read from its Secret now (call
     /// it at each point of use: a rotation shows on the next call), or `None` when neither the
     /// project nor the global config references a Secret for it (`secret_not_set`).
@@ -366,6 +383,15 @@ impl Client {
             retry_after,
         }
         .into())
+    }
+}
+
+/// `None` for the chat's having no quality scan yet.
+fn none_when_no_scan<T>(answer: Result<T>) -> Result<Option<T>> {
+    match answer {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.code() == Some(ErrorCode::ScanNotFound) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

@@ -36,6 +36,85 @@ pub const MAX_MEMORY_VALUE_BYTES: usize = 64 * 1024;
 /// Keys of a plugin's memory in one project (a new key past it is 413 `memory_full`).
 pub const MAX_MEMORY_KEYS: usize = 256;
 
+/// `GET /hotspots`, `GET /hotspots/page`: the functions answered when the query names no
+/// `limit`.
+pub const DEFAULT_HOTSPOTS: u32 = 10;
+/// `GET /hotspots`, `GET /hotspots/page`: the most functions one answer holds (`limit`).
+pub const MAX_HOTSPOTS: u32 = 100;
+
+/// The query of `GET /hotspots` (`limit`) or `GET /hotspots/page` (`offset` too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HotspotsQuery {
+    /// How many of the worst functions to pass over (0 without `offset`).
+    pub offset: u64,
+    /// How many to answer at most: 1 to [`MAX_HOTSPOTS`], [`DEFAULT_HOTSPOTS`] without `limit`.
+    pub limit: u32,
+}
+
+/// Reads the query string of `GET /hotspots` (`paged: false`: `limit` alone) or `GET
+/// /hotspots/page` (`offset` and `limit`). A parameter the route does not take, one given
+/// twice or without a value, a `limit` outside 1 to [`MAX_HOTSPOTS`] and an `offset` that is
+/// not a whole number are refused, the reason naming the parameter.
+pub fn parse_hotspots_query(query: Option<&str>, paged: bool) -> Result<HotspotsQuery, String> {
+    let takes: &[&str] = if paged {
+        &["offset", "limit"]
+    } else {
+        &["limit"]
+    };
+    let mut parsed = HotspotsQuery {
+        offset: 0,
+        limit: DEFAULT_HOTSPOTS,
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let shown = |s: &str| {
+            let short: String = s.chars().take(64).collect();
+            format!("{:?}", short)
+        };
+        let Some(name) = takes.iter().copied().find(|t| *t == name) else {
+            return Err(format!(
+                "query parameter {} is not one this route takes ({})",
+                shown(name),
+                takes.join(", ")
+            ));
+        };
+        if seen.contains(&name) {
+            return Err(format!("query parameter {name} is given more than once"));
+        }
+        seen.push(name);
+        let digits =
+            !value.is_empty() && value.len() <= 20 && value.bytes().all(|b| b.is_ascii_digit());
+        match name {
+            "limit" => {
+                parsed.limit = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| digits && (1..=MAX_HOTSPOTS).contains(n))
+                    .ok_or_else(|| {
+                        format!(
+                            "query parameter limit must be a whole number from 1 to {MAX_HOTSPOTS}, not {}",
+                            shown(value)
+                        )
+                    })?;
+            }
+            _ => {
+                parsed.offset = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|_| digits)
+                    .ok_or_else(|| {
+                        format!(
+                            "query parameter offset must be a whole number, 0 or more, not {}",
+                            shown(value)
+                        )
+                    })?;
+            }
+        }
+    }
+    Ok(parsed)
+}
+
 /// A string field: not empty when `non_empty`, at most `max` characters.
 pub fn check_length(field: &str, value: &str, max: usize, non_empty: bool) -> Result<(), String> {
     let n = value.chars().count();
@@ -126,6 +205,67 @@ mod tests {
             "prompt must not be empty"
         );
         assert!(check_length("title", "", MAX_TITLE, false).is_ok());
+    }
+
+    #[test]
+    fn hotspots_queries_name_the_parameter_they_refuse() {
+        let q = |s: &str, paged| parse_hotspots_query(Some(s), paged);
+        assert_eq!(
+            parse_hotspots_query(None, false),
+            Ok(HotspotsQuery {
+                offset: 0,
+                limit: DEFAULT_HOTSPOTS
+            })
+        );
+        assert_eq!(q("", true).unwrap().limit, 10);
+        assert_eq!(q("limit=100", false).unwrap().limit, 100);
+        assert_eq!(
+            q("offset=20&limit=5", true),
+            Ok(HotspotsQuery {
+                offset: 20,
+                limit: 5
+            })
+        );
+        assert_eq!(
+            q("offset=18446744073709551615", true).unwrap().offset,
+            u64::MAX
+        );
+        for (query, paged, names) in [
+            (
+                "limit=0",
+                false,
+                "limit must be a whole number from 1 to 100, not \"0\"",
+            ),
+            ("limit=101", false, "limit must"),
+            ("limit=-1", false, "limit must"),
+            ("limit=+5", false, "limit must"),
+            ("limit=", false, "limit must"),
+            ("limit", false, "limit must"),
+            ("limit=1e2", false, "limit must"),
+            (
+                "offset=1",
+                false,
+                "\"offset\" is not one this route takes (limit)",
+            ),
+            (
+                "offset=-1",
+                true,
+                "offset must be a whole number, 0 or more, not \"-1\"",
+            ),
+            ("offset=18446744073709551616", true, "offset must"),
+            ("limit=5&limit=6", true, "limit is given more than once"),
+            (
+                "size=5",
+                true,
+                "\"size\" is not one this route takes (offset, limit)",
+            ),
+        ] {
+            let why = q(query, paged).unwrap_err();
+            assert!(why.contains(names), "{query}: {why}");
+        }
+        // A long value is cut in the message.
+        let why = q(&format!("limit={}", "9".repeat(5000)), false).unwrap_err();
+        assert!(why.len() < 200, "{why}");
     }
 
     #[test]

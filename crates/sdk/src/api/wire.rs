@@ -227,6 +227,120 @@ impl std::fmt::Debug for SecretSetting {
     }
 }
 
+/// A function of the chat's latest quality scan, as the app measured it. `score` orders them:
+/// the higher, the worse ([`Hotspot::worst_first`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hotspot {
+    /// Its file, relative to the chat's working tree (what `GET /files/{path}` reads).
+    pub file: String,
+    pub name: String,
+    /// The line it starts on, from 1.
+    pub line: u32,
+    /// Its cyclomatic complexity.
+    pub complexity: u32,
+    /// How many lines it spans.
+    pub lines: u32,
+    /// How bad it is, as the app's scanner scores it: the higher, the worse.
+    pub score: f64,
+}
+
+impl Hotspot {
+    /// The order hotspots are kept and answered in: the highest score first, then the most
+    /// complex, the longest, then by file, name and line (a total order, so a page never
+    /// depends on the order the app listed them in).
+    pub fn worst_first(a: &Hotspot, b: &Hotspot) -> std::cmp::Ordering {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.complexity.cmp(&a.complexity))
+            .then(b.lines.cmp(&a.lines))
+            .then_with(|| a.file.cmp(&b.file))
+            .then_with(|| a.name.cmp(&b.name))
+            .then(a.line.cmp(&b.line))
+    }
+}
+
+/// A quality scan's totals: the files and functions it measured, and any other number the
+/// app's scanner reports (`lines`, `average_complexity`, ...), by name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScanTotals {
+    pub files: u64,
+    /// Every function the scan measured (the scan's hotspots are the worst of them).
+    pub functions: u64,
+    #[serde(flatten)]
+    pub other: std::collections::BTreeMap<String, serde_json::Number>,
+}
+
+/// `GET /hotspots`: the worst functions of the chat's latest quality scan, worst first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hotspots {
+    pub functions: Vec<Hotspot>,
+    /// The commit the scan measured, when the app named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// When the host stored the scan, RFC 3339.
+    pub scanned_at: String,
+}
+
+impl Hotspots {
+    /// The worst `limit` of `functions` (kept worst first).
+    pub fn worst(
+        functions: &[Hotspot],
+        limit: usize,
+        commit: Option<String>,
+        scanned_at: String,
+    ) -> Self {
+        Hotspots {
+            functions: functions.iter().take(limit).cloned().collect(),
+            commit,
+            scanned_at,
+        }
+    }
+}
+
+/// `GET /hotspots/page`: a page of the chat's latest quality scan's functions, worst first,
+/// with the scan's totals.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HotspotsPage {
+    pub functions: Vec<Hotspot>,
+    pub offset: u64,
+    pub limit: u32,
+    /// How many functions the host holds of the scan (the worst; `totals.functions` says how
+    /// many it measured): a page past it is empty.
+    pub total: u64,
+    pub totals: ScanTotals,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// When the host stored the scan, RFC 3339.
+    pub scanned_at: String,
+}
+
+impl HotspotsPage {
+    /// The page of `functions` (kept worst first) that `query` asks for.
+    pub fn of(
+        functions: &[Hotspot],
+        query: super::limits::HotspotsQuery,
+        totals: ScanTotals,
+        commit: Option<String>,
+        scanned_at: String,
+    ) -> Self {
+        let start = usize::try_from(query.offset).unwrap_or(usize::MAX);
+        HotspotsPage {
+            functions: functions
+                .iter()
+                .skip(start)
+                .take(query.limit as usize)
+                .cloned()
+                .collect(),
+            offset: query.offset,
+            limit: query.limit,
+            total: functions.len() as u64,
+            totals,
+            commit,
+            scanned_at,
+        }
+    }
+}
+
 /// Every error answer: `{"error": {"code", "message"}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -284,6 +398,7 @@ error_codes! {
     InvalidBody = "invalid_body" => 400,
     InvalidPath = "invalid_path" => 400,
     InvalidKey = "invalid_key" => 400,
+    InvalidQuery = "invalid_query" => 400,
     MissingToken = "missing_token" => 401,
     MalformedToken = "malformed_token" => 401,
     InvalidToken = "invalid_token" => 401,
@@ -299,6 +414,7 @@ error_codes! {
     NoWorkingTree = "no_working_tree" => 404,
     SettingNotFound = "setting_not_found" => 404,
     SecretNotSet = "secret_not_set" => 404,
+    ScanNotFound = "scan_not_found" => 404,
     MethodNotAllowed = "method_not_allowed" => 405,
     PluginNotEnabled = "plugin_not_enabled" => 409,
     NotLive = "not_live" => 409,

@@ -4,10 +4,11 @@
 //! switches, live control subtypes and secret settings it declares, and the limits of
 //! [`crate::api::limits`]. It records what the plugin did (runs, switch states, cards,
 //! notifications, memory, files read, live control requests and holds, secret settings read,
-//! UI commands (each answered that every step ran, as the reference's fake host does), and
-//! every refusal), and answers from the [`Config`] a test gives it: the chat, the working
-//! tree's files, each live control subtype's response, each secret setting's value (which
-//! [`FakeHost::rotate_secret`] changes, as rotating its Secret does).
+//! UI commands (each answered that every step ran, as the reference's fake host does),
+//! hotspots read, and every refusal), and answers from the [`Config`] a test gives it: the chat,
+//! the working tree's files, the chat's quality scan (which [`FakeHost::set_scan`] replaces, as
+//! the app's next scan does), each live control subtype's response, each secret setting's value
+//! (which [`FakeHost::rotate_secret`] changes, as rotating its Secret does).
 //!
 //! ```no_run
 //! # async fn t() {
@@ -35,10 +36,11 @@ use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
 use crate::api::Client;
+use crate::api::limits::HotspotsQuery;
 use crate::api::ui_command::UiCommandRequest;
 use crate::api::wire::{
-    App, Channel, ChatKind, ErrorCode, InboxEntry, LiveControlRequest, Run, RunState,
-    SecretSetting, Switch,
+    App, Channel, ChatKind, ErrorCode, Hotspot, InboxEntry, LiveControlRequest, Run, RunState,
+    ScanTotals, SecretSetting, Switch,
 };
 
 pub use routes::{Needs, ROUTES};
@@ -63,6 +65,20 @@ pub struct Config {
     /// setting without one answers 404 `secret_not_set`, as one without a Secret reference
     /// does.
     pub secret_settings: BTreeMap<String, String>,
+    /// The chat's latest quality scan (`GET /hotspots`, `GET /hotspots/page`); `None` answers
+    /// 404 `scan_not_found`, as a chat the app has not scanned yet does.
+    pub scan: Option<Scan>,
+}
+
+/// A quality scan, as the app posts it through the host API: what `GET /hotspots` and `GET
+/// /hotspots/page` answer from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scan {
+    /// The commit it measured.
+    pub commit: Option<String>,
+    pub totals: ScanTotals,
+    /// In any order: the host keeps them worst first ([`Hotspot::worst_first`]).
+    pub functions: Vec<Hotspot>,
 }
 
 impl Config {
@@ -89,6 +105,7 @@ impl Config {
             files: None,
             live_responses: BTreeMap::new(),
             secret_settings: BTreeMap::new(),
+            scan: None,
         }
     }
 
@@ -136,6 +153,8 @@ pub struct Recorded {
     pub secrets_read: Vec<String>,
     /// The UI commands the plugin ran (each answered that every step ran).
     pub ui_commands: Vec<UiCommandRequest>,
+    /// The queries of `GET /hotspots` and `GET /hotspots/page` answered, in order.
+    pub hotspots_read: Vec<HotspotsQuery>,
     pub refusals: Vec<Refusal>,
 }
 
@@ -146,6 +165,25 @@ struct Shared {
     recorded: Mutex<Recorded>,
     /// Each secret setting's Secret as it is now: its value and revision.
     secrets: Mutex<BTreeMap<String, SecretSetting>>,
+    /// The chat's quality scan as the host keeps it now.
+    scan: Mutex<Option<StoredScan>>,
+}
+
+/// A scan as the fake host keeps it: its functions worst first, and when it was stored.
+#[derive(Clone, Debug)]
+struct StoredScan {
+    scan: Scan,
+    scanned_at: String,
+}
+
+impl StoredScan {
+    fn of(mut scan: Scan) -> Self {
+        scan.functions.sort_by(Hotspot::worst_first);
+        StoredScan {
+            scan,
+            scanned_at: jiff::Timestamp::now().to_string(),
+        }
+    }
 }
 
 impl Shared {
@@ -155,6 +193,10 @@ impl Shared {
 
     fn secrets(&self) -> MutexGuard<'_, BTreeMap<String, SecretSetting>> {
         self.secrets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn scan(&self) -> MutexGuard<'_, Option<StoredScan>> {
+        self.scan.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -183,11 +225,13 @@ impl FakeHost {
                 (name.clone(), secret)
             })
             .collect();
+        let scan = config.scan.clone().map(StoredScan::of);
         let shared = Arc::new(Shared {
             config,
             token: TOKEN.into(),
             recorded: Mutex::default(),
             secrets: Mutex::new(secrets),
+            scan: Mutex::new(scan),
         });
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -258,6 +302,12 @@ impl FakeHost {
         };
         secrets.insert(name.into(), secret.clone());
         secret
+    }
+
+    /// Replaces the chat's quality scan, as the app's next scan does (`None`: the chat has none,
+    /// 404 `scan_not_found`). Sending the plugin `quality.scanned` is the caller's part.
+    pub fn set_scan(&self, scan: Option<Scan>) {
+        *self.shared.scan() = scan.map(StoredScan::of);
     }
 
     /// Records that `POST /runs/{run_id}/done` reached the plugin.

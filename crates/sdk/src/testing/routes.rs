@@ -15,13 +15,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{Refusal, Shared, StartedRun};
+use super::{Refusal, Shared, StartedRun, StoredScan};
 use crate::api::limits::{self, check_length};
 use crate::api::ui_command::{self, UiCommandAnswer, UiCommandRequest};
 use crate::api::wire::{
-    CardRequest, ErrorBody, ErrorCode, Hold, InboxEntry, InboxKind, LiveControlAnswer,
-    LiveControlRequest, MemoryEntry, MemoryWrite, NotificationRequest, Run, RunRequest, RunState,
-    Switch, SwitchRequest,
+    CardRequest, ErrorBody, ErrorCode, Hold, Hotspots, HotspotsPage, InboxEntry, InboxKind,
+    LiveControlAnswer, LiveControlRequest, MemoryEntry, MemoryWrite, NotificationRequest, Run,
+    RunRequest, RunState, Switch, SwitchRequest,
 };
 
 /// What a route needs approved.
@@ -80,6 +80,8 @@ pub const ROUTES: &[Route] = &[
         Needs::One(Capability::LiveControl),
     ),
     route("GET", "/files/{path}", Needs::One(Capability::FilesRead)),
+    route("GET", "/hotspots", Needs::One(Capability::FilesRead)),
+    route("GET", "/hotspots/page", Needs::One(Capability::FilesRead)),
     route("GET", "/memory/{key}", Needs::One(Capability::MemoryRead)),
     route("PUT", "/memory/{key}", Needs::One(Capability::MemoryWrite)),
     route(
@@ -194,6 +196,8 @@ async fn call(
             ok(&req)
         }
         ("GET", "/files/{path}") => read_file(shared, param),
+        ("GET", "/hotspots") => hotspots(shared, uri.query(), false),
+        ("GET", "/hotspots/page") => hotspots(shared, uri.query(), true),
         ("GET", "/memory/{key}") => get_memory(shared, param),
         ("PUT", "/memory/{key}") => put_memory(shared, param, &body),
         ("GET", "/settings/secrets/{name}") => get_secret(shared, param),
@@ -564,6 +568,36 @@ fn read_file(shared: &Shared, path: &str) -> Answer {
         bytes.clone(),
     )
         .into_response())
+}
+
+/// `GET /hotspots` (`paged: false`) and `GET /hotspots/page`.
+fn hotspots(shared: &Shared, query: Option<&str>, paged: bool) -> Answer {
+    let query = limits::parse_hotspots_query(query, paged)
+        .map_err(|why| Refused(ErrorCode::InvalidQuery, why))?;
+    let Some(stored) = shared.scan().clone() else {
+        return Err(Refused(
+            ErrorCode::ScanNotFound,
+            format!("chat {} has no quality scan yet", shared.config.channel.id),
+        ));
+    };
+    shared.recorded().hotspots_read.push(query);
+    let StoredScan { scan, scanned_at } = stored;
+    if paged {
+        ok(&HotspotsPage::of(
+            &scan.functions,
+            query,
+            scan.totals,
+            scan.commit,
+            scanned_at,
+        ))
+    } else {
+        ok(&Hotspots::worst(
+            &scan.functions,
+            query.limit as usize,
+            scan.commit,
+            scanned_at,
+        ))
+    }
 }
 
 fn get_memory(shared: &Shared, key: &str) -> Answer {

@@ -15,6 +15,8 @@
 //! | `POST .../channels/{channel}/events` | `create` | `channels/events` | the chat |
 //! | `GET .../channels/{channel}/cards` | `get` | `channels/cards` | the chat |
 //! | `POST .../channels/{channel}/cards/read` | `update` | `channels/cards` | the chat |
+//! | `GET .../channels/{channel}/quality` | `get` | `channels/quality` | the chat |
+//! | `PUT .../channels/{channel}/quality` | `update` | `channels/quality` | the chat |
 //! | `GET /namespaces/{ns}/cards/unread` | `list` | `channels/cards` | (every chat) |
 //! | `GET /namespaces/{ns}/chats` | `list` | `channels` | (every chat) |
 //! | `GET /namespaces/{ns}/plugins/changes` | `watch` | `plugininstances` | (every instance) |
@@ -123,6 +125,12 @@ impl Permission {
     /// `get channels/tasks`: a chat's scheduled tasks (the Tasks panel).
     pub fn tasks(ns: &str, chat: &str) -> Self {
         Self::on_chat("get", "tasks", ns, chat)
+    }
+
+    /// `<verb> channels/quality`: a chat's quality scan (`update` posts one, `get` reads it
+    /// back).
+    pub fn quality(verb: &'static str, ns: &str, chat: &str) -> Self {
+        Self::on_chat(verb, "quality", ns, chat)
     }
 
     /// `<verb> channels/live`: a chat's live session (get, update, delete; watch for the

@@ -33,6 +33,8 @@ pub enum Code {
     SwitchNotFound,
     /// No live control request of that id waits for an answer (answered, or lapsed).
     RequestNotFound,
+    /// The chat has no quality scan yet.
+    ScanNotFound,
     /// The agent's manifest entry does not give it the tool.
     ToolNotGiven,
     /// The chat's project does not enable the plugin (or plugins are off, or the chat runs
@@ -89,7 +91,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for the spec check.
-    pub const ALL: [Code; 38] = [
+    pub const ALL: [Code; 39] = [
         Code::MissingToken,
         Code::InvalidToken,
         Code::Forbidden,
@@ -104,6 +106,7 @@ impl Code {
         Code::AgentNotFound,
         Code::SwitchNotFound,
         Code::RequestNotFound,
+        Code::ScanNotFound,
         Code::ToolNotGiven,
         Code::PluginNotEnabled,
         Code::InstancePending,
@@ -148,6 +151,7 @@ impl ErrorCode for Code {
             Code::AgentNotFound => "agent_not_found",
             Code::SwitchNotFound => "switch_not_found",
             Code::RequestNotFound => "request_not_found",
+            Code::ScanNotFound => "scan_not_found",
             Code::ToolNotGiven => "tool_not_given",
             Code::PluginNotEnabled => "plugin_not_enabled",
             Code::InstancePending => "instance_pending",
@@ -190,6 +194,7 @@ impl ErrorCode for Code {
             | Code::SwitchNotFound
             | Code::RequestNotFound
             | Code::ProjectNotFound
+            | Code::ScanNotFound
             | Code::ApprovalNotFound => StatusCode::NOT_FOUND,
             Code::ApprovalOtherChat | Code::ApprovalDecided | Code::ApprovalExpired => {
                 StatusCode::CONFLICT

@@ -15,6 +15,7 @@
 //! | POST | `/cards/read` | — | |
 //! | GET | `/notifications` (the chat's notifications, in the drawer beside the cards) | — | |
 //! | POST | `/notifications/read` | — | |
+//! | PUT, GET | `/quality` (the chat's quality scan, which plugins read as hotspots) | — | |
 //! | GET | `/api/host/v1/namespaces/{ns}/cards/unread` (each chat's unread cards and notifications) | — | |
 //! | GET | `/api/host/v1/namespaces/{ns}/chats` (the chats, their instances, unread cards) | — | |
 //! | GET | `/api/host/v1/namespaces/{ns}/plugins/changes` (`plugins.changed`, a stream) | — | |
@@ -34,7 +35,8 @@
 //!   (the call is `crate::tool_calls`', which MCP uses too), [`switches`], [`proxy`] (`/x`),
 //!   [`events`] (the answer; which containers get an event and the sending are
 //!   `crate::delivery`'s, which the fan-out uses too), [`panels`], [`cards`] and
-//!   [`notifications`] (the drawer: `crate::cards`); for the console: [`chats`] (the sidebar), [`runs`], [`settings`],
+//!   [`notifications`] (the drawer: `crate::cards`), [`quality`] (the chat's quality scan:
+//!   `crate::quality`); for the console: [`chats`] (the sidebar), [`runs`], [`settings`],
 //!   [`stop`], [`changes`] (`plugins.changed` to clients, decided by `crate::delivery::changes`);
 //! - [`state`]: what the handlers share (the caller checked, the instance found through
 //!   `crate::delivery::target`, the body read, the plugin called through `crate::calls`, the
@@ -52,6 +54,7 @@ pub mod cards;
 pub mod changes;
 pub mod chats;
 pub mod config;
+pub mod cronjobs;
 pub mod error;
 pub mod events;
 pub mod live;
@@ -59,6 +62,7 @@ pub mod metrics;
 pub mod notifications;
 pub mod panels;
 pub mod proxy;
+pub mod quality;
 mod routes;
 pub mod runs;
 pub mod settings;

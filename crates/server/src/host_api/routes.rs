@@ -10,13 +10,13 @@ use axum::routing::{get, patch, post};
 use super::state::HostState;
 use super::{
     actions, approvals, cards, changes, chats, config, events, live, notifications, panels, proxy,
-    runs, settings, stop, switches, tasks, tools, ui_commands,
+    quality, runs, settings, stop, switches, tasks, tools, ui_commands,
 };
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 37] = [
+pub const ROUTES: [(&str, &str); 39] = [
     ("GET", "/approvals"),
     ("GET", "/namespaces/{namespace}/approvals"),
     ("GET", "/namespaces/{namespace}/approvals/watch"),
@@ -79,6 +79,8 @@ pub const ROUTES: [(&str, &str); 37] = [
         "/namespaces/{namespace}/channels/{channel}/cards/read",
     ),
     ("GET", "/namespaces/{namespace}/cards/unread"),
+    ("GET", "/namespaces/{namespace}/channels/{channel}/quality"),
+    ("PUT", "/namespaces/{namespace}/channels/{channel}/quality"),
     ("GET", "/namespaces/{namespace}/channels/{channel}/live"),
     ("PUT", "/namespaces/{namespace}/channels/{channel}/live"),
     ("DELETE", "/namespaces/{namespace}/channels/{channel}/live"),
@@ -167,6 +169,12 @@ pub fn routes(state: &HostState) -> Router<HostState> {
             post(notifications::mark_read).layer(small),
         )
         .route("/namespaces/{namespace}/cards/unread", get(cards::unread))
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/quality",
+            get(quality::get)
+                .put(quality::put)
+                .layer(DefaultBodyLimit::max(crate::quality::scan::MAX_BODY_BYTES)),
+        )
         .route(
             "/namespaces/{namespace}/channels/{channel}/live",
             get(live::get)

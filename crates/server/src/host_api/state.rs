@@ -20,6 +20,7 @@ use crate::calls::{CallError, CallOptions, Calls, Target, failure};
 use crate::cards::marks::MarkWriter;
 use crate::delivery::target;
 use crate::index::Index;
+use crate::quality::Quality;
 use crate::status::StatusWriter;
 use crate::tool_calls::ToolCalls;
 use crate::tool_calls::approval::ApprovalDesk;
@@ -48,9 +49,12 @@ pub struct HostState {
     /// The writes a person makes with their own token (None: a server without a cluster).
     pub person: Option<crate::person::SharedPerson>,
     /// Where chats' scheduled tasks (CronJobs) are read (None: a server without a cluster).
-    pub tasks: Option<Arc<dyn super::tasks::TaskReader>>,
+    pub tasks: Option<Arc<dyn super::cronjobs::TaskReader>>,
     /// The one path of a tool call, with the approval desk an agent's call waits at.
     pub tools: ToolCalls,
+    /// Chats' quality scans: the app's writes, shared with the Plugin API that reads them
+    /// (in memory until `serve` shares the cluster's).
+    pub quality: Arc<Quality>,
 }
 
 impl HostState {
@@ -64,6 +68,7 @@ impl HostState {
         desk: ApprovalDesk,
     ) -> Self {
         Self {
+            quality: Arc::new(Quality::in_memory(calls.index().clone())),
             tools: ToolCalls::new(calls.clone(), desk),
             calls,
             status,

@@ -12,13 +12,14 @@
 //! | POST | `/notifications` | `notifications.send` |
 //! | POST | `/channel/live/control`, PUT `/channel/live/hold` | `live.control` |
 //! | GET | `/files/{path}` | `files.read` |
+//! | GET | `/hotspots`, `/hotspots/page` (the chat's quality scan, `crate::quality`) | `files.read` |
 //! | GET, PUT | `/memory/{key}` | `memory.read`, `memory.write` |
 //! | GET | `/settings/secrets/{name}` | `secrets.read` |
 //!
 //! The parts, each with one job:
 //! - [`auth`]: the bearer header, who calls (401; tokens are looked up in the index's token
 //!   digests), whether the project enables the plugin (409), capabilities (403);
-//! - [`own_writes`]: the overlay of this process's own writes over the index;
+//! - [`crate::own_writes`]: the overlay of this process's own writes over the index;
 //! - [`instance_state`], [`quota`], [`files`], [`crate::cards::inbox`], [`memory`]: the pure rules;
 //! - [`secrets`]: secret settings' values, read live from their Secrets behind a trait;
 //! - [`writes`]: runs and ConfigMaps, behind a trait; status fields go through
@@ -38,7 +39,6 @@ pub mod files;
 pub mod instance_state;
 pub mod memory;
 pub mod metrics;
-pub mod own_writes;
 pub mod quota;
 mod routes;
 pub mod secrets;

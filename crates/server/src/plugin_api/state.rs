@@ -10,7 +10,6 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::files::MAX_FILE_BYTES;
 use super::metrics::Metrics;
-use super::own_writes::OwnWrites;
 use super::quota::Ledger;
 use super::secrets::SecretSettings;
 use super::writes::Writer;
@@ -18,6 +17,8 @@ use crate::calls::Calls;
 use crate::clock::Clock;
 use crate::index::Index;
 use crate::live::LiveSessions;
+use crate::own_writes::OwnWrites;
+use crate::quality::Quality;
 use crate::status::StatusWriter;
 use model::resources::{AgentRun, PluginInstance};
 
@@ -79,6 +80,9 @@ pub struct PluginApiState {
     /// The runs record shared with the other replicas, when there is a namespace for it.
     pub shared_runs: Option<super::shared_runs::SharedRuns>,
     pub locks: KeyedLocks,
+    /// Chats' quality scans (the hotspots): the host API's, so this process reads what it
+    /// stored before its watch shows it (in memory until `serve` shares the cluster's).
+    pub quality: Arc<Quality>,
 }
 
 impl PluginApiState {
@@ -95,6 +99,7 @@ impl PluginApiState {
     ) -> Self {
         Self {
             config,
+            quality: Arc::new(Quality::in_memory(calls.index().clone())),
             index: calls.index().clone(),
             callers: Default::default(),
             calls,

@@ -32,7 +32,7 @@ async fn the_echo_plugin_passes_every_check() {
         .await
         .unwrap();
     assert!(report.passed(), "{}", report.text());
-    // health 1, secret 18, actions 6, tools 2, runs 2, events 3, switches 2, errors 6, all
+    // health 1, secret 18, actions 6, tools 2, runs 2, events 4, switches 2, errors 6, all
     // passed; and the runs it started, skipped: echo starts none.
     let skipped: Vec<String> = report
         .findings
@@ -40,7 +40,7 @@ async fn the_echo_plugin_passes_every_check() {
         .filter(|f| f.outcome != conformance::Outcome::Pass)
         .map(|f| f.line())
         .collect();
-    assert_eq!(report.findings.len(), 41, "{}", report.text());
+    assert_eq!(report.findings.len(), 42, "{}", report.text());
     assert_eq!(skipped.len(), 1, "{}", report.text());
     assert!(
         skipped[0].starts_with("SKIP runs POST /runs (runs it started)"),

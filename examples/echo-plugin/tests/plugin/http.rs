@@ -291,7 +291,7 @@ async fn events_and_run_ends_are_recorded() {
         .await;
     assert_eq!(res.status(), 204);
     let res = p
-        .post("/events", json!({"type": "quality.scanned", "data": {}}))
+        .post("/events", json!({"type": "live.status", "data": {}}))
         .await;
     assert_eq!(res.status(), 422, "not subscribed");
     assert_eq!(p.post("/events", json!({"data": {}})).await.status(), 400);

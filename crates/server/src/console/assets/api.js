@@ -8,7 +8,8 @@ export const PREFIX = "/api/host/v1";
 export const HOST_CODES = new Set([
   "missing_token", "invalid_token", "forbidden", "invalid_body", "body_too_large", "not_found",
   "method_not_allowed", "channel_not_found", "plugin_not_found", "action_not_found",
-  "tool_not_found", "agent_not_found", "switch_not_found", "request_not_found", "tool_not_given",
+  "tool_not_found", "agent_not_found", "switch_not_found", "request_not_found", "scan_not_found",
+  "tool_not_given",
   "plugin_not_enabled", "instance_pending", "queue_full", "start_timeout", "cannot_start",
   "breaker_open", "plugin_timeout", "plugin_unreachable", "plugin_error", "answer_too_large",
   "invalid_answer", "input_invalid", "output_invalid", "approval_not_found",

@@ -50,8 +50,8 @@ pub const SECRET: &str = "s3cret";
 pub const TOKEN: &str = "good";
 pub const LIMITED: &str = "limited";
 
-/// The echo plugin's manifest, plus a tool without an output schema, `both` thread events and
-/// a card.
+/// The echo plugin's manifest, plus a tool without an output schema, `both` thread events, a
+/// card and the `quality.scanned` event.
 pub const MANIFEST: &str = r#"{
   "id": "echo", "name": "Echo", "version": "0.1.0", "api": "1",
   "capabilities": ["agent.readonly", "schedule", "ui.composer_switch", "events.subscribe", "ui.panel",
@@ -67,7 +67,7 @@ pub const MANIFEST: &str = r#"{
   ],
   "actions": [{ "id": "ping" },
               { "id": "tick", "default_schedule": { "type": "cron", "schedule": "*/5 * * * *" } }],
-  "events": ["message.created", "settings.changed"],
+  "events": ["message.created", "settings.changed", "quality.scanned"],
   "settings": { "verbose": { "type": "boolean", "default": false } },
   "ui": { "composer_switches": [{ "id": "mode", "label": "Mode", "icon": "ui/mode.svg", "title": "Mode is off" }],
           "panels": [{ "id": "main", "label": "Echo", "entry": "ui/main/index.html", "singleton": true }],
@@ -319,7 +319,7 @@ pub struct World {
     /// A person's writes, recorded.
     pub person: Arc<crate::person::Recorded>,
     /// The CronJobs the Tasks panel lists.
-    pub tasks: Arc<crate::host_api::tasks::TaskList>,
+    pub tasks: Arc<crate::host_api::cronjobs::TaskList>,
     /// The approvals the desk made and decided, in the index's store.
     pub approvals: Arc<StoreApprovals>,
 }
@@ -532,7 +532,7 @@ impl World {
         state.ui_commands = Some(ui_commands.clone());
         let person = Arc::new(crate::person::Recorded::default());
         state.person = Some(person.clone());
-        let tasks = Arc::new(crate::host_api::tasks::TaskList::default());
+        let tasks = Arc::new(crate::host_api::cronjobs::TaskList::default());
         state.tasks = Some(tasks.clone());
         state.links = tokio::sync::watch::channel(Some(crate::ui::link::LinkKeys {
             current: crate::ui::link::LinkKey {
@@ -755,6 +755,32 @@ pub fn inbox(chat: &str, cards: &[(&str, &str)]) -> ConfigMap {
         };
         data.insert(id.to_string(), serde_json::to_string(&entry).unwrap());
     }
+    map
+}
+
+/// A quality scan body of `n` functions `f0`, `f1`, ... scoring 0, 1, ... (the worst listed
+/// last), with totals `files: 3`, `functions: n + 10` and `lines: 1234`.
+pub fn scan_body(n: usize) -> Value {
+    let functions: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"file": format!("src/f{i}.rs"), "name": format!("f{i}"), "line": i + 1,
+                   "complexity": i % 7, "lines": 10 + i, "score": i})
+        })
+        .collect();
+    json!({"commit": "3f2c1a9e", "totals": {"files": 3, "functions": n + 10, "lines": 1234},
+           "functions": functions})
+}
+
+/// `chat`'s quality ConfigMap holding [`scan_body`]`(n)`, as the host stores it.
+pub fn scan_map(chat_name: &str, n: usize) -> ConfigMap {
+    use crate::quality::scan;
+    let posted = scan::parse(scan_body(n).to_string().as_bytes()).expect("a scan");
+    let stored = scan::Scan::of(posted, "2026-12-05T09:00:00Z".parse().unwrap());
+    let mut map = scan::config_map(&chat(chat_name, ChannelKind::Channel, None, false));
+    for (k, v) in scan::write(&stored) {
+        map.data.get_or_insert_default().insert(k, v.unwrap());
+    }
+    map.metadata.resource_version = Some("1".into());
     map
 }
 

@@ -1,8 +1,10 @@
 //! Generated hostile input for the host API (crates/hostile): the bodies callers send (an
-//! agent's tool input is whatever its model wrote), and what a plugin answers a tool call
-//! with. Each goes through the whole router to a running fake plugin; the server answers
-//! without a panic or a 500, with the API's error body when it refuses, in bounded time and
-//! memory.
+//! agent's tool input is whatever its model wrote; a quality scan is whatever the app's
+//! scanner measured), and what a plugin answers a tool call with. Each goes through the whole
+//! router to a running fake plugin; the server answers without a panic or a 500, with the
+//! API's error body when it refuses, in bounded time and memory. A posted scan's reader is
+//! also run alone (`quality_scans`), many more inputs a second: it answers a scan it keeps
+//! within the bounds, or a refusal naming a field.
 
 use std::cell::RefCell;
 
@@ -13,9 +15,10 @@ use serde_json::{Value, json};
 
 use super::fixtures::*;
 
-/// The routes that read a body, each with a body it takes.
-fn routes() -> Vec<(String, Value)> {
-    vec![
+/// The routes that read a body, each with its method and a body it takes.
+fn routes() -> Vec<(&'static str, String, Value)> {
+    let post = |(path, body): (String, Value)| ("POST", path, body);
+    let mut routes: Vec<(&'static str, String, Value)> = vec![
         (
             at("general", "/tools/echo"),
             json!({"input": {"text": "hi"}, "agent": "say", "thread_id": "th", "run_id": "run-1"}),
@@ -31,13 +34,18 @@ fn routes() -> Vec<(String, Value)> {
             json!({"type": "message.created", "data": {"text": "hi"}}),
         ),
     ]
+    .into_iter()
+    .map(post)
+    .collect();
+    routes.push(("PUT", "/channels/general/quality".to_string(), scan_body(3)));
+    routes
 }
 
 fn requests() -> BoxedStrategy<Vec<u8>> {
     let n = routes().len();
     (0..n as u8)
         .prop_flat_map(|route| {
-            let seed = routes()[usize::from(route)].1.clone();
+            let seed = routes()[usize::from(route)].2.clone();
             let bytes = seed.to_string().into_bytes();
             let body = prop_oneof![
                 4 => json_leaves_mutated(vec![seed.clone()]).prop_map(|v| v.to_string().into_bytes()),
@@ -122,11 +130,11 @@ fn host_api_bodies() {
             return Ok(());
         };
         let routes = routes();
-        let (path, _) = &routes[usize::from(route) % routes.len()];
+        let (method, path, _) = &routes[usize::from(route) % routes.len()];
         let body = String::from_utf8_lossy(body).into_owned();
         with_world(|rt, w| {
-            let answer = rt.block_on(w.send("POST", path, Some(TOKEN), &body));
-            well_formed(&format!("POST {path}"), &answer)
+            let answer = rt.block_on(w.send(method, path, Some(TOKEN), &body));
+            well_formed(&format!("{method} {path}"), &answer)
         })
     });
 }
@@ -152,5 +160,56 @@ fn tool_answers() {
             }
             Ok(())
         })
+    });
+}
+
+/// Scans: the seed's values replaced (most often by one of the same type), its shape changed,
+/// its bytes mutated, or any JSON; and, now and then, a scan of many functions.
+fn scans() -> BoxedStrategy<Vec<u8>> {
+    let seed = scan_body(3);
+    let bytes = seed.to_string().into_bytes();
+    prop_oneof![
+        4 => json_leaves_mutated(vec![seed.clone()]).prop_map(|v| v.to_string().into_bytes()),
+        3 => json_mutated(vec![seed], 300).prop_map(|v| v.to_string().into_bytes()),
+        2 => mutated(vec![bytes]),
+        1 => deep_text(),
+        1 => json_value(6).prop_map(|v| v.to_string().into_bytes()),
+        1 => (0usize..12_000).prop_map(|n| scan_body(n).to_string().into_bytes()),
+    ]
+    .boxed()
+}
+
+#[test]
+fn quality_scans() {
+    use crate::quality::scan::{self, KEPT_BYTES, KEPT_FUNCTIONS, MAX_FUNCTIONS, Scan};
+    Target::new("quality_scans", env!("CARGO_MANIFEST_DIR")).run(scans, |body| {
+        match scan::parse(body) {
+            Ok(posted) => {
+                let listed = posted.functions.len();
+                if listed > MAX_FUNCTIONS {
+                    return Err(format!("{listed} functions taken"));
+                }
+                let kept = Scan::of(posted, jiff::Timestamp::UNIX_EPOCH);
+                let bytes = serde_json::to_vec(&kept.functions).map_or(0, |v| v.len());
+                if kept.functions.len() > KEPT_FUNCTIONS || bytes > KEPT_BYTES + 2 {
+                    return Err(format!(
+                        "kept {} functions in {bytes} bytes",
+                        kept.functions.len()
+                    ));
+                }
+                let sorted = kept
+                    .functions
+                    .windows(2)
+                    .all(|w| sdk::api::wire::Hotspot::worst_first(&w[0], &w[1]).is_le());
+                if !sorted {
+                    return Err("kept out of order".into());
+                }
+                Ok(())
+            }
+            Err(refused) if refused.field.is_empty() || refused.why.is_empty() => {
+                Err(format!("a refusal that names no field: {refused:?}"))
+            }
+            Err(_) => Ok(()),
+        }
     });
 }

@@ -7,4 +7,5 @@ mod console;
 mod fixtures;
 mod hostile;
 mod openapi;
+mod quality;
 mod requests;

@@ -124,6 +124,7 @@ fn every_operation_states_its_time_limit_and_permission() {
             "/cards/unread",
             "/notifications",
             "/notifications/read",
+            "/quality",
             "/live",
             "/live/requests",
             "/live/requests/{id}",
@@ -249,6 +250,8 @@ async fn the_spec_examples_get_documented_answers() {
         .get_or_insert_default()
         .insert(gone.id.clone(), serde_json::to_string(&gone).unwrap());
     apply(&mut w.writers.config_maps, map);
+    // A scan to read back before the example's is posted.
+    apply(&mut w.writers.config_maps, scan_map("general", 3));
     // The approval the decision's example decides.
     w.approval(EXAMPLE_APPROVAL, "general").await;
     for op in operations(&spec) {
@@ -312,6 +315,32 @@ async fn the_spec_examples_get_documented_answers() {
     }
     let a = w.send("POST", &tool.rest, None, "{}").await;
     check_answer(&spec, tool, &a);
+    // A chat never scanned, a scan that breaks a rule, one over the cap.
+    let quality = |m: &str| {
+        ops.iter()
+            .find(|o| o.method == m && o.path.ends_with("/quality"))
+            .unwrap()
+    };
+    let a = w
+        .send("GET", "/channels/general-t1/quality", Some(TOKEN), "")
+        .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
+    assert_eq!(a.code(), "scan_not_found");
+    check_answer(&spec, quality("GET"), &a);
+    let put = quality("PUT");
+    let mut bad = scan_body(1);
+    bad["functions"][0]["line"] = serde_json::json!(0);
+    for (body, status) in [
+        (bad.to_string(), StatusCode::BAD_REQUEST),
+        (
+            format!("{{\"x\": \"{}\"}}", "y".repeat(5 << 20)),
+            StatusCode::PAYLOAD_TOO_LARGE,
+        ),
+    ] {
+        let a = w.send("PUT", &put.rest, Some(TOKEN), &body).await;
+        assert_eq!(a.status, status, "{}", a.json);
+        check_answer(&spec, put, &a);
+    }
     let action = ops
         .iter()
         .find(|o| o.path.ends_with("/actions/{action}"))

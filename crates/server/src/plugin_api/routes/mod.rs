@@ -5,6 +5,7 @@
 mod cards;
 mod channel;
 mod files;
+mod hotspots;
 mod live;
 mod memory;
 mod notifications;
@@ -45,7 +46,7 @@ impl FromRequestParts<Arc<PluginApiState>> for Caller {
 pub const PREFIX: &str = "/api/plugin/v1";
 
 /// Every (method, path) served under [`PREFIX`], as the spec lists them.
-pub const ROUTES: [(&str, &str); 15] = [
+pub const ROUTES: [(&str, &str); 17] = [
     ("GET", "/channel"),
     ("POST", "/runs"),
     ("GET", "/runs/{run_id}"),
@@ -57,6 +58,8 @@ pub const ROUTES: [(&str, &str); 15] = [
     ("POST", "/channel/live/control"),
     ("PUT", "/channel/live/hold"),
     ("GET", "/files/{path}"),
+    ("GET", "/hotspots"),
+    ("GET", "/hotspots/page"),
     ("GET", "/memory/{key}"),
     ("PUT", "/memory/{key}"),
     ("GET", "/settings/secrets/{name}"),
@@ -81,6 +84,8 @@ pub fn routes() -> Router<Arc<PluginApiState>> {
         .route(&at("/channel/live/control"), post(live::control))
         .route(&at("/channel/live/hold"), put(live::hold))
         .route(&at("/files/{*path}"), get(files::get))
+        .route(&at("/hotspots"), get(hotspots::worst))
+        .route(&at("/hotspots/page"), get(hotspots::page))
         .route(&at("/memory/{key}"), get(memory::get).put(memory::put))
         .route(&at("/settings/secrets/{name}"), get(secrets::get))
 }

@@ -506,6 +506,30 @@ impl LiveSessions for FakeLive {
     }
 }
 
+/// Chat `chat`'s quality ConfigMap holding a scan of commit `3f2c1a9e` stored at `T0`, of
+/// `functions` functions `f0`, `f1`, ... scoring 0, 1, ... (the worst last listed), with
+/// totals `files: 3`, `functions: functions + 10` and `lines: 1234`.
+pub fn scan_map(chat: &str, functions: usize) -> ConfigMap {
+    use crate::quality::scan;
+    let listed: Vec<Value> = (0..functions)
+        .map(|i| {
+            json!({"file": format!("src/f{i}.rs"), "name": format!("f{i}"), "line": i + 1,
+                   "complexity": i % 7, "lines": 10 + i, "score": i})
+        })
+        .collect();
+    let body = json!({"commit": "3f2c1a9e",
+                      "totals": {"files": 3, "functions": functions + 10, "lines": 1234},
+                      "functions": listed});
+    let posted = scan::parse(body.to_string().as_bytes()).expect("a scan");
+    let stored = scan::Scan::of(posted, T0.parse().unwrap());
+    let mut map = scan::config_map(&channel(chat));
+    for (k, v) in scan::write(&stored) {
+        map.data.get_or_insert_default().insert(k, v.unwrap());
+    }
+    map.metadata.resource_version = Some("1".into());
+    map
+}
+
 /// The objects of a world, before it runs.
 pub struct World {
     pub host: HostConfig,

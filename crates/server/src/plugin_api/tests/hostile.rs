@@ -3,7 +3,8 @@
 //! and a body (valid bodies with their values replaced, mutated byte by byte, nested past any
 //! limit, or any JSON), sent through the whole router with a valid token and every capability
 //! approved. The server answers it without a panic, without a 500, with the API's error body
-//! when it refuses, in bounded time and memory.
+//! when it refuses, in bounded time and memory. The hotspots routes read a query string
+//! instead: `hotspots_queries` sends them generated ones, to a chat with a scan.
 
 use std::cell::RefCell;
 
@@ -128,4 +129,93 @@ fn plugin_api_bodies() {
     Target::new("plugin_api_bodies", env!("CARGO_MANIFEST_DIR"))
         .bounds(Bounds::default())
         .run(requests, answer);
+}
+
+/// A query: its first byte picks the route, the rest is the query string (a valid one mutated
+/// byte by byte, or any bytes), sent percent-encoded but for `&` and `=`.
+fn queries() -> BoxedStrategy<Vec<u8>> {
+    let seeds = vec![
+        b"offset=0&limit=10".to_vec(),
+        b"limit=100".to_vec(),
+        b"offset=18446744073709551615&limit=1".to_vec(),
+    ];
+    (
+        any::<u8>(),
+        prop_oneof![
+            3 => mutated(seeds),
+            1 => prop::collection::vec(any::<u8>(), 0..256),
+        ],
+    )
+        .prop_map(|(route, query)| {
+            let mut input = vec![route];
+            input.extend(query);
+            input
+        })
+        .boxed()
+}
+
+thread_local! {
+    static SCANNED: RefCell<Option<(tokio::runtime::Runtime, Harness)>> = const { RefCell::new(None) };
+}
+
+fn answer_query(input: &[u8]) -> Result<(), String> {
+    let Some((&route, query)) = input.split_first() else {
+        return Ok(());
+    };
+    let path = if route % 2 == 0 {
+        "/hotspots"
+    } else {
+        "/hotspots/page"
+    };
+    // A URI longer than the http crate takes never reaches a server: the first 4 KiB.
+    let mut encoded = String::new();
+    for &b in query.iter().take(4096) {
+        if b.is_ascii_alphanumeric() || matches!(b, b'&' | b'=' | b'-' | b'.' | b'_' | b'~') {
+            encoded.push(b as char);
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    SCANNED.with(|world| {
+        let mut world = world.borrow_mut();
+        let (rt, harness) = world.get_or_insert_with(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            let mut w = World::new();
+            w.maps.push(scan_map("a", 150));
+            let harness = rt.block_on(async { w.build() });
+            (rt, harness)
+        });
+        let req = Request::builder()
+            .method(Method::GET)
+            .uri(format!("{}?{encoded}", uri(path)))
+            .header("authorization", format!("Bearer {TOKEN_A}"))
+            .body(Body::empty())
+            .expect("a request");
+        let answer = rt.block_on(harness.send(req));
+        let body: Value = serde_json::from_slice(&answer.bytes)
+            .map_err(|e| format!("GET {path}?{encoded}: an answer that is not JSON ({e})"))?;
+        match answer.status.as_u16() {
+            200 => {
+                let n = body["functions"].as_array().map_or(usize::MAX, Vec::len);
+                if n > 100 {
+                    return Err(format!("GET {path}?{encoded}: {n} functions"));
+                }
+            }
+            400 if body["error"]["code"] == "invalid_query" => {}
+            status => {
+                return Err(format!("GET {path}?{encoded} answered {status}: {body}"));
+            }
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn hotspots_queries() {
+    Target::new("hotspots_queries", env!("CARGO_MANIFEST_DIR"))
+        .bounds(Bounds::default())
+        .run(queries, answer_query);
 }

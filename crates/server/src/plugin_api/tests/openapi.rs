@@ -191,7 +191,7 @@ fn world(root: &std::path::Path) -> World {
     for m in [&mut inbox, &mut memory] {
         m.metadata.resource_version = Some("1".into());
     }
-    w.maps.extend([inbox, memory]);
+    w.maps.extend([inbox, memory, scan_map("a", 25)]);
     w
 }
 
@@ -507,6 +507,8 @@ async fn the_routes_other_answers_are_documented_too() {
         ("GET", "/files/{path}", "/files/dir", None),
         ("GET", "/files/{path}", "/files/big", None),
         ("GET", "/files/{path}", "/files/missing", None),
+        ("GET", "/hotspots", "/hotspots?limit=0", None),
+        ("GET", "/hotspots/page", "/hotspots/page?offset=x", None),
         ("GET", "/memory/{key}", "/memory/never", None),
         ("GET", "/memory/{key}", "/memory/..bad", None),
         (
@@ -520,6 +522,12 @@ async fn the_routes_other_answers_are_documented_too() {
     for (method, path, url, body) in cases {
         let a = h.call(method, url, Some(TOKEN_A), body).await;
         check(&spec, op(method, path), &a, url);
+        seen.insert(a.code());
+    }
+    // Chat b was never scanned.
+    for path in ["/hotspots", "/hotspots/page"] {
+        let a = h.call("GET", path, Some(TOKEN_B), None).await;
+        check(&spec, op("GET", path), &a, "a chat never scanned");
         seen.insert(a.code());
     }
     for code in [
@@ -538,6 +546,8 @@ async fn the_routes_other_answers_are_documented_too() {
         "file_not_found",
         "memory_not_found",
         "invalid_key",
+        "invalid_query",
+        "scan_not_found",
         "body_too_large",
     ] {
         assert!(seen.contains(code), "no case answered {code}: {seen:?}");

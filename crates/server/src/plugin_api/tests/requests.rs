@@ -122,6 +122,20 @@ fn gated() -> Vec<Gated> {
         ),
         gated(
             "GET",
+            "/hotspots",
+            None,
+            Capability::FilesRead,
+            (S::NOT_FOUND, "scan_not_found"),
+        ),
+        gated(
+            "GET",
+            "/hotspots/page?offset=0&limit=5",
+            None,
+            Capability::FilesRead,
+            (S::NOT_FOUND, "scan_not_found"),
+        ),
+        gated(
+            "GET",
             "/memory/last",
             None,
             Capability::MemoryRead,
@@ -384,6 +398,99 @@ async fn files_are_read_only_within_the_chats_working_tree() {
         Row::new("GET", "/files/src/lib.rs").fails(S::NOT_FOUND, "no_working_tree", ""),
     ])
     .await;
+}
+
+#[tokio::test]
+async fn hotspots_are_the_chats_scan_held_to_files_read_and_their_query() {
+    use StatusCode as S;
+    let scanned = Setup::Scanned;
+    let query = |path| {
+        Row::new("GET", path)
+            .on(scanned)
+            .fails(S::BAD_REQUEST, "invalid_query", "")
+    };
+    check(vec![
+        Row::new("GET", "/hotspots")
+            .on(scanned)
+            .shape(json!({ "commit": "3f2c1a9e", "scanned_at": T0 })),
+        Row::new("GET", "/hotspots/page?limit=1")
+            .on(scanned)
+            .shape(json!({
+                "functions": [{ "file": "src/f24.rs", "name": "f24", "line": 25, "complexity": 3,
+                                "lines": 34, "score": 24.0 }],
+                "offset": 0, "limit": 1, "total": 25,
+                "totals": { "files": 3, "functions": 35, "lines": 1234 },
+            })),
+        // Past the functions kept: an empty page.
+        Row::new("GET", "/hotspots/page?offset=1000")
+            .on(scanned)
+            .shape(json!({ "functions": [], "offset": 1000, "limit": 10, "total": 25 })),
+        // Chat b, a thread of a on a's tree, without a scan of its own, reads a's.
+        Row::new("GET", "/hotspots")
+            .on(scanned)
+            .token(TOKEN_B)
+            .shape(json!({ "commit": "3f2c1a9e" })),
+        // A chat never scanned.
+        Row::new("GET", "/hotspots").fails(
+            S::NOT_FOUND,
+            "scan_not_found",
+            "chat a has no quality scan",
+        ),
+        Row::new("GET", "/hotspots/page").fails(S::NOT_FOUND, "scan_not_found", ""),
+        // The capability is checked before the query.
+        Row::new("GET", "/hotspots?limit=0")
+            .on(Setup::AllBut(Capability::FilesRead))
+            .fails(S::FORBIDDEN, "capability_not_approved", "files.read"),
+        query("/hotspots?limit=0").fails(
+            S::BAD_REQUEST,
+            "invalid_query",
+            "limit must be a whole number from 1 to 100",
+        ),
+        query("/hotspots?limit=101"),
+        query("/hotspots?limit=ten"),
+        query("/hotspots?offset=5").fails(S::BAD_REQUEST, "invalid_query", "\"offset\" is not one"),
+        query("/hotspots/page?offset=-1").fails(S::BAD_REQUEST, "invalid_query", "offset must"),
+        query("/hotspots/page?limit=5&limit=6"),
+        query("/hotspots/page?sort=score"),
+    ])
+    .await;
+
+    // The worst first, and pages that follow on from each other.
+    let h = World {
+        maps: vec![scan_map("a", 25)],
+        ..World::new()
+    }
+    .build();
+    let names = |a: &Answer| -> Vec<String> {
+        a.json()["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let worst = h.call("GET", "/hotspots", Some(TOKEN_A), None).await;
+    let want: Vec<String> = (15..25).rev().map(|i| format!("f{i}")).collect();
+    assert_eq!(names(&worst), want);
+    let three = h
+        .call("GET", "/hotspots?limit=3", Some(TOKEN_A), None)
+        .await;
+    assert_eq!(names(&three), ["f24", "f23", "f22"]);
+    let mut paged = vec![];
+    for offset in [0, 10, 20] {
+        let page = h
+            .call(
+                "GET",
+                &format!("/hotspots/page?offset={offset}&limit=10"),
+                Some(TOKEN_A),
+                None,
+            )
+            .await;
+        assert_eq!(page.status, S::OK);
+        paged.extend(names(&page));
+    }
+    let all: Vec<String> = (0..25).rev().map(|i| format!("f{i}")).collect();
+    assert_eq!(paged, all);
 }
 
 #[tokio::test]

@@ -44,6 +44,9 @@ pub enum Setup {
     /// an absolute one, a FIFO and a file over the 1024-byte cap; chat `b` is a thread of `a`
     /// without a tree of its own.
     WorkingTree,
+    /// Chat `a` has a quality scan of 25 functions ([`scan_map`]); chat `b` is a thread of `a`
+    /// without a tree or a scan of its own.
+    Scanned,
 }
 
 impl Setup {
@@ -73,6 +76,14 @@ impl Setup {
                 let (world, dir) = working_tree();
                 folder = Some(dir);
                 world
+            }
+            Setup::Scanned => {
+                let mut w = World::new();
+                w.maps.push(scan_map("a", 25));
+                w.channels[1].spec.kind = model::resources::ChannelKind::Thread;
+                w.channels[1].spec.parent = Some("a".into());
+                w.channels[1].spec.working_tree = None;
+                w
             }
         };
         (world.build(), folder)
