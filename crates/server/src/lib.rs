@@ -12,6 +12,8 @@
 //! - [`ui`]: what plugins show a person: their bundles' files from signed links, under the
 //!   reference's content security policy (the host API lists the links);
 //! - [`live`]: chats' live sessions, kept in the cluster so any replica serves them;
+//! - [`transcript`]: each agent run's tool calls, recorded by [`mcp`] and read by
+//!   [`host_api`], below both;
 //! - [`plugin_api`], [`host_api`]: the two APIs' routes;
 //! - [`mcp`]: each agent run's MCP endpoint, the plugin's tools through the host API's one
 //!   way to call a tool;
@@ -45,5 +47,6 @@ mod openapi_spec;
 pub mod plugin_api;
 pub mod records;
 pub mod serve;
+pub mod transcript;
 pub mod ui;
 pub mod ui_commands;
