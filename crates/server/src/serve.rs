@@ -240,6 +240,9 @@ impl Server {
             stopped.clone(),
         ));
         host.ui_commands = Some(ui_commands.clone());
+        let transcripts: Arc<dyn crate::transcript::store::TranscriptStore> = Arc::new(
+            crate::transcript::store::KubeTranscripts::new(client.clone()),
+        );
         let secrets = crate::plugin_api::secrets::SecretSettings {
             reader: Arc::new(crate::plugin_api::secrets::KubeSecretReader::new(
                 client.clone(),
@@ -308,6 +311,7 @@ impl Server {
                     ledger: Arc::new(crate::mcp::record::ToolCallLog::new(Box::new(
                         crate::mcp::record::KubeRecorder::new(client),
                     ))),
+                    transcripts,
                 }))
                 .merge(crate::ui::route::router(ui))
                 .merge(crate::console::router()),
