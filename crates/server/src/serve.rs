@@ -243,6 +243,7 @@ impl Server {
         let transcripts: Arc<dyn crate::transcript::store::TranscriptStore> = Arc::new(
             crate::transcript::store::KubeTranscripts::new(client.clone()),
         );
+        host.transcripts = Some(transcripts.clone());
         let secrets = crate::plugin_api::secrets::SecretSettings {
             reader: Arc::new(crate::plugin_api::secrets::KubeSecretReader::new(
                 client.clone(),

@@ -64,6 +64,8 @@ pub enum Code {
     OutputInvalid,
     /// No ToolCallApproval of that name in the namespace.
     ApprovalNotFound,
+    /// No agent run of that id in the chat.
+    RunNotFound,
     /// The approval is a call in another chat than the route's.
     ApprovalOtherChat,
     /// The approval was already decided (a decision is taken once).
@@ -81,7 +83,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for the spec check.
-    pub const ALL: [Code; 35] = [
+    pub const ALL: [Code; 36] = [
         Code::MissingToken,
         Code::InvalidToken,
         Code::Forbidden,
@@ -111,6 +113,7 @@ impl Code {
         Code::InputInvalid,
         Code::OutputInvalid,
         Code::ApprovalNotFound,
+        Code::RunNotFound,
         Code::ApprovalOtherChat,
         Code::ApprovalDecided,
         Code::ApprovalExpired,
@@ -152,6 +155,7 @@ impl ErrorCode for Code {
             Code::InputInvalid => "input_invalid",
             Code::OutputInvalid => "output_invalid",
             Code::ApprovalNotFound => "approval_not_found",
+            Code::RunNotFound => "run_not_found",
             Code::ApprovalOtherChat => "approval_other_chat",
             Code::ApprovalDecided => "approval_decided",
             Code::ApprovalExpired => "approval_expired",
@@ -175,7 +179,8 @@ impl ErrorCode for Code {
             | Code::AgentNotFound
             | Code::SwitchNotFound
             | Code::RequestNotFound
-            | Code::ApprovalNotFound => StatusCode::NOT_FOUND,
+            | Code::ApprovalNotFound
+            | Code::RunNotFound => StatusCode::NOT_FOUND,
             Code::ApprovalOtherChat | Code::ApprovalDecided | Code::ApprovalExpired => {
                 StatusCode::CONFLICT
             }

@@ -16,7 +16,7 @@ use super::{
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 32] = [
+pub const ROUTES: [(&str, &str); 33] = [
     ("GET", "/approvals"),
     ("GET", "/namespaces/{namespace}/approvals"),
     ("GET", "/namespaces/{namespace}/approvals/watch"),
@@ -101,6 +101,10 @@ pub const ROUTES: [(&str, &str); 32] = [
     ("GET", "/namespaces/{namespace}/chats"),
     ("GET", "/namespaces/{namespace}/plugins/changes"),
     ("GET", "/namespaces/{namespace}/channels/{channel}/runs"),
+    (
+        "GET",
+        "/namespaces/{namespace}/channels/{channel}/runs/{run}",
+    ),
     (
         "GET",
         "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/settings",
@@ -200,6 +204,10 @@ pub fn routes(state: &HostState) -> Router<HostState> {
         .route(
             "/namespaces/{namespace}/channels/{channel}/runs",
             get(runs::list),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/runs/{run}",
+            get(runs::get),
         )
         .route(&format!("{INSTANCE}/settings"), get(settings::get))
         .route(&format!("{INSTANCE}/stop"), post(stop::post).layer(small))

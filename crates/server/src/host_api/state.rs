@@ -47,6 +47,9 @@ pub struct HostState {
     pub ui_commands: Option<Arc<crate::ui_commands::UiCommands>>,
     /// The one path of a tool call, with the approval desk an agent's call waits at.
     pub tools: ToolCalls,
+    /// Agent runs' transcripts (None: a server without a cluster keeps none, and a run shows
+    /// no calls).
+    pub transcripts: Option<Arc<dyn crate::transcript::store::TranscriptStore>>,
 }
 
 impl HostState {
@@ -69,6 +72,7 @@ impl HostState {
             links: watch::channel(None).1,
             live: None,
             ui_commands: None,
+            transcripts: None,
         }
     }
 

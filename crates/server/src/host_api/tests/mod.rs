@@ -7,3 +7,4 @@ mod fixtures;
 mod hostile;
 mod openapi;
 mod requests;
+mod runs;
