@@ -257,10 +257,6 @@ pub enum Grant {
 
 /// A ServiceAccount of the test's namespace with `grant`, and a token for it.
 pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<String> {
-    let accounts = ns.api::<ServiceAccount>();
-    let mut account = ServiceAccount::default();
-    account.metadata.name = Some(name.into());
-    apply(ns, &account).await?;
     let resources: &[&str] = match grant {
         Grant::All => &[
             "plugininstances/actions",
@@ -279,6 +275,16 @@ pub async fn caller_token(ns: &Ns, name: &str, grant: Grant) -> anyhow::Result<S
         Grant::Actions => &["plugininstances/actions"],
         Grant::None => &[],
     };
+    token_with(ns, name, resources).await
+}
+
+/// A ServiceAccount of the test's namespace allowed every verb on `resources` of group
+/// `plugins.loop.dev`, and a token for it.
+pub async fn token_with(ns: &Ns, name: &str, resources: &[&str]) -> anyhow::Result<String> {
+    let accounts = ns.api::<ServiceAccount>();
+    let mut account = ServiceAccount::default();
+    account.metadata.name = Some(name.into());
+    apply(ns, &account).await?;
     if !resources.is_empty() {
         grant_role(ns, name, resources).await?;
     }

@@ -38,6 +38,11 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(Duration::from_secs(240)),
         test(
+            "runs::the_host_records_a_runs_tool_calls_and_the_agent_view_reads_them_until_the_run_goes",
+            transcript,
+        )
+        .timeout(Duration::from_secs(240)),
+        test(
             "runs::a_runner_pod_killed_fails_its_run_and_the_plugin_is_told_it_failed",
             killed_runner,
         )
@@ -322,6 +327,124 @@ async fn mcp_scenario(ns: &Ns, id: &str, api: &str) -> anyhow::Result<()> {
         status == http::StatusCode::UNAUTHORIZED,
         "no token: {status}"
     );
+    Ok(())
+}
+
+/// The agent view: a run whose model calls a tool, then answers. The host recorded the call
+/// as its MCP endpoint answered it (the runner did nothing for it): the run's route of the host
+/// API shows the prompt, the call with its input and answer, and the final message, to a
+/// caller with `get` on the run, and to no other. The transcript is the run's ConfigMap, owned
+/// by the AgentRun: deleting the run deletes it.
+async fn transcript(ns: Ns) -> anyhow::Result<()> {
+    let _exclusive = exclusive().await;
+    let _echo = claim_echo_tool(&ns).await?;
+    let id = plugin_id(&ns, "tr");
+    install(&ns, &echo_tool_plugin(&id)?).await?;
+    apply_trusted(
+        &ns,
+        "proj",
+        BTreeMap::from([(id.clone(), entry(true, &[]))]),
+    )
+    .await?;
+    apply(&ns, &channel("general", "proj", ChannelKind::Channel, None)).await?;
+    let model = start_model(vec![
+        Step::call("plugin_echo", r#"{"text": "hello"}"#)
+            .after_message_containing("echo hello for the agent view"),
+        Step::answer("echoed hello").after_message_containing(r#"{"echo":"hello"}"#),
+    ])
+    .await?;
+    let host = runner_for(&ns, &model).await?;
+    let result = match instance_made(&ns, &id, "general").await {
+        Ok(()) => transcript_scenario(&ns, &id, &host).await,
+        Err(e) => Err(e),
+    };
+    put_back(&ns, result).await?;
+    no_objection(&model)
+}
+
+async fn transcript_scenario(
+    ns: &Ns,
+    id: &str,
+    host: &crate::host::HostServer,
+) -> anyhow::Result<()> {
+    use crate::host::{Caller, Grant, caller_token, token_with};
+    use serde_json::json;
+
+    let runs = ns.api::<AgentRun>();
+    apply(ns, &run(id, "run-view", "echo hello for the agent view")).await?;
+    let status = ended_status(&runs, "run-view").await?;
+    ensure!(
+        status.phase == Some(AgentRunPhase::Succeeded)
+            && status.result.as_deref() == Some("echoed hello"),
+        "{status:?}"
+    );
+    let path = "/channels/general/runs/run-view";
+    let viewer = Caller::new(
+        host,
+        ns,
+        Some(token_with(ns, "viewer", &["agentruns"]).await?),
+    );
+    let a = viewer.send("GET", path, None).await?;
+    ensure!(a.status == http::StatusCode::OK, "{}: {}", a.status, a.json);
+    let view = &a.json;
+    ensure!(
+        view["id"] == "run-view"
+            && view["phase"] == "Succeeded"
+            && view["prompt"] == "echo hello for the agent view"
+            && view["result"] == "echoed hello"
+            && view["dropped"] == 0
+            && view["calls"].as_array().map(Vec::len) == Some(1),
+        "the run as the agent view reads it: {view}"
+    );
+    let call = &view["calls"][0];
+    ensure!(
+        call["seq"] == 1
+            && call["tool"] == "plugin_echo"
+            && call["input"] == json!({ "text": "hello" })
+            && call["result"]["structured"] == json!({ "echo": "hello" })
+            && call["result"]["is_error"] == false
+            && call["at"].is_string()
+            && call["ms"].is_u64(),
+        "the call, its input and its answer: {call}"
+    );
+    let nobody = Caller::new(
+        host,
+        ns,
+        Some(caller_token(ns, "nobody", Grant::None).await?),
+    );
+    let a = nobody.send("GET", path, None).await?;
+    ensure!(
+        a.status == http::StatusCode::FORBIDDEN,
+        "without get agentruns: {} {}",
+        a.status,
+        a.json
+    );
+
+    let maps = ns.api::<k8s_openapi::api::core::v1::ConfigMap>();
+    let name = server::transcript::name("run-view");
+    let map = maps.get(&name).await?;
+    let uid = runs.get("run-view").await?.uid();
+    ensure!(
+        map.owner_references()
+            .iter()
+            .any(|o| o.kind == "AgentRun" && Some(&o.uid) == uid.as_ref()),
+        "the transcript is the run's: {:?}",
+        map.metadata
+    );
+    let labels = map.labels();
+    ensure!(
+        labels
+            .get(model::names::LABEL_COMPONENT)
+            .map(String::as_str)
+            == Some("transcript")
+            && labels.get(model::names::LABEL_RUN).map(String::as_str) == Some("run-view"),
+        "{labels:?}"
+    );
+    runs.delete("run-view", &kube::api::DeleteParams::background())
+        .await?;
+    wait::deleted(&maps, &name, Duration::from_secs(90))
+        .await
+        .context("the garbage collector left the transcript of a deleted run")?;
     Ok(())
 }
 

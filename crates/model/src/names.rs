@@ -49,6 +49,9 @@ pub const LABEL_PROJECT: &str = "plugins.loop.dev/project";
 pub const LABEL_CHANNEL: &str = "plugins.loop.dev/channel";
 pub const LABEL_INSTANCE: &str = "plugins.loop.dev/instance";
 pub const LABEL_ACTION: &str = "plugins.loop.dev/action";
+/// The agent run (the AgentRun's name) an object belongs to: its runner's Job, Secret and Pod,
+/// its transcript.
+pub const LABEL_RUN: &str = "plugins.loop.dev/run";
 
 /// The ServiceAccount a schedule's CronJob runs `loop-plugins trigger` as, in the chat's
 /// namespace (the chart makes it there, with the host API's `trigger` grant).

@@ -15,6 +15,8 @@
 //! - [`live`]: chats' live sessions, kept in the cluster so any replica serves them;
 //! - [`quality`]: chats' quality scans, which the app posts and plugins read as hotspots, kept
 //!   in the cluster so any replica serves them;
+//! - [`transcript`]: each agent run's tool calls, recorded by [`mcp`] and read by
+//!   [`host_api`], below both;
 //! - [`plugin_api`], [`host_api`]: the two APIs' routes;
 //! - [`mcp`]: each agent run's MCP endpoint, the plugin's tools through the host API's one
 //!   way to call a tool;
@@ -51,5 +53,6 @@ pub mod plugin_api;
 pub mod quality;
 pub mod records;
 pub mod serve;
+pub mod transcript;
 pub mod ui;
 pub mod ui_commands;

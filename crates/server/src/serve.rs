@@ -252,6 +252,10 @@ impl Server {
         host.person = options.person.clone().map(|config| {
             Arc::new(crate::person::KubePerson::new(config)) as crate::person::SharedPerson
         });
+        let transcripts: Arc<dyn crate::transcript::store::TranscriptStore> = Arc::new(
+            crate::transcript::store::KubeTranscripts::new(client.clone()),
+        );
+        host.transcripts = Some(transcripts.clone());
         let secrets = crate::plugin_api::secrets::SecretSettings {
             reader: Arc::new(crate::plugin_api::secrets::KubeSecretReader::new(
                 client.clone(),
@@ -328,6 +332,7 @@ impl Server {
                     ledger: Arc::new(crate::mcp::record::ToolCallLog::new(Box::new(
                         crate::mcp::record::KubeRecorder::new(client),
                     ))),
+                    transcripts,
                 }))
                 .merge(crate::ui::route::router(ui))
                 .merge(crate::console::router()),

@@ -26,7 +26,7 @@ use model::run_contract::{self as contract, MCP_TOKEN_KEY, PROMPT_KEY, RUN_DIR};
 use model::security::{restricted_container, restricted_pod};
 
 /// The label every runner Pod carries, naming its run.
-pub const LABEL_RUN: &str = "plugins.loop.dev/run";
+pub use model::names::LABEL_RUN;
 /// The component label of a run's Job and Secret.
 pub const COMPONENT: &str = "runner";
 

@@ -21,6 +21,7 @@
 //! | `GET /namespaces/{ns}/chats` | `list` | `channels` | (every chat) |
 //! | `GET /namespaces/{ns}/plugins/changes` | `watch` | `plugininstances` | (every instance) |
 //! | `GET .../channels/{channel}/runs` | `list` | `agentruns` | (every run) |
+//! | `GET .../channels/{channel}/runs/{run}` | `get` | `agentruns` | the run |
 //! | `GET .../settings` | `get` | `plugininstances/settings` | the instance |
 //! | `POST .../stop` | `create` | `plugininstances/stop` | the instance |
 
@@ -204,6 +205,18 @@ impl Permission {
             subresource: "",
             namespace: ns.into(),
             name: String::new(),
+        }
+    }
+
+    /// `get agentruns`, the run: one run with its prompt and transcript (the console's agent
+    /// view). The same grant lets the caller get the AgentRun itself.
+    pub fn get_run(ns: &str, run: &str) -> Self {
+        Self {
+            verb: "get",
+            resource: "agentruns",
+            subresource: "",
+            namespace: ns.into(),
+            name: run.into(),
         }
     }
 

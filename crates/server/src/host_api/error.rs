@@ -66,6 +66,8 @@ pub enum Code {
     OutputInvalid,
     /// No ToolCallApproval of that name in the namespace.
     ApprovalNotFound,
+    /// No agent run of that id in the chat.
+    RunNotFound,
     /// The approval is a call in another chat than the route's.
     ApprovalOtherChat,
     /// The approval was already decided (a decision is taken once).
@@ -91,7 +93,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for the spec check.
-    pub const ALL: [Code; 39] = [
+    pub const ALL: [Code; 40] = [
         Code::MissingToken,
         Code::InvalidToken,
         Code::Forbidden,
@@ -122,6 +124,7 @@ impl Code {
         Code::InputInvalid,
         Code::OutputInvalid,
         Code::ApprovalNotFound,
+        Code::RunNotFound,
         Code::ApprovalOtherChat,
         Code::ApprovalDecided,
         Code::ApprovalExpired,
@@ -167,6 +170,7 @@ impl ErrorCode for Code {
             Code::InputInvalid => "input_invalid",
             Code::OutputInvalid => "output_invalid",
             Code::ApprovalNotFound => "approval_not_found",
+            Code::RunNotFound => "run_not_found",
             Code::ApprovalOtherChat => "approval_other_chat",
             Code::ApprovalDecided => "approval_decided",
             Code::ApprovalExpired => "approval_expired",
@@ -195,7 +199,8 @@ impl ErrorCode for Code {
             | Code::RequestNotFound
             | Code::ProjectNotFound
             | Code::ScanNotFound
-            | Code::ApprovalNotFound => StatusCode::NOT_FOUND,
+            | Code::ApprovalNotFound
+            | Code::RunNotFound => StatusCode::NOT_FOUND,
             Code::ApprovalOtherChat | Code::ApprovalDecided | Code::ApprovalExpired => {
                 StatusCode::CONFLICT
             }

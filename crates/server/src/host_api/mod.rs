@@ -20,6 +20,7 @@
 //! | GET | `/api/host/v1/namespaces/{ns}/chats` (the chats, their instances, unread cards) | — | |
 //! | GET | `/api/host/v1/namespaces/{ns}/plugins/changes` (`plugins.changed`, a stream) | — | |
 //! | GET | `/runs` (the chat's agent runs) | — | |
+//! | GET | `/runs/{run}` (one run with its prompt and transcript: the agent view) | — | |
 //! | GET | `/plugins/{plugin}/settings` (effective settings: a pane's `settings.get`) | — | |
 //! | POST | `/plugins/{plugin}/stop` (the Stop button) | — | |
 //!

@@ -16,7 +16,7 @@ use super::{
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 39] = [
+pub const ROUTES: [(&str, &str); 40] = [
     ("GET", "/approvals"),
     ("GET", "/namespaces/{namespace}/approvals"),
     ("GET", "/namespaces/{namespace}/approvals/watch"),
@@ -111,6 +111,10 @@ pub const ROUTES: [(&str, &str); 39] = [
     ("PATCH", "/global/plugins/{plugin}"),
     ("GET", "/namespaces/{namespace}/plugins/changes"),
     ("GET", "/namespaces/{namespace}/channels/{channel}/runs"),
+    (
+        "GET",
+        "/namespaces/{namespace}/channels/{channel}/runs/{run}",
+    ),
     (
         "GET",
         "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}/settings",
@@ -236,6 +240,10 @@ pub fn routes(state: &HostState) -> Router<HostState> {
         .route(
             "/namespaces/{namespace}/channels/{channel}/runs",
             get(runs::list),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/runs/{run}",
+            get(runs::get),
         )
         .route(&format!("{INSTANCE}/settings"), get(settings::get))
         .route(&format!("{INSTANCE}/stop"), post(stop::post).layer(small))

@@ -1,6 +1,12 @@
 //! `GET .../channels/{channel}/runs`: the agent runs plugins started in a chat (`POST /runs`
 //! of the Plugin API), newest first, as the console lists them. Read from the index, never
 //! the cluster; each run's view is the pure [`RunView::of`].
+//!
+//! `GET .../channels/{channel}/runs/{run}`: one run as the console's agent view shows it
+//! ([`RunDetail`]): its view, prompt and transcript, the tool calls in order
+//! (`crate::transcript`). The run comes from the index; its transcript is read from the
+//! cluster at each request (one GET of one ConfigMap), so no replica holds every run's
+//! transcript in memory for the few that are looked at.
 
 use std::sync::Arc;
 
@@ -9,14 +15,16 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 use serde::Serialize;
 use serde_json::json;
 
 use super::auth::Permission;
-use super::error::HostError;
+use super::error::{Code, HostError};
 use super::state::HostState;
 use crate::clock;
 use crate::delivery::target;
+use crate::transcript::entry::{Entry, Transcript};
 use model::resources::{AgentRun, AgentRunPhase};
 
 /// One run as the list answers it.
@@ -66,6 +74,29 @@ impl RunView {
     }
 }
 
+/// One run as its route answers it: the list's view, with the prompt and the calls.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunDetail {
+    #[serde(flatten)]
+    pub view: RunView,
+    pub prompt: String,
+    /// The tool calls the transcript keeps, in the order they came.
+    pub calls: Vec<Entry>,
+    /// How many earlier calls the transcript dropped.
+    pub dropped: u32,
+}
+
+impl RunDetail {
+    pub fn of(run: &AgentRun, transcript: Transcript) -> Self {
+        Self {
+            view: RunView::of(run),
+            prompt: run.spec.prompt.clone(),
+            calls: transcript.calls,
+            dropped: transcript.dropped,
+        }
+    }
+}
+
 /// The runs of `chat` among `runs`, newest first (by creation, then name).
 pub fn chat_runs<'a>(runs: impl IntoIterator<Item = &'a AgentRun>, chat: &str) -> Vec<RunView> {
     let mut views: Vec<RunView> = runs
@@ -94,6 +125,38 @@ pub async fn list(
         .collect();
     let views = chat_runs(runs.iter().map(Arc::as_ref), &chat);
     Ok(Json(json!({ "runs": views })).into_response())
+}
+
+/// `GET .../channels/{channel}/runs/{run}`: 404 `run_not_found` unless the run is the chat's.
+pub async fn get(
+    State(s): State<HostState>,
+    Path((ns, chat, run)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, HostError> {
+    s.authorize(&headers, &Permission::get_run(&ns, &run))
+        .await?;
+    target::chat(s.index(), &ns, &chat)?;
+    let found = s
+        .index()
+        .runs
+        .get(&ObjectRef::new(&run).within(&ns))
+        .filter(|r| r.spec.channel == chat)
+        .ok_or_else(|| {
+            HostError::new(
+                Code::RunNotFound,
+                format!("chat {chat} has no agent run {run}"),
+            )
+        })?;
+    let transcript = match &s.transcripts {
+        None => Transcript::default(),
+        Some(store) => crate::transcript::read(store.as_ref(), &found)
+            .await
+            .map_err(|e| {
+                HostError::new(Code::Unavailable, format!("the run's transcript: {e}"))
+                    .retry_after(1)
+            })?,
+    };
+    Ok(Json(RunDetail::of(&found, transcript)).into_response())
 }
 
 #[cfg(test)]

@@ -55,6 +55,9 @@ pub struct HostState {
     /// Chats' quality scans: the app's writes, shared with the Plugin API that reads them
     /// (in memory until `serve` shares the cluster's).
     pub quality: Arc<Quality>,
+    /// Agent runs' transcripts (None: a server without a cluster keeps none, and a run shows
+    /// no calls).
+    pub transcripts: Option<Arc<dyn crate::transcript::store::TranscriptStore>>,
 }
 
 impl HostState {
@@ -80,6 +83,7 @@ impl HostState {
             ui_commands: None,
             person: None,
             tasks: None,
+            transcripts: None,
         }
     }
 

@@ -8,7 +8,8 @@
 //! - [`caller`] decides who calls (the run's own token while it runs, else 401 or 403);
 //! - [`protocol`] reads each message and shapes each answer (MCP over streamable HTTP,
 //!   without sessions: one JSON answer per POST, 202 for a notification, 405 for GET);
-//! - [`record`] writes the calls on the run's status;
+//! - [`record`] writes the calls on the run's status; `crate::transcript` records each
+//!   call's input and answer;
 //! - this file is the handler, thin.
 
 pub mod caller;
@@ -29,6 +30,8 @@ use serde_json::{Value, json};
 use crate::delivery::target;
 use crate::host_api::error::{ErrorCode, HostError};
 use crate::tool_calls::{ToolCall, ToolCalls, ToolResult};
+use crate::transcript::entry::Call;
+use crate::transcript::store::TranscriptStore;
 use caller::Refusal;
 use model::resources::ApprovalVia;
 use protocol::{Body, Message, RunCaller, code};
@@ -46,6 +49,8 @@ pub struct McpState {
     /// The one path of a tool call (and, through its calls, the index it reads).
     pub tools: ToolCalls,
     pub ledger: Arc<ToolCallLog>,
+    /// Where each call's input and answer go (the run's transcript).
+    pub transcripts: Arc<dyn TranscriptStore>,
 }
 
 /// The endpoint's routes.
@@ -225,8 +230,9 @@ async fn call(
     let Some(tool) = protocol::given_tool(manifest, view, name) else {
         return Err(protocol::unknown_tool(manifest, view, name));
     };
+    let (at, started) = (jiff::Timestamp::now(), std::time::Instant::now());
     let request = ToolCall {
-        input: arguments,
+        input: arguments.clone(),
         agent: view.agent.clone(),
         thread_id: view.thread.clone(),
         run_id: view.run.clone(),
@@ -239,7 +245,15 @@ async fn call(
         .call(&target, tool, request, ApprovalVia::Mcp, owner)
         .await
         .unwrap_or_else(|e| ToolResult::host_error(e.code(), e.to_string()));
-    s.ledger.record(run, tool, result.is_error).await;
+    let seq = s.ledger.record(run, tool, result.is_error).await;
+    let call = Call {
+        tool: name,
+        input: &arguments,
+        result: &result,
+        at,
+        took: started.elapsed(),
+    };
+    crate::transcript::record(s.transcripts.as_ref(), run, seq, &call).await;
     Ok(result)
 }
 

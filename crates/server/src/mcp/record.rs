@@ -2,10 +2,12 @@
 //! [`MAX_RECORDED_TOOL_CALLS`] calls, server-side applied under a field manager of their own
 //! (so neither the controller's fields nor `/done`'s are touched).
 //!
-//! One process serves a run's calls in the order they end and keeps the list it last wrote,
-//! seeded from the run's status the first time; two replicas serving one run's calls at once
-//! could each miss the other's latest call in the list (the count then says less than was
-//! called). A runner keeps one connection, so its calls land on one replica.
+//! One process serves a run's calls in the order they end and keeps the list it last wrote
+//! (or tried to: a failed write's call goes with the next), seeded from the run's status the
+//! first time; two replicas serving one run's calls at once could each miss the other's latest
+//! call in the list (the count then says less than was called, and the two may number a call
+//! of the transcript alike, one entry then taking the other's key). A runner keeps one
+//! connection, so its calls land on one replica.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -107,9 +109,11 @@ impl ToolCallLog {
         }
     }
 
-    /// Records that `run` called `tool`, answered as an error or not. A failed write is
-    /// logged: the call itself was answered.
-    pub async fn record(&self, run: &AgentRun, tool: &str, is_error: bool) {
+    /// Records that `run` called `tool`, answered as an error or not; answers the call's
+    /// number in the run (from 1: the count with it), which numbers it in the run's
+    /// transcript too. A failed write is logged: the call itself was answered, and the next
+    /// write carries it.
+    pub async fn record(&self, run: &AgentRun, tool: &str, is_error: bool) -> u32 {
         let uid = run.uid().unwrap_or_else(|| run.name_any());
         let slot = {
             let mut runs = self.runs.lock().expect("the ledger's lock");
@@ -129,10 +133,12 @@ impl ToolCallLog {
             is_error,
             at: Time(k8s_openapi::jiff::Timestamp::now()),
         });
-        match self.recorder.write(run, &calls).await {
-            Ok(()) => *mine = Some(calls),
-            Err(e) => tracing::warn!(run = %run.name_any(), error = %e, "tool call not recorded"),
+        if let Err(e) = self.recorder.write(run, &calls).await {
+            tracing::warn!(run = %run.name_any(), error = %e, "tool call not recorded");
         }
+        let number = calls.count;
+        *mine = Some(calls);
+        number
     }
 }
 

@@ -13,8 +13,8 @@ export const HOST_CODES = new Set([
   "plugin_not_enabled", "instance_pending", "queue_full", "start_timeout", "cannot_start",
   "breaker_open", "plugin_timeout", "plugin_unreachable", "plugin_error", "answer_too_large",
   "invalid_answer", "input_invalid", "output_invalid", "approval_not_found",
-  "approval_other_chat", "approval_decided", "approval_expired", "approval_denied", "project_not_found",
-  "plugin_not_admitted", "config_changed", "unavailable",
+  "run_not_found", "approval_other_chat", "approval_decided", "approval_expired", "approval_denied",
+  "project_not_found", "plugin_not_admitted", "config_changed", "unavailable",
   "internal",
 ]);
 

@@ -39,9 +39,9 @@ use crate::tool_calls::approval::{ApprovalDesk, ApprovalMetrics, StoreApprovals}
 use model::config::PluginConfig;
 use model::names::{self, LABEL_INSTANCE};
 use model::resources::{
-    App, ApprovalSettings, Channel, ChannelKind, ChannelSpec, HOST_CONFIG_NAME, HostConfig,
-    HostConfigSpec, HostPlugins, Plugin, PluginInstance, PluginInstanceSpec, Project, ProjectSpec,
-    ProjectTrust, RiskProfile,
+    AgentRun, AgentRunSpec, App, ApprovalSettings, Channel, ChannelKind, ChannelSpec,
+    HOST_CONFIG_NAME, HostConfig, HostConfigSpec, HostPlugins, Plugin, PluginInstance,
+    PluginInstanceSpec, Project, ProjectSpec, ProjectTrust, RiskProfile,
 };
 
 pub const NS: &str = "ns";
@@ -322,6 +322,8 @@ pub struct World {
     pub tasks: Arc<crate::host_api::cronjobs::TaskList>,
     /// The approvals the desk made and decided, in the index's store.
     pub approvals: Arc<StoreApprovals>,
+    /// Agent runs' transcripts, in memory.
+    pub transcripts: Arc<crate::transcript::store::MemoryTranscripts>,
 }
 
 fn meta(name: &str, ns: Option<&str>) -> ObjectMeta {
@@ -534,6 +536,8 @@ impl World {
         state.person = Some(person.clone());
         let tasks = Arc::new(crate::host_api::cronjobs::TaskList::default());
         state.tasks = Some(tasks.clone());
+        let transcripts = Arc::new(crate::transcript::store::MemoryTranscripts::default());
+        state.transcripts = Some(transcripts.clone());
         state.links = tokio::sync::watch::channel(Some(crate::ui::link::LinkKeys {
             current: crate::ui::link::LinkKey {
                 id: "k".into(),
@@ -554,7 +558,15 @@ impl World {
             person,
             tasks,
             approvals,
+            transcripts,
         }
+    }
+
+    /// An agent run `id` of echo's `say` agent in `chat`, made at `created`, in the index.
+    pub fn run(&mut self, id: &str, chat: &str, created: &str) -> AgentRun {
+        let run = agent_run(id, chat, created);
+        apply(&mut self.writers.runs, run.clone());
+        run
     }
 
     /// A plugin's UI command `id` of `steps` to `chat`, waiting for the app (an hour): the
@@ -782,6 +794,26 @@ pub fn scan_map(chat_name: &str, n: usize) -> ConfigMap {
     }
     map.metadata.resource_version = Some("1".into());
     map
+}
+
+/// An agent run `id` of echo's `say` agent in `chat`, made at `created`, queued.
+pub fn agent_run(id: &str, chat: &str, created: &str) -> AgentRun {
+    let mut run = AgentRun::new(
+        id,
+        AgentRunSpec {
+            plugin: "echo".into(),
+            channel: chat.into(),
+            thread: "plugin:echo".into(),
+            agent: "say".into(),
+            read_only: true,
+            tools: vec!["plugin_echo".into()],
+            prompt: "Say hi, then echo it".into(),
+        },
+    );
+    run.metadata = meta(id, Some(NS));
+    run.metadata.labels = Some(names::labels("echo", "proj", chat, "run"));
+    run.metadata.creation_timestamp = Some(Time(created.parse().expect("a time")));
+    run
 }
 
 /// The instance key of echo in `chat`.

@@ -9,3 +9,4 @@ mod hostile;
 mod openapi;
 mod quality;
 mod requests;
+mod runs;

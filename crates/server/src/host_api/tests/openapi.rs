@@ -21,6 +21,8 @@ use crate::openapi_spec::{self, METHODS, resolve, validator};
 const SPEC: &str = include_str!("../../../../../openapi/host-api-v1.yaml");
 /// The approval the spec's examples name.
 const EXAMPLE_APPROVAL: &str = "general-plugin-grade-x7k2p";
+/// The agent run the spec's examples name.
+const EXAMPLE_RUN: &str = "run-4f1c2a9b";
 fn spec() -> Value {
     openapi_spec::parse(SPEC)
 }
@@ -138,6 +140,7 @@ fn every_operation_states_its_time_limit_and_permission() {
             "/global/plugins/{plugin}",
             "/plugins/changes",
             "/runs",
+            "/runs/{run}",
             "/settings",
             "/stop",
             "/approvals",
@@ -254,6 +257,22 @@ async fn the_spec_examples_get_documented_answers() {
     apply(&mut w.writers.config_maps, scan_map("general", 3));
     // The approval the decision's example decides.
     w.approval(EXAMPLE_APPROVAL, "general").await;
+    // The run the run's example reads, with a call in its transcript.
+    let run = w.run(EXAMPLE_RUN, "general", "2026-12-05T09:00:00Z");
+    let result = crate::tool_calls::ToolResult {
+        content: vec![serde_json::json!({ "type": "text", "text": "hi" })],
+        structured_content: Some(serde_json::json!({ "echo": "hi" })),
+        is_error: false,
+        error_code: None,
+    };
+    let call = crate::transcript::entry::Call {
+        tool: "plugin_echo",
+        input: &serde_json::json!({ "text": "hi" }),
+        result: &result,
+        at: jiff::Timestamp::now(),
+        took: std::time::Duration::from_millis(3),
+    };
+    crate::transcript::record(w.transcripts.as_ref(), &run, 1, &call).await;
     for op in operations(&spec) {
         // A stream does not end: the live tests read it.
         if op
