@@ -34,6 +34,9 @@
 //!   Settings → Plugins as a person with the chart's project editor and trustee roles: a
 //!   setting saved reaches the pane as `settings.changed`; turning the plugin off waits for the
 //!   owner's trust, then takes it out of the chat; the global config refuses, naming the right.
+//! - `the_agent_view_shows_a_runs_prompt_tool_call_and_answer_beside_its_plugins_pane`: once the
+//!   plugin started a run, its pane's agent label opens the run's chat beside the panel (the
+//!   prompt, the tool call with its input and answer, the final message), read-only.
 //! - `panes_are_added_from_the_menu_closed_and_kept_and_a_singleton_is_shown_once`: the
 //!   add-pane menu lists the chat's plugins' panels, a singleton shown already disabled and
 //!   refused; a pane closed stays closed across a reload (the layout kept per person and chat
@@ -93,6 +96,11 @@ pub fn tests() -> Vec<E2eTest> {
         test(
             "console::settings_a_setting_edited_reaches_the_pane_and_a_project_edit_waits_for_the_trust",
             settings_edit_and_trust,
+        )
+        .timeout(timeout),
+        test(
+            "console::the_agent_view_shows_a_runs_prompt_tool_call_and_answer_beside_its_plugins_pane",
+            the_agent_view,
         )
         .timeout(timeout),
         test(
@@ -206,6 +214,67 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
         .wait(
             "the pane saying its plugin no longer runs here",
             "[...document.querySelectorAll('#panes section.pane .note')].some(n => !n.hidden)",
+        )
+        .await?;
+    Ok(())
+}
+
+/// The agent view: once the plugin started a run in the chat its pane shows the agent label,
+/// which opens the run's chat beside the panel: the prompt, the tool call with its input and
+/// answer (the transcript the host records), and the final message.
+async fn the_agent_view(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start_exclusive(&ns).await?;
+    echo_pane_connected(&world).await?;
+    let tool = format!("plugin_{}-echo", world.plugin);
+    let model = start_model(vec![
+        Step::call(&tool, r#"{"text": "hi from the agent view"}"#)
+            .after_message_containing("show me"),
+        Step::answer("All done: the tool was called."),
+    ])
+    .await?;
+    use_runner_with(&ns, &model, world.host.url_for_pods.clone(), |h| h).await?;
+    let result = agent_view_of_a_run(&world, &ns).await;
+    put_back(&ns, result).await?;
+    ensure!(
+        model.failures().is_empty(),
+        "the model objected to {:?}",
+        model.failures()
+    );
+    Ok(())
+}
+
+async fn agent_view_of_a_run(world: &ConsoleWorld, ns: &Ns) -> anyhow::Result<()> {
+    let page = &world.page;
+    let run = world.post_run(ns, "show me the agent view").await?;
+    world
+        .wait(
+            "the agent label on the plugin's pane",
+            "document.querySelector('#panes section.pane .agent-label') !== null",
+        )
+        .await?;
+    page.click("#panes section.pane .agent-label").await?;
+    world
+        .wait(
+            "the run's chat beside the panel, to its final message",
+            &format!(
+                "(() => {{ const v = document.querySelector('#panes section.pane.with-agent .agent-chat'); \
+                   return v?.dataset.phase === 'Succeeded' \
+                     && v.textContent.includes('{run}') \
+                     && v.querySelector('.entry.user pre')?.textContent === 'show me the agent view' \
+                     && v.querySelector('.entry.tool pre.input')?.textContent.includes('hi from the agent view') \
+                     && v.querySelector('.entry.tool pre.answer')?.textContent.length > 0 \
+                     && v.querySelector('.entry.agent')?.textContent.includes('All done') \
+                     && v.querySelector('.run-mark.live') === null; }})()"
+            ),
+        )
+        .await?;
+    world.screenshot(ns, "agent-view").await?;
+    // Closed again: the pane is the panel alone.
+    page.click("#panes section.pane .agent-label").await?;
+    world
+        .wait(
+            "the agent view closed",
+            "document.querySelector('#panes section.pane.with-agent') === null",
         )
         .await?;
     Ok(())
