@@ -34,6 +34,9 @@
 //!   Settings → Plugins as a person with the chart's project editor and trustee roles: a
 //!   setting saved reaches the pane as `settings.changed`; turning the plugin off waits for the
 //!   owner's trust, then takes it out of the chat; the global config refuses, naming the right.
+//! - `tasks_a_task_made_edited_turned_off_and_deleted_from_the_tasks_panel_once_trusted`: New
+//!   task → Plugin writes the project's entry and the task is listed once the config is
+//!   trusted; its schedule edited, turned off and deleted the same way.
 //! - `the_agent_view_shows_a_runs_prompt_tool_call_and_answer_beside_its_plugins_pane`: once the
 //!   plugin started a run, its pane's agent label opens the run's chat beside the panel (the
 //!   prompt, the tool call with its input and answer, the final message), read-only.
@@ -96,6 +99,11 @@ pub fn tests() -> Vec<E2eTest> {
         test(
             "console::settings_a_setting_edited_reaches_the_pane_and_a_project_edit_waits_for_the_trust",
             settings_edit_and_trust,
+        )
+        .timeout(timeout),
+        test(
+            "console::tasks_a_task_made_edited_turned_off_and_deleted_from_the_tasks_panel_once_trusted",
+            tasks_panel,
         )
         .timeout(timeout),
         test(
@@ -214,6 +222,94 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
         .wait(
             "the pane saying its plugin no longer runs here",
             "[...document.querySelectorAll('#panes section.pane .note')].some(n => !n.hidden)",
+        )
+        .await?;
+    Ok(())
+}
+
+/// The Tasks panel as a person with the chart's project editor and trustee roles: New task →
+/// the plugin's `tick` makes the project's entry, which counts once trusted (the CronJob then
+/// listed); its schedule edited, turned off and deleted the same way.
+async fn tasks_panel(ns: Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start(&ns).await?;
+    let page = &world.page;
+    crate::controller_support::bind_chart_role(&ns, "person", "project-editor").await?;
+    crate::controller_support::bind_chart_role(&ns, "person", "project-trustee").await?;
+    let plugin = world.plugin.clone();
+    let row = format!("#tasks tr[data-plugin=\"{plugin}\"][data-action=tick]");
+    world
+        .wait(
+            "no task yet, and the New task menu offering the plugin's tick",
+            &format!(
+                "document.querySelector('#tasks p.empty') !== null \
+                 && [...document.querySelectorAll('#new-task-action option')].some(o => o.value === '{plugin}/tick')"
+            ),
+        )
+        .await?;
+    let trust = || async {
+        world
+            .wait(
+                "the trust's note",
+                "document.getElementById('tasks-trust-now') !== null",
+            )
+            .await?;
+        page.click("#tasks-trust-now").await?;
+        anyhow::Ok(())
+    };
+    // New task → Plugin: the entry written, the task there once trusted.
+    page.click("#new-task > summary").await?;
+    page.evaluate(&format!(
+        "document.getElementById('new-task-action').value = '{plugin}/tick'; true"
+    ))
+    .await?;
+    page.click("#new-task-form button[type=submit]").await?;
+    trust().await?;
+    world
+        .wait(
+            "the task listed, the project's own, with its next run",
+            &format!(
+                "document.querySelector('{row}')?.dataset.enabled === 'true' \
+                 && /project entry/.test(document.querySelector('{row}').textContent) \
+                 && / UTC$/.test(document.querySelector('{row}').children[2].textContent) \
+                 && document.querySelector('{row} .task-delete') !== null"
+            ),
+        )
+        .await?;
+    world.screenshot(&ns, "tasks").await?;
+    // Its schedule edited.
+    page.click(&format!("{row} .task-edit")).await?;
+    page.evaluate(&format!(
+        "document.querySelector('{row} select').value = 'interval'; \
+         document.querySelector('{row} input').value = '30m'; true"
+    ))
+    .await?;
+    page.click(&format!("{row} .task-save")).await?;
+    trust().await?;
+    world
+        .wait(
+            "the task on its new schedule",
+            &format!("document.querySelector('{row} code')?.textContent === 'interval 30m'"),
+        )
+        .await?;
+    // Turned off.
+    page.click(&format!("{row} .task-toggle")).await?;
+    trust().await?;
+    world
+        .wait(
+            "the task turned off",
+            &format!(
+                "document.querySelector('{row}')?.dataset.enabled === 'false' \
+                 && document.querySelector('{row}').children[2].textContent === '—'"
+            ),
+        )
+        .await?;
+    // Deleted: the project's entry removed, the task gone.
+    page.click(&format!("{row} .task-delete")).await?;
+    trust().await?;
+    world
+        .wait(
+            "the task deleted",
+            &format!("document.querySelector('{row}') === null"),
         )
         .await?;
     Ok(())

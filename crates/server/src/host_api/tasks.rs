@@ -25,7 +25,7 @@ use model::names::{
 };
 use model::resolve::schedules::resolve_schedules;
 use model::resolve::{ProjectView, approved_plugins};
-use model::schedule::{next_run, parse_cron};
+use model::schedule::{Schedule, format_interval, next_run, parse_cron};
 
 /// One task as the Tasks panel shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -103,6 +103,14 @@ pub fn task_view(cronjob: &CronJob, entries: &EntryOf, now: Timestamp) -> Option
     })
 }
 
+/// A schedule as an entry writes it: `cron 0 9 * * 1-5`, `interval 30m`.
+fn written(schedule: &Schedule) -> String {
+    match schedule {
+        Schedule::Cron(c) => format!("cron {}", c.as_str()),
+        Schedule::Interval(d) => format!("interval {}", format_interval(*d)),
+    }
+}
+
 /// `GET .../channels/{channel}/tasks`.
 pub async fn list(
     State(s): State<HostState>,
@@ -144,7 +152,7 @@ pub async fn list(
             .schedules
             .into_iter()
             .find(|r| r.action == action)
-            .map(|r| (r.source, r.schedule.to_string()))
+            .map(|r| (r.source, written(&r.schedule)))
     };
     let now = Timestamp::now();
     let mut tasks: Vec<TaskView> = cronjobs

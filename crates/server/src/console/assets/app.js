@@ -230,7 +230,8 @@ async function selectChat(name) {
   $("settings-open").disabled = false;
   renderInstances(chat);
   renderApprovals();
-  await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadNotifications(), loadRuns()]);
+  await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadNotifications(), loadRuns(),
+    loadTasks()]);
   followCommands(chat.name);
 }
 
@@ -247,7 +248,7 @@ function clearChat() {
   state.gone.clear();
   state.events.clear();
   state.approvalCards.clear();
-  for (const id of ["panes", "add-pane-list", "cards", "notifications", "switches", "plugins", "runs", "approvals", "decided"]) {
+  for (const id of ["panes", "add-pane-list", "tasks", "cards", "notifications", "switches", "plugins", "runs", "approvals", "decided"]) {
     fill($(id));
     delete $(id).dataset.model;
   }
@@ -962,6 +963,148 @@ function agentEntry(item) {
   }
 }
 
+// ---- the Tasks panel ------------------------------------------------------------------------
+
+/** `interval 5m` → {type, schedule}. */
+function scheduleOf(text) {
+  const [type, ...rest] = String(text ?? "").split(" ");
+  return ["cron", "interval"].includes(type) ? { type, schedule: rest.join(" ") } : {};
+}
+
+/** Lists the chat's tasks, and what the project's trust says of the edits waiting. */
+async function loadTasks() {
+  const chat = current();
+  if (!chat) return;
+  let listed;
+  try {
+    listed = await state.api.get(state.api.chat(chat.name, "/tasks"));
+  } catch (e) {
+    fill($("tasks"), h("p", { class: "error" }, e instanceof HostError && e.status === 403
+      ? `This token may not see the chat's tasks (get channels/tasks): ${e.message}`
+      : `The tasks: ${e.message}`));
+    return;
+  }
+  if (state.chat !== chat.name) return;
+  state.tasks = listed.tasks;
+  renderTasks(chat);
+  await loadTaskOptions(chat);
+}
+
+/** The New task menu: each action of a plugin the project enables; and the trust's note. */
+async function loadTaskOptions(chat) {
+  let view;
+  try {
+    view = await state.api.get(state.api.ns(`/projects/${encodeURIComponent(chat.project)}/plugins`));
+  } catch {
+    $("new-task").hidden = true; // Not allowed to read the project's config: no New task.
+    return;
+  }
+  state.tasksProject = view.project;
+  $("new-task").hidden = false;
+  const options = view.plugins
+    .filter((p) => p.enabled && Array.isArray(p.actions))
+    .flatMap((p) => p.actions.map((a) => [`${p.plugin}/${a.id}`, `${p.name ?? p.plugin} · ${a.id}`]));
+  const model = [chat.name, options];
+  render($("new-task-action"), model, () => fill($("new-task-action"),
+    options.map(([v, text]) => h("option", { value: v }, text))));
+  const note = $("tasks-trust");
+  const pending = view.project.trust !== "Trusted";
+  note.hidden = !pending;
+  render(note, [chat.name, pending], () => fill(note, pending
+    ? ["A change to the project's tasks counts once its owner trusts the config. ",
+      h("button", { type: "button", id: "tasks-trust-now", onclick: () => trustTasks(chat) }, "Trust it")]
+    : []));
+}
+
+async function trustTasks(chat) {
+  try {
+    await state.api.post(state.api.ns(`/projects/${encodeURIComponent(chat.project)}/trust`),
+      { hash: state.tasksProject.hash });
+    status(`Trusted project ${chat.project}'s config.`);
+  } catch (e) {
+    status(`Trusting: ${e.message}`, true);
+  }
+  await loadTasks();
+}
+
+function renderTasks(chat) {
+  const tasks = state.tasks ?? [];
+  render($("tasks"), [chat.name, tasks], () => fill($("tasks"), tasks.length
+    ? h("table", { class: "task-table" },
+      h("thead", {}, h("tr", {}, ["Task", "Schedule", "Next run", "Last run", "", ""].map((t) => h("th", {}, t)))),
+      h("tbody", {}, tasks.map((t) => taskRow(chat, t))))
+    : h("p", { class: "empty" }, "No task in this chat.")));
+}
+
+function taskRow(chat, t) {
+  const outcome = t.lastOutcome ? h("span", { class: `pill run-${t.lastOutcome}` }, t.lastOutcome) : null;
+  return h("tr", { dataset: { task: t.name, plugin: t.plugin, action: t.action, enabled: String(t.enabled) } },
+    h("td", {}, h("strong", {}, t.action), " ", h("span", { class: "muted" }, t.plugin),
+      t.source ? h("span", { class: "muted" }, ` · ${t.source} entry`) : null),
+    h("td", {}, h("code", {}, t.schedule ?? t.cron), t.enabled ? null : h("span", { class: "pill" }, "off")),
+    h("td", {}, t.nextRun ? `${t.nextRun.slice(0, 16).replace("T", " ")} UTC` : "—"),
+    h("td", {}, t.lastRun ? ago(t.lastRun) : "never", " ", outcome),
+    h("td", {},
+      h("button", { type: "button", class: "task-toggle", onclick: () => editTask(chat, t, { enabled: !t.enabled }) },
+        t.enabled ? "Turn off" : "Turn on"),
+      h("button", { type: "button", class: "task-edit", onclick: (e) => editSchedule(chat, t, e.target) }, "Edit")),
+    h("td", {}, t.deletable
+      ? h("button", { type: "button", class: "task-delete", onclick: () => writeTask(chat, t.plugin, t.action, null) }, "Delete")
+      : h("span", { class: "muted", title: "A global entry makes it: it comes back when the entry changes" }, "global")));
+}
+
+/** Writes the project's entry of `t`'s action: its schedule as it is, with `change`. */
+function editTask(chat, t, change) {
+  const entry = { enabled: t.enabled, ...scheduleOf(t.schedule), ...change };
+  return writeTask(chat, t.plugin, t.action, entry);
+}
+
+/** Edits a task's schedule in place: its type and expression, saved as the project's entry. */
+function editSchedule(chat, t, button) {
+  const row = button.closest("tr");
+  const cell = row.children[1];
+  const current = scheduleOf(t.schedule);
+  const id = `task-${t.name}`;
+  const type = h("select", { id: `${id}-type`, "aria-label": `${t.action}: type` },
+    ["cron", "interval"].map((k) => h("option", { value: k, selected: k === (current.type ?? "cron") }, k)));
+  const expr = h("input", {
+    id: `${id}-schedule`, value: current.schedule ?? t.cron, "aria-label": `${t.action}: schedule`, size: 14,
+  });
+  const save = h("button", {
+    type: "button", class: "task-save",
+    onclick: () => editTask(chat, t, { type: type.value, schedule: expr.value.trim() }),
+  }, "Save");
+  fill(cell, type, " ", expr, " ", save);
+  delete $("tasks").dataset.model; // The next listing draws the row again.
+  expr.focus();
+}
+
+async function writeTask(chat, plugin, action, entry) {
+  const path = state.api.ns(`/projects/${encodeURIComponent(chat.project)}/plugins/${encodeURIComponent(plugin)}`);
+  try {
+    await state.api.patch(path, { schedules: { [action]: entry } });
+    status(entry === null
+      ? `Removed the project's entry of ${plugin} · ${action}.`
+      : `Wrote the project's entry of ${plugin} · ${action}.`);
+  } catch (e) {
+    status(`${plugin} · ${action}: ${e.message}`, true);
+  }
+  await loadTasks();
+}
+
+async function newTask(event) {
+  event.preventDefault();
+  const chat = current();
+  const chosen = $("new-task-action").value;
+  if (!chat || !chosen) return;
+  const [plugin, action] = chosen.split("/");
+  const entry = { enabled: true };
+  if ($("new-task-type").value) entry.type = $("new-task-type").value;
+  if ($("new-task-schedule").value.trim()) entry.schedule = $("new-task-schedule").value.trim();
+  $("new-task").open = false;
+  await writeTask(chat, plugin, action, entry);
+}
+
 // ---- Settings → Plugins ---------------------------------------------------------------------
 
 function settingsStatus(text, error = false) {
@@ -1348,7 +1491,8 @@ async function poll() {
   const chat = current();
   if (chat && [...state.panes.values()].some((p) => due(p.expires))) loadPanes(chat);
   const chats = loadChats().catch((e) => e);
-  await Promise.all([loadDrawer(), loadNotifications(), loadRuns(), loadApprovals()]);
+  await Promise.all([loadDrawer(), loadNotifications(), loadRuns(), loadApprovals(),
+    document.querySelector("#tasks .task-save") ? null : loadTasks()]);
   const failed = await chats;
   if (failed instanceof HostError && failed.status === 401) {
     signOut(`The cluster no longer accepts the token (expired or revoked): ${failed.message}`);
@@ -1403,6 +1547,7 @@ function wire() {
   $("read-all").addEventListener("click", () => markRead(null));
   $("notifications-read-all").addEventListener("click", () => markNotificationsRead(null));
   $("settings-open").addEventListener("click", () => openSettings());
+  $("new-task-form").addEventListener("submit", (event) => newTask(event));
   $("settings-close").addEventListener("click", () => $("settings").close());
   $("settings-project").addEventListener("click", () => setScope("project"));
   $("settings-global").addEventListener("click", () => setScope("global"));
