@@ -717,6 +717,15 @@ fn gated() -> Vec<Gated> {
             (200, None),
         ),
         g(
+            "POST",
+            "/ui/commands",
+            "/ui/commands",
+            Some(json!({ "steps": [{ "type": "select_chat" }], "timeout_seconds": 1 })),
+            "ui.command",
+            // No app follows the chat: the plugin is told so at the command's timeout.
+            (504, Some("timeout")),
+        ),
+        g(
             "GET",
             "/hotspots",
             "/hotspots",
@@ -1004,6 +1013,16 @@ async fn schemathesis(ns: Ns) -> anyhow::Result<()> {
             .create(&Default::default(), &map)
             .await?;
     }
+
+    // An app follows the chat and answers every UI command, as the console does, so a valid
+    // command is answered at once rather than at its timeout.
+    let app_token = crate::host::caller_token(&ns, "st-app", crate::host::Grant::All).await?;
+    let _app = crate::ui_commands::answer_every_command(
+        format!("http://{}", api.addr()),
+        ns.name().to_string(),
+        "general".into(),
+        app_token,
+    );
 
     let run_dir = ns.cluster().run_dir();
     let script = devcluster::binaries::repo_root().join("hack/schemathesis.sh");

@@ -129,11 +129,12 @@ pub fn tests() -> Vec<E2eTest> {
 /// the owner's trust, then takes it out of the chat; the global config, which the person may
 /// not edit, refuses saying which right is missing.
 async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
+    // Bound before the console signs in: the host API keeps each RBAC answer for a while.
+    crate::controller_support::bind_chart_role(&ns, "person", "project-editor").await?;
+    crate::controller_support::bind_chart_role(&ns, "person", "project-trustee").await?;
     let world = ConsoleWorld::start(&ns).await?;
     let page = &world.page;
     let frame = echo_pane_connected(&world).await?;
-    crate::controller_support::bind_chart_role(&ns, "person", "project-editor").await?;
-    crate::controller_support::bind_chart_role(&ns, "person", "project-trustee").await?;
     let plugin = world.plugin.clone();
     let form = format!("#settings-body fieldset[data-plugin=\"{plugin}\"]");
     let control = |what: &str| format!("set-{plugin}-{what}");
@@ -231,10 +232,11 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
 /// the plugin's `tick` makes the project's entry, which counts once trusted (the CronJob then
 /// listed); its schedule edited, turned off and deleted the same way.
 async fn tasks_panel(ns: Ns) -> anyhow::Result<()> {
-    let world = ConsoleWorld::start(&ns).await?;
-    let page = &world.page;
+    // Bound before the console signs in: the host API keeps each RBAC answer for a while.
     crate::controller_support::bind_chart_role(&ns, "person", "project-editor").await?;
     crate::controller_support::bind_chart_role(&ns, "person", "project-trustee").await?;
+    let world = ConsoleWorld::start(&ns).await?;
+    let page = &world.page;
     let plugin = world.plugin.clone();
     let row = format!("#tasks tr[data-plugin=\"{plugin}\"][data-action=tick]");
     world

@@ -168,3 +168,60 @@ async fn round_trip(ns: Ns) -> anyhow::Result<()> {
     ensure!(call.json()?["ran"] == true, "{}", call.json()?);
     Ok(())
 }
+
+/// An app following `chat`'s UI commands through the host API at `base` and answering each
+/// that every step ran, until dropped (the task is aborted).
+pub fn answer_every_command(base: String, ns: String, chat: String, token: String) -> AbortOnDrop {
+    let task = tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        let channel = format!("{base}/api/host/v1/namespaces/{ns}/channels/{chat}");
+        loop {
+            let Ok(stream) = http
+                .get(format!("{channel}/ui/commands"))
+                .bearer_auth(&token)
+                .send()
+                .await
+            else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            let mut body = stream.bytes_stream();
+            let mut buffer = String::new();
+            while let Some(Ok(chunk)) = futures::StreamExt::next(&mut body).await {
+                buffer.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buffer.find("\n\n") {
+                    let event: String = buffer.drain(..end + 2).collect();
+                    if !event.lines().any(|l| l == "event: command") {
+                        continue;
+                    }
+                    let data: String = event
+                        .lines()
+                        .filter_map(|l| l.strip_prefix("data: "))
+                        .collect();
+                    let Ok(command) = serde_json::from_str::<serde_json::Value>(&data) else {
+                        continue;
+                    };
+                    let steps = command["steps"].as_array().map_or(0, Vec::len);
+                    let answer = json!({ "steps": vec![json!({ "status": "ran" }); steps] });
+                    let id = command["id"].as_str().unwrap_or_default();
+                    let _ = http
+                        .post(format!("{channel}/ui/commands/{id}"))
+                        .bearer_auth(&token)
+                        .json(&answer)
+                        .send()
+                        .await;
+                }
+            }
+        }
+    });
+    AbortOnDrop(task)
+}
+
+/// A task aborted when dropped.
+pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

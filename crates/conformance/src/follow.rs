@@ -49,6 +49,7 @@ pub fn is_the_plugins_fault(code: ErrorCode) -> bool {
         | BodyTooLarge
         | UnknownAgent
         | UnknownCard
+        | InvalidStep
         | SubtypeNotDeclared
         | SwitchNotFound
         | SettingNotFound => true,

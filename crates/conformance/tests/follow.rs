@@ -152,7 +152,7 @@ async fn a_call_the_manifest_does_not_cover_is_a_problem() {
     // A panel it does not declare is this host's rule, not the reference's: a warning.
     let text = report.text();
     assert!(
-        text.contains("WARN api POST /api/plugin/v1/ui/commands (a call the plugin made): the host refused it 400 invalid_body: steps[0].panel: \"scores\" is not one of the manifest's ui.panels"),
+        text.contains("WARN api POST /api/plugin/v1/ui/commands (a call the plugin made): the host refused it 422 invalid_step: steps[0].panel: \"scores\" is not one of the manifest's ui.panels"),
         "{text}"
     );
     assert!(

@@ -327,7 +327,7 @@ async fn a_ui_command_is_checked_recorded_and_answered_that_every_step_ran() {
     };
     assert_eq!(
         code(client.run_ui(&undeclared).await),
-        ErrorCode::InvalidBody
+        ErrorCode::InvalidStep
     );
     assert_eq!(host.recorded().ui_commands, [command]);
 

@@ -47,7 +47,11 @@ pub struct UiCommandRequest {
     pub steps: Vec<Step>,
     /// How long to wait for the app, 1 to [`MAX_TIMEOUT`] seconds ([`DEFAULT_TIMEOUT`] when
     /// absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole"
+    )]
     pub timeout_seconds: Option<u64>,
 }
 
@@ -67,12 +71,38 @@ pub enum Step {
     },
     OpenFile {
         path: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "whole"
+        )]
         line: Option<u32>,
     },
     Compose {
         text: String,
     },
+}
+
+/// A whole number as JSON writes it, `3` or `3.0` alike (JSON Schema's integer), or null; a
+/// fraction or one out of `T`'s range is refused.
+fn whole<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    use serde::de::Error;
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let whole = n.as_u64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
+            .map(|f| f as u64)
+    });
+    whole
+        .and_then(|w| T::try_from(w).ok())
+        .map(Some)
+        .ok_or_else(|| D::Error::custom(format!("{n} is not a whole number in range")))
 }
 
 impl Step {
@@ -173,65 +203,101 @@ impl UiCommandAnswer {
     }
 }
 
+/// Why a command is refused, naming the field: a body the spec's schema refuses (400
+/// `invalid_body`), or a step the schema takes that the manifest or the working tree does not
+/// allow (422 `invalid_step`: a panel it does not declare or may not show, a path out of the
+/// tree).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    Invalid(String),
+    Step(String),
+}
+
+impl Refusal {
+    /// The API's error code for it.
+    pub fn code(&self) -> super::ErrorCode {
+        match self {
+            Refusal::Invalid(_) => super::ErrorCode::InvalidBody,
+            Refusal::Step(_) => super::ErrorCode::InvalidStep,
+        }
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            Refusal::Invalid(m) | Refusal::Step(m) => m,
+        }
+    }
+}
+
 /// The command's timeout when `request` is one `manifest`'s plugin (approved for `approved`)
-/// may send; otherwise the refusal, naming the field (400 `invalid_body`).
+/// may send; otherwise the refusal, naming the field.
 pub fn check(
     request: &UiCommandRequest,
     manifest: &Manifest,
     approved: &[Capability],
-) -> Result<Duration, String> {
+) -> Result<Duration, Refusal> {
     if request.steps.is_empty() || request.steps.len() > MAX_STEPS {
-        return Err(format!(
+        return Err(Refusal::Invalid(format!(
             "steps: a command has 1 to {MAX_STEPS} steps, not {}",
             request.steps.len()
-        ));
+        )));
     }
+    let timeout = match request.timeout_seconds {
+        None => DEFAULT_TIMEOUT,
+        Some(s) if (1..=MAX_TIMEOUT.as_secs()).contains(&s) => Duration::from_secs(s),
+        Some(s) => {
+            return Err(Refusal::Invalid(format!(
+                "timeout_seconds: {s} is not between 1 and {}",
+                MAX_TIMEOUT.as_secs()
+            )));
+        }
+    };
     for (i, step) in request.steps.iter().enumerate() {
-        check_step(step, manifest, approved).map_err(|why| format!("steps[{i}].{why}"))?;
+        check_step(step, manifest, approved).map_err(|r| match r {
+            Refusal::Invalid(why) => Refusal::Invalid(format!("steps[{i}].{why}")),
+            Refusal::Step(why) => Refusal::Step(format!("steps[{i}].{why}")),
+        })?;
     }
-    match request.timeout_seconds {
-        None => Ok(DEFAULT_TIMEOUT),
-        Some(s) if (1..=MAX_TIMEOUT.as_secs()).contains(&s) => Ok(Duration::from_secs(s)),
-        Some(s) => Err(format!(
-            "timeout_seconds: {s} is not between 1 and {}",
-            MAX_TIMEOUT.as_secs()
-        )),
-    }
+    Ok(timeout)
 }
 
-fn check_step(step: &Step, manifest: &Manifest, approved: &[Capability]) -> Result<(), String> {
+fn check_step(step: &Step, manifest: &Manifest, approved: &[Capability]) -> Result<(), Refusal> {
+    let invalid = Refusal::Invalid;
     match step {
         Step::SelectChat {} | Step::OpenDrawer {} => Ok(()),
         Step::OpenPanel { panel } => {
             let declared = manifest.ui.panels.iter().any(|p| &p.id == panel);
             if !declared {
-                return Err(format!(
+                return Err(Refusal::Step(format!(
                     "panel: {panel:?} is not one of the manifest's ui.panels"
-                ));
+                )));
             }
             if !approved.contains(&Capability::UiPanel) {
-                return Err(format!(
+                return Err(Refusal::Step(format!(
                     "panel: {panel:?} is not shown: the plugin is not approved for ui.panel"
-                ));
+                )));
             }
             Ok(())
         }
-        Step::Notify { message, .. } => check_length("message", message, MAX_MESSAGE, true),
+        Step::Notify { message, .. } => {
+            check_length("message", message, MAX_MESSAGE, true).map_err(invalid)
+        }
         Step::OpenFile { path, line } => {
-            if path.is_empty() || path.len() > MAX_PATH {
-                return Err(format!("path: 1 to {MAX_PATH} bytes"));
-            }
-            if path.starts_with('/') || path.split('/').any(|c| c == ".." || c.is_empty()) {
-                return Err(format!(
-                    "path: {path:?} is not a relative path inside the working tree"
-                ));
+            check_length("path", path, MAX_PATH, true).map_err(invalid)?;
+            if path.starts_with('/') {
+                return Err(invalid(format!("path: {path:?} is not relative")));
             }
             if *line == Some(0) {
-                return Err("line: lines count from 1".into());
+                return Err(invalid("line: lines count from 1".into()));
+            }
+            if path.split('/').any(|c| c == ".." || c.is_empty()) {
+                return Err(Refusal::Step(format!(
+                    "path: {path:?} is not a path inside the working tree"
+                )));
             }
             Ok(())
         }
-        Step::Compose { text } => check_length("text", text, MAX_COMPOSE, true),
+        Step::Compose { text } => check_length("text", text, MAX_COMPOSE, true).map_err(invalid),
     }
 }
 
@@ -290,6 +356,28 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_number_may_be_written_with_a_point_and_null_is_absent() {
+        let r: UiCommandRequest = serde_json::from_value(json!({
+            "steps": [{"type": "open_file", "path": "a", "line": 7.0}], "timeout_seconds": null
+        }))
+        .unwrap();
+        assert_eq!(r.timeout_seconds, None);
+        assert!(matches!(r.steps[0], Step::OpenFile { line: Some(7), .. }));
+        let r: UiCommandRequest = serde_json::from_value(json!({
+            "steps": [{"type": "select_chat"}], "timeout_seconds": 116.0
+        }))
+        .unwrap();
+        assert_eq!(r.timeout_seconds, Some(116));
+        for bad in [json!(7.5), json!(-1), json!(4294967296_u64), json!("7")] {
+            let body = json!({"steps": [{"type": "open_file", "path": "a", "line": bad}]});
+            assert!(
+                serde_json::from_value::<UiCommandRequest>(body).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn a_command_is_held_to_its_bounds_and_the_refusal_names_the_step() {
         let m = manifest();
         let all = Capability::ALL.to_vec();
@@ -298,31 +386,37 @@ mod tests {
             Ok(DEFAULT_TIMEOUT)
         );
         let none = request(json!([]));
-        assert!(check(&none, &m, &all).unwrap_err().starts_with("steps:"));
+        assert!(
+            check(&none, &m, &all)
+                .unwrap_err()
+                .message()
+                .starts_with("steps:")
+        );
         let many = request(json!(vec![json!({"type": "open_drawer"}); MAX_STEPS + 1]));
         assert!(check(&many, &m, &all).is_err());
         let long = request(
             json!([{"type": "select_chat"}, {"type": "notify", "message": "x".repeat(MAX_MESSAGE + 1)}]),
         );
-        assert!(
-            check(&long, &m, &all)
-                .unwrap_err()
-                .starts_with("steps[1].message")
-        );
-        for path in ["/etc/passwd", "../x", "a//b", ""] {
+        let refused = check(&long, &m, &all).unwrap_err();
+        assert!(refused.message().starts_with("steps[1].message"));
+        assert_eq!(refused.code(), crate::api::ErrorCode::InvalidBody);
+        for (path, code) in [
+            ("/etc/passwd", crate::api::ErrorCode::InvalidBody),
+            ("", crate::api::ErrorCode::InvalidBody),
+            ("../x", crate::api::ErrorCode::InvalidStep),
+            ("a//b", crate::api::ErrorCode::InvalidStep),
+        ] {
             let r = request(json!([{"type": "open_file", "path": path}]));
-            assert!(
-                check(&r, &m, &all)
-                    .unwrap_err()
-                    .starts_with("steps[0].path"),
-                "{path}"
-            );
+            let refused = check(&r, &m, &all).unwrap_err();
+            assert!(refused.message().starts_with("steps[0].path"), "{path}");
+            assert_eq!(refused.code(), code, "{path}");
         }
         let mut slow = request(json!([{"type": "select_chat"}]));
         slow.timeout_seconds = Some(MAX_TIMEOUT.as_secs() + 1);
         assert!(
             check(&slow, &m, &all)
                 .unwrap_err()
+                .message()
                 .starts_with("timeout_seconds")
         );
         slow.timeout_seconds = Some(120);
@@ -339,11 +433,14 @@ mod tests {
             .into_iter()
             .filter(|c| *c != Capability::UiPanel)
             .collect();
-        assert!(check(&r, &m, &without).unwrap_err().contains("ui.panel"));
+        let refused = check(&r, &m, &without).unwrap_err();
+        assert!(refused.message().contains("ui.panel"));
+        assert_eq!(refused.code(), crate::api::ErrorCode::InvalidStep);
         let other = request(json!([{"type": "open_panel", "panel": "nope"}]));
         assert!(
             check(&other, &m, &Capability::ALL)
                 .unwrap_err()
+                .message()
                 .contains("ui.panels")
         );
     }

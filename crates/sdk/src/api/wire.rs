@@ -424,6 +424,7 @@ error_codes! {
     MemoryFull = "memory_full" => 413,
     UnknownAgent = "unknown_agent" => 422,
     UnknownCard = "unknown_card" => 422,
+    InvalidStep = "invalid_step" => 422,
     NotARegularFile = "not_a_regular_file" => 422,
     DailyRunsExceeded = "daily_runs_exceeded" => 429,
     Unavailable = "unavailable" => 503,

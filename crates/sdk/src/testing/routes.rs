@@ -530,7 +530,8 @@ fn run_ui(shared: &Shared, body: &Bytes) -> Answer {
         .into_iter()
         .filter(|c| config.allows(*c))
         .collect();
-    ui_command::check(&command, &config.manifest, &approved).map_err(invalid)?;
+    ui_command::check(&command, &config.manifest, &approved)
+        .map_err(|r| Refused(r.code(), r.message().to_string()))?;
     let mut recorded = shared.recorded();
     recorded.ui_commands.push(command.clone());
     let id = format!("ui-{}", recorded.ui_commands.len());

@@ -24,7 +24,7 @@ pub async fn run(
     let command: UiCommandRequest = json_body(&body)?;
     let approved: Vec<Capability> = caller.approved().iter().copied().collect();
     let wait = ui_command::check(&command, &caller.manifest, &approved)
-        .map_err(|why| ApiError::new(Code::InvalidBody, why))?;
+        .map_err(|r| ApiError::new(r.code(), r.message()))?;
     let Some(commands) = &state.ui_commands else {
         return Err(ApiError::new(
             Code::Unavailable,

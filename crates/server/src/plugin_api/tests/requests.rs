@@ -1266,18 +1266,21 @@ async fn a_ui_command_nobody_answers_times_out_and_a_bad_one_names_its_step() {
     let ui = h.state.ui_commands.as_ref().unwrap();
     assert!(ui.pending(NS, "a", jiff::Timestamp::now()).is_empty());
 
-    for (step, field) in [
+    for (step, field, status) in [
         (
             json!({ "type": "open_panel", "panel": "nope" }),
             "steps[0].panel",
+            StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
             json!({ "type": "open_file", "path": "../etc/passwd" }),
             "steps[0].path",
+            StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
             json!({ "type": "notify", "message": "" }),
             "steps[0].message",
+            StatusCode::BAD_REQUEST,
         ),
     ] {
         let a = h
@@ -1288,7 +1291,7 @@ async fn a_ui_command_nobody_answers_times_out_and_a_bad_one_names_its_step() {
                 Some(json!({ "steps": [step] })),
             )
             .await;
-        assert_eq!(a.status, StatusCode::BAD_REQUEST);
+        assert_eq!(a.status, status, "{field}");
         let message = a.json()["error"]["message"].as_str().unwrap().to_string();
         assert!(message.starts_with(field), "{message}");
     }
@@ -1304,7 +1307,7 @@ async fn a_ui_command_nobody_answers_times_out_and_a_bad_one_names_its_step() {
         .await;
     assert_eq!(
         a.status,
-        StatusCode::BAD_REQUEST,
+        StatusCode::UNPROCESSABLE_ENTITY,
         "a panel needs ui.panel too"
     );
     assert!(
