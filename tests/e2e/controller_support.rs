@@ -155,14 +155,6 @@ pub async fn apply_host(client: Client, spec: HostConfigSpec) -> anyhow::Result<
 /// test, and the audit log tells its requests apart from the tests'.
 pub const CONTROLLER_NAMESPACE: &str = "loop-plugins-system";
 pub const RELEASE: &str = "e2e";
-/// The chart's approver ClusterRole (`<release>-approver`) on this cluster.
-pub fn approver_role(ns: &Ns) -> String {
-    match ns.cluster().existing() {
-        Some(existing) => format!("{}-approver", existing.fullname()),
-        None => format!("{RELEASE}-loop-plugins-approver"),
-    }
-}
-
 /// Binds ServiceAccount `account` of the test's namespace to the chart's approver ClusterRole
 /// there, as an operator binds the people who approve in a project's namespace.
 /// The chart's ClusterRole `<fullname>-<suffix>` (`project-editor`, `project-trustee`, ...).
@@ -197,24 +189,7 @@ pub async fn bind_chart_role(ns: &Ns, account: &str, suffix: &str) -> anyhow::Re
 }
 
 pub async fn bind_approver(ns: &Ns, account: &str) -> anyhow::Result<()> {
-    use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
-    let mut binding = RoleBinding {
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: approver_role(ns),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: account.into(),
-            namespace: Some(ns.name().into()),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    };
-    binding.metadata.name = Some(format!("{account}-approves"));
-    apply(ns, &binding).await?;
-    Ok(())
+    bind_chart_role(ns, account, "approver").await
 }
 
 /// The chart's fan-out Lease for that release (`loop-plugins.fanoutLeaseName`): every API
