@@ -225,6 +225,26 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
             "[...document.querySelectorAll('#panes section.pane .note')].some(n => !n.hidden)",
         )
         .await?;
+    // By keyboard alone: Enter on Settings opens it with the focus inside, Escape closes it
+    // and gives the focus back.
+    page.evaluate("document.getElementById('settings-open').focus(); true")
+        .await?;
+    page.press("Enter", false).await?;
+    world
+        .wait(
+            "the settings opened by Enter, the focus inside",
+            "document.getElementById('settings').open \
+             && document.getElementById('settings').contains(document.activeElement)",
+        )
+        .await?;
+    page.press("Escape", false).await?;
+    world
+        .wait(
+            "the settings closed by Escape, the focus back on Settings",
+            "!document.getElementById('settings').open \
+             && document.activeElement?.id === 'settings-open'",
+        )
+        .await?;
     Ok(())
 }
 
