@@ -191,6 +191,18 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
         )
         .await?;
     world.screenshot(&ns, "settings").await?;
+    // Readable in the dark theme too (the dialog takes the page's variables).
+    page.evaluate("document.getElementById('theme').click(); true")
+        .await?;
+    world
+        .wait(
+            "the dark theme behind the dialog",
+            "document.documentElement.dataset.scheme === 'dark'",
+        )
+        .await?;
+    world.screenshot(&ns, "settings-dark").await?;
+    page.evaluate("document.getElementById('theme').click(); true")
+        .await?;
     // The global config: this person may not edit it, and is told which right is missing.
     page.click("#settings-global").await?;
     page.evaluate(&format!(
