@@ -73,33 +73,33 @@ pub fn desired_status(project: &Project, trust: Option<&ProjectTrust>, now: &str
     let (status, reason, message) = match &approved.state {
         TrustState::Trusted => (
             ConditionStatus::True,
-            "Trusted",
+            approved.state.reason(),
             "the owner trusts the current config".to_string(),
         ),
         TrustState::LastApproved => (
             ConditionStatus::False,
-            "LastApproved",
+            approved.state.reason(),
             format!(
                 "the config changed since the owner trusted it: enabled and schedules come from the last approved version (ProjectTrust {name}); settings apply as they are"
             ),
         ),
         TrustState::NeverTrusted => (
             ConditionStatus::False,
-            "NeverTrusted",
+            approved.state.reason(),
             format!(
                 "the owner has not trusted a config (no ProjectTrust {name}): the project's enabled values and schedules do not apply (run `loop-plugins project trust {name}`)"
             ),
         ),
         TrustState::ApprovedHashMismatch { stated, actual } => (
             ConditionStatus::False,
-            "ApprovedHashMismatch",
+            approved.state.reason(),
             format!(
                 "ProjectTrust {name} names hash {stated} but its config hashes to {actual}: it is not used"
             ),
         ),
         TrustState::OtherProject { owner_uid } => (
             ConditionStatus::False,
-            "TrustOfAnotherProject",
+            approved.state.reason(),
             format!(
                 "ProjectTrust {name} was made for another Project of this name (uid {owner_uid}): it is not used (run `loop-plugins project trust {name}`)"
             ),

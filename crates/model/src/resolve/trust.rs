@@ -61,6 +61,20 @@ pub enum TrustState {
     OtherProject { owner_uid: String },
 }
 
+impl TrustState {
+    /// Its name, as the Project's `Trusted` condition gives it as the reason and the host
+    /// API's Settings → Plugins view as `project.trust`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            TrustState::Trusted => "Trusted",
+            TrustState::LastApproved => "LastApproved",
+            TrustState::NeverTrusted => "NeverTrusted",
+            TrustState::ApprovedHashMismatch { .. } => "ApprovedHashMismatch",
+            TrustState::OtherProject { .. } => "TrustOfAnotherProject",
+        }
+    }
+}
+
 /// Which of a project's configs counts for `enabled` and `schedules`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApprovedConfig<'a> {

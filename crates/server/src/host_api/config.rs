@@ -27,7 +27,7 @@ use super::state::{HostState, json_body};
 use crate::person::{PersonError, SharedPerson};
 use model::config::ConfigLevel;
 use model::resolve::edit::{self, EntryEdit};
-use model::resolve::{ProjectView, TrustState, approved_plugins, plugin_enabled};
+use model::resolve::{ProjectView, approved_plugins, plugin_enabled};
 use model::resources::{HOST_CONFIG_NAME, Project};
 
 fn writes(s: &HostState) -> HostResult<SharedPerson> {
@@ -69,16 +69,6 @@ fn project(s: &HostState, ns: &str, name: &str) -> HostResult<std::sync::Arc<Pro
             format!("no Project {name} in namespace {ns}"),
         )
     })
-}
-
-fn trust_name(state: &TrustState) -> &'static str {
-    match state {
-        TrustState::Trusted => "Trusted",
-        TrustState::LastApproved => "LastApproved",
-        TrustState::NeverTrusted => "NeverTrusted",
-        TrustState::ApprovedHashMismatch { .. } => "ApprovedHashMismatch",
-        TrustState::OtherProject { .. } => "OtherProject",
-    }
 }
 
 /// `GET .../projects/{project}/plugins`.
@@ -149,7 +139,7 @@ pub async fn view(
             "name": name,
             "namespace": ns,
             "hash": approved.current_hash,
-            "trust": trust_name(&approved.state),
+            "trust": approved.state.reason(),
             "trustedHash": trust.as_ref().map(|t| t.spec.hash.clone()),
         },
         "plugins": plugins,

@@ -1145,7 +1145,7 @@ const TRUST_SAYS = {
   LastApproved: "Changed since the owner trusted it: enabled and schedules wait for the trust; settings count now.",
   NeverTrusted: "Never trusted: enabled and schedules count once the owner trusts it; settings count now.",
   ApprovedHashMismatch: "The trusted version does not match its hash: trust it again.",
-  OtherProject: "The trust on record was made for another project of this name: trust it again.",
+  TrustOfAnotherProject: "The trust on record was made for another project of this name: trust it again.",
 };
 
 function renderSettings() {
