@@ -70,23 +70,31 @@ async fn first_control(response: reqwest::Response) -> anyhow::Result<Value> {
 
 /// The first event named `name` of a server-sent event stream, as JSON.
 pub async fn first_event(response: reqwest::Response, name: &str) -> anyhow::Result<Value> {
-    let wanted = format!("event: {name}");
     let mut body = response.bytes_stream();
     let mut buffer = String::new();
     while let Some(chunk) = body.next().await {
         buffer.push_str(&String::from_utf8_lossy(&chunk?));
-        while let Some(end) = buffer.find("\n\n") {
-            let event: String = buffer.drain(..end + 2).collect();
-            if event.lines().any(|l| l == wanted) {
-                let data: String = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data: "))
-                    .collect();
+        while let Some(data) = next_event(&mut buffer, name) {
+            if let Some(data) = data {
                 return Ok(serde_json::from_str(&data)?);
             }
         }
     }
     anyhow::bail!("the stream ended without a {name} event")
+}
+
+/// Takes the next whole server-sent event off `buffer`: `None` while none is whole yet, then
+/// `Some(Some(data))` for an event named `name` and `Some(None)` for any other block.
+pub fn next_event(buffer: &mut String, name: &str) -> Option<Option<String>> {
+    let end = buffer.find("\n\n")?;
+    let event: String = buffer.drain(..end + 2).collect();
+    let wanted = format!("event: {name}");
+    Some(event.lines().any(|l| l == wanted).then(|| {
+        event
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .collect()
+    }))
 }
 
 async fn control_round_trip(ns: Ns) -> anyhow::Result<()> {

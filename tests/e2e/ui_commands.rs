@@ -189,15 +189,8 @@ pub fn answer_every_command(base: String, ns: String, chat: String, token: Strin
             let mut buffer = String::new();
             while let Some(Ok(chunk)) = futures::StreamExt::next(&mut body).await {
                 buffer.push_str(&String::from_utf8_lossy(&chunk));
-                while let Some(end) = buffer.find("\n\n") {
-                    let event: String = buffer.drain(..end + 2).collect();
-                    if !event.lines().any(|l| l == "event: command") {
-                        continue;
-                    }
-                    let data: String = event
-                        .lines()
-                        .filter_map(|l| l.strip_prefix("data: "))
-                        .collect();
+                while let Some(event) = crate::live::next_event(&mut buffer, "command") {
+                    let Some(data) = event else { continue };
                     let Ok(command) = serde_json::from_str::<serde_json::Value>(&data) else {
                         continue;
                     };
