@@ -218,6 +218,7 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
              && /hostconfigs/.test(document.getElementById('settings-status').textContent)",
         )
         .await?;
+    world.screenshot(&ns, "settings-refused").await?;
     // Trusted: the plugin no longer runs in the project, and its open pane says so.
     page.click("#settings-project").await?;
     page.click("#settings-trust").await?;

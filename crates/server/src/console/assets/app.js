@@ -1277,12 +1277,13 @@ async function saveEntry(p, scope, fields, entry, id) {
     : state.api.ns(`/projects/${encodeURIComponent(state.settings.project.name)}/plugins/${encodeURIComponent(p.plugin)}`);
   try {
     await state.api.patch(path, made.edit);
-    settingsStatus(scope === "global"
-      ? `Saved ${p.plugin}'s global entry.`
-      : `Saved ${p.plugin}'s entry in project ${state.settings.project.name}.`);
   } catch (e) {
-    settingsStatus(`${p.plugin}: ${e.message}`, true);
+    // Refused: the form keeps what the person typed, to mend or leave.
+    return settingsStatus(`${p.plugin}: ${e.message}`, true);
   }
+  settingsStatus(scope === "global"
+    ? `Saved ${p.plugin}'s global entry.`
+    : `Saved ${p.plugin}'s entry in project ${state.settings.project.name}.`);
   await loadSettings(state.settings.project.name);
 }
 
