@@ -266,14 +266,12 @@ impl Permission {
 
 impl std::fmt::Display for Permission {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} {} {:?} in namespace {} (group {GROUP})",
-            self.verb,
-            self.rule_resource(),
-            self.name,
-            self.namespace
-        )
+        write!(f, "{} {} {:?}", self.verb, self.rule_resource(), self.name)?;
+        // A cluster-scoped resource (HostConfig) is in no namespace.
+        if !self.namespace.is_empty() {
+            write!(f, " in namespace {}", self.namespace)?;
+        }
+        write!(f, " (group {GROUP})")
     }
 }
 
@@ -489,8 +487,13 @@ impl Auth {
             return Err(HostError::new(
                 Code::Forbidden,
                 format!(
-                    "{} may not {permission}; grant it with a Role{why}",
-                    user.username
+                    "{} may not {permission}; grant it with a {}{why}",
+                    user.username,
+                    if permission.namespace.is_empty() {
+                        "ClusterRole and ClusterRoleBinding"
+                    } else {
+                        "Role"
+                    }
                 ),
             ));
         }
