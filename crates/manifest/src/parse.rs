@@ -57,29 +57,80 @@ pub fn from_value(value: &Value) -> Result<Manifest, ManifestError> {
     })
 }
 
-/// The error and its line and column, counted from 1. json5 gives an error at the end of the
-/// text no position of its own: it reports the start of the value it was reading (1:1 for the
-/// document), or none. Such an error is placed where the text ends (see [`end_of`]); every
-/// other keeps the parser's position.
+/// The error and its line and column, counted from 1, as an editor shows them (see
+/// [`EditorPosition`]). json5 gives an error at the end of the text no position of its own: it
+/// reports the start of the value it was reading (1:1 for the document), or none. Such an
+/// error is placed where the text ends (see [`end_of`]); every other keeps the parser's
+/// position.
 fn syntax_error(text: &str, e: json5::Error) -> ManifestError {
-    let position = if e.code().is_some_and(ended_early) {
+    let offset = if e.code().is_some_and(ended_early) {
         Some(end_of(text))
     } else {
-        e.position()
+        e.position().map(|p| offset_of(p, text))
     };
-    let (line, column) = position
-        .map(|p| (p.line + 1, p.column + 1))
-        .unwrap_or((1, 1));
+    let at = offset
+        .map(|o| EditorPosition::of(o, text))
+        .unwrap_or(EditorPosition { line: 1, column: 1 });
     let mut message = e.to_string();
     // json5 appends " at line L column C"; the position is reported on its own.
     if let Some(i) = message.rfind(" at line ") {
         message.truncate(i);
     }
     ManifestError::Syntax {
-        line,
-        column,
+        line: at.line,
+        column: at.column,
         message,
     }
+}
+
+/// A place in the text as an editor names it, counted from 1: lines end at LF (CRLF counts
+/// once), as `str::lines` splits them; columns count characters. JSON5 also ends a line at a
+/// lone CR, U+2028 and U+2029 (json5's own positions do), which most editors show inside a
+/// line, so an error after them would name a line the person cannot find.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+struct EditorPosition {
+    line: usize,
+    column: usize,
+}
+
+impl EditorPosition {
+    fn of(offset: usize, text: &str) -> EditorPosition {
+        let before = &text[..offset];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let mut line_text = &before[line_start..];
+        // At the LF of a CRLF: the CR is part of the break, not a character of the line.
+        if text[offset..].starts_with('\n') {
+            line_text = line_text.strip_suffix('\r').unwrap_or(line_text);
+        }
+        let columns = line_text.chars().count();
+        EditorPosition {
+            line: before.matches('\n').count() + 1,
+            column: columns + 1,
+        }
+    }
+}
+
+/// The byte offset json5's position (lines at every JSON5 line terminator, columns in
+/// characters) names; a position past the text is its end.
+fn offset_of(position: json5::Position, text: &str) -> usize {
+    let mut line = 0;
+    let mut column = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if line == position.line && column == position.column {
+            return i;
+        }
+        if json5::char::is_json5_line_terminator(c) {
+            if c == '\r' && chars.peek().is_some_and(|&(_, n)| n == '\n') {
+                chars.next();
+            }
+            line += 1;
+            column = 0;
+        } else {
+            column += 1;
+        }
+    }
+    text.len()
 }
 
 /// Whether the parser ran out of text (`EOF parsing ...`).
@@ -100,11 +151,12 @@ fn ended_early(code: json5::ErrorCode) -> bool {
     )
 }
 
-/// Where the text ends: after the last character of its last line. The line break that ends
-/// the last line opens no line of its own, as an editor shows a file ending with one.
-fn end_of(text: &str) -> json5::Position {
-    let content = text.trim_end_matches(json5::char::is_json5_line_terminator);
-    json5::Position::from_offset(content.len(), text)
+/// Where the text ends: after the last character of its last line. Line breaks (of any kind
+/// JSON5 knows) that end the text open no line of their own, as an editor shows a file ending
+/// with one.
+fn end_of(text: &str) -> usize {
+    text.trim_end_matches(json5::char::is_json5_line_terminator)
+        .len()
 }
 
 #[cfg(test)]
@@ -180,6 +232,23 @@ mod tests {
         assert_eq!(at(""), (1, 1));
         // Other errors keep their own position.
         assert_eq!(at("{\n  \"id\": \"x\" \"v\": 1\n}"), (2, 13));
+    }
+
+    /// JSON5 ends a line at U+2028, U+2029 and a lone CR too; an editor, and `str::lines`, at
+    /// LF (CRLF counted once). A position names the line as the editor shows it: seen in CI,
+    /// an error past a run of U+2028 inside a key was reported at line 114 of a two-line file.
+    #[test]
+    fn positions_count_lines_as_an_editor_does() {
+        // A key holding 113 U+2028 on line 1, then an error on line 2.
+        let key = "\u{2028}".repeat(113);
+        let text = format!("{{'{key}': 1,\n  x y}}");
+        assert_eq!(at(&text), (2, 5));
+        // After them on the same line, columns count characters as shown.
+        assert_eq!(at("{'\u{2029}\u{2028}': 1 2}"), (1, 10));
+        // A lone CR is no line break to an editor either.
+        assert_eq!(at("{'a': 1,\r x y}"), (1, 13));
+        // Cut short after them: the end of the last editor line.
+        assert_eq!(at("{'\u{2028}\u{2028}': "), (1, 8));
     }
 
     #[test]

@@ -30,9 +30,20 @@ fn seed_values() -> Vec<Value> {
 fn refusal_is_well_formed(text: &str, e: &ManifestError) -> Result<(), String> {
     match e {
         ManifestError::Syntax { line, column, .. } => {
-            let lines = text.lines().count().max(1);
-            if *line == 0 || *column == 0 || *line > lines + 1 {
-                return Err(format!("syntax error at {line}:{column} in {lines} lines"));
+            // Lines as an editor shows them (LF, CRLF once); the column at most one past the
+            // line's last character.
+            let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+            let lines: Vec<&str> = text.lines().collect();
+            let width = match lines.get(line.wrapping_sub(1)) {
+                Some(l) => l.chars().count(),
+                None if *line == lines.len() + 1 || *line == 1 => 0,
+                None => usize::MAX,
+            };
+            if *line == 0 || *column == 0 || width == usize::MAX || *column > width + 1 {
+                return Err(format!(
+                    "syntax error at {line}:{column} in {} lines (that line {width} characters)",
+                    lines.len()
+                ));
             }
         }
         ManifestError::Invalid(problems) if problems.is_empty() => {
