@@ -373,6 +373,8 @@ async fn chat(
             self_image,
             api_url,
             owner: job.owner.clone(),
+            options: &schedule.options,
+            working_tree: None,
         });
         make(client, mode, &relabel(cronjob, ns), false).await?;
         objects += 1;

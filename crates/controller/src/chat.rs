@@ -5,6 +5,9 @@
 //! ones are pure (`desired`, `status`, and `plan` beneath them), the ones in this file read the
 //! stores or write:
 //!
+//! 0. [`auto_delete`]: a worktree task's thread whose Auto-delete time has come is deleted
+//!    (`model::task::expiry` decides), with an Event on its channel; one whose time is to
+//!    come is looked at again then;
 //! 1. [`gather`]: what the chat depends on, from the stores (HostConfig, its Project and trust,
 //!    the installed plugins, its instances, claims, CronJobs and their Pods, and its status as
 //!    last written); nothing is written;
@@ -41,6 +44,7 @@ use desired::{Desired, Facts};
 use index::compact;
 use model::names;
 use model::resources::{Channel, ChannelStatus, Project, ProjectTrust};
+use model::task::Expiry;
 use model::time::rfc3339;
 
 /// How long a chat waiting for admission's verdict waits before it looks again anyway.
@@ -55,8 +59,12 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
         ctx.writes.forget_status(channel.as_ref());
         return Ok(Action::await_change());
     }
-    let facts = gather(&ctx, &channel, &ns)?;
     let now = jiff::Timestamp::now();
+    let requeue = match auto_delete(&ctx, &channel, now).await? {
+        None => return Ok(Action::await_change()),
+        Some(requeue) => requeue,
+    };
+    let facts = gather(&ctx, &channel, &ns)?;
     let plan = desired::plan(&facts, now);
     if plan.waits() {
         tracing::debug!(awaiting = ?plan.awaiting, "waiting for admission's verdict on enabled plugins");
@@ -77,7 +85,46 @@ pub async fn reconcile(channel: Arc<Channel>, ctx: Arc<Context>) -> Result<Actio
     );
     write_status(&ctx, &channel, &ns, &facts.status, &status).await?;
     failures.into_result()?;
-    Ok(Action::await_change())
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Step 0: deletes a worktree task's thread whose Auto-delete time has come (None: deleted,
+/// nothing more to do); otherwise when to look again for it, if ever.
+async fn auto_delete(
+    ctx: &Context,
+    channel: &Channel,
+    now: jiff::Timestamp,
+) -> Result<Option<Option<std::time::Duration>>> {
+    match model::task::expiry(channel, now) {
+        Expiry::Never => Ok(Some(None)),
+        Expiry::At(at) => {
+            let wait = at.duration_since(now).unsigned_abs();
+            Ok(Some(Some(wait + std::time::Duration::from_millis(200))))
+        }
+        Expiry::Due => {
+            ctx.writes.delete(channel).await?;
+            let task = channel
+                .labels()
+                .get(model::task::LABEL_TASK)
+                .cloned()
+                .unwrap_or_default();
+            let note = format!(
+                "the worktree thread {} of task {task} was deleted: its Auto-delete time came",
+                channel.name_any()
+            );
+            tracing::info!(thread = %channel.name_any(), %task, "auto-delete");
+            // Said on the channel the thread belongs to, which outlives it.
+            let mut regarding = channel.object_ref(&());
+            if let Some(parent) = &channel.spec.parent {
+                regarding.name = Some(parent.clone());
+                regarding.uid = None;
+                regarding.resource_version = None;
+            }
+            ctx.event_on(&regarding, false, "AutoDeleted", "DeleteThread", note)
+                .await;
+            Ok(None)
+        }
+    }
 }
 
 /// Reads what the chat's reconcile decides from, from the stores.

@@ -9,15 +9,18 @@
 
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec};
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec,
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource,
+    PodSpec, PodTemplateSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use model::contract::{SELF_IMAGE_BINARY, SERVICE_ACCOUNT_TOKEN};
+use model::contract::{SELF_IMAGE_BINARY, SERVICE_ACCOUNT_TOKEN, WORKTREE_DIR};
 use model::names;
+use model::resources::WorkingTree;
 use model::schedule::ticks::{JOB_ENV, JOB_NAME_LABEL};
 use model::schedule::{AnchoredInterval, Timing, format_interval, parse_interval};
 use model::security::{restricted_container, restricted_pod};
+use model::task::{ANNOTATION_TASK_OPTIONS, TaskOptions, WORKTREES_DIR};
 
 use crate::plan::ExistingTask;
 
@@ -43,6 +46,10 @@ pub struct CronJobInputs<'a> {
     pub api_url: &'a str,
     /// The chat, which owns the CronJob.
     pub owner: OwnerReference,
+    /// The task's own options (kept on the CronJob as a person set them).
+    pub options: &'a TaskOptions,
+    /// The channel's working tree: a worktree task's trigger mounts its volume.
+    pub working_tree: Option<&'a WorkingTree>,
 }
 
 /// Annotation carrying the schedule entry's hash.
@@ -55,6 +62,16 @@ pub const ANNOTATION_ENTRY_ENABLED: &str = "plugins.loop.dev/schedule-entry-enab
 /// The trigger's flags that carry an interval and its anchor.
 const ARG_INTERVAL: &str = "--interval=";
 const ARG_ANCHOR: &str = "--anchor=";
+
+/// The trigger's flags of a worktree task (see `model::task`).
+const ARG_WORKTREE: &str = "--worktree";
+const ARG_CHECKOUT: &str = "--checkout=";
+const ARG_WORKTREES: &str = "--worktrees=";
+const ARG_UPDATE_BEFORE_RUN: &str = "--update-before-run";
+const ARG_AUTO_DELETE: &str = "--auto-delete-seconds=";
+
+/// The volume a worktree task's trigger mounts: the channel's working tree, whole.
+const VOLUME_WORKING_TREE: &str = "working-tree";
 
 /// A CronJob we made, as the plan reads it: its (plugin, action) from its labels, and the
 /// task it runs. None for one without our labels.
@@ -80,14 +97,16 @@ pub fn existing_task(cronjob: &CronJob) -> Option<((String, String), ExistingTas
         entry_enabled: annotation(ANNOTATION_ENTRY_ENABLED)
             .map_or(!suspended, |v| v.as_str() != "false"),
         suspended,
+        options: TaskOptions::of_annotation(
+            annotation(ANNOTATION_TASK_OPTIONS).map(String::as_str),
+        ),
+        runs: options_of(cronjob),
     };
     Some((key, task))
 }
 
-/// What a CronJob we made runs on: the interval and anchor its trigger gets, or else every
-/// tick of its schedule.
-fn timing_of(cronjob: &CronJob) -> Timing {
-    let args = cronjob
+fn trigger_args_of(cronjob: &CronJob) -> &[String] {
+    cronjob
         .spec
         .job_template
         .spec
@@ -95,7 +114,26 @@ fn timing_of(cronjob: &CronJob) -> Timing {
         .and_then(|job| job.template.spec.as_ref())
         .and_then(|pod| pod.containers.first())
         .and_then(|container| container.args.as_deref())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The options a CronJob's trigger runs with, read back from its args.
+fn options_of(cronjob: &CronJob) -> TaskOptions {
+    let args = trigger_args_of(cronjob);
+    TaskOptions {
+        worktree: args.iter().any(|a| a == ARG_WORKTREE),
+        update_before_run: args.iter().any(|a| a == ARG_UPDATE_BEFORE_RUN),
+        auto_delete_seconds: args
+            .iter()
+            .find_map(|a| a.strip_prefix(ARG_AUTO_DELETE))
+            .and_then(|v| v.parse().ok()),
+    }
+}
+
+/// What a CronJob we made runs on: the interval and anchor its trigger gets, or else every
+/// tick of its schedule.
+fn timing_of(cronjob: &CronJob) -> Timing {
+    let args = trigger_args_of(cronjob);
     let flag = |prefix: &str| args.iter().find_map(|a| a.strip_prefix(prefix));
     let every = flag(ARG_INTERVAL).and_then(|v| parse_interval(v).ok());
     let anchor = flag(ARG_ANCHOR).and_then(model::time::parse);
@@ -124,7 +162,50 @@ fn trigger_args(input: &CronJobInputs, task: &str) -> Vec<String> {
             model::time::rfc3339(interval.anchor)
         ));
     }
+    if input.options.worktree {
+        args.push(ARG_WORKTREE.into());
+        // The checkout and the worktrees' folder as the mounted volume shows them; without a
+        // working tree the trigger says so and the run fails.
+        if let Some(tree) = input.working_tree {
+            let checkout = match tree.sub_path.as_deref().map(|p| p.trim_matches('/')) {
+                Some(sub) if !sub.is_empty() => format!("{WORKTREE_DIR}/{sub}"),
+                _ => WORKTREE_DIR.to_string(),
+            };
+            args.push(format!("{ARG_CHECKOUT}{checkout}"));
+            args.push(format!(
+                "{ARG_WORKTREES}{WORKTREE_DIR}/{WORKTREES_DIR}/{}",
+                input.channel
+            ));
+        }
+        if input.options.update_before_run {
+            args.push(ARG_UPDATE_BEFORE_RUN.into());
+        }
+        if let Some(seconds) = input.options.auto_delete_seconds {
+            args.push(format!("{ARG_AUTO_DELETE}{seconds}"));
+        }
+    }
     args
+}
+
+/// A worktree task's volume and its mount: the channel's working tree, read-write (the
+/// worktrees are made there).
+fn working_tree_volume(input: &CronJobInputs) -> Option<(Volume, VolumeMount)> {
+    let tree = input.working_tree.filter(|_| input.options.worktree)?;
+    Some((
+        Volume {
+            name: VOLUME_WORKING_TREE.into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: tree.claim_name.clone(),
+                read_only: Some(false),
+            }),
+            ..Default::default()
+        },
+        VolumeMount {
+            name: VOLUME_WORKING_TREE.into(),
+            mount_path: WORKTREE_DIR.into(),
+            ..Default::default()
+        },
+    ))
 }
 
 /// The CronJob that runs `loop-plugins trigger` for one action of one plugin in one channel.
@@ -132,6 +213,17 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
     let name = names::cronjob_name(input.plugin, input.channel, input.action);
     let mut labels = names::labels(input.plugin, input.project, input.channel, "schedule");
     labels.insert(names::LABEL_ACTION.into(), input.action.into());
+    let volume = working_tree_volume(input);
+    // The options' annotation is the person's (written through the host API): the controller
+    // reads it and never applies it, so a change of theirs is never overwritten by a stale read.
+    let annotations = [
+        (ANNOTATION_ENTRY.to_string(), input.entry_hash.to_string()),
+        (
+            ANNOTATION_ENTRY_ENABLED.to_string(),
+            input.entry_enabled.to_string(),
+        ),
+    ]
+    .into();
     let container = Container {
         name: "trigger".into(),
         image: Some(input.self_image.into()),
@@ -150,6 +242,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
             ..Default::default()
         }]),
         security_context: Some(restricted_container(None)),
+        volume_mounts: volume.as_ref().map(|(_, m)| vec![m.clone()]),
         ..Default::default()
     };
     CronJob {
@@ -157,16 +250,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
             name: Some(name),
             namespace: Some(input.namespace.into()),
             labels: Some(labels.clone()),
-            annotations: Some(
-                [
-                    (ANNOTATION_ENTRY.to_string(), input.entry_hash.to_string()),
-                    (
-                        ANNOTATION_ENTRY_ENABLED.to_string(),
-                        input.entry_enabled.to_string(),
-                    ),
-                ]
-                .into(),
-            ),
+            annotations: Some(annotations),
             owner_references: Some(vec![input.owner.clone()]),
             ..Default::default()
         },
@@ -194,6 +278,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
                             restart_policy: Some("Never".into()),
                             security_context: Some(restricted_pod(None)),
                             containers: vec![container],
+                            volumes: volume.map(|(v, _)| vec![v]),
                             ..Default::default()
                         }),
                     },
@@ -213,6 +298,7 @@ mod tests {
 
     use super::*;
 
+    static PLAIN: LazyLock<TaskOptions> = LazyLock::new(TaskOptions::default);
     static EVERY_FIVE_MINUTES: LazyLock<Timing> =
         LazyLock::new(|| Timing::EveryTick("*/5 * * * *".into()));
     static MONDAYS_AT_THREE: LazyLock<Timing> =
@@ -238,6 +324,8 @@ mod tests {
             self_image: "registry.local/loop-plugins@sha256:00",
             api_url: "http://api:8080",
             owner: OwnerReference::default(),
+            options: &PLAIN,
+            working_tree: None,
         }
     }
 
@@ -398,5 +486,140 @@ mod tests {
                 .remove(ANNOTATION_ENTRY_ENABLED);
             assert_eq!(existing_task(&cj).unwrap().1.entry_enabled, !suspend);
         }
+    }
+
+    /// A worktree task's trigger mounts the channel's working tree whole and is told where the
+    /// checkout and the worktrees are; the plan reads the options it runs with back, and the
+    /// person's options from the annotation the controller never writes.
+    #[test]
+    fn a_worktree_task_mounts_the_working_tree_and_reads_its_options_back() {
+        let options = TaskOptions {
+            worktree: true,
+            update_before_run: true,
+            auto_delete_seconds: Some(600),
+        };
+        let tree = WorkingTree {
+            claim_name: "general-tree".into(),
+            sub_path: Some("repo/".into()),
+        };
+        let cj = build_cronjob(&CronJobInputs {
+            options: &options,
+            working_tree: Some(&tree),
+            ..inputs(false)
+        });
+        let pod = cj
+            .spec
+            .job_template
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap();
+        let volume = &pod.volumes.as_ref().unwrap()[0];
+        let claim = volume.persistent_volume_claim.as_ref().unwrap();
+        assert_eq!(
+            (claim.claim_name.as_str(), claim.read_only),
+            ("general-tree", Some(false))
+        );
+        let mount = &pod.containers[0].volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(
+            (mount.mount_path.as_str(), mount.sub_path.as_deref()),
+            ("/workspace", None)
+        );
+        let args = pod.containers[0].args.as_ref().unwrap();
+        for arg in [
+            "--worktree",
+            "--checkout=/workspace/repo",
+            "--worktrees=/workspace/.loop-worktrees/general",
+            "--update-before-run",
+            "--auto-delete-seconds=600",
+        ] {
+            assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
+        }
+        let (_, task) = existing_task(&cj).unwrap();
+        assert_eq!(task.runs, options);
+        // The annotation is the person's: the controller's CronJob carries none.
+        assert!(task.options.is_plain());
+        assert!(
+            !cj.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .contains_key(ANNOTATION_TASK_OPTIONS)
+        );
+        let mut set = cj.clone();
+        set.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANNOTATION_TASK_OPTIONS.into(), options.to_json());
+        assert_eq!(existing_task(&set).unwrap().1.options, options);
+
+        // A plain task: no volume, no worktree flags, even with a working tree.
+        let plain = build_cronjob(&CronJobInputs {
+            working_tree: Some(&tree),
+            ..inputs(false)
+        });
+        let pod = plain
+            .spec
+            .job_template
+            .spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap();
+        assert!(pod.volumes.is_none() && pod.containers[0].volume_mounts.is_none());
+        assert!(existing_task(&plain).unwrap().1.runs.is_plain());
+        // A checkout at the volume's root; a channel without a working tree gets only
+        // --worktree, and the trigger says why it cannot run.
+        let root = WorkingTree {
+            claim_name: "t".into(),
+            sub_path: None,
+        };
+        let cj = build_cronjob(&CronJobInputs {
+            options: &options,
+            working_tree: Some(&root),
+            ..inputs(false)
+        });
+        let args = cj
+            .spec
+            .job_template
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap()
+            .containers[0]
+            .args
+            .clone()
+            .unwrap();
+        assert!(
+            args.iter().any(|a| a == "--checkout=/workspace"),
+            "{args:?}"
+        );
+        let cj = build_cronjob(&CronJobInputs {
+            options: &options,
+            ..inputs(false)
+        });
+        let args = cj
+            .spec
+            .job_template
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap()
+            .containers[0]
+            .args
+            .clone()
+            .unwrap();
+        assert!(
+            args.iter().any(|a| a == "--worktree")
+                && !args.iter().any(|a| a.starts_with("--checkout"))
+        );
     }
 }

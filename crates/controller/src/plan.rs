@@ -37,6 +37,7 @@ use model::manifest::{Capability, Manifest};
 use model::resolve;
 use model::resources::{AppliedSchedule, ChannelSpec, HostConfigSpec, Plugin};
 use model::schedule::Timing;
+use model::task::TaskOptions;
 
 /// An installed plugin, as the plan sees it.
 #[derive(Clone, Copy, Debug)]
@@ -133,6 +134,10 @@ pub struct ExistingTask {
     /// Whether that entry left it on (`enabled` not false): what a resume returns it to.
     pub entry_enabled: bool,
     pub suspended: bool,
+    /// The task's own options, as a person set them (its annotation).
+    pub options: TaskOptions,
+    /// The options its Job template runs with now (read back from the trigger's args).
+    pub runs: TaskOptions,
 }
 
 /// A CronJob to apply.
@@ -146,6 +151,8 @@ pub struct SchedulePlan {
     /// Whether its entry leaves it on: recorded on the CronJob, for when a later entry is
     /// refused (see [`ExistingTask::entry_enabled`]).
     pub entry_enabled: bool,
+    /// The task's own options, kept from the CronJob it replaces (none for a new task).
+    pub options: TaskOptions,
 }
 
 /// What the chat should have.
@@ -271,6 +278,7 @@ fn plan_schedules(input: &ChatInputs, view: &PluginView, enabled: bool, plan: &m
                 suspend: suspends(enabled, schedule.enabled),
                 entry_hash: record.entry_hash.clone(),
                 entry_enabled: schedule.enabled,
+                options: existing.map(|t| t.options.clone()).unwrap_or_default(),
             });
             plan.applied.push(record);
         } else if applied_before {
@@ -342,7 +350,8 @@ fn keep_as_is(
     };
     plan.keep.insert(key.clone());
     let suspend = suspends(enabled, task.entry_enabled);
-    if suspend != task.suspended {
+    // Applied again when its on or off changes, or when a person changed its options.
+    if suspend != task.suspended || task.options != task.runs {
         plan.schedules.push(SchedulePlan {
             plugin: plugin.clone(),
             action: action.clone(),
@@ -350,6 +359,7 @@ fn keep_as_is(
             suspend,
             entry_hash: task.entry_hash.clone(),
             entry_enabled: task.entry_enabled,
+            options: task.options.clone(),
         });
     }
     let timing = task.timing.clone();
@@ -504,6 +514,8 @@ mod tests {
                         entry_hash: s.entry_hash.clone(),
                         entry_enabled: s.entry_enabled,
                         suspended: s.suspend,
+                        options: s.options.clone(),
+                        runs: s.options.clone(),
                     },
                 );
             }
@@ -643,6 +655,26 @@ mod tests {
         };
         assert!(!suspend("tick"));
         assert!(suspend("ping"));
+    }
+
+    /// A task's own options (a person's, on its CronJob) stay with it when its entry is
+    /// applied again, and a change of them alone is applied, a refused entry's task too.
+    #[test]
+    fn a_tasks_own_options_are_kept_and_a_change_of_them_applied() {
+        let mut case = Case::new(project(true, &[("tick", entry(None, None))])).converge();
+        let options = TaskOptions {
+            worktree: true,
+            ..Default::default()
+        };
+        case.existing.get_mut(&key("tick")).unwrap().options = options.clone();
+        assert_eq!(planned(&case.plan(), "tick").options, options);
+        case = case.converge();
+        case.project = project(true, &[("tick", entry(None, Some("61 25 * * *")))]);
+        assert!(case.plan().schedules.iter().all(|s| s.action != "tick"));
+        case.existing.get_mut(&key("tick")).unwrap().options = TaskOptions::default();
+        let plan = case.plan();
+        let tick = planned(&plan, "tick");
+        assert!(tick.options.is_plain() && !tick.suspend, "{tick:?}");
     }
 
     #[test]

@@ -24,5 +24,6 @@ pub mod resources;
 pub mod run_contract;
 pub mod schema;
 pub mod security;
+pub mod task;
 
 pub use manifest::{self, schedule, time};

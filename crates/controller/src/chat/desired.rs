@@ -166,6 +166,8 @@ pub fn desired<'a>(facts: &'a Facts, plan: &'a ChatPlan) -> Desired<'a> {
                 self_image: facts.self_image,
                 api_url: &facts.api_url,
                 owner: owner.clone(),
+                options: &schedule.options,
+                working_tree: facts.channel.spec.working_tree.as_ref(),
             });
             let live = facts
                 .cronjobs

@@ -50,6 +50,8 @@ fn cronjob() -> CronJob {
         self_image: "registry.local/loop-plugins@sha256:00",
         api_url: "http://api:8080",
         owner: owner(),
+        options: &Default::default(),
+        working_tree: None,
     }))
 }
 
