@@ -276,6 +276,8 @@ mod tests {
             self_image: "registry.local/loop-plugins@sha256:00",
             api_url: "http://api:8080",
             owner: Default::default(),
+            options: &Default::default(),
+            working_tree: None,
         });
         let container = &cronjob
             .spec
@@ -302,5 +304,64 @@ mod tests {
         assert!(matches!(decide(&args), TickDecision::Completes { .. }));
         args.job = Some(format!("echo-c-tick-{}", anchor.as_second() / 60 + 60));
         assert!(matches!(decide(&args), TickDecision::Waits { .. }));
+    }
+
+    /// A worktree task's flags parse as the trigger reads them.
+    #[test]
+    fn a_worktree_tasks_cronjob_gives_the_trigger_its_options() {
+        let timing = Timing::EveryTick("0 * * * *".into());
+        let options = model::task::TaskOptions {
+            worktree: true,
+            update_before_run: true,
+            auto_delete_seconds: Some(600),
+        };
+        let tree = model::resources::WorkingTree {
+            claim_name: "tree".into(),
+            sub_path: Some("repo".into()),
+        };
+        let cronjob = build_cronjob(&CronJobInputs {
+            plugin: "echo",
+            project: "proj",
+            channel: "c",
+            namespace: "team",
+            action: "tick",
+            timing: &timing,
+            suspend: false,
+            entry_hash: "sha256:00",
+            entry_enabled: true,
+            self_image: "registry.local/loop-plugins@sha256:00",
+            api_url: "http://api:8080",
+            owner: Default::default(),
+            options: &options,
+            working_tree: Some(&tree),
+        });
+        let container = &cronjob
+            .spec
+            .job_template
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap()
+            .containers[0];
+        let command = container.command.clone().unwrap_or_default();
+        let argv = ["loop-plugins".to_string()]
+            .into_iter()
+            .chain(command[1..].iter().cloned())
+            .chain(container.args.clone().unwrap_or_default());
+        let Command::Trigger(args) = Cli::try_parse_from(argv).expect("the args parse").command
+        else {
+            panic!("not the trigger");
+        };
+        assert!(args.worktree && args.update_before_run);
+        assert_eq!(
+            args.checkout.as_deref(),
+            Some(std::path::Path::new("/workspace/repo"))
+        );
+        assert_eq!(
+            args.worktrees.as_deref(),
+            Some(std::path::Path::new("/workspace/.loop-worktrees/c"))
+        );
+        assert_eq!(args.auto_delete_seconds, Some(600));
     }
 }

@@ -6,6 +6,11 @@
 //! (`--interval` and `--anchor`) calls only on the tick that completes one, and exits 0 on the
 //! others: [`decide`] reads the tick from the Job's name and nothing from the clock (the rule,
 //! and what it means for a late, a missed or a repeated tick, is `model::schedule::ticks`'s).
+//!
+//! A worktree task (`--worktree`, the task's own options: `model::task`) runs its action in
+//! its worktree thread instead, made or rebased first ([`worktree_thread`]).
+
+mod worktree_thread;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -61,6 +66,21 @@ pub struct TriggerArgs {
     /// from the Pod's job-name label).
     #[arg(long, env = JOB_ENV)]
     pub job: Option<String>,
+    /// Run the action in the task's worktree thread, made on the first run.
+    #[arg(long)]
+    pub worktree: bool,
+    /// The channel's checkout, where the channel's working tree is mounted.
+    #[arg(long, requires = "worktree")]
+    pub checkout: Option<PathBuf>,
+    /// The folder the channel's worktrees are made in, on the same volume.
+    #[arg(long, requires = "worktree")]
+    pub worktrees: Option<PathBuf>,
+    /// Rebase the worktree onto the origin branch before a later run.
+    #[arg(long, requires = "worktree")]
+    pub update_before_run: bool,
+    /// Delete the thread this many seconds after the action started.
+    #[arg(long, requires = "worktree")]
+    pub auto_delete_seconds: Option<u64>,
 }
 
 /// Whether this run calls the action, and why.
@@ -132,17 +152,20 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     model::schedule::parse_interval(s).map_err(|e| e.to_string())
 }
 
-/// The run-action URL for the args.
-pub fn action_url(args: &TriggerArgs) -> String {
+/// The run-action URL for the args, in chat `chat` (the channel, or a worktree task's thread).
+pub fn action_url(args: &TriggerArgs, chat: &str) -> String {
     format!(
-        "{}{PREFIX}/namespaces/{}/channels/{}/plugins/{}/actions/{}",
+        "{}{PREFIX}/namespaces/{}/channels/{chat}/plugins/{}/actions/{}",
         args.api_url.trim_end_matches('/'),
         args.namespace,
-        args.channel,
         args.plugin,
         args.action
     )
 }
+
+/// How long a call into a thread made just now tries again while the host does not serve it
+/// yet (its instance is being made).
+const NEW_THREAD_WAIT: Duration = Duration::from_secs(90);
 
 /// Runs the action once when this tick calls it (see [`decide`]); an error says why, and
 /// makes the process exit non-zero.
@@ -168,23 +191,29 @@ pub async fn run(args: TriggerArgs) -> anyhow::Result<()> {
         }
     }
     let http = builder.build().context("building the HTTP client")?;
-    let url = action_url(&args);
-    let body = json!({ "trigger": "schedule", "task_id": args.task });
-    // A refused connection never reached the host (it may be restarting): try again a little.
-    let mut attempt = 0;
-    let response = loop {
-        attempt += 1;
-        match http.post(&url).bearer_auth(token).json(&body).send().await {
-            Ok(r) => break r,
-            Err(e) if e.is_connect() && attempt < 4 => {
-                tracing::warn!(error = %e, attempt, "the host API is not reachable; trying again");
-                tokio::time::sleep(Duration::from_secs(2 * attempt)).await;
-            }
-            Err(e) => return Err(e).with_context(|| format!("calling {url}")),
-        }
+    let (chat, new_thread) = if args.worktree {
+        let thread = worktree_thread::prepare(&args, Timestamp::now()).await?;
+        (thread.name, thread.made)
+    } else {
+        (args.channel.clone(), false)
     };
-    let status = response.status();
-    let text = response.text().await.unwrap_or_default();
+    let url = action_url(&args, &chat);
+    let body = json!({ "trigger": "schedule", "task_id": args.task });
+    let patient_until = tokio::time::Instant::now() + NEW_THREAD_WAIT;
+    let (status, text) = loop {
+        let (status, text) = call_once(&http, &url, token, &body).await?;
+        // A thread made just now: the host serves it once its instance is there.
+        let not_yet = matches!(status.as_u16(), 404 | 409 | 503);
+        if new_thread && not_yet && tokio::time::Instant::now() < patient_until {
+            tracing::info!(
+                status = status.as_u16(),
+                "the new thread is not served yet; trying again"
+            );
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        }
+        break (status, text);
+    };
     if !status.is_success() {
         let message = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
@@ -202,16 +231,40 @@ pub async fn run(args: TriggerArgs) -> anyhow::Result<()> {
             args.action,
             args.plugin,
             args.namespace,
-            args.channel,
+            chat,
             args.task,
             status.as_u16()
         );
     }
     println!(
         "action {} of plugin {} in {}/{}: accepted (task {})",
-        args.action, args.plugin, args.namespace, args.channel, args.task
+        args.action, args.plugin, args.namespace, chat, args.task
     );
     Ok(())
+}
+
+/// One call; a refused connection never reached the host (it may be restarting), so it is
+/// tried again a little.
+async fn call_once(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<(reqwest::StatusCode, String)> {
+    let mut attempt = 0;
+    let response = loop {
+        attempt += 1;
+        match http.post(url).bearer_auth(token).json(body).send().await {
+            Ok(r) => break r,
+            Err(e) if e.is_connect() && attempt < 4 => {
+                tracing::warn!(error = %e, attempt, "the host API is not reachable; trying again");
+                tokio::time::sleep(Duration::from_secs(2 * attempt)).await;
+            }
+            Err(e) => return Err(e).with_context(|| format!("calling {url}")),
+        }
+    };
+    let status = response.status();
+    Ok((status, response.text().await.unwrap_or_default()))
 }
 
 #[cfg(test)]
@@ -238,7 +291,7 @@ mod tests {
             "--task=echo-general-tick",
         ]);
         assert_eq!(
-            action_url(&cli.args),
+            action_url(&cli.args, "general"),
             "http://api:8080/api/host/v1/namespaces/team/channels/general/plugins/echo/actions/tick"
         );
         assert_eq!(cli.args.token_file, PathBuf::from(SERVICE_ACCOUNT_TOKEN));
