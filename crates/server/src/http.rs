@@ -256,7 +256,20 @@ pub fn json_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Str
     if first.is_some_and(|b| *b != b'{') {
         return Err("the body is not a valid request: it must be a JSON object".to_string());
     }
-    serde_json::from_slice(body).map_err(|e| format!("the body is not a valid request: {e}"))
+    // The field a refusal is about is named first (`worktree: invalid type ...`).
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            format!("the body is not a valid request: {inner}")
+        } else {
+            format!("the body is not a valid request: {path}: {inner}")
+        }
+    })?;
+    de.end()
+        .map_err(|e| format!("the body is not a valid request: {e}"))?;
+    Ok(value)
 }
 
 #[cfg(test)]

@@ -123,9 +123,16 @@ impl Permission {
         Self::on_chat("update", "notifications", ns, chat)
     }
 
-    /// `get channels/tasks`: a chat's scheduled tasks (the Tasks panel).
+    /// `get channels/tasks`: a chat's scheduled tasks (the Tasks panel); `update` sets a
+    /// task's own options.
     pub fn tasks(ns: &str, chat: &str) -> Self {
         Self::on_chat("get", "tasks", ns, chat)
+    }
+
+    /// `update channels/tasks`: setting a task's own options (then written with the caller's
+    /// own token, `patch cronjobs` deciding too).
+    pub fn task_options(ns: &str, chat: &str) -> Self {
+        Self::on_chat("update", "tasks", ns, chat)
     }
 
     /// `<verb> channels/quality`: a chat's quality scan (`update` posts one, `get` reads it

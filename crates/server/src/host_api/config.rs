@@ -39,7 +39,7 @@ fn writes(s: &HostState) -> HostResult<SharedPerson> {
     })
 }
 
-fn write_error(e: PersonError) -> HostError {
+pub(super) fn write_error(e: PersonError) -> HostError {
     match e {
         PersonError::Refused { status, message } => {
             let code = match status {

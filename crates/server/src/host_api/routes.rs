@@ -5,7 +5,7 @@
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, patch, post};
+use axum::routing::{get, patch, post, put};
 
 use super::state::HostState;
 use super::{
@@ -16,7 +16,7 @@ use super::{
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 40] = [
+pub const ROUTES: [(&str, &str); 41] = [
     ("GET", "/approvals"),
     ("GET", "/namespaces/{namespace}/approvals"),
     ("GET", "/namespaces/{namespace}/approvals/watch"),
@@ -102,6 +102,10 @@ pub const ROUTES: [(&str, &str); 40] = [
     ),
     ("GET", "/namespaces/{namespace}/chats"),
     ("GET", "/namespaces/{namespace}/channels/{channel}/tasks"),
+    (
+        "PUT",
+        "/namespaces/{namespace}/channels/{channel}/tasks/{task}/options",
+    ),
     ("GET", "/namespaces/{namespace}/projects/{project}/plugins"),
     (
         "PATCH",
@@ -206,6 +210,10 @@ pub fn routes(state: &HostState) -> Router<HostState> {
         .route(
             "/namespaces/{namespace}/channels/{channel}/tasks",
             get(tasks::list),
+        )
+        .route(
+            "/namespaces/{namespace}/channels/{channel}/tasks/{task}/options",
+            put(tasks::set_options).layer(small),
         )
         .route(
             "/namespaces/{namespace}/projects/{project}/plugins",

@@ -6,8 +6,15 @@
 //! server then lists the chat's CronJobs itself (a live list: its index holds none). Making,
 //! editing, turning off and deleting a task are edits of the project's entry
 //! (`PATCH .../projects/{project}/plugins/{plugin}`, `crate::host_api::config`).
+//!
+//! `PUT .../channels/{channel}/tasks/{task}/options`: the task's own options (Worktree, Update
+//! before run, Auto-delete: `model::task`), which are the task's and not the entry's. After the
+//! caller's `update channels/tasks`, they are written on the task's CronJob with the caller's own
+//! token (`crate::person`), so `patch cronjobs` in the namespace decides; the controller then
+//! gives the task's trigger what they need.
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -16,9 +23,9 @@ use k8s_openapi::api::batch::v1::CronJob;
 use serde::Serialize;
 use serde_json::json;
 
-use super::auth::Permission;
+use super::auth::{Permission, bearer};
 use super::error::{Code, HostError, HostResult};
-use super::state::HostState;
+use super::state::{HostState, json_body};
 use model::config::ConfigLevel;
 use model::names::{
     LABEL_ACTION, LABEL_CHANNEL, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_PLUGIN, MANAGED_BY,
@@ -26,6 +33,7 @@ use model::names::{
 use model::resolve::schedules::resolve_schedules;
 use model::resolve::{ProjectView, approved_plugins};
 use model::schedule::{Schedule, format_interval, next_run, parse_cron};
+use model::task::{ANNOTATION_TASK_OPTIONS, TaskOptions};
 
 /// One task as the Tasks panel shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -56,6 +64,11 @@ pub struct TaskView {
     /// `running`, `succeeded` or `failed`, for the last run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_outcome: Option<&'static str>,
+    /// The task's own options (all off when none were set).
+    pub options: TaskOptions,
+    /// Why the options written on its CronJob are not read (it runs as a plain task).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub options_problem: Option<String>,
 }
 
 /// Which config's entry asks for a plugin's action, and its schedule as written.
@@ -84,6 +97,16 @@ pub fn task_view(cronjob: &CronJob, entries: &EntryOf, now: Timestamp) -> Option
         .flatten()
         .and_then(|cron| next_run(&cron, now));
     let entry = entries(&plugin, &action);
+    let written_options = cronjob
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_TASK_OPTIONS));
+    let (options, options_problem) = match written_options.map(|v| TaskOptions::from_json(v)) {
+        None => (TaskOptions::default(), None),
+        Some(Ok(options)) => (options, None),
+        Some(Err(e)) => (TaskOptions::default(), Some(e.to_string())),
+    };
     let source = entry.as_ref().map(|(level, _)| match level {
         ConfigLevel::Global => "global",
         ConfigLevel::Project => "project",
@@ -100,6 +123,8 @@ pub fn task_view(cronjob: &CronJob, entries: &EntryOf, now: Timestamp) -> Option
         next_run: next.map(|t| t.to_string()),
         last_run: last_scheduled.map(|t| t.to_string()),
         last_outcome,
+        options,
+        options_problem,
     })
 }
 
@@ -119,21 +144,9 @@ pub async fn list(
 ) -> HostResult<Response> {
     s.authorize(&headers, &Permission::tasks(&ns, &chat))
         .await?;
-    let reader = s.tasks.clone().ok_or_else(|| {
-        HostError::new(
-            Code::Unavailable,
-            "this server lists no tasks (it runs without a cluster)",
-        )
-    })?;
     let index = s.index();
     let channel = crate::delivery::target::chat(index, &ns, &chat)?;
-    let selector = format!(
-        "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}=schedule,{LABEL_CHANNEL}={chat}"
-    );
-    let cronjobs = reader
-        .cronjobs(&ns, &selector)
-        .await
-        .map_err(|why| HostError::new(Code::Unavailable, why))?;
+    let cronjobs = cronjobs_of(&s, &ns, &chat).await?;
     // Which config asks for each task: the global entries, each replaced by the project's
     // approved one, as the controller resolves them.
     let host = index.host_config();
@@ -166,6 +179,67 @@ pub async fn list(
         "tasks": tasks,
     }))
     .into_response())
+}
+
+/// The chat's tasks' CronJobs, listed live by the API server.
+async fn cronjobs_of(s: &HostState, ns: &str, chat: &str) -> HostResult<Vec<CronJob>> {
+    let reader = s.tasks.clone().ok_or_else(|| {
+        HostError::new(
+            Code::Unavailable,
+            "this server lists no tasks (it runs without a cluster)",
+        )
+    })?;
+    let selector = format!(
+        "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}=schedule,{LABEL_CHANNEL}={chat}"
+    );
+    reader
+        .cronjobs(ns, &selector)
+        .await
+        .map_err(|why| HostError::new(Code::Unavailable, why))
+}
+
+/// The merge patch that writes `options` on a task's CronJob: all off removes the annotation.
+pub fn options_patch(options: &TaskOptions) -> serde_json::Value {
+    let value = (!options.is_plain()).then(|| options.to_json());
+    json!({"metadata": {"annotations": {ANNOTATION_TASK_OPTIONS: value}}})
+}
+
+/// `PUT .../channels/{channel}/tasks/{task}/options`.
+pub async fn set_options(
+    State(s): State<HostState>,
+    Path((ns, chat, task)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> HostResult<Response> {
+    s.authorize(&headers, &Permission::task_options(&ns, &chat))
+        .await?;
+    let options: TaskOptions = json_body(&body)?;
+    options
+        .check()
+        .map_err(|e| HostError::new(Code::InvalidBody, e.to_string()))?;
+    let writes = s.person.clone().ok_or_else(|| {
+        HostError::new(
+            Code::Unavailable,
+            "this server writes no tasks (it runs without a cluster)",
+        )
+    })?;
+    crate::delivery::target::chat(s.index(), &ns, &chat)?;
+    let cronjobs = cronjobs_of(&s, &ns, &chat).await?;
+    if !cronjobs
+        .iter()
+        .any(|c| c.metadata.name.as_deref() == Some(task.as_str()))
+    {
+        return Err(HostError::new(
+            Code::NotFound,
+            format!("chat {chat} has no task {task}"),
+        ));
+    }
+    let token = bearer(&headers)?;
+    writes
+        .patch_cronjob(token, &ns, &task, options_patch(&options))
+        .await
+        .map_err(super::config::write_error)?;
+    Ok(Json(json!({"task": task, "options": options})).into_response())
 }
 
 #[cfg(test)]

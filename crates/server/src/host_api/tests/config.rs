@@ -161,15 +161,12 @@ async fn the_clusters_refusal_is_the_answer_and_a_trust_names_the_version_read()
     );
 }
 
-/// The Tasks panel's list: the chat's CronJobs as tasks, each with whose entry makes it.
-#[tokio::test]
-async fn the_tasks_are_the_chats_cronjobs_with_whose_entry_makes_each() {
+pub(super) fn cronjob(chat: &str, action: &str) -> k8s_openapi::api::batch::v1::CronJob {
     use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec};
     use model::names::{
         LABEL_ACTION, LABEL_CHANNEL, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_PLUGIN, MANAGED_BY,
     };
-    let w = World::new().await;
-    let cronjob = |chat: &str, action: &str| {
+    {
         let mut c = CronJob {
             spec: CronJobSpec {
                 schedule: "*/5 * * * *".into(),
@@ -192,7 +189,13 @@ async fn the_tasks_are_the_chats_cronjobs_with_whose_entry_makes_each() {
             .collect(),
         );
         c
-    };
+    }
+}
+
+/// The Tasks panel's list: the chat's CronJobs as tasks, each with whose entry makes it.
+#[tokio::test]
+async fn the_tasks_are_the_chats_cronjobs_with_whose_entry_makes_each() {
+    let w = World::new().await;
     *w.tasks.0.lock().unwrap() = vec![cronjob("general", "tick"), cronjob("random", "tick")];
     let a = w
         .send("GET", "/channels/general/tasks", Some(TOKEN), "")
@@ -205,4 +208,114 @@ async fn the_tasks_are_the_chats_cronjobs_with_whose_entry_makes_each() {
     assert!(tasks[0]["nextRun"].is_string(), "{}", a.json);
     // No entry asks for it in this world (the project's entry has no schedules).
     assert_eq!(tasks[0]["deletable"], false);
+}
+
+/// A task's own options: checked (each refusal names its field), written on the chat's own
+/// CronJob with the caller's token (all off removes them), the cluster's refusal passed on,
+/// and read back in the list.
+#[tokio::test]
+async fn a_tasks_options_are_checked_then_written_on_its_cronjob_as_the_caller() {
+    use model::task::ANNOTATION_TASK_OPTIONS;
+    let w = World::new().await;
+    *w.tasks.0.lock().unwrap() = vec![cronjob("general", "tick"), cronjob("random", "tick")];
+    let put = |task: &str, body: &str| {
+        let path = format!("/channels/general/tasks/{task}/options");
+        let body = body.to_string();
+        let w = &w;
+        async move { w.send("PUT", &path, Some(TOKEN), &body).await }
+    };
+    let all = r#"{"worktree": true, "updateBeforeRun": true, "autoDeleteSeconds": 600}"#;
+    let a = put("echo-general-tick", all).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert_eq!(a.json["options"]["autoDeleteSeconds"], 600);
+    let a = put("echo-general-tick", "{}").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    let written = w.person.written.lock().unwrap().clone();
+    let value = model::task::TaskOptions::from_json(all).unwrap().to_json();
+    assert_eq!(
+        written,
+        [
+            Written::CronJob {
+                token: TOKEN.into(),
+                namespace: NS.into(),
+                name: "echo-general-tick".into(),
+                patch: json!({"metadata": {"annotations": {ANNOTATION_TASK_OPTIONS: value}}}),
+            },
+            Written::CronJob {
+                token: TOKEN.into(),
+                namespace: NS.into(),
+                name: "echo-general-tick".into(),
+                patch: json!({"metadata": {"annotations": {ANNOTATION_TASK_OPTIONS: null}}}),
+            },
+        ]
+    );
+    // Refused before anything is written, naming the field.
+    for (body, field) in [
+        (
+            r#"{"updateBeforeRun": true}"#,
+            "updateBeforeRun: needs worktree",
+        ),
+        (
+            r#"{"worktree": true, "autoDeleteSeconds": 0}"#,
+            "autoDeleteSeconds: 0",
+        ),
+        (r#"{"worktree": true, "rebase": true}"#, "rebase"),
+        (r#"{"worktree": "yes"}"#, "worktree"),
+    ] {
+        let a = put("echo-general-tick", body).await;
+        assert_eq!(
+            (a.status, a.code()),
+            (StatusCode::BAD_REQUEST, "invalid_body"),
+            "{body}"
+        );
+        assert!(a.message().contains(field), "{body}: {}", a.json);
+    }
+    // Another chat's task, or none: not found here.
+    for task in ["echo-random-tick", "nope"] {
+        let a = put(task, "{}").await;
+        assert_eq!(a.status, StatusCode::NOT_FOUND, "{task}: {}", a.json);
+    }
+    assert_eq!(w.person.written.lock().unwrap().len(), 2);
+    // The cluster's refusal, passed on with its words.
+    *w.person.refuse.lock().unwrap() = Some((
+        403,
+        "cronjobs.batch \"echo-general-tick\" is forbidden: User \"ann\" cannot patch resource \"cronjobs\" in API group \"batch\"".into(),
+    ));
+    let a = put("echo-general-tick", all).await;
+    assert_eq!((a.status, a.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    assert!(
+        a.message().contains("cannot patch resource \"cronjobs\""),
+        "{}",
+        a.json
+    );
+    // Read back in the list; an unreadable annotation says why and counts as all off.
+    let mut tasks = vec![cronjob("general", "tick")];
+    tasks[0].metadata.annotations = Some([(ANNOTATION_TASK_OPTIONS.to_string(), value)].into());
+    *w.tasks.0.lock().unwrap() = tasks.clone();
+    let a = w
+        .send("GET", "/channels/general/tasks", Some(TOKEN), "")
+        .await;
+    assert_eq!(
+        a.json["tasks"][0]["options"]["worktree"], true,
+        "{}",
+        a.json
+    );
+    tasks[0].metadata.annotations =
+        Some([(ANNOTATION_TASK_OPTIONS.to_string(), "{".to_string())].into());
+    *w.tasks.0.lock().unwrap() = tasks;
+    let a = w
+        .send("GET", "/channels/general/tasks", Some(TOKEN), "")
+        .await;
+    assert_eq!(
+        a.json["tasks"][0]["options"],
+        json!({"worktree": false, "updateBeforeRun": false})
+    );
+    assert!(
+        a.json["tasks"][0]["optionsProblem"]
+            .as_str()
+            .unwrap()
+            .starts_with("not task options"),
+        "{}",
+        a.json
+    );
 }

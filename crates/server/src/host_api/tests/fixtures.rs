@@ -835,6 +835,11 @@ impl Answer {
     pub fn code(&self) -> &str {
         self.json["error"]["code"].as_str().unwrap_or("")
     }
+
+    /// The message of an error answer.
+    pub fn message(&self) -> &str {
+        self.json["error"]["message"].as_str().unwrap_or("")
+    }
 }
 
 /// Paths of echo's routes in a chat.

@@ -134,6 +134,7 @@ fn every_operation_states_its_time_limit_and_permission() {
             "/ui/commands/{id}",
             "/chats",
             "/tasks",
+            "/tasks/{task}/options",
             "/projects/{project}/plugins",
             "/projects/{project}/plugins/{plugin}",
             "/projects/{project}/trust",
@@ -300,6 +301,9 @@ async fn the_spec_examples_get_documented_answers() {
             };
             if op.path.ends_with("/live/requests/{id}") {
                 w.waiting_request("general", "4f1c2a9b0e7d3c58").await;
+            }
+            if op.path.ends_with("/tasks/{task}/options") {
+                *w.tasks.0.lock().unwrap() = vec![super::config::cronjob("general", "tick")];
             }
             if op.path.ends_with("/ui/commands/{id}") {
                 let steps = serde_json::json!([{ "type": "select_chat" }, { "type": "compose", "text": "hi" }]);
