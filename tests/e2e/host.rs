@@ -1539,7 +1539,7 @@ async fn cronjob(ns: Ns) -> anyhow::Result<()> {
 
 /// Runs `scenario` with a host API that a CronJob's `trigger` reaches at the HostConfig's
 /// apiUrl, and the HostConfig as it was afterwards.
-async fn with_trigger_host<F>(ns: Ns, scenario: F) -> anyhow::Result<()>
+pub(crate) async fn with_trigger_host<F>(ns: Ns, scenario: F) -> anyhow::Result<()>
 where
     F: AsyncFnOnce(&Ns, &HostServer) -> anyhow::Result<()>,
 {

@@ -37,6 +37,7 @@ mod ui_commands;
 mod unreadable;
 mod versions;
 mod watch;
+mod worktree_tasks;
 
 fn main() -> std::process::ExitCode {
     // reqwest's TLS provider (it is built without one): ring's, before any client is built.
@@ -77,6 +78,7 @@ fn main() -> std::process::ExitCode {
         unreadable::tests(),
         versions::tests(),
         watch::tests(),
+        worktree_tasks::tests(),
     ];
     support::run(modules.into_iter().flatten().collect())
 }
