@@ -49,7 +49,7 @@ pub struct HostState {
     /// The writes a person makes with their own token (None: a server without a cluster).
     pub person: Option<crate::person::SharedPerson>,
     /// Where chats' scheduled tasks (CronJobs) are read (None: a server without a cluster).
-    pub tasks: Option<Arc<dyn super::cronjobs::TaskReader>>,
+    pub tasks: Option<Arc<dyn super::cronjobs::TaskStore>>,
     /// The one path of a tool call, with the approval desk an agent's call waits at.
     pub tools: ToolCalls,
     /// Chats' quality scans: the app's writes, shared with the Plugin API that reads them

@@ -8,9 +8,11 @@
 //! (`PATCH .../projects/{project}/plugins/{plugin}`, `crate::host_api::config`).
 //!
 //! `PUT .../channels/{channel}/tasks/{task}/options`: the task's own options (Worktree, Update
-//! before run, Auto-delete: `model::task`), which are the task's and not the entry's. After the
-//! caller's `update channels/tasks`, they are written on the task's CronJob with the caller's own
-//! token (`crate::person`), so `patch cronjobs` in the namespace decides; the controller then
+//! before run, Auto-delete: `model::task`), which are the task's and not the entry's. The host
+//! API acts with the caller's identity: RBAC's `update channels/tasks` on the chat decides, then
+//! the API server writes the options' annotation, and nothing else, on the task's CronJob
+//! (a person given `patch cronjobs` could rewrite what the trigger's Pod runs, with its
+//! ServiceAccount's rights; this grant lets them change the options alone). The controller then
 //! gives the task's trigger what they need.
 
 use axum::Json;
@@ -23,7 +25,7 @@ use k8s_openapi::api::batch::v1::CronJob;
 use serde::Serialize;
 use serde_json::json;
 
-use super::auth::{Permission, bearer};
+use super::auth::Permission;
 use super::error::{Code, HostError, HostResult};
 use super::state::{HostState, json_body};
 use model::config::ConfigLevel;
@@ -211,18 +213,13 @@ pub async fn set_options(
     headers: HeaderMap,
     body: Bytes,
 ) -> HostResult<Response> {
-    s.authorize(&headers, &Permission::task_options(&ns, &chat))
+    let user = s
+        .authorized_user(&headers, &Permission::task_options(&ns, &chat))
         .await?;
     let options: TaskOptions = json_body(&body)?;
     options
         .check()
         .map_err(|e| HostError::new(Code::InvalidBody, e.to_string()))?;
-    let writes = s.person.clone().ok_or_else(|| {
-        HostError::new(
-            Code::Unavailable,
-            "this server writes no tasks (it runs without a cluster)",
-        )
-    })?;
     crate::delivery::target::chat(s.index(), &ns, &chat)?;
     let cronjobs = cronjobs_of(&s, &ns, &chat).await?;
     if !cronjobs
@@ -234,11 +231,17 @@ pub async fn set_options(
             format!("chat {chat} has no task {task}"),
         ));
     }
-    let token = bearer(&headers)?;
-    writes
-        .patch_cronjob(token, &ns, &task, options_patch(&options))
+    let store = s.tasks.clone().ok_or_else(|| {
+        HostError::new(
+            Code::Unavailable,
+            "this server writes no tasks (it runs without a cluster)",
+        )
+    })?;
+    store
+        .patch_options(&ns, &task, options_patch(&options))
         .await
-        .map_err(super::config::write_error)?;
+        .map_err(|why| HostError::new(Code::Unavailable, why))?;
+    tracing::info!(user = %user.username, namespace = %ns, %task, options = %options.to_json(), "a task's options set");
     Ok(Json(json!({"task": task, "options": options})).into_response())
 }
 

@@ -1,7 +1,6 @@
 //! What a person changes through the host API, made with their own token, so Kubernetes RBAC
 //! decides and the API server's audit log names them: a plugin's entry in the global config
-//! (HostConfig) or a project's (Project), trusting a project's config, and a scheduled task's
-//! own options (its CronJob's annotation). The API server's own
+//! (HostConfig) or a project's (Project), and trusting a project's config. The API server's own
 //! ServiceAccount has none of these rights, and needs none.
 //!
 //! - [`trust`]: trusting a project (the CLI's `project trust` is the same write);
@@ -12,7 +11,6 @@ pub mod trust;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::batch::v1::CronJob;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::Value;
@@ -67,14 +65,6 @@ pub trait Person: Send + Sync {
         project: &'a str,
         hash: &'a str,
     ) -> BoxFuture<'a, Result<String, PersonError>>;
-    /// Merge-patches CronJob `name` of `namespace` (a task's options).
-    fn patch_cronjob<'a>(
-        &'a self,
-        token: &'a str,
-        namespace: &'a str,
-        name: &'a str,
-        patch: Value,
-    ) -> BoxFuture<'a, Result<(), PersonError>>;
 }
 
 /// The cluster, reached as the person: the API server's own connection (its address and CA)
@@ -157,22 +147,6 @@ impl Person for KubePerson {
                 })
         })
     }
-
-    fn patch_cronjob<'a>(
-        &'a self,
-        token: &'a str,
-        namespace: &'a str,
-        name: &'a str,
-        patch: Value,
-    ) -> BoxFuture<'a, Result<(), PersonError>> {
-        Box::pin(async move {
-            let api: Api<CronJob> = Api::namespaced(self.client(token)?, namespace);
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map(|_| ())
-                .map_err(|e| PersonError::of(&format!("CronJob {namespace}/{name}"), e))
-        })
-    }
 }
 
 /// One write a person made, as [`Recorded`] keeps it.
@@ -193,12 +167,6 @@ pub enum Written {
         namespace: String,
         project: String,
         hash: String,
-    },
-    CronJob {
-        token: String,
-        namespace: String,
-        name: String,
-        patch: Value,
     },
 }
 
@@ -262,22 +230,6 @@ impl Person for Recorded {
             hash: hash.into(),
         };
         Box::pin(async move { self.record(w).map(|()| hash.to_string()) })
-    }
-
-    fn patch_cronjob<'a>(
-        &'a self,
-        token: &'a str,
-        namespace: &'a str,
-        name: &'a str,
-        patch: Value,
-    ) -> BoxFuture<'a, Result<(), PersonError>> {
-        let w = Written::CronJob {
-            token: token.into(),
-            namespace: namespace.into(),
-            name: name.into(),
-            patch,
-        };
-        Box::pin(async move { self.record(w) })
     }
 }
 

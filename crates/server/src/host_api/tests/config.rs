@@ -211,10 +211,10 @@ async fn the_tasks_are_the_chats_cronjobs_with_whose_entry_makes_each() {
 }
 
 /// A task's own options: checked (each refusal names its field), written on the chat's own
-/// CronJob with the caller's token (all off removes them), the cluster's refusal passed on,
-/// and read back in the list.
+/// CronJob by the API server once RBAC let the caller (all off removes them; the 403 of a
+/// caller without `update channels/tasks` is the spec's test), and read back in the list.
 #[tokio::test]
-async fn a_tasks_options_are_checked_then_written_on_its_cronjob_as_the_caller() {
+async fn a_tasks_options_are_checked_then_written_on_its_cronjob() {
     use model::task::ANNOTATION_TASK_OPTIONS;
     let w = World::new().await;
     *w.tasks.0.lock().unwrap() = vec![cronjob("general", "tick"), cronjob("random", "tick")];
@@ -230,24 +230,17 @@ async fn a_tasks_options_are_checked_then_written_on_its_cronjob_as_the_caller()
     assert_eq!(a.json["options"]["autoDeleteSeconds"], 600);
     let a = put("echo-general-tick", "{}").await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.json);
-    let written = w.person.written.lock().unwrap().clone();
     let value = model::task::TaskOptions::from_json(all).unwrap().to_json();
+    let patch = |v: serde_json::Value| {
+        (
+            NS.to_string(),
+            "echo-general-tick".to_string(),
+            json!({"metadata": {"annotations": {ANNOTATION_TASK_OPTIONS: v}}}),
+        )
+    };
     assert_eq!(
-        written,
-        [
-            Written::CronJob {
-                token: TOKEN.into(),
-                namespace: NS.into(),
-                name: "echo-general-tick".into(),
-                patch: json!({"metadata": {"annotations": {ANNOTATION_TASK_OPTIONS: value}}}),
-            },
-            Written::CronJob {
-                token: TOKEN.into(),
-                namespace: NS.into(),
-                name: "echo-general-tick".into(),
-                patch: json!({"metadata": {"annotations": {ANNOTATION_TASK_OPTIONS: null}}}),
-            },
-        ]
+        w.tasks.1.lock().unwrap().clone(),
+        [patch(json!(value)), patch(serde_json::Value::Null)]
     );
     // Refused before anything is written, naming the field.
     for (body, field) in [
@@ -275,19 +268,7 @@ async fn a_tasks_options_are_checked_then_written_on_its_cronjob_as_the_caller()
         let a = put(task, "{}").await;
         assert_eq!(a.status, StatusCode::NOT_FOUND, "{task}: {}", a.json);
     }
-    assert_eq!(w.person.written.lock().unwrap().len(), 2);
-    // The cluster's refusal, passed on with its words.
-    *w.person.refuse.lock().unwrap() = Some((
-        403,
-        "cronjobs.batch \"echo-general-tick\" is forbidden: User \"ann\" cannot patch resource \"cronjobs\" in API group \"batch\"".into(),
-    ));
-    let a = put("echo-general-tick", all).await;
-    assert_eq!((a.status, a.code()), (StatusCode::FORBIDDEN, "forbidden"));
-    assert!(
-        a.message().contains("cannot patch resource \"cronjobs\""),
-        "{}",
-        a.json
-    );
+    assert_eq!(w.tasks.1.lock().unwrap().len(), 2);
     // Read back in the list; an unreadable annotation says why and counts as all off.
     let mut tasks = vec![cronjob("general", "tick")];
     tasks[0].metadata.annotations = Some([(ANNOTATION_TASK_OPTIONS.to_string(), value)].into());
