@@ -36,7 +36,8 @@
 //!   owner's trust, then takes it out of the chat; the global config refuses, naming the right.
 //! - `tasks_a_task_made_edited_turned_off_and_deleted_from_the_tasks_panel_once_trusted`: New
 //!   task → Plugin writes the project's entry and the task is listed once the config is
-//!   trusted; its schedule edited, turned off and deleted the same way.
+//!   trusted; its own options (Worktree, Auto-delete) set in a row under it, a bad value
+//!   refused there first; its schedule edited, turned off and deleted the same way.
 //! - `the_agent_view_shows_a_runs_prompt_tool_call_and_answer_beside_its_plugins_pane`: once the
 //!   plugin started a run, its pane's agent label opens the run's chat beside the panel (the
 //!   prompt, the tool call with its input and answer, the final message), read-only.
@@ -311,6 +312,66 @@ async fn tasks_panel(ns: Ns) -> anyhow::Result<()> {
         )
         .await?;
     world.screenshot(&ns, "tasks").await?;
+    // Its own options: Worktree and Auto-delete; a bad Auto-delete refused in the row first,
+    // then saved on its CronJob and shown on its row.
+    page.click(&format!("{row} .task-options")).await?;
+    let form = "#tasks .task-options-row";
+    world
+        .wait(
+            "the options under the task, the focus on Worktree",
+            &format!(
+                "document.querySelector('{form}') !== null \
+                 && document.activeElement?.id?.endsWith('-options-worktree') \
+                 && document.querySelector('{row} .task-options').getAttribute('aria-expanded') === 'true'"
+            ),
+        )
+        .await?;
+    page.evaluate(&format!(
+        "document.querySelector('{form} input[id$=-worktree]').checked = true; \
+         document.querySelector('{form} input[id$=-auto-delete]').value = '0'; true"
+    ))
+    .await?;
+    page.click(&format!("{form} .task-options-save")).await?;
+    world
+        .wait(
+            "a bad Auto-delete refused in the row, naming the field",
+            &format!(
+                "/^Auto-delete: between 1 and/.test(document.querySelector('{form} .error:not([hidden])')?.textContent ?? '')"
+            ),
+        )
+        .await?;
+    page.evaluate(&format!(
+        "document.querySelector('{form} input[id$=-auto-delete]').value = '3600'; true"
+    ))
+    .await?;
+    world.screenshot(&ns, "task-options").await?;
+    page.click(&format!("{form} .task-options-save")).await?;
+    world
+        .wait(
+            "the options on the task's row, the form closed",
+            &format!(
+                "document.querySelector('{form}') === null \
+                 && /worktree/.test(document.querySelector('{row} .task-option-words')?.textContent ?? '') \
+                 && /auto-delete 1h/.test(document.querySelector('{row} .task-option-words')?.textContent ?? '')"
+            ),
+        )
+        .await?;
+    let task = model::names::cronjob_name(&plugin, "general", "tick");
+    let cronjob = ns
+        .api::<k8s_openapi::api::batch::v1::CronJob>()
+        .get(&task)
+        .await?;
+    let written = cronjob
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get(model::task::ANNOTATION_TASK_OPTIONS)
+        .cloned()
+        .unwrap_or_default();
+    anyhow::ensure!(
+        written == r#"{"worktree":true,"updateBeforeRun":false,"autoDeleteSeconds":3600}"#,
+        "the CronJob's options: {written}"
+    );
     // Its schedule edited.
     page.click(&format!("{row} .task-edit")).await?;
     page.evaluate(&format!(

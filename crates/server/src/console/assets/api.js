@@ -109,6 +109,7 @@ export class HostApi {
   get(path) { return this.json("GET", path); }
   post(path, body = {}) { return this.json("POST", path, body); }
   patch(path, body = {}) { return this.json("PATCH", path, body); }
+  put(path, body = {}) { return this.json("PUT", path, body); }
 
   /** The path of a route of the whole host (the global config). */
   host(rest) {

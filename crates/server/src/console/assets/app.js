@@ -18,6 +18,7 @@ import { runSteps, summary } from "./commands.js";
 import { frameHandlers, memoryState, paneState } from "./frames.js";
 import { editOf, fieldOf, shown } from "./settings_form.js";
 import { SwitchBook, switchKey } from "./switches.js";
+import { optionsFrom, optionsSummary } from "./task_options.js";
 import { applyTheme, theme } from "./theme.js";
 import { ago, fill, h } from "./dom.js";
 
@@ -41,6 +42,8 @@ const $ = (id) => document.getElementById(id);
 /** What the page holds; window.loopConsole shows it to the tests. */
 const state = {
   api: null,
+  /** `chat/plugin/action` → the options a New task asked for, set once the task exists. */
+  pendingOptions: new Map(),
   chats: [],
   chat: null,
   /** plugin → why it can no longer be used in the chat (removed, disabled). */
@@ -987,7 +990,39 @@ async function loadTasks() {
   if (state.chat !== chat.name) return;
   state.tasks = listed.tasks;
   renderTasks(chat);
+  await setPendingOptions(chat);
   await loadTaskOptions(chat);
+}
+
+/** The options a New task asked for, set on its task once the task is there (it is made once
+ * the owner trusts the config and the controller applies the entry). */
+async function setPendingOptions(chat) {
+  for (const t of state.tasks ?? []) {
+    const key = `${chat.name}/${t.plugin}/${t.action}`;
+    const options = state.pendingOptions.get(key);
+    if (!options) continue;
+    state.pendingOptions.delete(key);
+    await writeOptions(chat, t, options, false);
+  }
+}
+
+/** Sets `t`'s own options through the host API (RBAC: update channels/tasks). */
+async function writeOptions(chat, t, options, reload = true) {
+  const path = state.api.chat(chat.name, `/tasks/${encodeURIComponent(t.name)}/options`);
+  try {
+    await state.api.put(path, options);
+    status(`Set the options of ${t.plugin} · ${t.action}.`);
+  } catch (e) {
+    status(`${t.plugin} · ${t.action}: ${e instanceof HostError && e.status === 403
+      ? `this token may not set a task's options (update channels/tasks): ${e.message}`
+      : e.message}`, true);
+    return false;
+  }
+  if (reload) {
+    delete $("tasks").dataset.model;
+    await loadTasks();
+  }
+  return true;
 }
 
 /** The New task menu: each action of a plugin the project enables; and the trust's note. */
@@ -1038,16 +1073,21 @@ function renderTasks(chat) {
 
 function taskRow(chat, t) {
   const outcome = t.lastOutcome ? h("span", { class: `pill run-${t.lastOutcome}` }, t.lastOutcome) : null;
+  const words = optionsSummary(t.options);
   return h("tr", { dataset: { task: t.name, plugin: t.plugin, action: t.action, enabled: String(t.enabled) } },
     h("td", {}, h("strong", {}, t.action), " ", h("span", { class: "muted" }, t.plugin),
-      t.source ? h("span", { class: "muted" }, ` · ${t.source} entry`) : null),
+      t.source ? h("span", { class: "muted" }, ` · ${t.source} entry`) : null,
+      words.length ? h("span", { class: "task-option-words" }, words.map((w) => h("span", { class: "pill" }, w))) : null,
+      t.optionsProblem ? h("span", { class: "error" }, ` options not read: ${t.optionsProblem}`) : null),
     h("td", {}, h("code", {}, t.schedule ?? t.cron), t.enabled ? null : h("span", { class: "pill" }, "off")),
     h("td", {}, t.nextRun ? `${t.nextRun.slice(0, 16).replace("T", " ")} UTC` : "—"),
     h("td", {}, t.lastRun ? ago(t.lastRun) : "never", " ", outcome),
     h("td", {},
       h("button", { type: "button", class: "task-toggle", onclick: () => editTask(chat, t, { enabled: !t.enabled }) },
         t.enabled ? "Turn off" : "Turn on"),
-      h("button", { type: "button", class: "task-edit", onclick: (e) => editSchedule(chat, t, e.target) }, "Edit")),
+      h("button", { type: "button", class: "task-edit", onclick: (e) => editSchedule(chat, t, e.target) }, "Edit"),
+      h("button", { type: "button", class: "task-options", "aria-expanded": "false",
+        onclick: (e) => editOptions(chat, t, e.target) }, "Options")),
     h("td", {}, t.deletable
       ? h("button", { type: "button", class: "task-delete", onclick: () => writeTask(chat, t.plugin, t.action, null) }, "Delete")
       : h("span", { class: "muted", title: "A global entry makes it: it comes back when the entry changes" }, "global")));
@@ -1079,6 +1119,59 @@ function editSchedule(chat, t, button) {
   expr.focus();
 }
 
+/** The task's own options in a row under it: Worktree, Update before run, Auto-delete. */
+function editOptions(chat, t, button) {
+  const row = button.closest("tr");
+  if (row.nextElementSibling?.classList.contains("task-options-row")) {
+    row.nextElementSibling.remove();
+    button.setAttribute("aria-expanded", "false");
+    return;
+  }
+  const id = `task-${t.name}-options`;
+  const o = t.options ?? {};
+  const worktree = h("input", { type: "checkbox", id: `${id}-worktree`, checked: Boolean(o.worktree) });
+  const update = h("input", { type: "checkbox", id: `${id}-update`, checked: Boolean(o.updateBeforeRun) });
+  const autoDelete = h("input", {
+    id: `${id}-auto-delete`, inputmode: "numeric", size: 8,
+    value: o.autoDeleteSeconds === undefined ? "" : String(o.autoDeleteSeconds), placeholder: "off",
+  });
+  const problem = h("p", { class: "error", role: "alert", hidden: true });
+  // A refusal stands until the person changes something.
+  for (const field of [worktree, update, autoDelete]) {
+    field.addEventListener("input", () => { problem.hidden = true; });
+  }
+  const close = () => {
+    formRow.remove();
+    button.setAttribute("aria-expanded", "false");
+    button.focus();
+  };
+  const save = h("button", {
+    type: "button", class: "task-options-save",
+    onclick: async () => {
+      const made = optionsFrom({ worktree: worktree.checked, updateBeforeRun: update.checked, autoDelete: autoDelete.value });
+      if (made.refused) {
+        fill(problem, made.refused);
+        problem.hidden = false;
+        return;
+      }
+      if (await writeOptions(chat, t, made.options)) close();
+    },
+  }, "Save options");
+  const formRow = h("tr", { class: "task-options-row" }, h("td", { colspan: 6 },
+    h("div", { class: "task-options-form", role: "group", "aria-label": `${t.action}: options` },
+      h("label", { for: worktree.id }, worktree, " Worktree"),
+      h("span", { class: "muted" }, "runs the action in a worktree thread of its own, made on the first run"),
+      h("label", { for: update.id }, update, " Update before run"),
+      h("span", { class: "muted" }, "rebases that worktree onto the origin branch first"),
+      h("span", {}, h("label", { for: autoDelete.id }, "Auto-delete after "), autoDelete, " seconds"),
+      h("span", { class: "muted" }, "deletes the thread that long after the action started"),
+      h("span", { class: "actions" }, save, " ", h("button", { type: "button", onclick: close }, "Cancel")),
+      problem)));
+  row.after(formRow);
+  button.setAttribute("aria-expanded", "true");
+  worktree.focus();
+}
+
 async function writeTask(chat, plugin, action, entry) {
   const path = state.api.ns(`/projects/${encodeURIComponent(chat.project)}/plugins/${encodeURIComponent(plugin)}`);
   try {
@@ -1098,9 +1191,19 @@ async function newTask(event) {
   const chosen = $("new-task-action").value;
   if (!chat || !chosen) return;
   const [plugin, action] = chosen.split("/");
+  const made = optionsFrom({
+    worktree: $("new-task-worktree").checked,
+    updateBeforeRun: $("new-task-update").checked,
+    autoDelete: $("new-task-auto-delete").value,
+  });
+  if (made.refused) {
+    status(`New task: ${made.refused}`, true);
+    return;
+  }
   const entry = { enabled: true };
   if ($("new-task-type").value) entry.type = $("new-task-type").value;
   if ($("new-task-schedule").value.trim()) entry.schedule = $("new-task-schedule").value.trim();
+  if (made.options.worktree) state.pendingOptions.set(`${chat.name}/${plugin}/${action}`, made.options);
   $("new-task").open = false;
   await writeTask(chat, plugin, action, entry);
 }
@@ -1493,7 +1596,7 @@ async function poll() {
   if (chat && [...state.panes.values()].some((p) => due(p.expires))) loadPanes(chat);
   const chats = loadChats().catch((e) => e);
   await Promise.all([loadDrawer(), loadNotifications(), loadRuns(), loadApprovals(),
-    document.querySelector("#tasks .task-save") ? null : loadTasks()]);
+    document.querySelector("#tasks .task-save, #tasks .task-options-row") ? null : loadTasks()]);
   const failed = await chats;
   if (failed instanceof HostError && failed.status === 401) {
     signOut(`The cluster no longer accepts the token (expired or revoked): ${failed.message}`);
