@@ -372,6 +372,58 @@ async fn tasks_panel(ns: Ns) -> anyhow::Result<()> {
         written == r#"{"worktree":true,"updateBeforeRun":false,"autoDeleteSeconds":3600}"#,
         "the CronJob's options: {written}"
     );
+    // The same by keyboard alone: Options opens on Enter with the focus on Worktree; Tab
+    // walks to Update before run (Space turns it on), Auto-delete, then Save.
+    page.evaluate(&format!(
+        "document.querySelector('{row} .task-options').focus(); true"
+    ))
+    .await?;
+    page.press("Enter", false).await?;
+    let focused =
+        |suffix: &str| format!("document.activeElement?.id?.endsWith('{suffix}') === true");
+    world
+        .wait("the focus on Worktree", &focused("-options-worktree"))
+        .await?;
+    page.press("Tab", false).await?;
+    world
+        .wait(
+            "the focus on Update before run",
+            &focused("-options-update"),
+        )
+        .await?;
+    page.press(" ", false).await?;
+    page.press("Tab", false).await?;
+    world
+        .wait("the focus on Auto-delete", &focused("-options-auto-delete"))
+        .await?;
+    page.press("Tab", false).await?;
+    world
+        .wait(
+            "the focus on Save options",
+            "document.activeElement?.classList.contains('task-options-save') === true",
+        )
+        .await?;
+    page.press("Enter", false).await?;
+    world
+        .wait(
+            "Update before run on the task's row",
+            &format!(
+                "/update before run/.test(document.querySelector('{row} .task-option-words')?.textContent ?? '')"
+            ),
+        )
+        .await?;
+    // Readable in the dark theme.
+    page.evaluate("document.getElementById('theme').click(); true")
+        .await?;
+    world
+        .wait(
+            "the dark theme",
+            "document.documentElement.dataset.scheme === 'dark'",
+        )
+        .await?;
+    world.screenshot(&ns, "tasks-dark").await?;
+    page.evaluate("document.getElementById('theme').click(); true")
+        .await?;
     // Its schedule edited.
     page.click(&format!("{row} .task-edit")).await?;
     page.evaluate(&format!(
