@@ -252,3 +252,36 @@ fn the_repositorys_hooks_do_not_run() {
     update(&r.checkout, &r.worktree).unwrap();
     assert!(!marker.exists(), "a hook of the checkout ran");
 }
+
+/// What a project can leave in its checkout and on its volume is refused with a reason,
+/// never a panic: a `.git` that points nowhere, a file where the worktree goes, a worktree
+/// folder that is a link out of the volume (removed as the link, not followed).
+#[test]
+fn a_hostile_checkout_or_volume_is_refused_or_contained() {
+    let r = repos();
+    let fake = r.checkout.parent().unwrap().join("fake");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join(".git"), "gitdir: /nowhere/at/all\n").unwrap();
+    let e = make(&fake, "t", &fake.join("wt")).unwrap_err();
+    assert!(matches!(e, WorktreeError::NotACheckout { .. }), "{e}");
+
+    std::fs::create_dir_all(r.worktree.parent().unwrap()).unwrap();
+    std::fs::write(&r.worktree, "a file, not a folder").unwrap();
+    let e = make(&r.checkout, "task-1", &r.worktree).unwrap_err();
+    assert!(
+        e.to_string().contains("task-1") || e.to_string().contains("removing"),
+        "{e}"
+    );
+
+    // A link where the worktree goes: removed as a link; what it points at is untouched.
+    let outside = TempDir::new().unwrap();
+    std::fs::write(outside.path().join("keep"), "mine").unwrap();
+    std::fs::remove_file(&r.worktree).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &r.worktree).unwrap();
+    make(&r.checkout, "task-1", &r.worktree).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("keep")).unwrap(),
+        "mine"
+    );
+    assert!(std::fs::symlink_metadata(&r.worktree).unwrap().is_dir());
+}
