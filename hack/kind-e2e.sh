@@ -47,6 +47,8 @@
 #   KIND_REGISTRY_IMAGE   the registry's image (default: built offline, registry:2 online)
 #   KIND_APP_IMAGES       prebuilt or dockerfile (hack/kind/app-images.sh; default: dockerfile
 #                         online when BuildKit's buildx is there, else prebuilt)
+#   KIND_STATIC_PROFILE   release (default) or dist: the profile our image's binary is built
+#                         with (--bench: dist, as it ships); hack/kind/static-bins.sh
 #   KEEP_CLUSTER=1        keep the cluster, the registry and the engine after the run
 #   KIND_LOG_LEVEL        the release's log filter (default: our crates at debug, so that
 #                         the logs kept after a failure show what the replicas did)
@@ -72,6 +74,9 @@ case ${1:-} in
   --bench) bench=1 && shift ;;
 esac
 [[ ${1:-} == -- ]] && shift
+# The bench measures our image as it ships (dist); the suite takes the release build of the
+# same sources (hack/kind/static-bins.sh).
+((bench)) && export KIND_STATIC_PROFILE=${KIND_STATIC_PROFILE:-dist}
 
 DOCKER=${DOCKER:-docker}
 export DOCKER
