@@ -585,18 +585,7 @@ mod tests {
             working_tree: Some(&root),
             ..inputs(false)
         });
-        let args = cj
-            .spec
-            .job_template
-            .spec
-            .unwrap()
-            .template
-            .spec
-            .unwrap()
-            .containers[0]
-            .args
-            .clone()
-            .unwrap();
+        let args = trigger_args_of(&cj);
         assert!(
             args.iter().any(|a| a == "--checkout=/workspace"),
             "{args:?}"
@@ -605,18 +594,7 @@ mod tests {
             options: &options,
             ..inputs(false)
         });
-        let args = cj
-            .spec
-            .job_template
-            .spec
-            .unwrap()
-            .template
-            .spec
-            .unwrap()
-            .containers[0]
-            .args
-            .clone()
-            .unwrap();
+        let args = trigger_args_of(&cj);
         assert!(
             args.iter().any(|a| a == "--worktree")
                 && !args.iter().any(|a| a.starts_with("--checkout"))
