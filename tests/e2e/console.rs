@@ -282,14 +282,24 @@ async fn tasks_panel(ns: Ns) -> anyhow::Result<()> {
             ),
         )
         .await?;
+    // Trusts the change just written, then waits until the console sees the config trusted:
+    // a note still shown from the step before would otherwise be clicked next time, trusting
+    // the version before the change (409, the change never counting: seen on kind in CI).
     let trust = || async {
         world
             .wait(
                 "the trust's note",
-                "document.getElementById('tasks-trust-now') !== null",
+                "document.getElementById('tasks-trust-now') !== null \
+                 && !document.getElementById('tasks-trust').hidden",
             )
             .await?;
         page.click("#tasks-trust-now").await?;
+        world
+            .wait(
+                "the config trusted, the note gone",
+                "document.getElementById('tasks-trust').hidden === true",
+            )
+            .await?;
         anyhow::Ok(())
     };
     // New task → Plugin: the entry written, the task there once trusted.
