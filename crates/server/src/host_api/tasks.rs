@@ -25,7 +25,10 @@ use k8s_openapi::api::batch::v1::CronJob;
 use serde::Serialize;
 use serde_json::json;
 
+use std::sync::Arc;
+
 use super::auth::Permission;
+use super::cronjobs::TaskStore;
 use super::error::{Code, HostError, HostResult};
 use super::state::{HostState, json_body};
 use model::config::ConfigLevel;
@@ -148,7 +151,7 @@ pub async fn list(
         .await?;
     let index = s.index();
     let channel = crate::delivery::target::chat(index, &ns, &chat)?;
-    let cronjobs = cronjobs_of(&s, &ns, &chat).await?;
+    let cronjobs = cronjobs_of(&*task_store(&s, "lists")?, &ns, &chat).await?;
     // Which config asks for each task: the global entries, each replaced by the project's
     // approved one, as the controller resolves them.
     let host = index.host_config();
@@ -183,14 +186,18 @@ pub async fn list(
     .into_response())
 }
 
-/// The chat's tasks' CronJobs, listed live by the API server.
-async fn cronjobs_of(s: &HostState, ns: &str, chat: &str) -> HostResult<Vec<CronJob>> {
-    let reader = s.tasks.clone().ok_or_else(|| {
+/// Where the tasks are read and written; none when the server runs without a cluster.
+fn task_store(s: &HostState, does: &str) -> HostResult<Arc<dyn TaskStore>> {
+    s.tasks.clone().ok_or_else(|| {
         HostError::new(
             Code::Unavailable,
-            "this server lists no tasks (it runs without a cluster)",
+            format!("this server {does} no tasks (it runs without a cluster)"),
         )
-    })?;
+    })
+}
+
+/// The chat's tasks' CronJobs, listed live by the API server.
+async fn cronjobs_of(reader: &dyn TaskStore, ns: &str, chat: &str) -> HostResult<Vec<CronJob>> {
     let selector = format!(
         "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}=schedule,{LABEL_CHANNEL}={chat}"
     );
@@ -221,7 +228,9 @@ pub async fn set_options(
         .check()
         .map_err(|e| HostError::new(Code::InvalidBody, e.to_string()))?;
     crate::delivery::target::chat(s.index(), &ns, &chat)?;
-    let cronjobs = cronjobs_of(&s, &ns, &chat).await?;
+    // Read first, so a server without a cluster says it lists none, as before it writes.
+    let store = task_store(&s, "lists")?;
+    let cronjobs = cronjobs_of(&*store, &ns, &chat).await?;
     if !cronjobs
         .iter()
         .any(|c| c.metadata.name.as_deref() == Some(task.as_str()))
@@ -231,12 +240,6 @@ pub async fn set_options(
             format!("chat {chat} has no task {task}"),
         ));
     }
-    let store = s.tasks.clone().ok_or_else(|| {
-        HostError::new(
-            Code::Unavailable,
-            "this server writes no tasks (it runs without a cluster)",
-        )
-    })?;
     store
         .patch_options(&ns, &task, options_patch(&options))
         .await
