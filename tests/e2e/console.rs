@@ -33,7 +33,9 @@
 //! - `settings_a_setting_edited_reaches_the_pane_and_a_project_edit_waits_for_the_trust`:
 //!   Settings → Plugins as a person with the chart's project editor and trustee roles: a
 //!   setting saved reaches the pane as `settings.changed`; turning the plugin off waits for the
-//!   owner's trust, then takes it out of the chat; the global config refuses, naming the right.
+//!   owner's trust, then takes it out of the chat; the global config refuses, naming the right;
+//!   open, it lists again on `plugins.changed` (a change made elsewhere shows, a form being
+//!   edited is kept and says it moved).
 //! - `tasks_a_task_made_edited_turned_off_and_deleted_from_the_tasks_panel_once_trusted`: New
 //!   task → Plugin writes the project's entry and the task is listed once the config is
 //!   trusted; its own options (Worktree, Auto-delete) set in a row under it, a bad value
@@ -239,6 +241,52 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
             "[...document.querySelectorAll('#panes section.pane .note')].some(n => !n.hidden)",
         )
         .await?;
+    // Open Settings lists the plugins again on plugins.changed (as the reference's does): a
+    // change made elsewhere (here through the Kubernetes API) shows without a click, and a
+    // form the person is editing keeps what they typed.
+    page.click("#settings-open").await?;
+    world
+        .wait(
+            "the settings opened again, verbose on",
+            &format!(
+                "document.getElementById('settings').open \
+                 && document.getElementById('{}')?.value === 'true'",
+                control("setting-verbose")
+            ),
+        )
+        .await?;
+    page.evaluate(&format!(
+        "(() => {{ const e = document.getElementById('{}'); e.value = 'true'; \
+         e.dispatchEvent(new Event('change', {{bubbles: true}})); return true; }})()",
+        control("enabled")
+    ))
+    .await?;
+    ns.api::<model::resources::Project>()
+        .patch(
+            "proj",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "spec": { "plugins": { plugin.clone(): { "settings": { "verbose": false } } } }
+            })),
+        )
+        .await?;
+    world
+        .wait(
+            "the change made elsewhere shown, the edit in progress kept",
+            &format!(
+                "document.querySelector('#settings-body .settings-trust')?.dataset.trust === 'LastApproved' \
+                 && document.getElementById('{}')?.value === 'true' \
+                 && document.querySelector('{form} .stale') !== null",
+                control("enabled")
+            ),
+        )
+        .await?;
+    page.evaluate(&format!(
+        "document.querySelector('{form}').scrollIntoView({{block: 'center'}}); true"
+    ))
+    .await?;
+    world.screenshot(&ns, "settings-stale").await?;
+    page.click("#settings-close").await?;
     // By keyboard alone: Enter on Settings opens it with the focus inside, Escape closes it
     // and gives the focus back.
     page.evaluate("document.getElementById('settings-open').focus(); true")

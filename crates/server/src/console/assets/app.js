@@ -82,6 +82,10 @@ const state = {
   /** Settings → Plugins: the project's view as last read, and the config shown. */
   settings: null,
   settingsScope: "project",
+  /** The plugins whose form the person has changed and not saved: kept when listed again. */
+  settingsTouched: new Set(),
+  /** Which read of the settings is the newest: an older answer arriving late is dropped. */
+  settingsRead: 0,
   /** The countdown of the waiting calls (each second). */
   tick: 0,
   ready: false,
@@ -1219,15 +1223,23 @@ function settingsStatus(text, error = false) {
 async function openSettings() {
   const chat = current();
   if (!chat) return;
-  if (!$("settings").open) $("settings").showModal();
+  if (!$("settings").open) {
+    state.settingsTouched.clear();
+    settingsStatus("");
+    $("settings").showModal();
+  }
   await loadSettings(chat.project);
 }
 
 async function loadSettings(project) {
+  const read = ++state.settingsRead;
   try {
-    state.settings = await state.api.get(state.api.ns(`/projects/${encodeURIComponent(project)}/plugins`));
+    const view = await state.api.get(state.api.ns(`/projects/${encodeURIComponent(project)}/plugins`));
+    if (read !== state.settingsRead) return;
+    state.settings = view;
     renderSettings();
   } catch (e) {
+    if (read !== state.settingsRead) return;
     state.settings = null;
     fill($("settings-body"));
     settingsStatus(e instanceof HostError && e.status === 403
@@ -1238,6 +1250,7 @@ async function loadSettings(project) {
 
 function setScope(scope) {
   state.settingsScope = scope;
+  state.settingsTouched.clear();
   $("settings-project").setAttribute("aria-pressed", String(scope === "project"));
   $("settings-global").setAttribute("aria-pressed", String(scope === "global"));
   renderSettings();
@@ -1250,6 +1263,9 @@ const TRUST_SAYS = {
   ApprovedHashMismatch: "The trusted version does not match its hash: trust it again.",
   TrustOfAnotherProject: "The trust on record was made for another project of this name: trust it again.",
 };
+
+/** Each plugin form and the plugin's view it shows (as JSON), to tell when it moved. */
+const shownViews = new WeakMap();
 
 function renderSettings() {
   const view = state.settings;
@@ -1265,7 +1281,21 @@ function renderSettings() {
         onclick: () => trustProject(project),
       }, "Trust this config"))
     : h("p", { class: "muted" }, "The global config: every project's, under its own entries.");
-  const plugins = view.plugins.map((p) => pluginForm(p, scope));
+  // A form the person is editing is kept as they left it (listing again on plugins.changed
+  // must not undo their typing); it says so when its plugin's config moved underneath.
+  const editing = new Map([...$("settings-body").querySelectorAll("fieldset.plugin-settings")]
+    .filter((f) => f.dataset.scope === scope && state.settingsTouched.has(f.dataset.plugin))
+    .map((f) => [f.dataset.plugin, f]));
+  const plugins = view.plugins.map((p) => {
+    const kept = editing.get(p.plugin);
+    if (!kept) return pluginForm(p, scope);
+    if (shownViews.get(kept) !== JSON.stringify(p) && !kept.querySelector(".stale")) {
+      kept.querySelector("legend").after(h("p", { class: "note stale" },
+        "Changed elsewhere while you edit: Save writes only what you changed here; Close and open Settings again to see it as it is now."));
+    }
+    return kept;
+  });
+  state.settingsTouched = new Set([...editing.keys()].filter((id) => view.plugins.some((p) => p.plugin === id)));
   fill($("settings-body"), head, plugins.length ? plugins : h("p", { class: "empty" }, "No plugin is installed."));
 }
 
@@ -1344,7 +1374,7 @@ function pluginForm(p, scope) {
       ...select(`${base}-type`, "type", row?.type ?? "", [["", "default"], ["cron", "cron"], ["interval", "interval"]]),
       h("input", { id: `${base}-schedule`, value: row?.schedule ?? "", placeholder: def, "aria-label": `${a.id}: schedule` }));
   });
-  const form = h("fieldset", { class: "plugin-settings", dataset: { plugin: p.plugin } },
+  const form = h("fieldset", { class: "plugin-settings", dataset: { plugin: p.plugin, scope } },
     h("legend", {}, title),
     h("p", { class: "muted" }, `${runs}${waits}`),
     h("div", { class: "setting-row" },
@@ -1353,6 +1383,7 @@ function pluginForm(p, scope) {
     (p.leftOut ?? []).length ? h("ul", { class: "note" }, p.leftOut.map((l) => h("li", {}, l))) : null,
     scheduleRows.length ? h("div", { class: "schedules" }, h("h4", {}, "Scheduled actions"), scheduleRows) : null,
     h("button", { type: "button", class: "settings-save", onclick: () => saveEntry(p, scope, fields, entry, id) }, "Save"));
+  shownViews.set(form, JSON.stringify(p));
   return form;
 }
 
@@ -1384,6 +1415,7 @@ async function saveEntry(p, scope, fields, entry, id) {
     // Refused: the form keeps what the person typed, to mend or leave.
     return settingsStatus(`${p.plugin}: ${e.message}`, true);
   }
+  state.settingsTouched.delete(p.plugin);
   settingsStatus(scope === "global"
     ? `Saved ${p.plugin}'s global entry.`
     : `Saved ${p.plugin}'s entry in project ${state.settings.project.name}.`);
@@ -1559,9 +1591,12 @@ async function changed(change) {
     await Promise.all([loadSwitches(chat), loadPanes(chat), loadDrawer(), loadNotifications()]);
   }
   const config = change.change === "config" || change.change === "trusted";
-  if (config && (change.scope === "global" || change.project === chat.project)) {
-    await settingsChanged(chat);
-  }
+  const ours = config && (change.scope === "global" || change.project === chat.project);
+  if (ours) await settingsChanged(chat);
+  // Settings → Plugins lists the plugins again, as the reference's does.
+  const listed = state.settings?.project?.name;
+  const settingsMoved = plugins || (config && (change.scope === "global" || change.project === listed));
+  if ($("settings").open && listed && settingsMoved) await loadSettings(listed);
 }
 
 /**
@@ -1653,6 +1688,12 @@ function wire() {
   $("settings-open").addEventListener("click", () => openSettings());
   $("new-task-form").addEventListener("submit", (event) => newTask(event));
   $("settings-close").addEventListener("click", () => $("settings").close());
+  for (const kind of ["input", "change"]) {
+    $("settings-body").addEventListener(kind, (event) => {
+      const form = event.target.closest?.("fieldset.plugin-settings");
+      if (form) state.settingsTouched.add(form.dataset.plugin);
+    });
+  }
   $("settings-project").addEventListener("click", () => setScope("project"));
   $("settings-global").addEventListener("click", () => setScope("global"));
 }
