@@ -517,6 +517,17 @@ fn the_caller_role_grants_every_host_api_permission_and_no_more() {
         "{trustee}"
     );
     assert_eq!(asked.remove("hostconfigs"), Some(vec!["patch".to_string()]));
+    // Upgrade and remove (Settings → Plugins → Global) are the plugin-operator role's, as
+    // `loop-plugins plugin upgrade|remove` are: a caller is granted neither.
+    let upgrading = asked.remove("plugins").expect("the upgrade routes");
+    assert_eq!(upgrading, ["delete", "update"]);
+    let operator = find(&docs, "ClusterRole", "loop-plugins-plugin-operator");
+    assert!(
+        upgrading
+            .iter()
+            .all(|v| verbs_on(operator, "plugins").contains(v)),
+        "{operator}"
+    );
     let approver = find(&docs, "ClusterRole", "loop-plugins-approver");
     assert_eq!(
         verbs_on(approver, "toolcallapprovals"),

@@ -437,7 +437,7 @@ pub struct Check<'a> {
 }
 
 impl<'a> Check<'a> {
-    fn cluster(verb: &'a str, group: &'a str, resource: &'a str) -> Self {
+    pub fn cluster(verb: &'a str, group: &'a str, resource: &'a str) -> Self {
         Self {
             verb,
             group,

@@ -36,6 +36,10 @@
 //!   owner's trust, then takes it out of the chat; the global config refuses, naming the right;
 //!   open, it lists again on `plugins.changed` (a change made elsewhere shows, a form being
 //!   edited is kept and says it moved).
+//! - `settings_upgrade_reviews_the_new_capability_then_upgrades_and_remove_deletes_the_plugin`:
+//!   Global → Review upgrade of the version pushed under the installed tag shows the
+//!   capability it newly asks for; approved, Upgrade replaces the Plugin (admitted again);
+//!   Remove deletes it; as a person bound to the chart's plugin-operator role.
 //! - `tasks_a_task_made_edited_turned_off_and_deleted_from_the_tasks_panel_once_trusted`: New
 //!   task → Plugin writes the project's entry and the task is listed once the config is
 //!   trusted; its own options (Worktree, Auto-delete) set in a row under it, a bad value
@@ -105,6 +109,11 @@ pub fn tests() -> Vec<E2eTest> {
         )
         .timeout(timeout),
         test(
+            "console::settings_upgrade_reviews_the_new_capability_then_upgrades_and_remove_deletes_the_plugin",
+            settings_upgrade_and_remove,
+        )
+        .timeout(timeout),
+        test(
             "console::tasks_a_task_made_edited_turned_off_and_deleted_from_the_tasks_panel_once_trusted",
             tasks_panel,
         )
@@ -154,9 +163,11 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
             ),
         )
         .await?;
-    // A setting: saved, and the pane told.
+    // A setting: saved, and the pane told. Each value is set as typing sets it, with its
+    // change event: a form being edited is kept when Settings lists again on plugins.changed.
     page.evaluate(&format!(
-        "document.getElementById('{}').value = 'true'; true",
+        "(() => {{ const e = document.getElementById('{}'); e.value = 'true'; \
+         e.dispatchEvent(new Event('change', {{bubbles: true}})); return true; }})()",
         control("setting-verbose")
     ))
     .await?;
@@ -178,7 +189,8 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
     }
     // Turned off in the project: saved, but it waits for the trust.
     page.evaluate(&format!(
-        "document.getElementById('{}').value = 'false'; true",
+        "(() => {{ const e = document.getElementById('{}'); e.value = 'false'; \
+         e.dispatchEvent(new Event('change', {{bubbles: true}})); return true; }})()",
         control("enabled")
     ))
     .await?;
@@ -209,7 +221,8 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
     // The global config: this person may not edit it, and is told which right is missing.
     page.click("#settings-global").await?;
     page.evaluate(&format!(
-        "document.getElementById('{}').value = 'true'; true",
+        "(() => {{ const e = document.getElementById('{}'); e.value = 'true'; \
+         e.dispatchEvent(new Event('change', {{bubbles: true}})); return true; }})()",
         control("setting-verbose")
     ))
     .await?;
@@ -305,6 +318,150 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
             "the settings closed by Escape, the focus back on Settings",
             "!document.getElementById('settings').open \
              && document.activeElement?.id === 'settings-open'",
+        )
+        .await?;
+    Ok(())
+}
+
+/// Settings → Plugins → Global as a person bound to the chart's plugin-operator role: Review
+/// upgrade pulls the version pushed under the installed tag and shows the capability it newly
+/// asks for; approved there, Upgrade replaces the Plugin (the new image, the approval; the
+/// controller admits it); Remove deletes it.
+async fn settings_upgrade_and_remove(ns: Ns) -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+    // Bound before the console signs in: the host API keeps each RBAC answer for a while.
+    let bindings: Api<ClusterRoleBinding> = Api::all(ns.client());
+    let binding_name = format!("{}-person-plugin-operator", ns.name());
+    let binding = ClusterRoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(binding_name.clone()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: crate::operate::operator_role_name(&ns),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: "person".into(),
+            namespace: Some(ns.name().into()),
+            ..Default::default()
+        }]),
+    };
+    bindings.create(&Default::default(), &binding).await?;
+    // The host API keeps each RBAC answer for a while: the console signs in only once the
+    // authorizer has the binding (a refusal seen before would be kept).
+    let user = format!("system:serviceaccount:{}:person", ns.name());
+    let update = crate::chart::Check::cluster("update", "plugins.loop.dev", "plugins");
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !crate::chart::allowed(ns.client(), &user, &update).await? {
+        ensure!(
+            tokio::time::Instant::now() < until,
+            "the plugin-operator binding not in force after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let outcome = upgrade_and_remove(&ns).await;
+    bindings.delete(&binding_name, &Default::default()).await?;
+    outcome
+}
+
+async fn upgrade_and_remove(ns: &Ns) -> anyhow::Result<()> {
+    let world = ConsoleWorld::start(ns).await?;
+    let page = &world.page;
+    let plugin = world.plugin.clone();
+    let form = format!("#settings-body fieldset[data-plugin=\"{plugin}\"]");
+    let next = crate::console_support::push_next_version(ns, &plugin).await?;
+    page.click("#settings-open").await?;
+    world
+        .wait(
+            "the settings open",
+            &format!("document.querySelector('{form}') !== null"),
+        )
+        .await?;
+    page.click("#settings-global").await?;
+    world
+        .wait(
+            "the global config's form with Upgrade",
+            &format!("document.querySelector('{form} .upgrade-review-open') !== null"),
+        )
+        .await?;
+    page.click(&format!("{form} .upgrade-review-open")).await?;
+    world
+        .wait(
+            "the review: memory.read new, asked for",
+            &format!(
+                "/0\\.1\\.0 → 0\\.2\\.0 · asks for 1 new capability/.test(document.querySelector('{form} .upgrade-summary')?.textContent ?? '') \
+                 && document.querySelector('{form} li[data-before=new] input[data-capability=\"memory.read\"]') !== null \
+                 && !document.querySelector('{form} .upgrade-apply').disabled"
+            ),
+        )
+        .await?;
+    page.evaluate(&format!(
+        "document.querySelector('{form} .plugin-upgrade').scrollIntoView({{block: 'center'}}); true"
+    ))
+    .await?;
+    world.screenshot(ns, "settings-upgrade").await?;
+    page.click(&format!("{form} input[data-capability=\"memory.read\"]"))
+        .await?;
+    page.click(&format!("{form} .upgrade-apply")).await?;
+    world
+        .wait(
+            "the upgrade written",
+            "/^Upgraded /.test(document.getElementById('settings-status').textContent)",
+        )
+        .await?;
+    let plugins: Api<Plugin> = Api::all(ns.client());
+    crate::support::wait::matches(
+        &plugins,
+        &plugin,
+        "the new version admitted, memory.read approved",
+        Duration::from_secs(60),
+        |p: &Plugin| {
+            p.spec.image == next
+                && p.spec
+                    .approved_capabilities
+                    .iter()
+                    .any(|c| c == "memory.read")
+                && p.status.as_ref().is_some_and(|s| {
+                    s.observed_generation == p.metadata.generation
+                        && s.conditions.iter().any(|c| {
+                            c.r#type == model::resources::ADMITTED
+                                && c.status == model::resources::ConditionStatus::True
+                        })
+                })
+        },
+    )
+    .await?;
+    // Remove, confirmed: the Plugin goes, and with it its form. First the form as listed
+    // again after the upgrade (its clicks land on what is drawn now, not on what moves).
+    world
+        .wait(
+            "the form listed again at 0.2.0",
+            &format!(
+                "/0\\.2\\.0\\)/.test(document.querySelector('{form} legend')?.textContent ?? '') \
+                 && document.querySelector('{form} .upgrade-summary') === null"
+            ),
+        )
+        .await?;
+    page.click(&format!("{form} .plugin-remove")).await?;
+    world
+        .wait(
+            "Remove asking to confirm",
+            &format!("document.querySelector('{form} .plugin-remove-confirm') !== null"),
+        )
+        .await?;
+    page.click(&format!("{form} .plugin-remove-confirm"))
+        .await?;
+    crate::support::wait::deleted(&plugins, &plugin, Duration::from_secs(60)).await?;
+    world
+        .wait(
+            "the removed plugin gone from Settings",
+            &format!(
+                "/^Removed /.test(document.getElementById('settings-status').textContent) \
+                 && document.querySelector('{form}') === null"
+            ),
         )
         .await?;
     Ok(())

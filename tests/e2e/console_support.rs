@@ -114,6 +114,25 @@ async fn install_with_card(ns: &Ns, mut plugin: Plugin) -> anyhow::Result<Plugin
     Ok(read)
 }
 
+/// The console's plugin `id` as a next version, 0.2.0, that also asks for `memory.read`,
+/// pushed under the installed image's tag (so Upgrade with no image looks it up again);
+/// answers it pinned.
+pub async fn push_next_version(ns: &Ns, id: &str) -> anyhow::Result<String> {
+    let mut plugin = console_plugin(id)?;
+    plugin.spec.manifest.version = Some("0.2.0".into());
+    plugin
+        .spec
+        .manifest
+        .rest
+        .get_mut("capabilities")
+        .and_then(Value::as_array_mut)
+        .context("the manifest's capabilities")?
+        .push(json!("memory.read"));
+    let mut content = ImageContent::for_plugin(&plugin);
+    content.files.extend(card_files()?);
+    ns.cluster().plugin_images().push(id, &content).await
+}
+
 /// The rules of the chart's host API callers' role, as deploy/ renders it.
 fn caller_rules() -> anyhow::Result<Vec<k8s_openapi::api::rbac::v1::PolicyRule>> {
     let path = testkit::repo_root().join("deploy/trigger.yaml");

@@ -265,7 +265,7 @@ async fn project_import(ns: Ns) -> anyhow::Result<()> {
 
 /// The chart's `<fullname>-plugin-operator` ClusterRole in this cluster: the suite's own
 /// rendering of the chart on the local control plane, the release's on an existing cluster.
-fn operator_role_name(ns: &Ns) -> String {
+pub fn operator_role_name(ns: &Ns) -> String {
     match ns.cluster().existing() {
         Some(existing) => format!("{}-plugin-operator", existing.fullname()),
         None => format!("{RELEASE}-loop-plugins-plugin-operator"),

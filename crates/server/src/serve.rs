@@ -249,6 +249,12 @@ impl Server {
         ));
         host.ui_commands = Some(ui_commands.clone());
         host.tasks = Some(Arc::new(client.clone()));
+        host.images = Some(Arc::new(RegistrySource::new(
+            client.clone(),
+            replicas_namespace
+                .as_deref()
+                .unwrap_or(client.default_namespace()),
+        )));
         host.person = options.person.clone().map(|config| {
             Arc::new(crate::person::KubePerson::new(config)) as crate::person::SharedPerson
         });

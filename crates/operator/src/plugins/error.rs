@@ -1,6 +1,6 @@
 //! Why a plugin verb failed: one variant per step, each naming what it was about.
 
-use super::candidate::CandidateError;
+use install::candidate::CandidateError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
@@ -10,6 +10,8 @@ pub enum PluginError {
     Image(#[from] oci::InspectError),
     #[error(transparent)]
     Candidate(#[from] CandidateError),
+    #[error(transparent)]
+    Pull(#[from] install::PullError),
     #[error("registry: {0}")]
     Registry(#[from] oci::RegistryError),
     #[error("registry credentials {what}: {message}")]

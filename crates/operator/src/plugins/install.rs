@@ -11,11 +11,11 @@ use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 use model::resources::{AdmissionStage, HostConfigSpec, Plugin};
 
-use super::candidate::{self, Approval, CapabilityLine, PulledImage};
-use super::check::{self, Pulled};
 use super::cluster;
 use super::error::PluginError;
 use super::registry::{RegistryArgs, registry};
+use install::candidate::{self, Approval, CapabilityLine, PulledImage};
+use install::check::{self, Pulled};
 
 /// The field manager of the CLI's writes.
 pub const FIELD_MANAGER: &str = "loop-plugins-cli";
@@ -234,13 +234,11 @@ fn refuse_unless_admissible(outcome: &Outcome) -> Result<(), PluginError> {
 
 /// `repo:tag@sha256:...` → `repo:tag`, to resolve the tag again.
 fn retag(image: &str) -> Result<String, PluginError> {
-    let r = oci::ImageRef::parse(image)?;
-    match r.tag() {
-        Some(tag) => Ok(r.with_tag(tag)?.to_string()),
-        None => Err(PluginError::Refused(format!(
+    ::install::review::looked_up_again(image)?.ok_or_else(|| {
+        PluginError::Refused(format!(
             "{image} names no tag to look up again: give the image to upgrade to"
-        ))),
-    }
+        ))
+    })
 }
 
 /// Waits up to `wait` for the controller to judge this generation; its Admitted condition.

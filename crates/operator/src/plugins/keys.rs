@@ -9,10 +9,10 @@ use oci::signing::keys::PublisherKey;
 use oci::signing::publish;
 use oci::signing::record::SignatureRecord;
 
-use super::candidate::{self, PulledImage};
-use super::check;
 use super::error::PluginError;
 use super::registry::{RegistryArgs, registry};
+use install::candidate::{self, PulledImage};
+use install::check;
 
 /// Writes a new key to `path`; returns its public key (hex), for trustedPublisherKeys.
 pub fn keygen(path: &Path) -> Result<String, PluginError> {

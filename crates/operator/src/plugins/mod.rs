@@ -1,10 +1,8 @@
 //! The plugin verbs: install, upgrade, remove, stop, list, info, verify, keygen, sign. Each reads
 //! what it needs (the image from its registry, HostConfig and Plugins from the cluster),
-//! decides with pure code (`candidate`, and the admission stages the controller runs, in
-//! `check`), then writes one object, or prints it.
+//! decides with pure code (crates/install: the candidate Plugin, the capability review, the
+//! admission stages the controller runs), then writes one object, or prints it.
 
-pub mod candidate;
-pub mod check;
 pub mod cluster;
 pub mod error;
 pub mod install;
@@ -17,3 +15,5 @@ pub mod text;
 pub mod verify;
 
 pub use error::PluginError;
+// The verbs' signatures take and give these (approvals, capability lines, pulled images).
+pub use ::install::{candidate, check};

@@ -6,11 +6,11 @@ use kube::{Api, Client, ResourceExt};
 use model::manifest::{self, Manifest};
 use model::resources::{ADMITTED, AdmissionStage, Plugin, PluginInstance};
 
-use super::candidate::{self, CapabilityLine};
-use super::check;
 use super::cluster;
 use super::error::PluginError;
 use super::registry::{RegistryArgs, registry};
+use install::candidate::{self, CapabilityLine};
+use install::check;
 
 /// One row of `plugin list`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,11 +3,11 @@
 
 use model::resources::plugin_yaml;
 
-use super::candidate::CapabilityLine;
 use super::install::{InstallReport, stage_lines};
 use super::keys::Signed;
 use super::show::{Info, Row};
 use super::verify::Verified;
+use install::candidate::CapabilityLine;
 
 /// A table with a header, columns padded to their widest cell.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {

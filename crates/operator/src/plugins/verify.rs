@@ -5,12 +5,12 @@
 use kube::{Client, ResourceExt};
 use model::resources::{HostConfigSpec, Plugin};
 
-use super::candidate::{self, Approval, PulledImage};
-use super::check::{self, Pulled};
 use super::cluster;
 use super::error::PluginError;
 use super::registry::{RegistryArgs, registry};
 use admission::Outcome;
+use install::candidate::{self, Approval, PulledImage};
+use install::check::{self, Pulled};
 
 /// What verify found.
 pub struct Verified {

@@ -17,7 +17,8 @@
 //! `agent_view.js` (a pane's agent label and its run's chat beside it), `layout.js` (the
 //! add-pane menu, a singleton once per layout, the layout kept per user and
 //! chat), `settings_form.js` (Settings → Plugins: a field per setting's schema, the edit
-//! sent), `switches.js` (what a composer switch shows while its click is out),
+//! sent), `plugin_upgrade.js` (Upgrade and Remove there: the capability review's rows, the
+//! upgrade sent), `switches.js` (what a composer switch shows while its click is out),
 //! `task_options.js` (a task's own options: the form's values checked, a row's words), `theme.js`
 //! (the reference's ten variables, light and dark), `dom.js` (building elements).
 
@@ -33,7 +34,7 @@ use axum::routing::get;
 pub const PREFIX: &str = "/console";
 
 /// Every file the console serves: its name under [`PREFIX`], its content type and its text.
-pub const ASSETS: [(&str, &str, &str); 15] = [
+pub const ASSETS: [(&str, &str, &str); 16] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -93,6 +94,11 @@ pub const ASSETS: [(&str, &str, &str); 15] = [
         "switches.js",
         "text/javascript; charset=utf-8",
         include_str!("assets/switches.js"),
+    ),
+    (
+        "plugin_upgrade.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/plugin_upgrade.js"),
     ),
     (
         "task_options.js",

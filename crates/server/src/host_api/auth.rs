@@ -193,6 +193,18 @@ impl Permission {
         }
     }
 
+    /// `<verb> plugins` of one Plugin (cluster-scoped): `update` to review and upgrade it,
+    /// `delete` to remove it (the chart's `plugin-operator` role has both).
+    pub fn plugin(verb: &'static str, name: &str) -> Self {
+        Self {
+            verb,
+            resource: "plugins",
+            subresource: "",
+            namespace: String::new(),
+            name: name.into(),
+        }
+    }
+
     /// `<verb> hostconfigs` of `default`: the global config (cluster-scoped).
     pub fn host_config(verb: &'static str) -> Self {
         Self {

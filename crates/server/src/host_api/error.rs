@@ -85,6 +85,12 @@ pub enum Code {
     /// The config changed since the caller read it (a trust of an older version, a write
     /// that lost a race): read it again.
     ConfigChanged,
+    /// The image to upgrade to could not be read from its registry, or is not a plugin
+    /// image (unreachable, not found, unauthorized, refused by the image checks).
+    ImageUnreadable,
+    /// The upgrade would not be admitted (its stage and why), or its manifest names another
+    /// plugin, or an approval names a capability it does not declare.
+    UpgradeRefused,
     /// A Kubernetes call failed (a review, a write); try again.
     Unavailable,
     /// A bug: never answered on purpose.
@@ -93,7 +99,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for the spec check.
-    pub const ALL: [Code; 40] = [
+    pub const ALL: [Code; 42] = [
         Code::MissingToken,
         Code::InvalidToken,
         Code::Forbidden,
@@ -132,6 +138,8 @@ impl Code {
         Code::ProjectNotFound,
         Code::PluginNotAdmitted,
         Code::ConfigChanged,
+        Code::ImageUnreadable,
+        Code::UpgradeRefused,
         Code::Unavailable,
         Code::Internal,
     ];
@@ -178,6 +186,8 @@ impl ErrorCode for Code {
             Code::ProjectNotFound => "project_not_found",
             Code::PluginNotAdmitted => "plugin_not_admitted",
             Code::ConfigChanged => "config_changed",
+            Code::ImageUnreadable => "image_unreadable",
+            Code::UpgradeRefused => "upgrade_refused",
             Code::Unavailable => "unavailable",
             Code::Internal => "internal",
         }
@@ -208,7 +218,9 @@ impl ErrorCode for Code {
             Code::PluginNotEnabled | Code::PluginNotAdmitted | Code::ConfigChanged => {
                 StatusCode::CONFLICT
             }
-            Code::InputInvalid | Code::OutputInvalid => StatusCode::UNPROCESSABLE_ENTITY,
+            Code::InputInvalid | Code::OutputInvalid | Code::UpgradeRefused => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Code::InstancePending
             | Code::QueueFull
             | Code::StartTimeout
@@ -219,7 +231,8 @@ impl ErrorCode for Code {
             Code::PluginUnreachable
             | Code::PluginError
             | Code::AnswerTooLarge
-            | Code::InvalidAnswer => StatusCode::BAD_GATEWAY,
+            | Code::InvalidAnswer
+            | Code::ImageUnreadable => StatusCode::BAD_GATEWAY,
             Code::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

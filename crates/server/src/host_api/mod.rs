@@ -73,6 +73,7 @@ pub mod switches;
 pub mod tasks;
 pub mod tools;
 pub mod ui_commands;
+pub mod upgrade;
 
 #[cfg(test)]
 mod tests;

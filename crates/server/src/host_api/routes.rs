@@ -10,13 +10,13 @@ use axum::routing::{get, patch, post, put};
 use super::state::HostState;
 use super::{
     actions, approvals, cards, changes, chats, config, events, live, notifications, panels, proxy,
-    quality, runs, settings, stop, switches, tasks, tools, ui_commands,
+    quality, runs, settings, stop, switches, tasks, tools, ui_commands, upgrade,
 };
 
 const INSTANCE: &str = "/namespaces/{namespace}/channels/{channel}/plugins/{plugin}";
 
 /// Every (method, path) served under the prefix, as the spec lists them.
-pub const ROUTES: [(&str, &str); 41] = [
+pub const ROUTES: [(&str, &str); 44] = [
     ("GET", "/approvals"),
     ("GET", "/namespaces/{namespace}/approvals"),
     ("GET", "/namespaces/{namespace}/approvals/watch"),
@@ -113,6 +113,9 @@ pub const ROUTES: [(&str, &str); 41] = [
     ),
     ("POST", "/namespaces/{namespace}/projects/{project}/trust"),
     ("PATCH", "/global/plugins/{plugin}"),
+    ("PUT", "/global/plugins/{plugin}"),
+    ("DELETE", "/global/plugins/{plugin}"),
+    ("POST", "/global/plugins/{plugin}/review"),
     ("GET", "/namespaces/{namespace}/plugins/changes"),
     ("GET", "/namespaces/{namespace}/channels/{channel}/runs"),
     (
@@ -229,7 +232,14 @@ pub fn routes(state: &HostState) -> Router<HostState> {
         )
         .route(
             "/global/plugins/{plugin}",
-            patch(config::edit_global).layer(small),
+            patch(config::edit_global)
+                .put(upgrade::upgrade)
+                .delete(upgrade::remove)
+                .layer(small),
+        )
+        .route(
+            "/global/plugins/{plugin}/review",
+            post(upgrade::review).layer(small),
         )
         .route("/approvals", get(approvals::list_all))
         .route("/namespaces/{namespace}/approvals", get(approvals::list))

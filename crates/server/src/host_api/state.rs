@@ -48,6 +48,9 @@ pub struct HostState {
     pub ui_commands: Option<Arc<crate::ui_commands::UiCommands>>,
     /// The writes a person makes with their own token (None: a server without a cluster).
     pub person: Option<crate::person::SharedPerson>,
+    /// Where a plugin's next version is pulled for a person's upgrade review (None: a server
+    /// without a cluster pulls none).
+    pub images: Option<Arc<dyn crate::ui::source::ImagePuller>>,
     /// Where chats' scheduled tasks (CronJobs) are read (None: a server without a cluster).
     pub tasks: Option<Arc<dyn super::cronjobs::TaskStore>>,
     /// The one path of a tool call, with the approval desk an agent's call waits at.
@@ -82,6 +85,7 @@ impl HostState {
             live: None,
             ui_commands: None,
             person: None,
+            images: None,
             tasks: None,
             transcripts: None,
         }

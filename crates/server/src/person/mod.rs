@@ -1,6 +1,7 @@
 //! What a person changes through the host API, made with their own token, so Kubernetes RBAC
 //! decides and the API server's audit log names them: a plugin's entry in the global config
-//! (HostConfig) or a project's (Project), and trusting a project's config. The API server's own
+//! (HostConfig) or a project's (Project), trusting a project's config, and upgrading or
+//! removing a plugin (its Plugin). The API server's own
 //! ServiceAccount has none of these rights, and needs none.
 //!
 //! - [`trust`]: trusting a project (the CLI's `project trust` is the same write);
@@ -15,7 +16,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::Value;
 
-use model::resources::{HOST_CONFIG_NAME, HostConfig, Project};
+use model::resources::{HOST_CONFIG_NAME, HostConfig, Plugin, PluginSpec, Project};
 
 /// Why a person's write failed.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +66,20 @@ pub trait Person: Send + Sync {
         project: &'a str,
         hash: &'a str,
     ) -> BoxFuture<'a, Result<String, PersonError>>;
+    /// Replaces Plugin `name`'s spec, if it is still at `resource_version` (409 otherwise).
+    fn replace_plugin_spec<'a>(
+        &'a self,
+        token: &'a str,
+        name: &'a str,
+        resource_version: &'a str,
+        spec: &'a PluginSpec,
+    ) -> BoxFuture<'a, Result<(), PersonError>>;
+    /// Deletes Plugin `name`.
+    fn delete_plugin<'a>(
+        &'a self,
+        token: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<(), PersonError>>;
 }
 
 /// The cluster, reached as the person: the API server's own connection (its address and CA)
@@ -147,6 +162,46 @@ impl Person for KubePerson {
                 })
         })
     }
+
+    fn replace_plugin_spec<'a>(
+        &'a self,
+        token: &'a str,
+        name: &'a str,
+        resource_version: &'a str,
+        spec: &'a PluginSpec,
+    ) -> BoxFuture<'a, Result<(), PersonError>> {
+        Box::pin(async move {
+            let api: Api<Plugin> = Api::all(self.client(token)?);
+            let spec = serde_json::to_value(spec)
+                .map_err(|e| PersonError::Failed(format!("Plugin {name}'s spec: {e}")))?;
+            // A JSON patch replacing the whole spec (fields the new version drops go too),
+            // with the resourceVersion of the review: the API server answers 409 when
+            // someone changed the Plugin since.
+            let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+                { "op": "replace", "path": "/metadata/resourceVersion", "value": resource_version },
+                { "op": "replace", "path": "/spec", "value": spec },
+            ]))
+            .map_err(|e| PersonError::Failed(format!("Plugin {name}'s patch: {e}")))?;
+            api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                .await
+                .map(|_| ())
+                .map_err(|e| PersonError::of(&format!("upgrading Plugin {name}"), e))
+        })
+    }
+
+    fn delete_plugin<'a>(
+        &'a self,
+        token: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<(), PersonError>> {
+        Box::pin(async move {
+            let api: Api<Plugin> = Api::all(self.client(token)?);
+            api.delete(name, &Default::default())
+                .await
+                .map(|_| ())
+                .map_err(|e| PersonError::of(&format!("Plugin {name}"), e))
+        })
+    }
 }
 
 /// One write a person made, as [`Recorded`] keeps it.
@@ -167,6 +222,16 @@ pub enum Written {
         namespace: String,
         project: String,
         hash: String,
+    },
+    PluginSpec {
+        token: String,
+        name: String,
+        resource_version: String,
+        spec: Box<PluginSpec>,
+    },
+    PluginDeleted {
+        token: String,
+        name: String,
     },
 }
 
@@ -230,6 +295,34 @@ impl Person for Recorded {
             hash: hash.into(),
         };
         Box::pin(async move { self.record(w).map(|()| hash.to_string()) })
+    }
+
+    fn replace_plugin_spec<'a>(
+        &'a self,
+        token: &'a str,
+        name: &'a str,
+        resource_version: &'a str,
+        spec: &'a PluginSpec,
+    ) -> BoxFuture<'a, Result<(), PersonError>> {
+        let w = Written::PluginSpec {
+            token: token.into(),
+            name: name.into(),
+            resource_version: resource_version.into(),
+            spec: Box::new(spec.clone()),
+        };
+        Box::pin(async move { self.record(w) })
+    }
+
+    fn delete_plugin<'a>(
+        &'a self,
+        token: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<(), PersonError>> {
+        let w = Written::PluginDeleted {
+            token: token.into(),
+            name: name.into(),
+        };
+        Box::pin(async move { self.record(w) })
     }
 }
 

@@ -32,6 +32,18 @@ pub enum SourceError {
     },
     #[error(transparent)]
     Inspect(#[from] oci::InspectError),
+    #[error(transparent)]
+    Pull(#[from] install::PullError),
+}
+
+/// Pulls a plugin image with its published signatures, to review an upgrade to it (the
+/// host API's `.../review`): the same client, credentials and checks as a bundle's read.
+pub trait ImagePuller: Send + Sync {
+    fn pull<'a>(
+        &'a self,
+        reference: &'a str,
+        registry: &'a RegistryConfig,
+    ) -> BoxFuture<'a, Result<install::Pulled, SourceError>>;
 }
 
 /// Reads the bundle of a pinned image.
@@ -77,6 +89,27 @@ impl RegistrySource {
             .and_then(|mut d| d.remove(DOCKER_CONFIG_SECRET_KEY))
             .map(|b| b.0))
     }
+
+    /// The registry client HostConfig's `plugins.registry` describes.
+    async fn registry(&self, config: &RegistryConfig) -> Result<Registry, SourceError> {
+        let credentials = self.credentials(config).await?;
+        let options = oci::registry_options::options(config, credentials.as_deref())?;
+        Ok(Registry::new(options)
+            .map_err(|e| oci::registry_options::RegistrySetupError::Client(e.to_string()))?)
+    }
+}
+
+impl ImagePuller for RegistrySource {
+    fn pull<'a>(
+        &'a self,
+        reference: &'a str,
+        config: &'a RegistryConfig,
+    ) -> BoxFuture<'a, Result<install::Pulled, SourceError>> {
+        Box::pin(async move {
+            let registry = self.registry(config).await?;
+            Ok(install::check::pull(&registry, reference).await?)
+        })
+    }
 }
 
 impl BundleSource for RegistrySource {
@@ -92,10 +125,7 @@ impl BundleSource for RegistrySource {
                     image: image.to_string(),
                 });
             }
-            let credentials = self.credentials(config).await?;
-            let options = oci::registry_options::options(config, credentials.as_deref())?;
-            let registry = Registry::new(options)
-                .map_err(|e| oci::registry_options::RegistrySetupError::Client(e.to_string()))?;
+            let registry = self.registry(config).await?;
             let facts = inspect(&registry, &reference).await?;
             Ok(Bundle::of_tree(&facts.tree))
         })

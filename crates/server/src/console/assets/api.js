@@ -14,7 +14,8 @@ export const HOST_CODES = new Set([
   "breaker_open", "plugin_timeout", "plugin_unreachable", "plugin_error", "answer_too_large",
   "invalid_answer", "input_invalid", "output_invalid", "approval_not_found",
   "run_not_found", "approval_other_chat", "approval_decided", "approval_expired", "approval_denied",
-  "project_not_found", "plugin_not_admitted", "config_changed", "unavailable",
+  "project_not_found", "plugin_not_admitted", "config_changed", "image_unreadable",
+  "upgrade_refused", "unavailable",
   "internal",
 ]);
 
@@ -110,6 +111,7 @@ export class HostApi {
   post(path, body = {}) { return this.json("POST", path, body); }
   patch(path, body = {}) { return this.json("PATCH", path, body); }
   put(path, body = {}) { return this.json("PUT", path, body); }
+  delete(path) { return this.json("DELETE", path); }
 
   /** The path of a route of the whole host (the global config). */
   host(rest) {

@@ -17,6 +17,7 @@ import {
 import { runSteps, summary } from "./commands.js";
 import { frameHandlers, memoryState, paneState } from "./frames.js";
 import { editOf, fieldOf, shown } from "./settings_form.js";
+import { reviewRows, reviewSummary, upgradeBody } from "./plugin_upgrade.js";
 import { SwitchBook, switchKey } from "./switches.js";
 import { optionsFrom, optionsSummary } from "./task_options.js";
 import { applyTheme, theme } from "./theme.js";
@@ -1225,6 +1226,7 @@ async function openSettings() {
   if (!chat) return;
   if (!$("settings").open) {
     state.settingsTouched.clear();
+    state.settings = null; // drawn afresh: nothing typed and left unsaved comes back
     settingsStatus("");
     $("settings").showModal();
   }
@@ -1236,6 +1238,8 @@ async function loadSettings(project) {
   try {
     const view = await state.api.get(state.api.ns(`/projects/${encodeURIComponent(project)}/plugins`));
     if (read !== state.settingsRead) return;
+    // Drawn again only when it moved: what the person points at stays put otherwise.
+    if (state.settings && JSON.stringify(state.settings) === JSON.stringify(view)) return;
     state.settings = view;
     renderSettings();
   } catch (e) {
@@ -1382,9 +1386,91 @@ function pluginForm(p, scope) {
     settingRows.length ? h("div", { class: "settings-fields" }, settingRows) : null,
     (p.leftOut ?? []).length ? h("ul", { class: "note" }, p.leftOut.map((l) => h("li", {}, l))) : null,
     scheduleRows.length ? h("div", { class: "schedules" }, h("h4", {}, "Scheduled actions"), scheduleRows) : null,
-    h("button", { type: "button", class: "settings-save", onclick: () => saveEntry(p, scope, fields, entry, id) }, "Save"));
+    h("button", { type: "button", class: "settings-save", onclick: () => saveEntry(p, scope, fields, entry, id) }, "Save"),
+    scope === "global" ? upgradeSection(p, id) : null);
   shownViews.set(form, JSON.stringify(p));
   return form;
+}
+
+/** Upgrade (with its capability review) and Remove: the plugin's own, so under Global. */
+function upgradeSection(p, id) {
+  const image = id("upgrade-image");
+  return h("div", { class: "plugin-upgrade" },
+    h("div", { class: "setting-row" },
+      h("label", { for: image }, "Upgrade to"),
+      h("input", { id: image, placeholder: "an image (empty: the installed tag, looked up again)" })),
+    h("div", { class: "upgrade-actions" },
+      h("button", { type: "button", class: "upgrade-review-open", onclick: () => reviewUpgrade(p, id) }, "Review upgrade"),
+      h("button", { type: "button", class: "plugin-remove", onclick: () => askRemove(p, id) }, "Remove…")),
+    h("div", { class: "upgrade-review", id: id("upgrade-review"), "aria-live": "polite" }));
+}
+
+async function reviewUpgrade(p, id) {
+  const out = $(id("upgrade-review"));
+  const image = $(id("upgrade-image")).value.trim();
+  state.settingsTouched.add(p.plugin);
+  fill(out, h("p", { class: "muted" }, "Pulling the image and reviewing it…"));
+  let review;
+  try {
+    review = await state.api.post(state.api.host(`/global/plugins/${encodeURIComponent(p.plugin)}/review`), image ? { image } : {});
+  } catch (e) {
+    fill(out, h("p", { class: "error" }, `Review: ${e.message}`));
+    return;
+  }
+  const box = (row) => `${id("upgrade-cap")}-${row.capability.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
+  const dropped = review.candidate?.dropped ?? [];
+  fill(out,
+    h("p", { class: "upgrade-summary" }, reviewSummary(review)),
+    h("ul", { class: "capability-review" }, reviewRows(review).map((row) => h("li", { dataset: { before: row.before } },
+      row.choice === "ask"
+        ? h("label", { for: box(row) },
+          h("input", { type: "checkbox", id: box(row), dataset: { capability: row.capability } }), ` Approve ${row.capability}`)
+        : h("span", {}, row.capability),
+      h("span", { class: "muted" }, ` ${row.says} · ${row.allows}`)))),
+    dropped.length ? h("p", { class: "muted" }, `No longer asked for, its approval dropped: ${dropped.join(", ")}`) : null,
+    review.refused ? h("p", { class: "error" }, review.refused) : null,
+    review.waits ? h("p", { class: "muted" }, `Admission would wait: ${review.waits}`) : null,
+    h("button", {
+      type: "button",
+      class: "upgrade-apply",
+      disabled: Boolean(review.refused),
+      onclick: () => applyUpgrade(p, review, out),
+    }, `Upgrade to ${review.candidate?.version ?? "this image"}`));
+}
+
+async function applyUpgrade(p, review, out) {
+  const chosen = new Set([...out.querySelectorAll("input[type=checkbox][data-capability]")]
+    .filter((b) => b.checked).map((b) => b.dataset.capability));
+  let done;
+  try {
+    done = await state.api.put(state.api.host(`/global/plugins/${encodeURIComponent(p.plugin)}`), upgradeBody(review, chosen));
+  } catch (e) {
+    return settingsStatus(`Upgrading ${p.plugin}: ${e.message}`, true);
+  }
+  state.settingsTouched.delete(p.plugin);
+  settingsStatus(`Upgraded ${p.plugin} to ${done.version ?? done.image}; the controller admits it next.`);
+  await loadSettings(state.settings.project.name);
+}
+
+function askRemove(p, id) {
+  const out = $(id("upgrade-review"));
+  state.settingsTouched.add(p.plugin);
+  fill(out,
+    h("p", {}, `Remove ${p.name ?? p.plugin} from every project? Its instances and tasks go; its volumes are kept unless the Plugin purges them.`),
+    h("div", { class: "upgrade-actions" },
+      h("button", { type: "button", class: "plugin-remove-confirm danger", onclick: () => removePlugin(p) }, `Remove ${p.plugin}`),
+      h("button", { type: "button", onclick: () => { state.settingsTouched.delete(p.plugin); fill(out); } }, "Cancel")));
+}
+
+async function removePlugin(p) {
+  try {
+    await state.api.delete(state.api.host(`/global/plugins/${encodeURIComponent(p.plugin)}`));
+  } catch (e) {
+    return settingsStatus(`Removing ${p.plugin}: ${e.message}`, true);
+  }
+  state.settingsTouched.delete(p.plugin);
+  settingsStatus(`Removed ${p.plugin}.`);
+  await loadSettings(state.settings.project.name);
 }
 
 async function saveEntry(p, scope, fields, entry, id) {

@@ -10,3 +10,4 @@ mod openapi;
 mod quality;
 mod requests;
 mod runs;
+mod upgrade;

@@ -139,6 +139,7 @@ fn every_operation_states_its_time_limit_and_permission() {
             "/projects/{project}/plugins/{plugin}",
             "/projects/{project}/trust",
             "/global/plugins/{plugin}",
+            "/global/plugins/{plugin}/review",
             "/plugins/changes",
             "/runs",
             "/runs/{run}",
@@ -281,6 +282,11 @@ async fn the_spec_examples_get_documented_answers() {
             .pointer("/responses/200/content/text~1event-stream")
             .is_some()
         {
+            continue;
+        }
+        // An operation that pulls an image from a registry runs against a real one in e2e
+        // (`console::settings_upgrade_...`): these fixtures have no registry.
+        if op.op["x-loop-pulls-image"] == Value::Bool(true) {
             continue;
         }
         let media = op.op.pointer("/requestBody/content/application~1json");

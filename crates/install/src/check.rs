@@ -1,6 +1,7 @@
-//! The checks the CLI runs before it installs, and when asked to verify: the admission
-//! pipeline the controller runs (crates/admission), over the image as this machine pulls it
-//! and the cluster's HostConfig and admitted plugins. The same stages decide in both places,
+//! The checks run before a plugin is installed or upgraded (by the CLI, and by the host API
+//! for a person in the console), and when asked to verify: the admission pipeline the
+//! controller runs (crates/admission), over the image as pulled and the cluster's HostConfig
+//! and admitted plugins. The same stages decide in both places,
 //! so what `plugin verify` says is what the controller will say (zeroclaw: the check the host
 //! applies when you list plugins is the check the runtime applies).
 
@@ -12,7 +13,16 @@ use model::resources::{HostConfigSpec, Plugin};
 use oci::signing::record::SignatureRecord;
 use oci::{ImageFacts, Registry};
 
-use super::error::PluginError;
+/// Why an image could not be pulled for the checks.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error(transparent)]
+    Reference(#[from] oci::ReferenceError),
+    #[error(transparent)]
+    Image(#[from] oci::InspectError),
+    #[error(transparent)]
+    Signatures(#[from] oci::signing::publish::SignatureStoreError),
+}
 
 /// The image pulled and checked, and the signatures published for it.
 pub struct Pulled {
@@ -21,7 +31,7 @@ pub struct Pulled {
 }
 
 /// Pulls `reference`, checks it as a plugin image and fetches its signatures.
-pub async fn pull(registry: &Registry, reference: &str) -> Result<Pulled, PluginError> {
+pub async fn pull(registry: &Registry, reference: &str) -> Result<Pulled, PullError> {
     let r = oci::ImageRef::parse(reference)?;
     let facts = oci::inspect(registry, &r).await?;
     let signatures =
