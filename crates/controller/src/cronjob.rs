@@ -24,6 +24,12 @@ use model::task::{ANNOTATION_TASK_OPTIONS, TaskOptions, WORKTREES_DIR};
 
 use crate::plan::ExistingTask;
 
+/// How long one run of a task's trigger may take in all: the worktree's git work (a fetch and
+/// rebase of the project's repository, bounded per read but not in total), waiting for a new
+/// thread (90 s), the call (its time limit, 150 s by default) and its retries. Kubernetes
+/// ends a run still going then; the CronJob's Forbid keeps runs from piling up meanwhile.
+pub const TRIGGER_DEADLINE_SECONDS: i64 = 15 * 60;
+
 /// What a schedule's CronJob is made of.
 #[derive(Clone, Debug)]
 pub struct CronJobInputs<'a> {
@@ -267,6 +273,7 @@ pub fn build_cronjob(input: &CronJobInputs) -> CronJob {
                 }),
                 spec: Some(JobSpec {
                     backoff_limit: Some(0),
+                    active_deadline_seconds: Some(TRIGGER_DEADLINE_SECONDS),
                     ttl_seconds_after_finished: Some(3600),
                     template: PodTemplateSpec {
                         metadata: Some(ObjectMeta {

@@ -71,3 +71,39 @@ fn settings_values() {
         Ok(())
     });
 }
+
+/// A task's options as the annotation on its CronJob holds them (`plugins.loop.dev/task-options`):
+/// written by the API server, but readable and writable by anyone who may patch CronJobs. Any
+/// text gives options or a refusal, never a panic; options read are options `check` accepts,
+/// and written back they read the same.
+fn task_option_texts() -> BoxedStrategy<Vec<u8>> {
+    let seed = json!({ "worktree": true, "updateBeforeRun": true, "autoDeleteSeconds": 3600 });
+    prop_oneof![
+        3 => json_leaves_mutated(vec![seed.clone()]).prop_map(|v| v.to_string().into_bytes()),
+        3 => json_mutated(vec![seed.clone()], 40).prop_map(|v| v.to_string().into_bytes()),
+        2 => hostile::inputs::mutated(vec![seed.to_string().into_bytes()]),
+        1 => hostile::inputs::deep_text(),
+    ]
+    .boxed()
+}
+
+#[test]
+fn task_options() {
+    use loop_plugins_model::task::TaskOptions;
+    Target::new("task_options", env!("CARGO_MANIFEST_DIR")).run(task_option_texts, |bytes| {
+        let text = String::from_utf8_lossy(bytes);
+        let _ = TaskOptions::of_annotation(Some(&text));
+        let Ok(options) = TaskOptions::from_json(&text) else {
+            return Ok(());
+        };
+        options
+            .check()
+            .map_err(|why| format!("{text:?} read as {options:?}, which check refuses: {why}"))?;
+        let again = TaskOptions::from_json(&options.to_json())
+            .map_err(|why| format!("{options:?} written back does not read: {why}"))?;
+        if again != options {
+            return Err(format!("{options:?} written back reads as {again:?}"));
+        }
+        Ok(())
+    });
+}
