@@ -329,7 +329,9 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
 /// controller admits it); Remove deletes it.
 async fn settings_upgrade_and_remove(ns: Ns) -> anyhow::Result<()> {
     use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
-    // Bound before the console signs in: the host API keeps each RBAC answer for a while.
+    // The chart's roles applied (with the controller), then bound before the console signs
+    // in: the host API keeps each RBAC answer for a while.
+    crate::controller_support::setup(&ns).await?;
     let bindings: Api<ClusterRoleBinding> = Api::all(ns.client());
     let binding_name = format!("{}-person-plugin-operator", ns.name());
     let binding = ClusterRoleBinding {
