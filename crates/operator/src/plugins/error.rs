@@ -10,8 +10,6 @@ pub enum PluginError {
     Image(#[from] oci::InspectError),
     #[error(transparent)]
     Candidate(#[from] CandidateError),
-    #[error(transparent)]
-    Pull(#[from] install::PullError),
     #[error("registry: {0}")]
     Registry(#[from] oci::RegistryError),
     #[error("registry credentials {what}: {message}")]
@@ -38,6 +36,18 @@ pub enum PluginError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// A pull's failure is the verb's, as it was before the pull moved to crates/install: an
+/// image refusal stays `Image` (conformance reports it as a finding, not as a failed pull).
+impl From<install::PullError> for PluginError {
+    fn from(e: install::PullError) -> Self {
+        match e {
+            install::PullError::Reference(e) => PluginError::Reference(e),
+            install::PullError::Image(e) => PluginError::Image(e),
+            install::PullError::Signatures(e) => PluginError::Signatures(e),
+        }
+    }
 }
 
 impl PluginError {
