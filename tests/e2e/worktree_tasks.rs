@@ -365,14 +365,21 @@ async fn worktree_task(ns: &Ns, host: &HostServer) -> anyhow::Result<()> {
         );
     }
     wait::deleted(&ns.api::<Channel>(), &thread, Duration::from_secs(60)).await?;
-    let events = ns.api::<Event>().list(&ListParams::default()).await?;
-    ensure!(
-        events
-            .items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("AutoDeleted")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("general")),
-        "an AutoDeleted Event on the channel"
-    );
-    Ok(())
+    // The Event is written after the delete (the deletion is what it reports): seen on a
+    // loaded machine a moment after the thread was gone.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = ns.api::<Event>().list(&ListParams::default()).await?;
+        if events.items.iter().any(|e| {
+            e.reason.as_deref() == Some("AutoDeleted")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("general")
+        }) {
+            return Ok(());
+        }
+        ensure!(
+            tokio::time::Instant::now() < until,
+            "no AutoDeleted Event on the channel 30 s after its thread was deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
