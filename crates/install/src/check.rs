@@ -8,10 +8,12 @@
 use std::sync::Arc;
 
 use admission::conflicts::Holder;
-use admission::{Facts, ImageFinding, Outcome, SignatureFinding};
+use admission::{Facts, ImageFinding, ImageView, Outcome, SignatureFinding};
 use model::resources::{HostConfigSpec, Plugin};
 use oci::signing::record::SignatureRecord;
 use oci::{ImageFacts, Registry};
+
+use crate::candidate::PulledImage;
 
 /// Why an image could not be pulled for the checks.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +30,29 @@ pub enum PullError {
 pub struct Pulled {
     pub facts: ImageFacts,
     pub signatures: Vec<SignatureRecord>,
+}
+
+impl Pulled {
+    /// What admission reads of the image's `/loop-plugin` tree.
+    pub fn view(&self) -> ImageView {
+        admission::view_of(&self.facts)
+    }
+
+    /// What the image says, as a candidate Plugin is made of it (`view` from [`Pulled::view`]);
+    /// `signature`: the one to copy into `spec.signature`, if any.
+    pub fn says<'a>(
+        &'a self,
+        view: &'a ImageView,
+        signature: Option<&'a SignatureRecord>,
+    ) -> PulledImage<'a> {
+        PulledImage {
+            pinned: self.facts.pinned.to_string(),
+            command: self.facts.command(),
+            plugin_json: &self.facts.tree.plugin_json,
+            bundle: &view.bundle,
+            signature,
+        }
+    }
 }
 
 /// Pulls `reference`, checks it as a plugin image and fetches its signatures.

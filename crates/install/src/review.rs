@@ -8,7 +8,7 @@ use admission::Outcome;
 use model::manifest::{Capability, Manifest};
 use model::resources::{HostConfigSpec, Plugin};
 
-use crate::candidate::{self, Approval, CandidateError, CapabilityLine, PulledImage};
+use crate::candidate::{self, Approval, CandidateError, CapabilityLine};
 use crate::check::{self, Pulled};
 
 /// Where a capability of the new version stood in the installed one.
@@ -80,14 +80,8 @@ pub fn upgrade(
     approve_now: &[String],
     installed: &[Plugin],
 ) -> Result<Upgrade, CandidateError> {
-    let view = admission::view_of(&pulled.facts);
-    let says = PulledImage {
-        pinned: pulled.facts.pinned.to_string(),
-        command: pulled.facts.command(),
-        plugin_json: &pulled.facts.tree.plugin_json,
-        bundle: &view.bundle,
-        signature: check::chosen_signature(host, &pulled.signatures),
-    };
+    let view = pulled.view();
+    let says = pulled.says(&view, check::chosen_signature(host, &pulled.signatures));
     let (manifest, spec) = candidate::manifest_of(&says)?;
     let name = current.metadata.name.clone().unwrap_or_default();
     if manifest.id != name {

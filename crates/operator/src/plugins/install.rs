@@ -14,7 +14,7 @@ use model::resources::{AdmissionStage, HostConfigSpec, Plugin};
 use super::cluster;
 use super::error::PluginError;
 use super::registry::{RegistryArgs, registry};
-use install::candidate::{self, Approval, CapabilityLine, PulledImage};
+use install::candidate::{self, Approval, CapabilityLine};
 use install::check::{self, Pulled};
 
 /// The field manager of the CLI's writes.
@@ -186,14 +186,8 @@ fn candidate_from(
     current: Option<&Plugin>,
     purge_on_delete: bool,
 ) -> Result<(Plugin, Vec<CapabilityLine>), PluginError> {
-    let view = admission::view_of(&pulled.facts);
-    let says = PulledImage {
-        pinned: pulled.facts.pinned.to_string(),
-        command: pulled.facts.command(),
-        plugin_json: &pulled.facts.tree.plugin_json,
-        bundle: &view.bundle,
-        signature: check::chosen_signature(host, &pulled.signatures),
-    };
+    let view = pulled.view();
+    let says = pulled.says(&view, check::chosen_signature(host, &pulled.signatures));
     let (manifest, spec) = candidate::manifest_of(&says)?;
     let approved = match (approvals, current) {
         (Approvals::Given(a), None) => candidate::approve(&manifest, &a)?,

@@ -11,7 +11,7 @@ use oci::signing::record::SignatureRecord;
 
 use super::error::PluginError;
 use super::registry::{RegistryArgs, registry};
-use install::candidate::{self, PulledImage};
+use install::candidate;
 use install::check;
 
 /// Writes a new key to `path`; returns its public key (hex), for trustedPublisherKeys.
@@ -40,14 +40,8 @@ pub async fn sign(
     let key = PublisherKey::load(key_path)?;
     let registry = registry(args, None, None).await?;
     let pulled = check::pull(&registry, reference).await?;
-    let view = admission::view_of(&pulled.facts);
-    let says = PulledImage {
-        pinned: pulled.facts.pinned.to_string(),
-        command: pulled.facts.command(),
-        plugin_json: &pulled.facts.tree.plugin_json,
-        bundle: &view.bundle,
-        signature: None,
-    };
+    let view = pulled.view();
+    let says = pulled.says(&view, None);
     let (manifest, _) = candidate::manifest_of(&says)?;
     let record = publish::sign_image(
         &registry,

@@ -9,7 +9,7 @@ use super::cluster;
 use super::error::PluginError;
 use super::registry::{RegistryArgs, registry};
 use admission::Outcome;
-use install::candidate::{self, Approval, PulledImage};
+use install::candidate::{self, Approval};
 use install::check::{self, Pulled};
 
 /// What verify found.
@@ -46,14 +46,8 @@ pub async fn verify(
     let plugin = match &existing {
         Some(p) => p.clone(),
         None => {
-            let view = admission::view_of(&pulled.facts);
-            let says = PulledImage {
-                pinned: pulled.facts.pinned.to_string(),
-                command: pulled.facts.command(),
-                plugin_json: &pulled.facts.tree.plugin_json,
-                bundle: &view.bundle,
-                signature: check::chosen_signature(&host, &pulled.signatures),
-            };
+            let view = pulled.view();
+            let says = pulled.says(&view, check::chosen_signature(&host, &pulled.signatures));
             let (manifest, spec) = candidate::manifest_of(&says)?;
             let approved = candidate::approve(&manifest, &Approval::All)?;
             candidate::plugin(&says, &manifest, spec, approved, false)

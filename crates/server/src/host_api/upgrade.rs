@@ -147,6 +147,16 @@ fn refusal(upgrade: &Upgrade) -> Option<String> {
         })
 }
 
+/// Who writes the Plugin: the person, with their token.
+fn writer(s: &HostState) -> HostResult<crate::person::SharedPerson> {
+    s.person.clone().ok_or_else(|| {
+        HostError::new(
+            Code::Unavailable,
+            "this server writes no Plugins (it runs without a cluster)",
+        )
+    })
+}
+
 /// A person's write refused: as Settings' writes are, a missing Plugin named as one.
 fn plugin_write_error(e: PersonError) -> HostError {
     match e {
@@ -230,12 +240,7 @@ pub async fn upgrade(
     if let Some(why) = refusal(&upgrade) {
         return Err(HostError::new(Code::UpgradeRefused, why));
     }
-    let person = s.person.clone().ok_or_else(|| {
-        HostError::new(
-            Code::Unavailable,
-            "this server writes no Plugins (it runs without a cluster)",
-        )
-    })?;
+    let person = writer(&s)?;
     let token = bearer(&headers)?;
     person
         .replace_plugin_spec(
@@ -265,12 +270,7 @@ pub async fn remove(
     s.authorize(&headers, &Permission::plugin("delete", &plugin))
         .await?;
     let current = installed(&s, &plugin)?;
-    let person = s.person.clone().ok_or_else(|| {
-        HostError::new(
-            Code::Unavailable,
-            "this server writes no Plugins (it runs without a cluster)",
-        )
-    })?;
+    let person = writer(&s)?;
     let token = bearer(&headers)?;
     person
         .delete_plugin(token, &plugin)
