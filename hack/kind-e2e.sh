@@ -268,8 +268,12 @@ create_cluster() {
     ((SECONDS < deadline)) || die "cluster $cluster does not answer kubectl get nodes after 3 minutes: kind delete cluster --name $cluster, then run again"
     sleep 2
   done
-  kubectl wait --for=condition=Ready nodes --all --timeout=180s >&2 ||
+  if ! kubectl wait --for=condition=Ready nodes --all --timeout=180s >&2; then
+    # Why, before the cluster goes: each node's conditions and the kube-system Pods.
+    kubectl describe nodes 2>&1 | grep -E '^Name:|^  [A-Za-z]+ +(True|False|Unknown) ' >&2 || true
+    kubectl -n kube-system get pods -o wide >&2 || true
     die "the nodes of cluster $cluster are not Ready"
+  fi
 }
 
 local_registry() {
