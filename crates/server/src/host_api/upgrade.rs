@@ -57,17 +57,12 @@ struct UpgradeBody {
 }
 
 fn installed(s: &HostState, name: &str) -> HostResult<Arc<Plugin>> {
-    s.index()
-        .plugins
-        .state()
-        .into_iter()
-        .find(|p| p.name_any() == name)
-        .ok_or_else(|| {
-            HostError::new(
-                Code::PluginNotFound,
-                format!("no Plugin {name} is installed"),
-            )
-        })
+    s.index().plugin(name).ok_or_else(|| {
+        HostError::new(
+            Code::PluginNotFound,
+            format!("no Plugin {name} is installed"),
+        )
+    })
 }
 
 /// Pulls `reference` and makes the review of `current` → it.
