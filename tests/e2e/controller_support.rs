@@ -297,7 +297,7 @@ pub async fn restart_controller(
     after_kill: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     if let Some(existing) = ns.cluster().existing() {
-        let killed = in_cluster::kill_leader(ns.client(), existing).await?;
+        let killed = in_cluster::kill_leader(ns.client(), existing, ns.cluster().run_dir()).await?;
         after_kill.await;
         in_cluster::leader(ns.client(), existing, Some(&killed)).await?;
         return Ok(());

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, LogParams};
 use kube::{Api, Client};
 
 use crate::support::{Existing, wait};
@@ -82,9 +82,17 @@ pub async fn leader(
 }
 
 /// Deletes the leading controller's Pod at once (no grace period: SIGKILL); its name.
-pub async fn kill_leader(client: Client, existing: &Existing) -> anyhow::Result<String> {
+/// Its containers' logs so far go to `killed-<pod>.<container>.log` in `logs` first: a failure
+/// in another test later may need what that replica did, and the release's logs, gathered
+/// after a failure, have only the Pods still there.
+pub async fn kill_leader(
+    client: Client,
+    existing: &Existing,
+    logs: &std::path::Path,
+) -> anyhow::Result<String> {
     let pod = leader(client.clone(), existing, None).await?;
     let pods: Api<Pod> = Api::namespaced(client, &existing.namespace);
+    keep_logs(&pods, &pod, logs).await;
     pods.delete(
         &pod,
         &DeleteParams {
@@ -95,6 +103,38 @@ pub async fn kill_leader(client: Client, existing: &Existing) -> anyhow::Result<
     .await
     .with_context(|| format!("deleting the leading controller's Pod {pod}"))?;
     Ok(pod)
+}
+
+/// Writes each container's log of `pod` to `logs` (best effort: a log that cannot be read is
+/// named in the file instead).
+async fn keep_logs(pods: &Api<Pod>, pod: &str, logs: &std::path::Path) {
+    let containers: Vec<String> = match pods.get(pod).await {
+        Ok(p) => p
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .map(|c| c.name.clone())
+            .collect(),
+        Err(e) => {
+            eprintln!("e2e: could not read Pod {pod} to keep its logs: {e}");
+            return;
+        }
+    };
+    for container in containers {
+        let params = LogParams {
+            container: Some(container.clone()),
+            timestamps: true,
+            ..Default::default()
+        };
+        let text = match pods.logs(pod, &params).await {
+            Ok(text) => text,
+            Err(e) => format!("(could not read the log: {e})\n"),
+        };
+        let path = logs.join(format!("killed-{pod}.{container}.log"));
+        if let Err(e) = std::fs::create_dir_all(logs).and_then(|()| std::fs::write(&path, text)) {
+            eprintln!("e2e: could not write {}: {e}", path.display());
+        }
+    }
 }
 
 /// What every Ready API Pod of the release serves on `/metrics` (the `api` container's

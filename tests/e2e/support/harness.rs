@@ -2,6 +2,11 @@
 //! runs every test in a fresh namespace with a timeout, and tears the cluster down before
 //! exiting. On an existing cluster, tests marked [`E2eTest::local_only`] are ignored, on the
 //! local control plane those marked [`E2eTest::cluster_only`], and the run says why for each.
+//!
+//! After the run it names the slowest tests (their own time, lock waits apart). A failed test
+//! leaves `failures/<test>.txt` in the run's folder (kept then): its message, when it ran and
+//! its namespace's Events. `LOOP_PLUGINS_E2E_REPEAT=N` runs each selected test N times side by
+//! side, to make one that fails once in a while fail on demand.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,10 +21,15 @@ use super::target::Target;
 use super::{Cluster, Ns};
 
 type TestFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
-type TestFn = Box<dyn Fn(Ns) -> TestFuture + Send + Sync>;
+type TestFn = Arc<dyn Fn(Ns) -> TestFuture + Send + Sync>;
 
 /// Set to keep the run's folder (logs, volumes) even when every test passed.
 const KEEP_ENV: &str = "LOOP_PLUGINS_E2E_KEEP";
+
+/// Set to N to run each selected test N times side by side (`<name>#2` .. `<name>#N` beside
+/// the test itself, each in its own namespace): to make a test that fails once in a while
+/// fail here, under the load of its own copies.
+const REPEAT_ENV: &str = "LOOP_PLUGINS_E2E_REPEAT";
 
 /// How long a test may take unless it says otherwise.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -129,7 +139,7 @@ where
     E2eTest {
         name: name.to_string(),
         timeout: DEFAULT_TIMEOUT,
-        body: Body::InNamespace(Box::new(move |ns| Box::pin(body(ns)))),
+        body: Body::InNamespace(Arc::new(move |ns| Box::pin(body(ns)))),
         local_only: None,
         cluster_only: None,
         not_on_rehearsal: None,
@@ -202,7 +212,7 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
         }
     }
 
-    let trials = tests
+    let trials = repeated(tests)
         .into_iter()
         .map(|t| {
             let cluster = cluster.clone();
@@ -224,6 +234,7 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
+    let slowest = slowest_tests(SLOWEST);
 
     if let Ok(cluster) = cluster {
         let started = Instant::now();
@@ -237,6 +248,7 @@ pub fn run(tests: Vec<E2eTest>) -> ExitCode {
             }
             Err(cluster) => drop(cluster),
         }
+        eprint!("{slowest}");
         // libtest's summary stays the last line unless stopping was slow.
         if started.elapsed() > Duration::from_secs(5) {
             eprintln!(
@@ -270,6 +282,69 @@ fn wanted(args: &Arguments, test: &E2eTest, place: Place) -> bool {
     selected && !args.skip.iter().any(|s| matches(s))
 }
 
+/// The tests, each test in a namespace `$LOOP_PLUGINS_E2E_REPEAT` times (once without it).
+fn repeated(tests: Vec<E2eTest>) -> Vec<E2eTest> {
+    let times: usize = std::env::var(REPEAT_ENV)
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let mut all = Vec::with_capacity(tests.len() * times);
+    for test in tests {
+        if let Body::InNamespace(body) = &test.body {
+            for copy in 2..=times {
+                all.push(E2eTest {
+                    name: format!("{}#{copy}", test.name),
+                    timeout: test.timeout,
+                    body: Body::InNamespace(body.clone()),
+                    local_only: test.local_only,
+                    cluster_only: test.cluster_only,
+                    not_on_rehearsal: test.not_on_rehearsal,
+                });
+            }
+        }
+        all.push(test);
+    }
+    all
+}
+
+/// How long one test ran, and how much of that it waited for the suite's locks.
+struct TestTime {
+    name: String,
+    took: Duration,
+    waited: Duration,
+}
+
+/// Every test run so far, as it ended.
+static TIMES: std::sync::Mutex<Vec<TestTime>> = std::sync::Mutex::new(Vec::new());
+
+/// How many of the slowest tests the run names at its end.
+const SLOWEST: usize = 12;
+
+/// The `n` tests that took longest of their own (lock waits left out), a line each: where
+/// the suite's time goes, for whoever makes it shorter.
+fn slowest_tests(n: usize) -> String {
+    let mut times = std::mem::take(&mut *TIMES.lock().expect("the times' lock"));
+    if times.is_empty() {
+        return String::new();
+    }
+    let own = |t: &TestTime| t.took.saturating_sub(t.waited);
+    times.sort_by_key(|t| std::cmp::Reverse(own(t)));
+    let mut text = format!(
+        "e2e: the {} slowest tests of their own (and their lock waits):\n",
+        n.min(times.len())
+    );
+    for t in times.iter().take(n) {
+        text.push_str(&format!(
+            "    {:>6.1}s  (+{:.1}s)  {}\n",
+            own(t).as_secs_f64(),
+            t.waited.as_secs_f64(),
+            t.name
+        ));
+    }
+    text
+}
+
 async fn run_one(
     cluster: Arc<Cluster>,
     name: &str,
@@ -280,16 +355,76 @@ async fn run_one(
         .await
         .map_err(|e| Failed::from(format!("creating the namespace: {e:#}")))?;
     let namespace = ns.name().to_string();
-    let outcome = Clock::default().limit(timeout, body(ns.clone())).await;
-    match outcome {
+    let started = jiff::Timestamp::now();
+    let clock = Clock::default();
+    let began = Instant::now();
+    let outcome = clock.limit(timeout, body(ns.clone())).await;
+    TIMES.lock().expect("the times' lock").push(TestTime {
+        name: name.to_string(),
+        took: began.elapsed(),
+        waited: clock.waited(),
+    });
+    let message = match outcome {
         Ok(Ok(())) => {
             ns.delete().await;
-            Ok(())
+            return Ok(());
         }
-        Ok(Err(e)) => Err(Failed::from(format!("{e:#}\n(namespace {namespace} kept)"))),
-        Err(waited) => Err(Failed::from(format!(
+        Ok(Err(e)) => format!("{e:#}\n(namespace {namespace} kept)"),
+        Err(waited) => format!(
             "timed out after {timeout:?} of its own (and {:.0?} waiting for other tests' locks; namespace {namespace} kept)",
             waited
-        ))),
+        ),
+    };
+    record_failure(&ns, name, started, &message).await;
+    Err(Failed::from(message))
+}
+
+/// Writes what a failed test said, when it ran and the Events of its namespace to
+/// `failures/<test>.txt` in the run's folder (kept after a failure): CI shows only the end of
+/// the output, and the cluster with its Events is gone by the time anyone looks.
+async fn record_failure(ns: &Ns, name: &str, started: jiff::Timestamp, message: &str) {
+    use k8s_openapi::api::core::v1::Event;
+    use std::fmt::Write as _;
+
+    let mut text = format!(
+        "test: {name}\nnamespace: {}\nran: {started} .. {}\n\n{message}\n\nEvents of the namespace:\n",
+        ns.name(),
+        jiff::Timestamp::now()
+    );
+    match ns.api::<Event>().list(&Default::default()).await {
+        Ok(list) => {
+            let mut events = list.items;
+            events.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+            for e in events {
+                let object = &e.involved_object;
+                let _ = writeln!(
+                    text,
+                    "{} {} {} {}/{}: {} (x{})",
+                    e.metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .map(|t| t.0.to_string())
+                        .unwrap_or_default(),
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    object.kind.clone().unwrap_or_default(),
+                    object.name.clone().unwrap_or_default(),
+                    e.message.unwrap_or_default(),
+                    e.count.unwrap_or(1),
+                );
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(text, "(could not list them: {e})");
+        }
+    }
+    let dir = ns.cluster().run_dir().join("failures");
+    let file: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let path = dir.join(format!("{file}.txt"));
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text)) {
+        eprintln!("e2e: could not write {}: {e}", path.display());
     }
 }
