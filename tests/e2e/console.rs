@@ -328,30 +328,10 @@ async fn settings_edit_and_trust(ns: Ns) -> anyhow::Result<()> {
 /// asks for; approved there, Upgrade replaces the Plugin (the new image, the approval; the
 /// controller admits it); Remove deletes it.
 async fn settings_upgrade_and_remove(ns: Ns) -> anyhow::Result<()> {
-    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
     // The chart's roles applied (with the controller), then bound before the console signs
     // in: the host API keeps each RBAC answer for a while.
     crate::controller_support::setup(&ns).await?;
-    let bindings: Api<ClusterRoleBinding> = Api::all(ns.client());
-    let binding_name = format!("{}-person-plugin-operator", ns.name());
-    let binding = ClusterRoleBinding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(binding_name.clone()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: crate::operate::operator_role_name(&ns),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "person".into(),
-            namespace: Some(ns.name().into()),
-            ..Default::default()
-        }]),
-    };
-    bindings.create(&Default::default(), &binding).await?;
+    let binding = crate::operate::bind_operator_role(&ns, "person").await?;
     // The host API keeps each RBAC answer for a while: the console signs in only once the
     // authorizer has the binding (a refusal seen before would be kept).
     let user = format!("system:serviceaccount:{}:person", ns.name());
@@ -365,7 +345,7 @@ async fn settings_upgrade_and_remove(ns: Ns) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let outcome = upgrade_and_remove(&ns).await;
-    bindings.delete(&binding_name, &Default::default()).await?;
+    binding.remove().await?;
     outcome
 }
 

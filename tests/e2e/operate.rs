@@ -330,7 +330,6 @@ async fn account_kubeconfig(ns: &Ns, account: &str) -> anyhow::Result<std::path:
 /// A ServiceAccount bound to the chart's plugin-operator role (and nothing else) lists the
 /// plugins, stops one in a chat and explains it; unbound, it is refused each.
 async fn operator_role(ns: Ns) -> anyhow::Result<()> {
-    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
     let _shared = shared().await;
     let id = world(&ns, "rbac", &[]).await?;
     let name = instance_name(&id, "general");
@@ -350,26 +349,7 @@ async fn operator_role(ns: Ns) -> anyhow::Result<()> {
         );
     }
 
-    let bindings: kube::Api<ClusterRoleBinding> = kube::Api::all(ns.client());
-    let binding_name = format!("{}-plugin-operator", ns.name());
-    let binding = ClusterRoleBinding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(binding_name.clone()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: operator_role_name(&ns),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "operator".into(),
-            namespace: Some(ns.name().into()),
-            ..Default::default()
-        }]),
-    };
-    bindings.create(&Default::default(), &binding).await?;
+    let binding = bind_operator_role(&ns, "operator").await?;
     let outcome = async {
         for args in &verbs {
             // The authorizer's cache takes the binding in a moment.
@@ -396,8 +376,49 @@ async fn operator_role(ns: Ns) -> anyhow::Result<()> {
         anyhow::Ok(())
     }
     .await;
-    bindings.delete(&binding_name, &Default::default()).await?;
+    binding.remove().await?;
     outcome
+}
+
+/// A ClusterRoleBinding of the chart's plugin-operator role to a ServiceAccount of the test's
+/// namespace; [`OperatorBinding::remove`] deletes it (it is cluster-scoped: the namespace's
+/// deletion leaves it).
+pub struct OperatorBinding {
+    api: kube::Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding>,
+    name: String,
+}
+
+impl OperatorBinding {
+    pub async fn remove(self) -> anyhow::Result<()> {
+        self.api.delete(&self.name, &Default::default()).await?;
+        Ok(())
+    }
+}
+
+/// Binds the chart's plugin-operator ClusterRole to ServiceAccount `account` of `ns`.
+pub async fn bind_operator_role(ns: &Ns, account: &str) -> anyhow::Result<OperatorBinding> {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+    let api: kube::Api<ClusterRoleBinding> = kube::Api::all(ns.client());
+    let name = format!("{}-{account}-plugin-operator", ns.name());
+    let binding = ClusterRoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: operator_role_name(ns),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account.into(),
+            namespace: Some(ns.name().into()),
+            ..Default::default()
+        }]),
+    };
+    api.create(&Default::default(), &binding).await?;
+    Ok(OperatorBinding { api, name })
 }
 
 /// That `plugin stop` recorded its stop on instance `name` (`status.stoppedAt`).
