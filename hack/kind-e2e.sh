@@ -342,6 +342,11 @@ chart() {
     kubectl label --overwrite namespace "$namespace" \
       app.kubernetes.io/part-of=loop-plugins pod-security.kubernetes.io/enforce=restricted >/dev/null
   fi
+  # A release already there (a kept cluster): its CRDs as the upgrade in docs/install.md says,
+  # since Helm installs them on the first install only.
+  if helm status "$release" --namespace "$namespace" >/dev/null 2>&1; then
+    kubectl apply --server-side --force-conflicts -f charts/loop-plugins/crds/ >/dev/null
+  fi
   local image=${image_pinned%@*} digest=${image_pinned#*@}
   local log_level=${KIND_LOG_LEVEL:-info,loop_plugins_controller=debug,loop_plugins_server=debug,kube=warn}
   # helm's --set splits at commas.
