@@ -17,12 +17,37 @@
 //!   the stop's own second counts only from the next one.
 //! - Switch state of a switch the manifest no longer declares, or while `ui.composer_switch`
 //!   is not approved, and a hold while `live.control` is not approved, count for nothing.
+//! - Idle means up and unused: the idle timeout counts from the later of the demand and the
+//!   moment the Pod became Ready, and a Pod started for a demand is not stopped while it is
+//!   still starting (placed, its volume bound, its image pulled, its first containers not
+//!   Ready yet), for up to
+//!   [`START_GRACE`]. A first start on a real cluster can take longer than a short idle
+//!   timeout (a volume provisioned, an image pulled), and the plugin would otherwise be stopped
+//!   before it ever answered.
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 
 use model::resources::PluginInstanceStatus;
+
+/// How long a Pod started for a demand may take to start (Pending) while that demand's idle
+/// window has closed; past it, the ordinary idle rule stops it.
+pub const START_GRACE: Duration = Duration::from_secs(300);
+
+/// How far the instance's live Pod got, for the idle rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodProgress {
+    /// No Pod runs.
+    None,
+    /// Made at `since`, and still starting: Pending, or running its first containers and
+    /// not Ready yet.
+    Starting { since: Timestamp },
+    /// Ready since `since`.
+    Ready { since: Timestamp },
+    /// Running but not Ready after a container restarted (failing, not starting): no grace.
+    Running,
+}
 
 /// Why a container should run, or that it should not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +59,9 @@ pub enum Demand {
     SwitchOnAtStart(Timestamp),
     /// The plugin holds the chat's live session.
     LiveHold,
+    /// Its Pod, started for a demand whose window closed meanwhile, is still starting: it is
+    /// kept until it is Ready (then idleness counts from there) or until this time.
+    Starting(Timestamp),
     /// Idle: stop it.
     Idle,
 }
@@ -49,6 +77,8 @@ pub struct DemandInputs<'a> {
     /// Whether `live.control` is approved.
     pub live_control: bool,
     pub idle_timeout: Duration,
+    /// How far its live Pod got.
+    pub pod: PodProgress,
     /// When this controller started reconciling.
     pub started: Timestamp,
     pub now: Timestamp,
@@ -62,7 +92,9 @@ impl Demand {
     /// When to look again: when the window that keeps it up closes.
     pub fn recheck_after(self, now: Timestamp) -> Option<Duration> {
         match self {
-            Demand::ActiveUntil(until) | Demand::SwitchOnAtStart(until) => {
+            Demand::ActiveUntil(until)
+            | Demand::SwitchOnAtStart(until)
+            | Demand::Starting(until) => {
                 let left = until.duration_since(now);
                 Some(
                     Duration::try_from(left).unwrap_or(Duration::ZERO) + Duration::from_millis(500),
@@ -98,16 +130,46 @@ pub fn demand(input: &DemandInputs) -> Demand {
         .any(|s| s.on && input.switches.contains(&s.id.as_str()));
     let at_start = (switch_on && after_stop(input.started))
         .then(|| Demand::SwitchOnAtStart(input.started + input.idle_timeout));
-    let until = |d: &Demand| match d {
-        Demand::ActiveUntil(t) | Demand::SwitchOnAtStart(t) => *t,
-        _ => Timestamp::MIN,
+    let windows: Vec<Demand> = [activity, at_start].into_iter().flatten().collect();
+    // Idleness counts from when the Pod was up: a window that opened before the Pod became
+    // Ready closes the idle timeout after it did.
+    let from_ready = |d: Demand| match (d, input.pod) {
+        (Demand::ActiveUntil(t), PodProgress::Ready { since }) => {
+            Demand::ActiveUntil(t.max(since + input.idle_timeout))
+        }
+        (Demand::SwitchOnAtStart(t), PodProgress::Ready { since }) => {
+            Demand::SwitchOnAtStart(t.max(since + input.idle_timeout))
+        }
+        (d, _) => d,
     };
-    [activity, at_start]
-        .into_iter()
-        .flatten()
+    let open = windows
+        .iter()
+        .copied()
+        .map(from_ready)
         .filter(|d| until(d) > input.now)
-        .max_by_key(until)
-        .unwrap_or(Demand::Idle)
+        .max_by_key(until);
+    if let Some(open) = open {
+        return open;
+    }
+    // Every window closed. A Pod made for one of them and still starting is not idle yet.
+    match input.pod {
+        PodProgress::Starting { since }
+            if after_stop(since)
+                && windows.iter().any(|d| until(d) >= since)
+                && since + START_GRACE > input.now =>
+        {
+            Demand::Starting(since + START_GRACE)
+        }
+        _ => Demand::Idle,
+    }
+}
+
+/// When a window that keeps the container up closes.
+fn until(d: &Demand) -> Timestamp {
+    match d {
+        Demand::ActiveUntil(t) | Demand::SwitchOnAtStart(t) | Demand::Starting(t) => *t,
+        Demand::LiveHold | Demand::Idle => Timestamp::MIN,
+    }
 }
 
 #[cfg(test)]
@@ -156,6 +218,20 @@ mod tests {
             switches,
             live_control,
             idle_timeout: TEN_MIN,
+            pod: PodProgress::None,
+            started: at("2026-01-01T10:00:00Z"),
+            now: at(now),
+        })
+    }
+
+    /// The demand at `now` with the Pod as far as `pod`, for a controller started at 10:00.
+    fn decide_with(status: &PluginInstanceStatus, pod: PodProgress, now: &str) -> Demand {
+        demand(&DemandInputs {
+            status: Some(status),
+            switches: MODE,
+            live_control: true,
+            idle_timeout: TEN_MIN,
+            pod,
             started: at("2026-01-01T10:00:00Z"),
             now: at(now),
         })
@@ -185,6 +261,7 @@ mod tests {
             switches: MODE,
             live_control: true,
             idle_timeout: TEN_MIN,
+            pod: PodProgress::None,
             started: at("2026-01-01T10:00:00Z"),
             now: at("2026-01-01T10:00:00Z"),
         });
@@ -319,6 +396,101 @@ mod tests {
         assert_eq!(
             decide(&used, MODE, true, "2026-01-01T10:04:00Z"),
             Demand::LiveHold
+        );
+    }
+
+    #[test]
+    fn idleness_counts_from_when_the_pod_became_ready() {
+        let active = status(Some("2026-01-01T10:00:00Z"), &[], false);
+        // Up at 10:04 for a call at 10:00: the timeout counts from 10:04.
+        let ready = PodProgress::Ready {
+            since: at("2026-01-01T10:04:00Z"),
+        };
+        assert_eq!(
+            decide_with(&active, ready, "2026-01-01T10:12:00Z"),
+            Demand::ActiveUntil(at("2026-01-01T10:14:00Z"))
+        );
+        assert_eq!(
+            decide_with(&active, ready, "2026-01-01T10:14:01Z"),
+            Demand::Idle
+        );
+        // Up long before the call: the call's own window.
+        let long_up = PodProgress::Ready {
+            since: at("2026-01-01T08:00:00Z"),
+        };
+        assert_eq!(
+            decide_with(&active, long_up, "2026-01-01T10:05:00Z"),
+            Demand::ActiveUntil(at("2026-01-01T10:10:00Z"))
+        );
+        // The switch's start window too.
+        let on = status(None, &[("mode", true)], false);
+        let late = PodProgress::Ready {
+            since: at("2026-01-01T10:09:00Z"),
+        };
+        assert_eq!(
+            decide_with(&on, late, "2026-01-01T10:11:00Z"),
+            Demand::SwitchOnAtStart(at("2026-01-01T10:19:00Z"))
+        );
+        // Readiness alone, with no demand at all, keeps nothing.
+        let none = status(None, &[], false);
+        assert_eq!(
+            decide_with(&none, ready, "2026-01-01T10:05:00Z"),
+            Demand::Idle
+        );
+    }
+
+    #[test]
+    fn a_pod_still_starting_when_its_window_closes_is_kept_up_to_the_grace() {
+        // An idle timeout of 45 s: the switch was on at the start (window 10:00:00-10:00:45);
+        // its Pod, made at 10:00:02, is still Pending (its volume being provisioned) later.
+        let short = |status: &PluginInstanceStatus, pod, now: &str| {
+            demand(&DemandInputs {
+                status: Some(status),
+                switches: MODE,
+                live_control: true,
+                idle_timeout: Duration::from_secs(45),
+                pod,
+                started: at("2026-01-01T10:00:00Z"),
+                now: at(now),
+            })
+        };
+        let on = status(None, &[("mode", true)], false);
+        let starting = PodProgress::Starting {
+            since: at("2026-01-01T10:00:02Z"),
+        };
+        assert_eq!(
+            short(&on, PodProgress::None, "2026-01-01T10:01:00Z"),
+            Demand::Idle
+        );
+        let kept = short(&on, starting, "2026-01-01T10:01:00Z");
+        assert_eq!(kept, Demand::Starting(at("2026-01-01T10:05:02Z")));
+        assert!(kept.wanted());
+        // Ready at 10:01:30: the 45 s count from there.
+        let ready = PodProgress::Ready {
+            since: at("2026-01-01T10:01:30Z"),
+        };
+        assert_eq!(
+            short(&on, ready, "2026-01-01T10:02:00Z"),
+            Demand::SwitchOnAtStart(at("2026-01-01T10:02:15Z"))
+        );
+        // Past the grace it is let go.
+        assert_eq!(short(&on, starting, "2026-01-01T10:05:03Z"), Demand::Idle);
+        // A Pod that runs but is not Ready gets no grace.
+        assert_eq!(
+            short(&on, PodProgress::Running, "2026-01-01T10:01:00Z"),
+            Demand::Idle
+        );
+        // A Pod made after every window closed (not for them) gets none either.
+        let stray = PodProgress::Starting {
+            since: at("2026-01-01T10:30:00Z"),
+        };
+        assert_eq!(short(&on, stray, "2026-01-01T10:31:00Z"), Demand::Idle);
+        // A stop cancels a start under way.
+        let mut stopped = on.clone();
+        stopped.stopped_at = Some("2026-01-01T10:00:50Z".into());
+        assert_eq!(
+            short(&stopped, starting, "2026-01-01T10:01:00Z"),
+            Demand::Idle
         );
     }
 }

@@ -25,7 +25,7 @@ use kube::ResourceExt;
 use crate::egress::{self, Here};
 use crate::plugin_pod::{self, PluginParts};
 use crate::pod::PodInputs;
-use crate::pod_wanted::{self, Demand, DemandInputs};
+use crate::pod_wanted::{self, Demand, DemandInputs, PodProgress};
 use index::manifests::Parsed;
 use model::contract::{SECRET_KEY, TOKEN_KEY};
 use model::manifest::{Capability, Manifest};
@@ -192,9 +192,57 @@ fn demand_on(facts: &Facts, run: &Runnable, now: Timestamp) -> Demand {
         switches: &switches,
         live_control: approved.contains(&Capability::LiveControl),
         idle_timeout: idle,
+        pod: progress(&facts.pods),
         started: facts.started,
         now,
     })
+}
+
+/// How far the instance's live Pod got: the newest one not going away and not failed.
+pub fn progress(pods: &[Arc<Pod>]) -> PodProgress {
+    let live = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && failed(p).is_none())
+        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    let Some(pod) = live else {
+        return PodProgress::None;
+    };
+    let status = pod.status.as_ref();
+    let ready_since = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+        .and_then(|c| c.last_transition_time.as_ref())
+        .and_then(|t| ours(t.0));
+    if let Some(since) = ready_since {
+        return PodProgress::Ready { since };
+    }
+    // Pending (placed, its volume bound, its image pulled), or running for the first time and
+    // not Ready yet; a container that restarted is failing, not starting.
+    let phase = status.and_then(|s| s.phase.as_deref());
+    let restarts: i32 = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+        .unwrap_or(0);
+    let starting = match phase {
+        None | Some("Pending") => true,
+        Some("Running") => restarts == 0,
+        Some(_) => false,
+    };
+    match (
+        starting,
+        pod.metadata
+            .creation_timestamp
+            .as_ref()
+            .and_then(|t| ours(t.0)),
+    ) {
+        (true, Some(since)) => PodProgress::Starting { since },
+        _ => PodProgress::Running,
+    }
+}
+
+/// k8s-openapi's timestamp (its own jiff) as ours.
+fn ours(t: k8s_openapi::jiff::Timestamp) -> Option<Timestamp> {
+    Timestamp::from_nanosecond(t.as_nanosecond()).ok()
 }
 
 /// Why a started Pod runs, for its Event.
@@ -205,6 +253,7 @@ pub fn started_because(demand: Demand) -> &'static str {
             "a composer switch is on, so the plugin can bring back what it stands for"
         }
         Demand::LiveHold => "the plugin holds the live session",
+        Demand::Starting(_) => "it is still starting",
         Demand::Idle => "idle",
     }
 }
@@ -542,6 +591,65 @@ mod tests {
         );
         let neither = fixtures::plugin_with(fixtures::echo_manifest(), &["schedule"]);
         assert_eq!(demand(&instance, neither), Demand::Idle);
+    }
+
+    #[test]
+    fn a_pods_progress_is_read_from_its_phase_readiness_and_restarts() {
+        use k8s_openapi::api::core::v1::{ContainerStatus, PodCondition};
+        let pod = |phase: &str, ready: Option<&str>, restarts: i32, going: bool| {
+            let mut p = Pod::default();
+            let time = |t: &str| Time(t.parse().expect("a timestamp"));
+            p.metadata.creation_timestamp = Some(time("2026-01-01T10:00:00Z"));
+            if going {
+                p.metadata.deletion_timestamp = Some(time("2026-01-01T10:00:05Z"));
+            }
+            p.status = Some(PodStatus {
+                phase: Some(phase.into()),
+                conditions: ready.map(|since| {
+                    vec![PodCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        last_transition_time: Some(time(since)),
+                        ..Default::default()
+                    }]
+                }),
+                container_statuses: Some(vec![ContainerStatus {
+                    restart_count: restarts,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            Arc::new(p)
+        };
+        let made = at("2026-01-01T10:00:00Z");
+        assert_eq!(progress(&[]), PodProgress::None);
+        assert_eq!(
+            progress(&[pod("Pending", None, 0, false)]),
+            PodProgress::Starting { since: made }
+        );
+        assert_eq!(
+            progress(&[pod("Running", None, 0, false)]),
+            PodProgress::Starting { since: made }
+        );
+        assert_eq!(
+            progress(&[pod("Running", None, 2, false)]),
+            PodProgress::Running
+        );
+        assert_eq!(
+            progress(&[pod("Running", Some("2026-01-01T10:00:20Z"), 0, false)]),
+            PodProgress::Ready {
+                since: at("2026-01-01T10:00:20Z")
+            }
+        );
+        // One going away, or one that ended, is not the one that runs.
+        assert_eq!(
+            progress(&[pod("Running", None, 0, true)]),
+            PodProgress::None
+        );
+        assert_eq!(
+            progress(&[pod("Failed", None, 0, false)]),
+            PodProgress::None
+        );
     }
 
     #[test]

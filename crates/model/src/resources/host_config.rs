@@ -122,7 +122,9 @@ pub struct HostPlugins {
     #[serde(default = "default_daily_runs")]
     #[schemars(range(min = 0))]
     pub daily_runs: u32,
-    /// How long an instance stays up after its last activity, as a duration (10m, 1h30m).
+    /// How long an instance stays up unused, as a duration (10m, 1h30m): after its last
+    /// activity, or after its Pod became Ready if that came later. A Pod still starting
+    /// (placed, its volume bound, its image pulled) is kept for up to 5 minutes.
     #[serde(default = "default_idle_timeout")]
     #[schemars(regex(pattern = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"))]
     pub idle_timeout: String,
