@@ -208,13 +208,15 @@ pub fn progress(pods: &[Arc<Pod>]) -> PodProgress {
         return PodProgress::None;
     };
     let status = pod.status.as_ref();
-    let ready_since = status
+    let ready = status
         .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
-        .and_then(|c| c.last_transition_time.as_ref())
-        .and_then(|t| ours(t.0));
-    if let Some(since) = ready_since {
-        return PodProgress::Ready { since };
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"));
+    if let Some(ready) = ready {
+        // Ready since an unknown time: no later start to count from, and no grace.
+        return match ready.last_transition_time.as_ref().and_then(|t| ours(t.0)) {
+            Some(since) => PodProgress::Ready { since },
+            None => PodProgress::Running,
+        };
     }
     // Pending (placed, its volume bound, its image pulled), or running for the first time and
     // not Ready yet; a container that restarted is failing, not starting.
@@ -641,6 +643,15 @@ mod tests {
                 since: at("2026-01-01T10:00:20Z")
             }
         );
+        // Ready since a time nobody wrote: neither counted from nor starting.
+        let mut untimed = pod("Running", Some("2026-01-01T10:00:20Z"), 0, false);
+        Arc::make_mut(&mut untimed)
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+            .expect("conditions")[0]
+            .last_transition_time = None;
+        assert_eq!(progress(&[untimed]), PodProgress::Running);
         // One going away, or one that ended, is not the one that runs.
         assert_eq!(
             progress(&[pod("Running", None, 0, true)]),
