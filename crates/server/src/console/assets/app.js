@@ -1303,6 +1303,18 @@ function renderSettings() {
   fill($("settings-body"), head, plugins.length ? plugins : h("p", { class: "empty" }, "No plugin is installed."));
 }
 
+/**
+ * The person is done with `plugin`'s form (saved, upgraded, removed): it is drawn afresh from
+ * the view as last listed, then listed again. A listing that came while the write was under
+ * way kept the form as they had it (it was being edited then), and listing again finds the
+ * same view and draws nothing: without this the form would stay as it was before the write.
+ */
+async function settled(plugin) {
+  state.settingsTouched.delete(plugin);
+  renderSettings();
+  await loadSettings(state.settings.project.name);
+}
+
 async function trustProject(project) {
   try {
     await state.api.post(state.api.ns(`/projects/${encodeURIComponent(project.name)}/trust`), { hash: project.hash });
@@ -1447,9 +1459,8 @@ async function applyUpgrade(p, review, out) {
   } catch (e) {
     return settingsStatus(`Upgrading ${p.plugin}: ${e.message}`, true);
   }
-  state.settingsTouched.delete(p.plugin);
   settingsStatus(`Upgraded ${p.plugin} to ${done.version ?? done.image}; the controller admits it next.`);
-  await loadSettings(state.settings.project.name);
+  await settled(p.plugin);
 }
 
 function askRemove(p, id) {
@@ -1468,9 +1479,8 @@ async function removePlugin(p) {
   } catch (e) {
     return settingsStatus(`Removing ${p.plugin}: ${e.message}`, true);
   }
-  state.settingsTouched.delete(p.plugin);
   settingsStatus(`Removed ${p.plugin}.`);
-  await loadSettings(state.settings.project.name);
+  await settled(p.plugin);
 }
 
 async function saveEntry(p, scope, fields, entry, id) {
@@ -1501,11 +1511,10 @@ async function saveEntry(p, scope, fields, entry, id) {
     // Refused: the form keeps what the person typed, to mend or leave.
     return settingsStatus(`${p.plugin}: ${e.message}`, true);
   }
-  state.settingsTouched.delete(p.plugin);
   settingsStatus(scope === "global"
     ? `Saved ${p.plugin}'s global entry.`
     : `Saved ${p.plugin}'s entry in project ${state.settings.project.name}.`);
-  await loadSettings(state.settings.project.name);
+  await settled(p.plugin);
 }
 
 // ---- UI commands ----------------------------------------------------------------------------
