@@ -426,23 +426,49 @@ impl Page {
 
     /// Clicks the element `selector` names in the top frame as a person would: scrolled into
     /// view, then the mouse pressed and released at its centre (so the click lands on what
-    /// is drawn there, and focus moves as a real click moves it).
+    /// is drawn there, and focus moves as a real click moves it). A page that redraws between
+    /// finding the centre and pressing (a list that grew above it) would put something else
+    /// under the pointer: with the pointer there, what it is over is checked and the centre
+    /// found again, a few times, before the press.
     pub async fn click(&self, selector: &str) -> Result<()> {
         let quoted = serde_json::to_string(selector).expect("a string serializes");
-        let centre = self
-            .evaluate(&format!(
-                "(() => {{ const e = document.querySelector({quoted}); if (!e) return null; \
-                 e.scrollIntoView({{block: 'center', inline: 'center'}}); \
-                 const r = e.getBoundingClientRect(); \
-                 return r.width && r.height ? [r.x + r.width / 2, r.y + r.height / 2] : null; }})()"
-            ))
+        let centre_of = format!(
+            "(() => {{ const e = document.querySelector({quoted}); if (!e) return null; \
+             e.scrollIntoView({{block: 'center', inline: 'center'}}); \
+             const r = e.getBoundingClientRect(); \
+             return r.width && r.height ? [r.x + r.width / 2, r.y + r.height / 2] : null; }})()"
+        );
+        let mut point = None;
+        for _ in 0..5 {
+            let centre = self.evaluate(&centre_of).await?;
+            let (Some(x), Some(y)) = (centre[0].as_f64(), centre[1].as_f64()) else {
+                return Err(BrowserError::NoElement {
+                    selector: selector.to_string(),
+                });
+            };
+            self.command(
+                "Input.dispatchMouseEvent",
+                json!({ "type": "mouseMoved", "x": x, "y": y, "button": "left", "clickCount": 1 }),
+            )
             .await?;
-        let (Some(x), Some(y)) = (centre[0].as_f64(), centre[1].as_f64()) else {
+            let over = self
+                .evaluate(&format!(
+                    "(() => {{ const e = document.querySelector({quoted}); \
+                     const at = document.elementFromPoint({x}, {y}); \
+                     return Boolean(e && at && (e === at || e.contains(at))); }})()"
+                ))
+                .await?;
+            if over.as_bool() == Some(true) {
+                point = Some((x, y));
+                break;
+            }
+        }
+        let Some((x, y)) = point else {
             return Err(BrowserError::NoElement {
-                selector: selector.to_string(),
+                selector: format!("{selector} (something else is drawn over its centre)"),
             });
         };
-        for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
+        for kind in ["mousePressed", "mouseReleased"] {
             self.command(
                 "Input.dispatchMouseEvent",
                 json!({ "type": kind, "x": x, "y": y, "button": "left", "clickCount": 1 }),
