@@ -35,6 +35,10 @@ use model::resources::PluginInstanceStatus;
 /// window has closed; past it, the ordinary idle rule stops it.
 pub const START_GRACE: Duration = Duration::from_secs(300);
 
+/// The longest wait before looking again: a window that closes later (an idle timeout of
+/// years) is looked at again within it: tokio panics on a timer that far out.
+pub const RECHECK_AT_MOST: Duration = Duration::from_secs(3600);
+
 /// How far the instance's live Pod got, for the idle rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PodProgress {
@@ -96,9 +100,8 @@ impl Demand {
             | Demand::SwitchOnAtStart(until)
             | Demand::Starting(until) => {
                 let left = until.duration_since(now);
-                Some(
-                    Duration::try_from(left).unwrap_or(Duration::ZERO) + Duration::from_millis(500),
-                )
+                let left = Duration::try_from(left).unwrap_or(Duration::ZERO);
+                Some(left.min(RECHECK_AT_MOST) + Duration::from_millis(500))
             }
             _ => None,
         }
@@ -123,22 +126,22 @@ pub fn demand(input: &DemandInputs) -> Demand {
     if status.live_hold && input.live_control && (stopped.is_none() || last.is_some()) {
         return Demand::LiveHold;
     }
-    let activity = last.map(|last| Demand::ActiveUntil(last + input.idle_timeout));
+    let activity = last.map(|last| Demand::ActiveUntil(later(last, input.idle_timeout)));
     let switch_on = status
         .switches
         .iter()
         .any(|s| s.on && input.switches.contains(&s.id.as_str()));
     let at_start = (switch_on && after_stop(input.started))
-        .then(|| Demand::SwitchOnAtStart(input.started + input.idle_timeout));
+        .then(|| Demand::SwitchOnAtStart(later(input.started, input.idle_timeout)));
     let windows: Vec<Demand> = [activity, at_start].into_iter().flatten().collect();
     // Idleness counts from when the Pod was up: a window that opened before the Pod became
     // Ready closes the idle timeout after it did.
     let from_ready = |d: Demand| match (d, input.pod) {
         (Demand::ActiveUntil(t), PodProgress::Ready { since }) => {
-            Demand::ActiveUntil(t.max(since + input.idle_timeout))
+            Demand::ActiveUntil(t.max(later(since, input.idle_timeout)))
         }
         (Demand::SwitchOnAtStart(t), PodProgress::Ready { since }) => {
-            Demand::SwitchOnAtStart(t.max(since + input.idle_timeout))
+            Demand::SwitchOnAtStart(t.max(later(since, input.idle_timeout)))
         }
         (d, _) => d,
     };
@@ -156,12 +159,21 @@ pub fn demand(input: &DemandInputs) -> Demand {
         PodProgress::Starting { since }
             if after_stop(since)
                 && windows.iter().any(|d| until(d) >= since)
-                && since + START_GRACE > input.now =>
+                && later(since, START_GRACE) > input.now =>
         {
-            Demand::Starting(since + START_GRACE)
+            Demand::Starting(later(since, START_GRACE))
         }
         _ => Demand::Idle,
     }
+}
+
+/// `t` plus `d`, or the last time there is: an idle timeout is the operator's to write
+/// (`999999999h` parses), and adding it must not panic the controller.
+fn later(t: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX)
 }
 
 /// When a window that keeps the container up closes.
@@ -492,5 +504,31 @@ mod tests {
             short(&stopped, starting, "2026-01-01T10:01:00Z"),
             Demand::Idle
         );
+    }
+
+    #[test]
+    fn an_idle_timeout_past_the_end_of_time_keeps_it_up_without_a_panic() {
+        let active = status(Some("2026-01-01T10:00:00Z"), &[("mode", true)], false);
+        for pod in [
+            PodProgress::None,
+            PodProgress::Ready {
+                since: at("2026-01-01T10:00:05Z"),
+            },
+        ] {
+            let d = demand(&DemandInputs {
+                status: Some(&active),
+                switches: MODE,
+                live_control: true,
+                idle_timeout: Duration::from_secs(u64::MAX),
+                pod,
+                started: at("2026-01-01T10:00:00Z"),
+                now: at("2026-01-01T10:01:00Z"),
+            });
+            assert!(d.wanted(), "{d:?}");
+            assert_eq!(
+                d.recheck_after(at("2026-01-01T10:01:00Z")),
+                Some(RECHECK_AT_MOST + Duration::from_millis(500))
+            );
+        }
     }
 }
