@@ -37,6 +37,19 @@ use model::resources::{
     ToolCallApprovalStatus,
 };
 
+/// The longest a call waits for a person, whatever `approval.wait` says: a year is as good as
+/// forever for a call held open, and a longer wait (`999999999h` parses) would overflow the
+/// deadline's arithmetic.
+const WAIT_AT_MOST: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How long a call waits for a person: HostConfig's `approval.wait`, 5 minutes when it does not
+/// parse, a year at most.
+pub fn approval_wait(written: &str) -> Duration {
+    model::schedule::parse_interval(written)
+        .unwrap_or(Duration::from_secs(300))
+        .min(WAIT_AT_MOST)
+}
+
 /// The component label of approvals.
 pub const COMPONENT: &str = "approval";
 /// Who decides when nobody did in time.
@@ -250,8 +263,7 @@ impl ApprovalDesk {
             ));
         }
         let host = self.index.host_config();
-        let wait = model::schedule::parse_interval(&host.spec.approval.wait)
-            .unwrap_or(Duration::from_secs(300));
+        let wait = approval_wait(&host.spec.approval.wait);
         let now = jiff::Timestamp::now();
         let deadline = now + wait;
         let approval = approval_of(&asked, profile, now, deadline);
@@ -820,5 +832,21 @@ impl ApprovalWriter for StoreApprovals {
                 .map(|a| (*a).clone())
                 .ok_or(DecideError::Gone)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_is_the_written_one_five_minutes_when_unreadable_and_a_year_at_most() {
+        assert_eq!(approval_wait("90s"), Duration::from_secs(90));
+        assert_eq!(approval_wait("soon"), Duration::from_secs(300));
+        assert_eq!(approval_wait("999999999h"), WAIT_AT_MOST);
+        // The deadline's arithmetic holds at the longest wait.
+        let now = jiff::Timestamp::now();
+        let _ = now + approval_wait("999999999h");
+        let _ = tokio::time::Instant::now() + approval_wait("999999999h");
     }
 }

@@ -58,8 +58,9 @@ pub struct HostConfigSpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalSettings {
-    /// How long a call waits for a decision (a duration: 5m, 90s); past it, the call is
-    /// denied and does not run. The tool's own time limit starts once it is approved.
+    /// How long a call waits for a decision (a duration: 5m, 90s; a year at most); past it,
+    /// the call is denied and does not run. The tool's own time limit starts once it is
+    /// approved.
     #[serde(default = "default_approval_wait")]
     #[schemars(regex(pattern = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"))]
     pub wait: String,
