@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use tokio::sync::watch;
@@ -134,10 +134,17 @@ fn endpoint(pod: &Pod) -> Option<Endpoint> {
 
 /// Whether a Pod's Ready condition is True.
 pub fn pod_ready(pod: &Pod) -> bool {
+    ready_condition(pod).is_some()
+}
+
+/// A Pod's Ready condition, when it is True (with when it became so).
+pub fn ready_condition(pod: &Pod) -> Option<&PodCondition> {
     pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 /// The instance a plugin Pod belongs to.

@@ -208,10 +208,7 @@ pub fn progress(pods: &[Arc<Pod>]) -> PodProgress {
         return PodProgress::None;
     };
     let status = pod.status.as_ref();
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"));
-    if let Some(ready) = ready {
+    if let Some(ready) = index::pods::ready_condition(pod) {
         // Ready since an unknown time: no later start to count from, and no grace.
         return match ready.last_transition_time.as_ref().and_then(|t| ours(t.0)) {
             Some(since) => PodProgress::Ready { since },

@@ -60,7 +60,7 @@ pub fn desired_status(
         .map(observed_part)
         .unwrap_or_default();
     let pod = applied.pod;
-    let ready = pod.is_some_and(pod_ready);
+    let ready = pod.is_some_and(index::pods::pod_ready);
     let phase = match (pod, applied.want_pod) {
         (Some(_), _) if ready => InstancePhase::Running,
         (_, true) => InstancePhase::Starting,
@@ -192,14 +192,6 @@ pub fn settings_news<'a>(
         return None;
     }
     after.conditions.iter().find(|c| c.r#type == SETTINGS_VALID)
-}
-
-/// Whether a Pod's Ready condition is True.
-pub fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 #[cfg(test)]
