@@ -36,6 +36,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One e2e test: a name and an async body that gets a fresh namespace (or, for a test of the
 /// harness itself, a plain function that needs no cluster).
+#[derive(Clone)]
 pub struct E2eTest {
     name: String,
     timeout: Duration,
@@ -60,6 +61,7 @@ pub enum Place {
     Real,
 }
 
+#[derive(Clone)]
 enum Body {
     InNamespace(TestFn),
     Plain(fn() -> anyhow::Result<()>),
@@ -291,16 +293,11 @@ fn repeated(tests: Vec<E2eTest>) -> Vec<E2eTest> {
         .max(1);
     let mut all = Vec::with_capacity(tests.len() * times);
     for test in tests {
-        if let Body::InNamespace(body) = &test.body {
+        if matches!(test.body, Body::InNamespace(_)) {
             for copy in 2..=times {
-                all.push(E2eTest {
-                    name: format!("{}#{copy}", test.name),
-                    timeout: test.timeout,
-                    body: Body::InNamespace(body.clone()),
-                    local_only: test.local_only,
-                    cluster_only: test.cluster_only,
-                    not_on_rehearsal: test.not_on_rehearsal,
-                });
+                let mut again = test.clone();
+                again.name = format!("{}#{copy}", test.name);
+                all.push(again);
             }
         }
         all.push(test);
